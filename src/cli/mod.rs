@@ -1,0 +1,46 @@
+//! The `shardcron` command line: argument parsing and dispatch to subcommands.
+
+mod next;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::process::ExitCode;
+
+/// A horizontally sharded Kubernetes CronJob controller.
+#[derive(Debug, Parser)]
+#[command(name = "shardcron", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the next activation times of a schedule, as Kubernetes computes them.
+    Next(next::NextArgs),
+}
+
+/// Output format shared by the inspection commands.
+#[derive(Debug, Clone, Copy, Default, ValueEnum)]
+pub enum Output {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Exit status for bad input (invalid schedule, zone, file), as documented.
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+/// Runs the command line; returns the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Next(args) => next::run(&args, &mut std::io::stdout().lock()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("shardcron: {err}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! shardcron: a Kubernetes CronJob controller that scales out horizontally.
+//!
+//! The crate is a functional core inside an imperative shell:
+//! - [`schedule`]: cron parsing and activation math with Kubernetes' exact semantics (pure).
+//! - [`cli`]: the `shardcron` command line.
+
+pub mod cli;
+pub mod schedule;

@@ -1,0 +1,213 @@
+//! Cron schedules with Kubernetes' exact semantics: pure, no clock, no I/O.
+//!
+//! Kubernetes evaluates `spec.schedule` with robfig/cron v3.0.1
+//! `ParseStandard`, and users' schedules were written against it. This module
+//! reproduces it exactly (checked against robfig itself by
+//! `tests/schedule_differential.rs`):
+//!
+//! - [`parse`] accepts what robfig accepts, rejects what it rejects, and says
+//!   which field is wrong and why;
+//! - [`Schedule::next`] is robfig's `Next`: DST gaps are skipped, not moved;
+//!   times in a DST overlap fire twice; after five years of search it gives
+//!   up ([`None`], "never"); `@every` counts from the instant given;
+//! - [`slots`] holds the controller's questions built on `next`: the most
+//!   recent due slot, missed-slot counting, the starting-deadline clamp and
+//!   the next wake-up, as kube-controller-manager computes them.
+
+mod go_duration;
+mod go_time;
+mod parse;
+pub mod slots;
+
+pub use go_duration::DurationError;
+pub use go_time::format_rfc3339;
+pub use parse::{Field, FieldError, ParseError, ScheduleZone, ZoneError, load_named_zone, parse};
+
+use go_time::Zone;
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+
+/// A parsed schedule. Cheap to clone; small enough to keep one per CronJob.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    kind: Kind,
+    zone: ScheduleZone,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Five cron fields (or a descriptor other than `@every`).
+    Spec(Fields),
+    /// `@every`: a whole number of seconds, at least one.
+    Every(u64),
+}
+
+/// Bit sets of matching values, as robfig keeps them (bit `n` = value `n`).
+/// The seconds field of `ParseStandard` is always `0` and is not stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fields {
+    minute: u64,
+    hour: u32,
+    dom: u32,
+    month: u16,
+    dow: u8,
+    /// robfig's "star bit" (`*`, `?` or a step of 1 over `*`): with either
+    /// day field starred both must match, otherwise either may.
+    dom_star: bool,
+    dow_star: bool,
+}
+
+impl Fields {
+    fn day_matches(&self, day: u32, weekday: u32) -> bool {
+        let dom = self.dom & (1 << day) != 0;
+        let dow = self.dow & (1 << weekday) != 0;
+        if self.dom_star || self.dow_star {
+            dom && dow
+        } else {
+            dom || dow
+        }
+    }
+}
+
+/// Instants beyond this many seconds are not searched (jiff stops at year 9999).
+const LAST_SEARCHABLE: i64 = 253_000_000_000; // ~ year 9987
+
+impl Schedule {
+    /// Where this schedule's times are evaluated.
+    pub fn zone(&self) -> &ScheduleZone {
+        &self.zone
+    }
+
+    /// Whether this is an `@every` schedule (a constant delay, not aligned to the clock).
+    pub fn is_every(&self) -> bool {
+        matches!(self.kind, Kind::Every(_))
+    }
+
+    /// The first activation strictly after `after`, as robfig's `Next`.
+    ///
+    /// `zone` is used unless the schedule names its own (a `TZ=` prefix),
+    /// just as robfig evaluates prefix-less schedules in the location of the
+    /// time it is given. `None` means no activation within robfig's search
+    /// horizon (five years), or beyond the year 9987.
+    pub fn next(&self, after: Timestamp, zone: &TimeZone) -> Option<Timestamp> {
+        let nanos = after.as_nanosecond();
+        let floor_secs = i64::try_from(nanos.div_euclid(1_000_000_000)).ok()?;
+        if floor_secs > LAST_SEARCHABLE {
+            return None;
+        }
+        match self.kind {
+            Kind::Every(delay) => {
+                Timestamp::from_second(floor_secs.checked_add_unsigned(delay)?).ok()
+            }
+            Kind::Spec(fields) => {
+                let zone = match &self.zone {
+                    ScheduleZone::Caller => zone,
+                    ScheduleZone::Fixed(own) => own,
+                };
+                let unix = spec_next(&fields, &Zone::new(zone), floor_secs + 1)?;
+                Timestamp::from_second(unix).ok()
+            }
+        }
+    }
+
+    /// Successive activations after `after` (stops at "never").
+    pub fn upcoming<'a>(
+        &'a self,
+        after: Timestamp,
+        zone: &'a TimeZone,
+    ) -> impl Iterator<Item = Timestamp> + 'a {
+        std::iter::successors(self.next(after, zone), move |&t| self.next(t, zone))
+    }
+}
+
+/// robfig's `SpecSchedule.Next` from the whole second `start`, step for step,
+/// including its quirks at DST transitions (the wrap-arounds, the midnight
+/// correction after adding a day). Returns Unix seconds.
+fn spec_next(f: &Fields, zone: &Zone, start: i64) -> Option<i64> {
+    let mut t = start;
+    let mut added = false;
+    let year_limit = zone.civil(t).year + 5;
+    'wrap: loop {
+        let mut c = zone.civil(t);
+        if c.year > year_limit {
+            return None;
+        }
+        while f.month & (1 << c.month) == 0 {
+            if !added {
+                added = true;
+                t = zone.date(c.year, i64::from(c.month), 1, 0, 0, 0);
+                c = zone.civil(t);
+            }
+            t = zone.add_date(c, 1, 0);
+            c = zone.civil(t);
+            if c.month == 1 {
+                continue 'wrap;
+            }
+        }
+        while !f.day_matches(c.day, c.weekday) {
+            if !added {
+                added = true;
+                t = zone.date(c.year, i64::from(c.month), i64::from(c.day), 0, 0, 0);
+                c = zone.civil(t);
+            }
+            t = zone.add_date(c, 0, 1);
+            c = zone.civil(t);
+            // Where midnight does not exist, robfig pulls the time back to
+            // (or pushes it on to) an hour-0 reading.
+            if c.hour != 0 {
+                let hour = i64::from(c.hour);
+                t += if hour > 12 {
+                    (24 - hour) * 3600
+                } else {
+                    -hour * 3600
+                };
+                c = zone.civil(t);
+            }
+            if c.day == 1 {
+                continue 'wrap;
+            }
+        }
+        while f.hour & (1 << c.hour) == 0 {
+            if !added {
+                added = true;
+                t = zone.date(
+                    c.year,
+                    i64::from(c.month),
+                    i64::from(c.day),
+                    i64::from(c.hour),
+                    0,
+                    0,
+                );
+            }
+            t += 3600;
+            c = zone.civil(t);
+            if c.hour == 0 {
+                continue 'wrap;
+            }
+        }
+        while f.minute & (1 << c.minute) == 0 {
+            if !added {
+                added = true;
+                t = t.div_euclid(60) * 60;
+            }
+            t += 60;
+            c = zone.civil(t);
+            if c.minute == 0 {
+                continue 'wrap;
+            }
+        }
+        // The seconds field is "0"; only zones with odd-second offsets get here.
+        while c.second != 0 {
+            added = true;
+            t += 1;
+            c = zone.civil(t);
+            if c.second == 0 {
+                continue 'wrap;
+            }
+        }
+        return Some(t);
+    }
+}
+
+#[cfg(test)]
+mod tests;
