@@ -58,6 +58,17 @@ struct Fields {
 }
 
 impl Fields {
+    /// Whether any instant can match. robfig would search its whole horizon
+    /// to find out; a field with no values (`,`) cannot match anything.
+    fn can_fire(&self) -> bool {
+        let day = if self.dom_star || self.dow_star {
+            self.dom != 0 && self.dow != 0
+        } else {
+            self.dom != 0 || self.dow != 0
+        };
+        self.minute != 0 && self.hour != 0 && self.month != 0 && day
+    }
+
     fn day_matches(&self, day: u32, weekday: u32) -> bool {
         let dom = self.dom & (1 << day) != 0;
         let dow = self.dow & (1 << weekday) != 0;
@@ -68,6 +79,12 @@ impl Fields {
         }
     }
 }
+
+/// A bound on the search steps of one `next` call. Legitimate searches take
+/// at most a few thousand steps (a day at a time over five years); robfig
+/// itself loops forever where a calendar day is missing from a zone
+/// (Pacific/Apia skipped 2011-12-30), and this ends such a search with "never".
+const MAX_SEARCH_STEPS: u32 = 1_000_000;
 
 /// Instants beyond this many seconds are not searched (jiff stops at year 9999).
 const LAST_SEARCHABLE: i64 = 253_000_000_000; // ~ year 9987
@@ -122,10 +139,19 @@ impl Schedule {
 
 /// robfig's `SpecSchedule.Next` from the whole second `start`, step for step,
 /// including its quirks at DST transitions (the wrap-arounds, the midnight
-/// correction after adding a day). Returns Unix seconds.
+/// correction after adding a day). Returns Unix seconds. Where robfig would
+/// loop forever this gives up after [`MAX_SEARCH_STEPS`].
 fn spec_next(f: &Fields, zone: &Zone, start: i64) -> Option<i64> {
+    if !f.can_fire() {
+        return None;
+    }
     let mut t = start;
     let mut added = false;
+    let mut steps = 0u32;
+    let mut step = || {
+        steps += 1;
+        (steps <= MAX_SEARCH_STEPS).then_some(())
+    };
     let year_limit = zone.civil(t).year + 5;
     'wrap: loop {
         let mut c = zone.civil(t);
@@ -133,6 +159,7 @@ fn spec_next(f: &Fields, zone: &Zone, start: i64) -> Option<i64> {
             return None;
         }
         while f.month & (1 << c.month) == 0 {
+            step()?;
             if !added {
                 added = true;
                 t = zone.date(c.year, i64::from(c.month), 1, 0, 0, 0);
@@ -145,6 +172,7 @@ fn spec_next(f: &Fields, zone: &Zone, start: i64) -> Option<i64> {
             }
         }
         while !f.day_matches(c.day, c.weekday) {
+            step()?;
             if !added {
                 added = true;
                 t = zone.date(c.year, i64::from(c.month), i64::from(c.day), 0, 0, 0);
@@ -168,6 +196,7 @@ fn spec_next(f: &Fields, zone: &Zone, start: i64) -> Option<i64> {
             }
         }
         while f.hour & (1 << c.hour) == 0 {
+            step()?;
             if !added {
                 added = true;
                 t = zone.date(
@@ -186,6 +215,7 @@ fn spec_next(f: &Fields, zone: &Zone, start: i64) -> Option<i64> {
             }
         }
         while f.minute & (1 << c.minute) == 0 {
+            step()?;
             if !added {
                 added = true;
                 t = t.div_euclid(60) * 60;
@@ -198,6 +228,7 @@ fn spec_next(f: &Fields, zone: &Zone, start: i64) -> Option<i64> {
         }
         // The seconds field is "0"; only zones with odd-second offsets get here.
         while c.second != 0 {
+            step()?;
             added = true;
             t += 1;
             c = zone.civil(t);

@@ -697,3 +697,16 @@ fn parsed_schedule_is_small() {
         std::mem::size_of::<Schedule>()
     );
 }
+
+#[test]
+fn skipped_calendar_day_ends_the_search_instead_of_hanging() {
+    // Samoa skipped 2011-12-30. robfig's Next never returns here (it cycles
+    // between the 29th and the 31st); shardcron gives up and says "never".
+    let apia = tz("Pacific/Apia");
+    let s = parse("* 15-19 * * 0/13,2").unwrap();
+    let after = Timestamp::from_nanosecond(1_325_206_480_537_376_646).unwrap();
+    assert_eq!(s.next(after, &apia), None);
+    // A day later the search has left the missing day behind.
+    let later = after + jiff::SignedDuration::from_hours(48);
+    assert!(s.next(later, &apia).is_some());
+}

@@ -1,0 +1,27 @@
+//! Test support shared by the integration tests: the binaries built by
+//! deploy/local and, for tests that talk to Kubernetes, a real control plane.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The repository root (where Cargo.toml is).
+pub fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Builds (or reuses from the cache) a deploy/local component and returns its path.
+pub fn local_binary(name: &str) -> PathBuf {
+    let script = repo_root().join("deploy/local/build");
+    let output = Command::new(&script)
+        .arg(name)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    assert!(output.status.success(), "deploy/local/build {name} failed");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let bin_dir = stdout.lines().last().unwrap_or_default().trim();
+    let path = Path::new(bin_dir).join(name);
+    assert!(path.is_file(), "{} was not built", path.display());
+    path
+}
