@@ -313,15 +313,6 @@ fn agrees_with_robfig_cron_v3_0_1() {
         requests.push((spec, *name, tz, nanos));
     }
 
-    let mut child = Command::new(&oracle)
-        .arg("next")
-        .env("ZONEINFO", zoneinfo.path())
-        .env("TZ", "UTC")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {}: {e}", oracle.display()));
-    let mut stdin = child.stdin.take().unwrap();
     let input: String = requests
         .iter()
         .map(|(spec, zone, _, nanos)| format!("{nanos}\t{zone}\t5\t{spec}\n"))
@@ -335,6 +326,15 @@ fn agrees_with_robfig_cron_v3_0_1() {
         std::mem::forget(zoneinfo);
         return;
     }
+    let mut child = Command::new(&oracle)
+        .arg("next")
+        .env("ZONEINFO", zoneinfo.path())
+        .env("TZ", "UTC")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", oracle.display()));
+    let mut stdin = child.stdin.take().unwrap();
     let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
     // robfig can loop forever on some inputs; never let that hang the suite.
     let pid = child.id().to_string();
