@@ -95,6 +95,14 @@ impl Schedule {
         &self.zone
     }
 
+    /// The schedule's own zone, else the caller's.
+    fn zone_or<'a>(&'a self, caller: &'a TimeZone) -> &'a TimeZone {
+        match &self.zone {
+            ScheduleZone::Caller => caller,
+            ScheduleZone::Fixed(own) => own,
+        }
+    }
+
     /// Whether this is an `@every` schedule (a constant delay, not aligned to the clock).
     pub fn is_every(&self) -> bool {
         matches!(self.kind, Kind::Every(_))
@@ -117,14 +125,28 @@ impl Schedule {
                 Timestamp::from_second(floor_secs.checked_add_unsigned(delay)?).ok()
             }
             Kind::Spec(fields) => {
-                let zone = match &self.zone {
-                    ScheduleZone::Caller => zone,
-                    ScheduleZone::Fixed(own) => own,
-                };
-                let unix = spec_next(&fields, &Zone::new(zone), floor_secs + 1)?;
+                let unix = spec_next(&fields, &Zone::new(self.zone_or(zone)), floor_secs + 1)?;
                 Timestamp::from_second(unix).ok()
             }
         }
+    }
+
+    /// Whether `at` is an activation time of a field schedule, read in `zone`
+    /// (or the schedule's own zone). Always false for `@every`, which is not
+    /// tied to the clock.
+    pub fn matches(&self, at: Timestamp, zone: &TimeZone) -> bool {
+        let Kind::Spec(f) = self.kind else {
+            return false;
+        };
+        if at.subsec_nanosecond() != 0 {
+            return false;
+        }
+        let c = Zone::new(self.zone_or(zone)).civil(at.as_second());
+        c.second == 0
+            && f.minute & (1 << c.minute) != 0
+            && f.hour & (1 << c.hour) != 0
+            && f.month & (1 << c.month) != 0
+            && f.day_matches(c.day, c.weekday)
     }
 
     /// Successive activations after `after` (stops at "never").
