@@ -1,0 +1,112 @@
+//! `shardcron next`, end to end through the built binary.
+
+use std::process::{Command, Output};
+
+fn next(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_shardcron"))
+        .arg("next")
+        .args(args)
+        .output()
+        .expect("run shardcron")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn prints_five_times_in_utc_by_default() {
+    let o = next(&["*/15 * * * *", "--after", "2024-01-01T10:07:00Z"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "2024-01-01T10:15:00Z\n2024-01-01T10:30:00Z\n2024-01-01T10:45:00Z\n2024-01-01T11:00:00Z\n2024-01-01T11:15:00Z\n"
+    );
+}
+
+#[test]
+fn time_zone_offsets_and_dst_overlap() {
+    let o = next(&[
+        "30 1 * * *",
+        "--time-zone",
+        "America/New_York",
+        "--after",
+        "2024-11-02T12:00:00Z",
+        "--count",
+        "3",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "2024-11-03T01:30:00-04:00\n2024-11-03T01:30:00-05:00\n2024-11-04T01:30:00-05:00\n"
+    );
+}
+
+#[test]
+fn tz_prefix_wins_over_the_flag() {
+    let o = next(&[
+        "TZ=Asia/Kolkata 0 9 * * *",
+        "--time-zone",
+        "Europe/Berlin",
+        "--after",
+        "2024-01-01T00:00:00Z",
+        "--count",
+        "1",
+    ]);
+    assert_eq!(stdout(&o), "2024-01-01T09:00:00+05:30\n");
+}
+
+#[test]
+fn json_output() {
+    let o = next(&[
+        "@every 90m",
+        "--after",
+        "2024-01-01T00:00:30.5Z",
+        "--count",
+        "2",
+        "--output",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!(["2024-01-01T01:30:30Z", "2024-01-01T03:00:30Z"])
+    );
+}
+
+#[test]
+fn never_firing_prints_nothing_and_succeeds() {
+    let o = next(&["0 0 30 2 *"]);
+    assert!(o.status.success());
+    assert_eq!(stdout(&o), "");
+    let o = next(&["0 0 30 2 *", "--output", "json"]);
+    assert_eq!(stdout(&o).trim(), "[]");
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    for (args, needle) in [
+        (&["0 0 * * 7"][..], "day-of-week: 7 is above the maximum 6"),
+        (&["TZ=UTC"][..], "TZ must be followed by a space"),
+        (
+            &["* * * * *", "--time-zone", "Mars/Olympus"][..],
+            "unknown time zone \"Mars/Olympus\"",
+        ),
+        (
+            &["* * * * *", "--time-zone", "america/new_york"][..],
+            "unknown time zone",
+        ),
+    ] {
+        let o = next(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stdout(&o).is_empty());
+        let err = stderr(&o);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
