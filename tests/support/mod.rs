@@ -25,3 +25,5 @@ pub fn local_binary(name: &str) -> PathBuf {
     assert!(path.is_file(), "{} was not built", path.display());
     path
 }
+
+pub mod cluster;
