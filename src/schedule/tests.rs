@@ -710,3 +710,23 @@ fn skipped_calendar_day_ends_the_search_instead_of_hanging() {
     let later = after + jiff::SignedDuration::from_hours(48);
     assert!(s.next(later, &apia).is_some());
 }
+#[test]
+fn half_hour_dst_gap_lets_robfig_fire_outside_the_hour_field() {
+    // Found by fuzzing, confirmed against robfig: Lord Howe springs forward
+    // 30 minutes (02:00 -> 02:30). After firing at 01:31, robfig's minute
+    // search walks from 01:59 into 02:30 without passing minute 0, so it
+    // never re-checks the hour and fires again at 02:31. Kubernetes does
+    // this too; shardcron keeps it.
+    let z = tz("Australia/Lord_Howe");
+    let s = parse("31 1 2 10 0").unwrap();
+    let runs: Vec<_> = s.upcoming(ts("2022-10-01T05:00:00Z"), &z).take(3).collect();
+    assert_eq!(
+        runs,
+        [
+            ts("2022-10-02T01:31:00+10:30"),
+            ts("2022-10-02T02:31:00+11:00"),
+            ts("2022-10-09T01:31:00+11:00")
+        ]
+    );
+    assert!(!s.matches(runs[1], &z));
+}
