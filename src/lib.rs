@@ -2,7 +2,9 @@
 //!
 //! The crate is a functional core inside an imperative shell:
 //! - [`schedule`]: cron parsing and activation math with Kubernetes' exact semantics (pure).
+//! - [`reconcile`]: the controller's decision for one CronJob, as upstream's v2 controller makes it (pure).
 //! - [`cli`]: the `shardcron` command line.
 
 pub mod cli;
+pub mod reconcile;
 pub mod schedule;

@@ -1,0 +1,220 @@
+//! The reasons behind a plan, one per step taken, for people (`shardcron
+//! explain`, logs and trace attributes). Events say what upstream would tell
+//! the user; decisions also say why nothing happened.
+
+use super::view::Finished;
+use jiff::Timestamp;
+use std::fmt;
+
+/// One step of the decision and its reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// A finished Job beyond its history limit is deleted.
+    HistoryDelete {
+        job: String,
+        finished: Finished,
+        limit: i32,
+    },
+    /// A delete failed; the Job stays (history) or the slot waits (Replace).
+    DeleteFailed {
+        job: String,
+        error: String,
+    },
+    /// A finished Job left `status.active`.
+    SawCompleted {
+        job: String,
+        finished: Finished,
+    },
+    /// `status.lastSuccessfulTime` moved to this Job's completion time.
+    LastSuccessful {
+        job: String,
+        time: Option<Timestamp>,
+    },
+    /// A running child not in `status.active`, nor in the live CronJob's.
+    Unexpected {
+        job: String,
+    },
+    /// A running child absent from `status.active` is in the live CronJob's:
+    /// the decision goes on with the live CronJob (upstream's quirk: the
+    /// status written is still the one read at first).
+    SwitchedToLiveCronJob {
+        job: String,
+    },
+    /// An active Job no longer exists.
+    Missing {
+        job: String,
+    },
+    /// An active Job missing from the children exists after all.
+    StillExists {
+        job: String,
+    },
+    /// A live GET failed; the sync stops and is retried with backoff.
+    LookupFailed {
+        what: String,
+        error: String,
+    },
+    Deleting,
+    UnknownTimeZone {
+        time_zone: String,
+    },
+    Suspended,
+    TimeZoneInSchedule,
+    Unparseable {
+        error: String,
+    },
+    NeverFires {
+        error: String,
+    },
+    NothingDue,
+    TooManyMissed {
+        slot: Timestamp,
+    },
+    TooLate {
+        slot: Timestamp,
+    },
+    AlreadyHandled {
+        slot: Timestamp,
+        job: String,
+    },
+    ForbidWhileActive {
+        slot: Timestamp,
+        running: Vec<String>,
+    },
+    Replace {
+        job: String,
+    },
+    Start {
+        slot: Timestamp,
+        job: String,
+    },
+    /// The Job of this slot exists but is not this CronJob's.
+    ExistsForeign {
+        job: String,
+    },
+    /// The Job of this slot exists and is already in `status.active`.
+    ExistsActive {
+        job: String,
+    },
+    /// The Job of this slot exists and is ours: recorded as if just created.
+    ExistsRecorded {
+        job: String,
+    },
+    CreateFailed {
+        job: String,
+        error: String,
+    },
+    NamespaceTerminating {
+        job: String,
+    },
+    /// The next look at this CronJob.
+    WakeAt(Timestamp),
+    /// No later slot within the schedule's search horizon.
+    NoWakeup,
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use Decision::*;
+        match self {
+            HistoryDelete {
+                job,
+                finished,
+                limit,
+            } => {
+                let (kind, field) = match finished {
+                    Finished::Complete => ("successful", "successfulJobsHistoryLimit"),
+                    Finished::Failed => ("failed", "failedJobsHistoryLimit"),
+                };
+                write!(
+                    f,
+                    "delete {job}: more than {limit} {kind} jobs kept (spec.{field}), oldest first"
+                )
+            }
+            DeleteFailed { job, error } => write!(f, "deleting {job} failed: {error}"),
+            SawCompleted { job, finished } => write!(
+                f,
+                "{job} finished ({}): removed from status.active",
+                finished.as_str()
+            ),
+            LastSuccessful { job, time } => match time {
+                Some(t) => write!(f, "lastSuccessfulTime := {t} (completion of {job})"),
+                None => write!(
+                    f,
+                    "lastSuccessfulTime := none ({job} succeeded without a completionTime)"
+                ),
+            },
+            Unexpected { job } => write!(
+                f,
+                "{job} is running but not in status.active (nor in the live CronJob's): reported, not adopted"
+            ),
+            SwitchedToLiveCronJob { job } => write!(
+                f,
+                "{job} is in the live CronJob's status.active: going on with the live CronJob"
+            ),
+            Missing { job } => write!(f, "{job} is in status.active but gone: removed"),
+            StillExists { job } => write!(
+                f,
+                "{job} is in status.active and not listed, but a live GET found it: kept"
+            ),
+            LookupFailed { what, error } => {
+                write!(f, "GET {what} failed: {error}; retry with backoff")
+            }
+            Deleting => write!(
+                f,
+                "not scheduling: the CronJob is being deleted (status is still kept up to date)"
+            ),
+            UnknownTimeZone { time_zone } => {
+                write!(f, "not scheduling: unknown spec.timeZone {time_zone:?}")
+            }
+            Suspended => write!(f, "not started: spec.suspend is true"),
+            TimeZoneInSchedule => write!(
+                f,
+                "the schedule names its own zone (TZ=/CRON_TZ=): it wins over spec.timeZone"
+            ),
+            Unparseable { error } => write!(f, "not scheduling: unparseable schedule: {error}"),
+            NeverFires { error } => write!(f, "not scheduling: invalid schedule: {error}"),
+            NothingDue => write!(f, "nothing due: no unstarted slot"),
+            TooManyMissed { slot } => write!(
+                f,
+                "more than 100 slots missed; only the most recent ({slot}) is considered"
+            ),
+            TooLate { slot } => write!(
+                f,
+                "not started: slot {slot} is past spec.startingDeadlineSeconds"
+            ),
+            AlreadyHandled { slot, job } => write!(
+                f,
+                "slot {slot} already handled ({job} in status.active or lastScheduleTime = slot)"
+            ),
+            ForbidWhileActive { slot, running } => write!(
+                f,
+                "not started (slot {slot}): concurrencyPolicy Forbid and job {} {} still running",
+                running.join(", "),
+                if running.len() == 1 { "is" } else { "are" }
+            ),
+            Replace { job } => write!(
+                f,
+                "concurrencyPolicy Replace: delete running job {job} first"
+            ),
+            Start { slot, job } => write!(f, "start {job} for slot {slot}"),
+            ExistsForeign { job } => write!(
+                f,
+                "{job} already exists and is not controlled by this CronJob: left alone"
+            ),
+            ExistsActive { job } => write!(f, "{job} already exists and is active"),
+            ExistsRecorded { job } => write!(
+                f,
+                "{job} already exists and is ours: recorded in status.active"
+            ),
+            CreateFailed { job, error } => {
+                write!(f, "creating {job} failed: {error}; retry with backoff")
+            }
+            NamespaceTerminating { job } => write!(
+                f,
+                "creating {job} failed: the namespace is being deleted; retry with backoff"
+            ),
+            WakeAt(t) => write!(f, "next look at {t}"),
+            NoWakeup => write!(f, "no further slot: no wake-up"),
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! The Kubernetes Events the controller records on a CronJob: upstream's
+//! reasons, types and message texts, word for word, so that
+//! `kubectl describe cronjob` reads the same as with kube-controller-manager.
+
+use super::schedule_setup::go_quote;
+use jiff::Timestamp;
+use std::fmt;
+
+/// `Normal` or `Warning`, as in `corev1.EventType*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// Every reason the upstream controller records (section 1.12 of the
+/// behaviour catalogue). The spelling of each is upstream's, including the
+/// capital P of `UnParseableCronJobSchedule`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Reason {
+    SawCompletedJob,
+    MissingJob,
+    JobAlreadyActive,
+    SuccessfulCreate,
+    SuccessfulDelete,
+    UnexpectedJob,
+    UnknownTimeZone,
+    UnparseableSchedule,
+    InvalidSchedule,
+    TooManyMissedTimes,
+    MissSchedule,
+    FailedGet,
+    FailedDelete,
+    FailedCreate,
+    UnsupportedSchedule,
+    UnParseableCronJobSchedule,
+}
+
+impl Reason {
+    pub fn event_type(self) -> EventType {
+        use Reason::*;
+        match self {
+            SawCompletedJob | MissingJob | JobAlreadyActive | SuccessfulCreate
+            | SuccessfulDelete => EventType::Normal,
+            _ => EventType::Warning,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        use Reason::*;
+        match self {
+            SawCompletedJob => "SawCompletedJob",
+            MissingJob => "MissingJob",
+            JobAlreadyActive => "JobAlreadyActive",
+            SuccessfulCreate => "SuccessfulCreate",
+            SuccessfulDelete => "SuccessfulDelete",
+            UnexpectedJob => "UnexpectedJob",
+            UnknownTimeZone => "UnknownTimeZone",
+            UnparseableSchedule => "UnparseableSchedule",
+            InvalidSchedule => "InvalidSchedule",
+            TooManyMissedTimes => "TooManyMissedTimes",
+            MissSchedule => "MissSchedule",
+            FailedGet => "FailedGet",
+            FailedDelete => "FailedDelete",
+            FailedCreate => "FailedCreate",
+            UnsupportedSchedule => "UnsupportedSchedule",
+            UnParseableCronJobSchedule => "UnParseableCronJobSchedule",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One Event to record on the CronJob.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub event_type: EventType,
+    pub reason: Reason,
+    pub message: String,
+}
+
+impl Event {
+    fn new(reason: Reason, message: String) -> Self {
+        Self {
+            event_type: reason.event_type(),
+            reason,
+            message,
+        }
+    }
+
+    pub fn saw_completed_job(job: &str, condition: &str) -> Self {
+        Self::new(
+            Reason::SawCompletedJob,
+            format!("Saw completed job: {job}, condition: {condition}"),
+        )
+    }
+
+    pub fn missing_job(job: &str) -> Self {
+        Self::new(
+            Reason::MissingJob,
+            format!("Active job went missing: {job}"),
+        )
+    }
+
+    pub fn unexpected_job(job: &str) -> Self {
+        Self::new(
+            Reason::UnexpectedJob,
+            format!("Saw a job that the controller did not create or forgot: {job}"),
+        )
+    }
+
+    pub fn job_already_active() -> Self {
+        Self::new(
+            Reason::JobAlreadyActive,
+            "Not starting job because prior execution is running and concurrency policy is Forbid"
+                .to_owned(),
+        )
+    }
+
+    pub fn successful_create(job: &str) -> Self {
+        Self::new(Reason::SuccessfulCreate, format!("Created job {job}"))
+    }
+
+    pub fn successful_delete(job: &str) -> Self {
+        Self::new(Reason::SuccessfulDelete, format!("Deleted job {job}"))
+    }
+
+    pub fn unknown_time_zone(time_zone: &str, error: &str) -> Self {
+        Self::new(
+            Reason::UnknownTimeZone,
+            format!("invalid timeZone: {}: {error}", go_quote(time_zone)),
+        )
+    }
+
+    pub fn unparseable_schedule(schedule: &str, error: &str) -> Self {
+        Self::new(
+            Reason::UnparseableSchedule,
+            format!("unparseable schedule: {} : {error}", go_quote(schedule)),
+        )
+    }
+
+    pub fn invalid_schedule(schedule: &str, error: &str) -> Self {
+        Self::new(
+            Reason::InvalidSchedule,
+            format!("invalid schedule: {schedule} : {error}"),
+        )
+    }
+
+    pub fn too_many_missed_times() -> Self {
+        Self::new(
+            Reason::TooManyMissedTimes,
+            "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew"
+                .to_owned(),
+        )
+    }
+
+    pub fn miss_schedule(scheduled: Timestamp) -> Self {
+        Self::new(
+            Reason::MissSchedule,
+            format!(
+                "Missed scheduled time to start a job: {}",
+                rfc1123z_utc(scheduled)
+            ),
+        )
+    }
+
+    pub fn failed_get(error: &str) -> Self {
+        Self::new(Reason::FailedGet, format!("Get job: {error}"))
+    }
+
+    pub fn failed_delete(error: &str) -> Self {
+        Self::new(Reason::FailedDelete, format!("Deleted job: {error}"))
+    }
+
+    pub fn failed_create(error: &str) -> Self {
+        Self::new(Reason::FailedCreate, format!("Error creating job: {error}"))
+    }
+
+    pub fn unsupported_schedule(schedule: &str) -> Self {
+        Self::new(
+            Reason::UnsupportedSchedule,
+            format!(
+                "CRON_TZ or TZ used in schedule {} is not officially supported, see https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details",
+                go_quote(schedule)
+            ),
+        )
+    }
+
+    pub fn unparseable_cronjob_schedule(schedule: &str) -> Self {
+        Self::new(
+            Reason::UnParseableCronJobSchedule,
+            format!("unparseable schedule for cronjob: {schedule}"),
+        )
+    }
+}
+
+/// Go's `t.UTC().Format(time.RFC1123Z)`: `Mon, 02 Jan 2006 15:04:05 +0000`.
+pub fn rfc1123z_utc(t: Timestamp) -> String {
+    // Go formats the wall clock of the whole second the instant falls in.
+    let whole =
+        Timestamp::from_second(t.as_second() - i64::from(t.subsec_nanosecond() < 0)).unwrap_or(t);
+    jiff::fmt::strtime::format("%a, %d %b %Y %H:%M:%S +0000", whole)
+        .unwrap_or_else(|_| whole.to_string())
+}

@@ -1,0 +1,146 @@
+//! The Job a CronJob starts for a slot, built as upstream's
+//! `getJobFromTemplate2` builds it.
+//!
+//! The name `<cronjob>-<scheduled Unix minutes>` is deterministic: a second
+//! create for the same slot fails with AlreadyExists instead of running the
+//! work twice. That is the last line of defence against duplicates, for
+//! upstream and for shardcron's shards alike.
+
+use super::schedule_setup::NamedZone;
+use super::view::CronJobView;
+use crate::schedule::format_rfc3339;
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use std::collections::BTreeMap;
+
+/// `batchv1.CronJobScheduledTimestampAnnotation`.
+pub const SCHEDULED_TIMESTAMP_ANNOTATION: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
+
+/// Upstream's `getJobName`: `<cronjob>-<scheduled.Unix()/60>` (Go's division
+/// truncates toward zero, so does Rust's).
+pub fn job_name(cronjob_name: &str, scheduled: Timestamp) -> String {
+    format!("{cronjob_name}-{}", scheduled.as_second() / 60)
+}
+
+/// The labels and annotations of a Job made for a slot.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobMetadata {
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// Upstream's `getJobFromTemplate2`: the Job to create for `scheduled`. It
+/// fails, as upstream's, only when `spec.timeZone` does not load (the text is
+/// Go's `LoadLocation` error).
+pub fn build_job(
+    cronjob: &CronJobView,
+    default_zone: &TimeZone,
+    scheduled: Timestamp,
+) -> Result<Job, String> {
+    let zone = cronjob
+        .spec
+        .setup
+        .annotation_zone()
+        .map_err(str::to_owned)?;
+    Ok(build_job_in(cronjob, zone, default_zone, scheduled))
+}
+
+/// Labels and annotations of the Job for `scheduled` (see [`job_metadata_in`]).
+pub fn job_metadata(
+    cronjob: &CronJobView,
+    default_zone: &TimeZone,
+    scheduled: Timestamp,
+) -> Result<JobMetadata, String> {
+    let zone = cronjob
+        .spec
+        .setup
+        .annotation_zone()
+        .map_err(str::to_owned)?;
+    Ok(job_metadata_in(cronjob, zone, default_zone, scheduled))
+}
+
+/// Labels and annotations of the Job for `scheduled`: the template's, plus
+/// the scheduled-timestamp annotation rendered in `spec.timeZone` (UTC when
+/// unset; the controller's zone for `Local`).
+pub(crate) fn job_metadata_in(
+    cronjob: &CronJobView,
+    annotation_zone: &NamedZone,
+    default_zone: &TimeZone,
+    scheduled: Timestamp,
+) -> JobMetadata {
+    let template = cronjob.spec.job_template.metadata.as_ref();
+    let labels = template.and_then(|m| m.labels.clone()).unwrap_or_default();
+    let mut annotations = template
+        .and_then(|m| m.annotations.clone())
+        .unwrap_or_default();
+    annotations.insert(
+        SCHEDULED_TIMESTAMP_ANNOTATION.to_owned(),
+        format_rfc3339(scheduled, annotation_zone.resolve(default_zone)),
+    );
+    JobMetadata {
+        labels,
+        annotations,
+    }
+}
+
+/// The Job object to create (the namespace travels with the create call, as
+/// upstream leaves it unset on the object).
+pub(crate) fn build_job_in(
+    cronjob: &CronJobView,
+    annotation_zone: &NamedZone,
+    default_zone: &TimeZone,
+    scheduled: Timestamp,
+) -> Job {
+    let JobMetadata {
+        labels,
+        annotations,
+    } = job_metadata_in(cronjob, annotation_zone, default_zone, scheduled);
+    Job {
+        metadata: ObjectMeta {
+            name: Some(job_name(&cronjob.name, scheduled)),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            // The API server overrides it; upstream sets it, so do we.
+            creation_timestamp: Some(Time(scheduled)),
+            owner_references: Some(vec![controller_reference(cronjob)]),
+            ..ObjectMeta::default()
+        },
+        // The one deep copy of the template, made only when a Job is created.
+        spec: cronjob.spec.job_template.spec.clone(),
+        status: None,
+    }
+}
+
+/// `metav1.NewControllerRef(cj, batch/v1 CronJob)`.
+pub fn controller_reference(cronjob: &CronJobView) -> OwnerReference {
+    OwnerReference {
+        api_version: "batch/v1".to_owned(),
+        kind: "CronJob".to_owned(),
+        name: cronjob.name.clone(),
+        uid: cronjob.uid.clone(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// Upstream's `ref.GetReference` of a Job, as appended to `status.active`.
+pub fn active_reference(
+    namespace: &str,
+    name: &str,
+    uid: &str,
+    resource_version: Option<&str>,
+) -> ObjectReference {
+    let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    ObjectReference {
+        api_version: Some("batch/v1".to_owned()),
+        kind: Some("Job".to_owned()),
+        namespace: non_empty(namespace),
+        name: non_empty(name),
+        uid: non_empty(uid),
+        resource_version: resource_version.and_then(non_empty),
+        field_path: None,
+    }
+}

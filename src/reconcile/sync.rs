@@ -1,0 +1,554 @@
+//! Upstream's `sync()` and `syncCronJob()`, step for step, as a pure
+//! function of the input, the live answers and the results of the writes.
+//!
+//! The same function computes the plan (writes not yet done: each is taken
+//! as successful) and the follow-up (with their real results). Running it
+//! twice rather than patching the plan keeps every consequence of a failed
+//! write exact: a history delete that fails leaves its Job in
+//! `status.active`, which later yields a `SawCompletedJob`; a Replace delete
+//! that fails stops the create; and so on, as in upstream's sequence.
+
+use super::decision::Decision;
+use super::events::Event;
+use super::history::{self, OverHistoryLimit};
+use super::job::{active_reference, build_job_in, job_name};
+use super::live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, Lookup};
+use super::view::{CronJobView, JobSummary, ref_name, ref_namespace, ref_uid};
+use super::{ConcurrencyPolicy, DeleteReason, Deletion, Input, JobToCreate, Requeue, StatusView};
+use crate::schedule::slots::{Missed, Slots};
+use jiff::{SignedDuration, Timestamp};
+use std::collections::HashSet;
+
+/// Everything one run decided.
+#[derive(Debug, Clone)]
+pub(crate) struct Run {
+    pub deletes: Vec<Deletion>,
+    pub create: Option<JobToCreate>,
+    pub events: Vec<Event>,
+    pub decisions: Vec<Decision>,
+    /// The status upstream would send to UpdateStatus.
+    pub status: StatusView,
+    /// Upstream's `updateStatusAfterCleanup || updateStatusAfterSync`.
+    pub status_changed: bool,
+    pub requeue: Requeue,
+}
+
+/// Where `syncCronJob` returned.
+enum Exit {
+    Requeue(Requeue),
+    NeedLookups(Vec<Lookup>),
+}
+
+struct Engine<'a> {
+    input: &'a Input<'a>,
+    live: &'a LiveAnswers,
+    /// `None` while planning: every write is taken as successful.
+    results: Option<&'a EffectResults>,
+    /// The object mutated by the sync: the CronJob read, or the live copy
+    /// after a switch.
+    cj: CronJobView,
+    /// The status of the object upstream passes to UpdateStatus, frozen when
+    /// the sync switched to a live copy.
+    written: Option<StatusView>,
+    update_status: bool,
+    deletes: Vec<Deletion>,
+    create: Option<JobToCreate>,
+    events: Vec<Event>,
+    decisions: Vec<Decision>,
+}
+
+pub(crate) fn run(
+    input: &Input,
+    live: &LiveAnswers,
+    results: Option<&EffectResults>,
+) -> Result<Run, Vec<Lookup>> {
+    let mut engine = Engine {
+        input,
+        live,
+        results,
+        cj: input.cronjob.clone(),
+        written: None,
+        update_status: false,
+        deletes: Vec::new(),
+        create: None,
+        events: Vec::new(),
+        decisions: Vec::new(),
+    };
+    // sync(): history first, then the schedule (upstream tests this order).
+    engine.cleanup_finished_jobs();
+    let requeue = match engine.sync_cron_job() {
+        Exit::Requeue(requeue) => requeue,
+        Exit::NeedLookups(lookups) => return Err(lookups),
+    };
+    match requeue {
+        Requeue::At(t) => engine.decisions.push(Decision::WakeAt(t)),
+        Requeue::Never if engine.decisions.last() == Some(&Decision::NothingDue) => {
+            engine.decisions.push(Decision::NoWakeup)
+        }
+        _ => {}
+    }
+    Ok(Run {
+        deletes: engine.deletes,
+        create: engine.create,
+        events: engine.events,
+        decisions: engine.decisions,
+        status: engine.written.unwrap_or(engine.cj.status),
+        status_changed: engine.update_status,
+        requeue,
+    })
+}
+
+impl Engine<'_> {
+    fn delete_failure(&self, job: &str) -> Option<&ApiError> {
+        self.results?.delete_failures.get(job)
+    }
+
+    /// Upstream's `deleteJob`: the write, then on success the active entry
+    /// (by the Job's UID) and `SuccessfulDelete`; on failure `FailedDelete`.
+    fn delete_job(&mut self, namespace: &str, name: &str, uid: &str, why: DeleteReason) -> bool {
+        self.deletes.push(Deletion {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            uid: uid.to_owned(),
+            why,
+        });
+        if let Some(error) = self.delete_failure(name).cloned() {
+            self.events.push(Event::failed_delete(&error.message));
+            self.decisions.push(Decision::DeleteFailed {
+                job: name.to_owned(),
+                error: error.message,
+            });
+            return false;
+        }
+        self.cj.status.remove_uid(uid);
+        self.events.push(Event::successful_delete(name));
+        true
+    }
+
+    fn cleanup_finished_jobs(&mut self) {
+        let input = self.input;
+        let doomed = history::over_limit(&input.cronjob.spec, input.children);
+        for (job, OverHistoryLimit { finished, limit }) in doomed {
+            self.decisions.push(Decision::HistoryDelete {
+                job: job.name.clone(),
+                finished,
+                limit,
+            });
+            let namespace = input.cronjob.namespace.as_str();
+            if self.delete_job(
+                namespace,
+                &job.name,
+                &job.uid,
+                DeleteReason::HistoryLimit { finished, limit },
+            ) {
+                self.update_status = true;
+            }
+        }
+    }
+
+    fn sync_cron_job(&mut self) -> Exit {
+        if let Some(exit) = self.reconcile_children() {
+            return exit;
+        }
+        if let Some(exit) = self.reconcile_missing_active() {
+            return exit;
+        }
+        self.schedule()
+    }
+
+    /// The first loop of `syncCronJob`: each listed child against `status.active`.
+    fn reconcile_children(&mut self) -> Option<Exit> {
+        for job in self.input.children {
+            let found = self.cj.status.has_uid(&job.uid);
+            match job.finished {
+                None if !found => {
+                    let Some(answer) = self.live.cronjob() else {
+                        return Some(Exit::NeedLookups(vec![Lookup::CronJob {
+                            namespace: self.cj.namespace.clone(),
+                            name: self.cj.name.clone(),
+                        }]));
+                    };
+                    match answer {
+                        Err(error) => {
+                            return Some(
+                                self.fail_lookup(
+                                    format!("cronjob {}", self.cj.name),
+                                    error.clone(),
+                                ),
+                            );
+                        }
+                        Ok(live) if live.status.has_uid(&job.uid) => {
+                            // Upstream: `cronJob = cjCopy`. Later changes go
+                            // to the live copy, UpdateStatus gets the first.
+                            let first = std::mem::replace(&mut self.cj, live.clone());
+                            self.written.get_or_insert(first.status);
+                            self.decisions.push(Decision::SwitchedToLiveCronJob {
+                                job: job.name.clone(),
+                            });
+                        }
+                        Ok(_) => {
+                            self.events.push(Event::unexpected_job(&job.name));
+                            self.decisions.push(Decision::Unexpected {
+                                job: job.name.clone(),
+                            });
+                        }
+                    }
+                }
+                None => {}
+                Some(finished) => {
+                    if found {
+                        self.cj.status.remove_uid(&job.uid);
+                        self.events
+                            .push(Event::saw_completed_job(&job.name, finished.as_str()));
+                        self.decisions.push(Decision::SawCompleted {
+                            job: job.name.clone(),
+                            finished,
+                        });
+                        self.update_status = true;
+                    }
+                    if job.succeeded {
+                        self.note_success(job);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// lastSuccessfulTime: the latest completionTime of a succeeded child.
+    /// Upstream sets the flag whenever the field is unset, even to another
+    /// unset value (a succeeded Job without completionTime).
+    fn note_success(&mut self, job: &JobSummary) {
+        let status = &mut self.cj.status;
+        let mut changed = false;
+        if status.last_successful_time.is_none() {
+            status.last_successful_time = job.completion_time;
+            changed = true;
+        }
+        if let (Some(done), Some(last)) = (job.completion_time, status.last_successful_time)
+            && done > last
+        {
+            status.last_successful_time = Some(done);
+            changed = true;
+        }
+        if changed {
+            self.update_status = true;
+            self.decisions.push(Decision::LastSuccessful {
+                job: job.name.clone(),
+                time: status.last_successful_time,
+            });
+        }
+    }
+
+    /// The second loop: active entries that are not among the children.
+    fn reconcile_missing_active(&mut self) -> Option<Exit> {
+        let children: HashSet<&str> = self.input.children.iter().map(|j| j.uid.as_str()).collect();
+        let unlisted: Vec<_> = self
+            .cj
+            .status
+            .active
+            .iter()
+            .filter(|r| !children.contains(ref_uid(r)))
+            .cloned()
+            .collect();
+        if let Some(exit) = self.ask_jobs(&unlisted) {
+            return Some(exit);
+        }
+        for reference in &unlisted {
+            let name = ref_name(reference);
+            match self.live.job(ref_namespace(reference), name) {
+                Some(JobLookup::NotFound) => {
+                    self.events.push(Event::missing_job(name));
+                    self.decisions.push(Decision::Missing {
+                        job: name.to_owned(),
+                    });
+                    self.cj.status.remove_uid(ref_uid(reference));
+                    self.update_status = true;
+                }
+                Some(JobLookup::Failed(error)) => {
+                    return Some(self.fail_lookup(format!("job {name}"), error.clone()));
+                }
+                Some(JobLookup::Found(_)) | None => {
+                    self.decisions.push(Decision::StillExists {
+                        job: name.to_owned(),
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    /// The GETs of these active Jobs that have no answer yet, if any.
+    fn ask_jobs(&self, references: &[k8s_openapi::api::core::v1::ObjectReference]) -> Option<Exit> {
+        let mut asks: Vec<Lookup> = Vec::new();
+        for reference in references {
+            let (namespace, name) = (ref_namespace(reference), ref_name(reference));
+            let ask = Lookup::Job {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            };
+            if self.live.job(namespace, name).is_none() && !asks.contains(&ask) {
+                asks.push(ask);
+            }
+        }
+        (!asks.is_empty()).then_some(Exit::NeedLookups(asks))
+    }
+
+    fn fail_lookup(&mut self, what: String, error: ApiError) -> Exit {
+        self.decisions.push(Decision::LookupFailed {
+            what,
+            error: error.message.clone(),
+        });
+        Exit::Requeue(Requeue::Backoff(error))
+    }
+
+    /// The gates and the start decision, after the active list is settled.
+    fn schedule(&mut self) -> Exit {
+        let input = self.input;
+        let spec = self.cj.spec.clone();
+        if self.cj.deleting {
+            self.decisions.push(Decision::Deleting);
+            return Exit::Requeue(Requeue::Never);
+        }
+        if let (Some(Err(error)), Some(time_zone)) = (&spec.setup.time_zone, &spec.time_zone) {
+            self.events.push(Event::unknown_time_zone(time_zone, error));
+            self.decisions.push(Decision::UnknownTimeZone {
+                time_zone: time_zone.clone(),
+            });
+            return Exit::Requeue(Requeue::Never);
+        }
+        if spec.suspend {
+            self.decisions.push(Decision::Suspended);
+            return Exit::Requeue(Requeue::Never);
+        }
+        if spec.setup.tz_in_schedule {
+            self.events
+                .push(Event::unsupported_schedule(&spec.schedule));
+            self.decisions.push(Decision::TimeZoneInSchedule);
+        }
+        let schedule = match &spec.setup.schedule {
+            Ok(schedule) => schedule,
+            Err(error) => {
+                self.events
+                    .push(Event::unparseable_schedule(&spec.schedule, error));
+                self.decisions.push(Decision::Unparseable {
+                    error: error.clone(),
+                });
+                return Exit::Requeue(Requeue::Never);
+            }
+        };
+        let slots = |status: &StatusView, created| Slots {
+            schedule,
+            zone: input.default_zone,
+            created,
+            last_scheduled: status.last_schedule_time,
+            starting_deadline_seconds: spec.starting_deadline_seconds,
+        };
+        let now = input.now;
+        let wake_up = |status: &StatusView, created| match slots(status, created).next_wakeup(now) {
+            Some(t) => Requeue::At(t),
+            None => Requeue::Never,
+        };
+        let created = self.cj.created;
+        let (slot, missed) = match slots(&self.cj.status, created).due(now) {
+            Err(error) => {
+                let error = error.to_string();
+                self.events
+                    .push(Event::invalid_schedule(&spec.schedule, &error));
+                self.decisions.push(Decision::NeverFires { error });
+                return Exit::Requeue(Requeue::Never);
+            }
+            Ok(None) => {
+                self.decisions.push(Decision::NothingDue);
+                return Exit::Requeue(wake_up(&self.cj.status, created));
+            }
+            Ok(Some(due)) => due,
+        };
+        if missed == Missed::Many {
+            self.events.push(Event::too_many_missed_times());
+            self.decisions.push(Decision::TooManyMissed { slot });
+        }
+        if let Some(deadline) = spec.starting_deadline_seconds
+            && go_add_seconds(slot, deadline) < now
+        {
+            self.events.push(Event::miss_schedule(slot));
+            self.decisions.push(Decision::TooLate { slot });
+            return Exit::Requeue(wake_up(&self.cj.status, created));
+        }
+        let name = job_name(&self.cj.name, slot);
+        let namespace = self.cj.namespace.clone();
+        let status = &self.cj.status;
+        if status
+            .active
+            .iter()
+            .any(|r| ref_name(r) == name && ref_namespace(r) == namespace)
+            || status.last_schedule_time == Some(slot)
+        {
+            self.decisions
+                .push(Decision::AlreadyHandled { slot, job: name });
+            return Exit::Requeue(wake_up(&self.cj.status, created));
+        }
+        if spec.concurrency_policy == ConcurrencyPolicy::Forbid && !status.active.is_empty() {
+            self.events.push(Event::job_already_active());
+            let running = status
+                .active
+                .iter()
+                .map(|r| ref_name(r).to_owned())
+                .collect();
+            self.decisions
+                .push(Decision::ForbidWhileActive { slot, running });
+            return Exit::Requeue(wake_up(&self.cj.status, created));
+        }
+        if spec.concurrency_policy == ConcurrencyPolicy::Replace
+            && let Some(exit) = self.replace_active()
+        {
+            return exit;
+        }
+        self.start(slot, name, &wake_up)
+    }
+
+    /// Replace: a live GET of every active Job, then its delete, in order;
+    /// the first failure stops the sync (and the create).
+    fn replace_active(&mut self) -> Option<Exit> {
+        let active = self.cj.status.active.clone();
+        if let Some(exit) = self.ask_jobs(&active) {
+            return Some(exit);
+        }
+        for reference in &active {
+            let (namespace, name) = (ref_namespace(reference), ref_name(reference));
+            let job = match self.live.job(namespace, name) {
+                Some(JobLookup::Found(job)) => job,
+                Some(JobLookup::Failed(error)) => {
+                    let error = error.clone();
+                    self.events.push(Event::failed_get(&error.message));
+                    return Some(self.fail_lookup(format!("job {name}"), error));
+                }
+                // Upstream's GET has no special case for NotFound here.
+                Some(JobLookup::NotFound) | None => {
+                    let error = ApiError::job_not_found(name);
+                    self.events.push(Event::failed_get(&error.message));
+                    return Some(self.fail_lookup(format!("job {name}"), error));
+                }
+            };
+            self.decisions.push(Decision::Replace {
+                job: job.name.clone(),
+            });
+            if !self.delete_job(&job.namespace, &job.name, &job.uid, DeleteReason::Replace) {
+                let error = ApiError::new(format!(
+                    "could not replace job {}/{}",
+                    job.namespace, job.name
+                ));
+                return Some(Exit::Requeue(Requeue::Backoff(error)));
+            }
+            self.update_status = true;
+        }
+        None
+    }
+
+    fn start(
+        &mut self,
+        slot: Timestamp,
+        name: String,
+        wake_up: &dyn Fn(&StatusView, Timestamp) -> Requeue,
+    ) -> Exit {
+        let input = self.input;
+        let annotation_zone = match self.cj.spec.setup.annotation_zone() {
+            Ok(zone) => zone,
+            // Upstream: getJobFromTemplate2 fails on the zone (the
+            // UnknownTimeZone gate makes this unreachable).
+            Err(error) => return Exit::Requeue(Requeue::Backoff(ApiError::new(error))),
+        };
+        self.decisions.push(Decision::Start {
+            slot,
+            job: name.clone(),
+        });
+        // The Job object is built once, while planning; the follow-up only
+        // needs its name.
+        let job = match self.results {
+            None => Some(build_job_in(
+                &self.cj,
+                annotation_zone,
+                input.default_zone,
+                slot,
+            )),
+            Some(_) => None,
+        };
+        self.create = Some(JobToCreate {
+            name: name.clone(),
+            scheduled_time: slot,
+            job,
+        });
+        let namespace = self.cj.namespace.clone();
+        let assumed = CreateResult::Created(super::live::LiveJob {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            uid: String::new(),
+            resource_version: None,
+            controller_uid: Some(self.cj.uid.clone()),
+        });
+        let result = self
+            .results
+            .and_then(|r| r.create.as_ref())
+            .unwrap_or(&assumed);
+        let created = match result {
+            CreateResult::Created(job) => {
+                self.events.push(Event::successful_create(&job.name));
+                job
+            }
+            CreateResult::NamespaceTerminating(error) => {
+                self.decisions
+                    .push(Decision::NamespaceTerminating { job: name });
+                return Exit::Requeue(Requeue::Backoff(error.clone()));
+            }
+            CreateResult::Failed(error) => {
+                self.events.push(Event::failed_create(&error.message));
+                self.decisions.push(Decision::CreateFailed {
+                    job: name,
+                    error: error.message.clone(),
+                });
+                return Exit::Requeue(Requeue::Backoff(error.clone()));
+            }
+            CreateResult::AlreadyExists(Err(error)) => {
+                return self.fail_lookup(format!("job {name}"), error.clone());
+            }
+            CreateResult::AlreadyExists(Ok(job)) => {
+                if job.controller_uid.as_deref() != Some(self.cj.uid.as_str()) {
+                    self.decisions.push(Decision::ExistsForeign { job: name });
+                    return Exit::Requeue(Requeue::Never);
+                }
+                if self.cj.status.has_uid(&job.uid) {
+                    self.decisions.push(Decision::ExistsActive { job: name });
+                    return Exit::Requeue(Requeue::Never);
+                }
+                self.decisions.push(Decision::ExistsRecorded { job: name });
+                job
+            }
+        };
+        let job_namespace = if created.namespace.is_empty() {
+            namespace.as_str()
+        } else {
+            created.namespace.as_str()
+        };
+        self.cj.status.active.push(active_reference(
+            job_namespace,
+            &created.name,
+            &created.uid,
+            created.resource_version.as_deref(),
+        ));
+        self.cj.status.last_schedule_time = Some(slot);
+        self.update_status = true;
+        Exit::Requeue(wake_up(&self.cj.status, self.cj.created))
+    }
+}
+
+/// Go's `t.Add(time.Second * time.Duration(seconds))`: the duration wraps
+/// on overflow, the instant saturates.
+fn go_add_seconds(t: Timestamp, seconds: i64) -> Timestamp {
+    let nanos = 1_000_000_000i64.wrapping_mul(seconds);
+    t.checked_add(SignedDuration::from_nanos(nanos))
+        .unwrap_or(if nanos < 0 {
+            Timestamp::MIN
+        } else {
+            Timestamp::MAX
+        })
+}

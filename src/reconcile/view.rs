@@ -1,0 +1,272 @@
+//! The compact inputs of a decision: what an actor keeps about its CronJob
+//! and the Jobs it controls, built from the API objects once per change.
+//!
+//! The spec (with the Job template, by far the largest part) lives behind an
+//! [`Arc`] and is shared by every decision until the CronJob changes; its
+//! schedule and time zone are compiled once, when the view is built. A Job is
+//! kept as a [`JobSummary`]: the few fields the controller reads.
+
+use super::schedule_setup::ScheduleSetup;
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::{CronJob, Job, JobTemplateSpec};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// `spec.concurrencyPolicy`. Upstream compares the string with `Forbid` and
+/// `Replace`; everything else, `""` and unknown values included, behaves as
+/// `Allow`, and is kept as written.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ConcurrencyPolicy {
+    #[default]
+    Allow,
+    Forbid,
+    Replace,
+    /// Any other value (API validation rejects them; older objects may have them).
+    Other(String),
+}
+
+impl ConcurrencyPolicy {
+    pub fn from_api(value: Option<&str>) -> Self {
+        match value {
+            None | Some("Allow") => Self::Allow,
+            Some("Forbid") => Self::Forbid,
+            Some("Replace") => Self::Replace,
+            Some(other) => Self::Other(other.to_owned()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Allow => "Allow",
+            Self::Forbid => "Forbid",
+            Self::Replace => "Replace",
+            Self::Other(other) => other,
+        }
+    }
+}
+
+/// A CronJob's spec as the controller reads it. Built once per spec change
+/// and shared (`Arc`) by every decision: nothing here is copied per call.
+#[derive(Debug, Clone)]
+pub struct SpecView {
+    pub schedule: String,
+    pub time_zone: Option<String>,
+    pub starting_deadline_seconds: Option<i64>,
+    pub concurrency_policy: ConcurrencyPolicy,
+    pub suspend: bool,
+    pub successful_jobs_history_limit: Option<i32>,
+    pub failed_jobs_history_limit: Option<i32>,
+    pub job_template: JobTemplateSpec,
+    /// The schedule and zone, parsed once (upstream re-parses every sync; the
+    /// result only depends on these two strings).
+    pub(crate) setup: ScheduleSetup,
+}
+
+impl SpecView {
+    pub fn new(spec: &k8s_openapi::api::batch::v1::CronJobSpec) -> Self {
+        Self {
+            schedule: spec.schedule.clone(),
+            time_zone: spec.time_zone.clone(),
+            starting_deadline_seconds: spec.starting_deadline_seconds,
+            concurrency_policy: ConcurrencyPolicy::from_api(spec.concurrency_policy.as_deref()),
+            suspend: spec.suspend == Some(true),
+            successful_jobs_history_limit: spec.successful_jobs_history_limit,
+            failed_jobs_history_limit: spec.failed_jobs_history_limit,
+            job_template: spec.job_template.clone(),
+            setup: ScheduleSetup::new(&spec.schedule, spec.time_zone.as_deref()),
+        }
+    }
+}
+
+/// The part of `status` the controller reads and writes (upstream writes
+/// nothing else: no conditions, no observedGeneration).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StatusView {
+    /// `status.active`, kept as the API's ObjectReferences so that what is
+    /// written back is exactly what was read, plus upstream's changes.
+    pub active: Vec<ObjectReference>,
+    pub last_schedule_time: Option<Timestamp>,
+    pub last_successful_time: Option<Timestamp>,
+}
+
+impl StatusView {
+    pub fn from_api(status: Option<&k8s_openapi::api::batch::v1::CronJobStatus>) -> Self {
+        let Some(status) = status else {
+            return Self::default();
+        };
+        Self {
+            active: status.active.clone().unwrap_or_default(),
+            last_schedule_time: status.last_schedule_time.as_ref().map(|t| t.0),
+            last_successful_time: status.last_successful_time.as_ref().map(|t| t.0),
+        }
+    }
+
+    /// The status as the API object, for the status subresource.
+    pub fn to_api(&self) -> k8s_openapi::api::batch::v1::CronJobStatus {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        k8s_openapi::api::batch::v1::CronJobStatus {
+            active: (!self.active.is_empty()).then(|| self.active.clone()),
+            last_schedule_time: self.last_schedule_time.map(Time),
+            last_successful_time: self.last_successful_time.map(Time),
+        }
+    }
+
+    /// Upstream's `inActiveList`: an entry with this UID (a missing UID is `""`).
+    pub(crate) fn has_uid(&self, uid: &str) -> bool {
+        self.active.iter().any(|r| ref_uid(r) == uid)
+    }
+
+    /// Upstream's `deleteFromActiveList`: drops every entry with this UID.
+    pub(crate) fn remove_uid(&mut self, uid: &str) {
+        self.active.retain(|r| ref_uid(r) != uid);
+    }
+}
+
+pub(crate) fn ref_uid(r: &ObjectReference) -> &str {
+    r.uid.as_deref().unwrap_or("")
+}
+
+pub(crate) fn ref_name(r: &ObjectReference) -> &str {
+    r.name.as_deref().unwrap_or("")
+}
+
+pub(crate) fn ref_namespace(r: &ObjectReference) -> &str {
+    r.namespace.as_deref().unwrap_or("")
+}
+
+/// A CronJob as the controller sees it: identity, the shared spec, the status.
+#[derive(Debug, Clone)]
+pub struct CronJobView {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// `metadata.creationTimestamp`: the baseline before the first run.
+    pub created: Timestamp,
+    /// `metadata.deletionTimestamp` is set: only the status is kept up to date.
+    pub deleting: bool,
+    pub spec: Arc<SpecView>,
+    pub status: StatusView,
+}
+
+/// A CronJob object lacks a field the controller cannot do without.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ViewError {
+    #[error("metadata.name is missing")]
+    MissingName,
+    #[error("metadata.creationTimestamp is missing")]
+    MissingCreationTimestamp,
+}
+
+impl CronJobView {
+    /// Builds the view, compiling the spec. Use [`CronJobView::with_spec`] to
+    /// reuse a spec that did not change.
+    pub fn from_api(cronjob: &CronJob) -> Result<Self, ViewError> {
+        let spec = Arc::new(SpecView::new(&cronjob.spec));
+        Self::with_spec(cronjob, spec)
+    }
+
+    /// Builds the view around an already compiled spec (the actor keeps the
+    /// `Arc` while only the status or metadata change).
+    pub fn with_spec(cronjob: &CronJob, spec: Arc<SpecView>) -> Result<Self, ViewError> {
+        let meta = &cronjob.metadata;
+        Ok(Self {
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().ok_or(ViewError::MissingName)?,
+            uid: meta.uid.clone().unwrap_or_default(),
+            created: meta
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0)
+                .ok_or(ViewError::MissingCreationTimestamp)?,
+            deleting: meta.deletion_timestamp.is_some(),
+            spec,
+            status: StatusView::from_api(cronjob.status.as_ref()),
+        })
+    }
+}
+
+/// How a Job finished: the type of the first `Complete` or `Failed`
+/// condition whose status is `True` (upstream's `FinishedCondition`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Finished {
+    Complete,
+    Failed,
+}
+
+impl Finished {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Finished::Complete => "Complete",
+            Finished::Failed => "Failed",
+        }
+    }
+}
+
+/// What the controller reads of one child Job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSummary {
+    pub name: String,
+    pub uid: String,
+    pub start_time: Option<Timestamp>,
+    pub completion_time: Option<Timestamp>,
+    pub finished: Option<Finished>,
+    /// Some `Complete` condition is `True` (upstream's `IsJobSucceeded`). It
+    /// differs from `finished == Some(Complete)` only for a Job that has both
+    /// conditions True with `Failed` first, which upstream also tells apart.
+    pub succeeded: bool,
+}
+
+impl From<&Job> for JobSummary {
+    fn from(job: &Job) -> Self {
+        let status = job.status.as_ref();
+        let conditions = status
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default();
+        let is_true = |c: &&k8s_openapi::api::batch::v1::JobCondition| c.status == "True";
+        let finished = conditions
+            .iter()
+            .filter(is_true)
+            .find_map(|c| match c.type_.as_str() {
+                "Complete" => Some(Finished::Complete),
+                "Failed" => Some(Finished::Failed),
+                _ => None,
+            });
+        let succeeded = conditions
+            .iter()
+            .filter(is_true)
+            .any(|c| c.type_ == "Complete");
+        Self {
+            name: job.metadata.name.clone().unwrap_or_default(),
+            uid: job.metadata.uid.clone().unwrap_or_default(),
+            start_time: status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
+            completion_time: status.and_then(|s| s.completion_time.as_ref()).map(|t| t.0),
+            finished,
+            succeeded,
+        }
+    }
+}
+
+/// Upstream's `metav1.GetControllerOf`: the first ownerReference with `controller: true`.
+pub fn controller_of(job: &Job) -> Option<&OwnerReference> {
+    job.metadata
+        .owner_references
+        .as_deref()?
+        .iter()
+        .find(|r| r.controller == Some(true))
+}
+
+/// Upstream's `getJobsToBeReconciled` test for one Job: its controller
+/// reference names this CronJob. Only the **name** is compared (not the
+/// kind, UID or apiVersion), and a Job without a controller reference is
+/// never a child: there is no adoption.
+///
+/// [`reconcile`](super::reconcile) takes whatever children it is given. An
+/// actor that routes Jobs by the controller reference's UID gives it a subset
+/// of upstream's set: a Job whose controller is a deleted-and-recreated
+/// CronJob of the same name is upstream's child (and would be reported as
+/// `UnexpectedJob` or counted for history) but not the new CronJob's.
+pub fn is_child_by_name(job: &Job, cronjob_name: &str) -> bool {
+    controller_of(job).is_some_and(|r| r.name == cronjob_name)
+}
