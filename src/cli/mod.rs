@@ -1,5 +1,6 @@
 //! The `shardcron` command line: argument parsing and dispatch to subcommands.
 
+mod explain;
 mod next;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -17,6 +18,8 @@ pub struct Cli {
 enum Command {
     /// Print the next activation times of a schedule, as Kubernetes computes them.
     Next(next::NextArgs),
+    /// Show what the controller would do with a CronJob and its Jobs now, and why.
+    Explain(explain::ExplainArgs),
 }
 
 /// Output format shared by the inspection commands.
@@ -34,7 +37,12 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Next(args) => next::run(&args, &mut std::io::stdout().lock()),
+        Command::Next(args) => {
+            next::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
+        }
+        Command::Explain(args) => {
+            explain::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
