@@ -257,3 +257,61 @@ proptest! {
         prop_assert_eq!(a == b, job_name("c", ta) == job_name("c", tb));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Whatever the writes answer, the follow-up's own writes are among the
+    /// plan's: an actor that carried out the plan never misses one.
+    #[test]
+    fn follow_up_never_needs_an_unplanned_write(
+        w in world(),
+        failing in prop::collection::vec(any::<bool>(), 6),
+        create in 0u8..5,
+    ) {
+        let (now, cj_api, listed, all) = build(&w);
+        let cj = view(&cj_api);
+        let children = summaries(&listed);
+        let inp = input(&cj, &children, now);
+        let (plan, live) = plan_for(&inp, &cj_api, &all);
+        let mut results = EffectResults::new();
+        for (deletion, fail) in plan.deletes.iter().zip(&failing) {
+            if *fail {
+                results.delete_failed(&deletion.name, ApiError::new("nope"));
+            }
+        }
+        if let Some(planned) = &plan.create {
+            let mine = LiveJob {
+                namespace: "snazzycats".into(),
+                name: planned.name.clone(),
+                uid: "u".into(),
+                resource_version: None,
+                controller_uid: Some("1a2b3c".into()),
+            };
+            results.set_create(match create {
+                0 => CreateResult::Created(mine),
+                1 => CreateResult::AlreadyExists(Ok(mine)),
+                2 => CreateResult::AlreadyExists(Err(ApiError::new("x"))),
+                3 => CreateResult::NamespaceTerminating(ApiError::new("x")),
+                _ => CreateResult::Failed(ApiError::new("x")),
+            });
+        }
+        let run = crate::reconcile::sync::run(&inp, &live, Some(&results)).expect("no new lookups");
+        prop_assert!(run.deletes.iter().all(|d| plan.deletes.contains(d)));
+        prop_assert!(run.create.is_none() || plan.create.as_ref().map(|c| &c.name) == run.create.as_ref().map(|c| &c.name));
+        // A failed Replace delete cancels the create.
+        let replace_failed = plan.deletes.iter().zip(&failing).any(|(d, f)| *f && d.blocks_create());
+        if replace_failed {
+            prop_assert!(run.create.is_none());
+            prop_assert!(matches!(run.requeue, Requeue::Backoff(_)));
+        }
+        // Each failed delete that was made is reported once.
+        let failed_deletes = run
+            .deletes
+            .iter()
+            .filter(|d| results.delete_failures.contains_key(&d.name))
+            .count();
+        let reported = run.events.iter().filter(|e| e.reason == Reason::FailedDelete).count();
+        prop_assert_eq!(failed_deletes, reported);
+    }
+}
