@@ -1,21 +1,12 @@
 //! `shardcron next`, end to end through the built binary.
 
-use std::process::{Command, Output};
+mod support;
+
+use std::process::Output;
+use support::{stderr, stdout};
 
 fn next(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shardcron"))
-        .arg("next")
-        .args(args)
-        .output()
-        .expect("run shardcron")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    support::shardcron(&[&["next"], args].concat())
 }
 
 #[test]

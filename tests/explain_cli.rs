@@ -3,7 +3,10 @@
 
 use serde_json::{Value, json};
 use std::path::PathBuf;
-use std::process::{Command, Output};
+mod support;
+
+use std::process::Output;
+use support::{stderr, stdout};
 
 fn data(name: &str) -> String {
     let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "data", "explain", name]
@@ -13,19 +16,7 @@ fn data(name: &str) -> String {
 }
 
 fn explain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shardcron"))
-        .arg("explain")
-        .args(args)
-        .output()
-        .expect("run shardcron")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    support::shardcron(&[&["explain"], args].concat())
 }
 
 fn json_of(args: &[&str]) -> Value {

@@ -9,7 +9,7 @@
 use super::Output;
 use crate::reconcile::{
     CronJobView, DeleteReason, Finished, Input, JobLookup, JobSummary, LiveAnswers, LiveJob,
-    Lookup, Plan, Requeue, Step, ViewError, is_child_by_name, job_metadata, reconcile,
+    Lookup, Plan, Requeue, StatusView, Step, ViewError, is_child_by_name, job_metadata, reconcile,
 };
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
@@ -190,12 +190,7 @@ fn to_json(cronjob: &CronJobView, explained: &Explained) -> Value {
             })
         })
         .collect();
-    let active: Vec<&str> = outcome
-        .status
-        .active
-        .iter()
-        .map(|r| r.name.as_deref().unwrap_or(""))
-        .collect();
+    let active = active_names(&outcome.status);
     json!({
         "create": create,
         "delete": delete,
@@ -259,12 +254,7 @@ fn write_text(
         }
     }
     let show = |t: Option<Timestamp>| t.map_or_else(|| "none".to_owned(), |t| t.to_string());
-    let active: Vec<&str> = outcome
-        .status
-        .active
-        .iter()
-        .map(|r| r.name.as_deref().unwrap_or(""))
-        .collect();
+    let active = active_names(&outcome.status);
     writeln!(
         out,
         "status ({}): active [{}], lastScheduleTime {}, lastSuccessfulTime {}",
@@ -285,6 +275,15 @@ fn write_text(
             "next wake-up: none until the CronJob or its Jobs change"
         ),
     }
+}
+
+/// The names of the Jobs in `status.active`.
+fn active_names(status: &StatusView) -> Vec<&str> {
+    status
+        .active
+        .iter()
+        .map(|r| r.name.as_deref().unwrap_or(""))
+        .collect()
 }
 
 fn display(path: &Path) -> String {

@@ -27,3 +27,19 @@ pub fn local_binary(name: &str) -> PathBuf {
 }
 
 pub mod cluster;
+
+/// Runs the built `shardcron` binary with `args`.
+pub fn shardcron(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_shardcron"))
+        .args(args)
+        .output()
+        .expect("run shardcron")
+}
+
+pub fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
