@@ -3,8 +3,10 @@
 //! The crate is a functional core inside an imperative shell:
 //! - [`schedule`]: cron parsing and activation math with Kubernetes' exact semantics (pure).
 //! - [`reconcile`]: the controller's decision for one CronJob, as upstream's v2 controller makes it (pure).
+//! - [`kube`]: talking to the API server (so far the write gateway's rate limit and queue).
 //! - [`cli`]: the `shardcron` command line.
 
 pub mod cli;
+pub mod kube;
 pub mod reconcile;
 pub mod schedule;

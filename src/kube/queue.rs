@@ -1,0 +1,218 @@
+//! The write gateway's queue discipline: strict priority between classes of
+//! writes, and round-robin across namespaces inside a class, so one tenant's
+//! 10,000 CronJobs due at `0 * * * *` cannot starve another tenant's one.
+//! Pure data structure; the gateway pairs it with a [`TokenBucket`].
+//!
+//! [`TokenBucket`]: super::rate::TokenBucket
+
+use std::collections::{HashMap, VecDeque};
+
+/// Classes of writes, most urgent first. A Job create is the firing itself;
+/// everything else can wait behind it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Priority {
+    CreateJob,
+    ReplaceDelete,
+    Status,
+    HistoryDelete,
+}
+
+impl Priority {
+    pub const ALL: [Priority; 4] = [
+        Priority::CreateJob,
+        Priority::ReplaceDelete,
+        Priority::Status,
+        Priority::HistoryDelete,
+    ];
+}
+
+/// One class: a FIFO per namespace, served in turn.
+#[derive(Debug)]
+struct Class<T> {
+    /// Namespaces with queued writes, in serving order.
+    turn: VecDeque<String>,
+    queues: HashMap<String, VecDeque<T>>,
+    len: usize,
+}
+
+impl<T> Default for Class<T> {
+    fn default() -> Self {
+        Class {
+            turn: VecDeque::new(),
+            queues: HashMap::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T> Class<T> {
+    fn push(&mut self, namespace: &str, item: T) -> usize {
+        let queue = match self.queues.get_mut(namespace) {
+            Some(queue) => queue,
+            None => {
+                self.turn.push_back(namespace.to_owned());
+                self.queues.entry(namespace.to_owned()).or_default()
+            }
+        };
+        queue.push_back(item);
+        self.len += 1;
+        queue.len()
+    }
+
+    fn pop(&mut self) -> Option<(String, T)> {
+        let namespace = self.turn.pop_front()?;
+        let queue = self.queues.get_mut(&namespace)?;
+        let item = queue.pop_front()?;
+        if queue.is_empty() {
+            self.queues.remove(&namespace);
+        } else {
+            self.turn.push_back(namespace.clone());
+        }
+        self.len -= 1;
+        Some((namespace, item))
+    }
+}
+
+/// Writes waiting for their turn.
+#[derive(Debug)]
+pub struct FairQueue<T> {
+    classes: [Class<T>; 4],
+}
+
+impl<T> Default for FairQueue<T> {
+    fn default() -> Self {
+        FairQueue {
+            classes: Default::default(),
+        }
+    }
+}
+
+/// Where a write landed: how many writes of more urgent classes are queued,
+/// and its place in its namespace's own line (1 = next for that namespace).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub ahead_in_higher_classes: usize,
+    pub in_namespace: usize,
+}
+
+impl<T> FairQueue<T> {
+    pub fn push(&mut self, priority: Priority, namespace: &str, item: T) -> Position {
+        let ahead = self.classes[..priority as usize]
+            .iter()
+            .map(|c| c.len)
+            .sum();
+        let in_namespace = self.classes[priority as usize].push(namespace, item);
+        Position {
+            ahead_in_higher_classes: ahead,
+            in_namespace,
+        }
+    }
+
+    /// The next write: the most urgent class first, namespaces in turn.
+    pub fn pop(&mut self) -> Option<(Priority, String, T)> {
+        Priority::ALL.into_iter().find_map(|priority| {
+            let (namespace, item) = self.classes[priority as usize].pop()?;
+            Some((priority, namespace, item))
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.classes.iter().map(|c| c.len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Queued writes of one class (the depth metric).
+    pub fn depth(&self, priority: Priority) -> usize {
+        self.classes[priority as usize].len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_go_first_then_the_rest_in_class_order() {
+        let mut q = FairQueue::default();
+        q.push(Priority::HistoryDelete, "a", 1);
+        q.push(Priority::Status, "a", 2);
+        q.push(Priority::CreateJob, "a", 3);
+        q.push(Priority::ReplaceDelete, "a", 4);
+        let order: Vec<_> = std::iter::from_fn(|| q.pop())
+            .map(|(p, _, v)| (p, v))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (Priority::CreateJob, 3),
+                (Priority::ReplaceDelete, 4),
+                (Priority::Status, 2),
+                (Priority::HistoryDelete, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_big_tenant_does_not_starve_a_small_one() {
+        let mut q = FairQueue::default();
+        for i in 0..10_000 {
+            q.push(Priority::CreateJob, "big", i);
+        }
+        let pos = q.push(Priority::CreateJob, "small", -1);
+        assert_eq!(
+            pos,
+            Position {
+                ahead_in_higher_classes: 0,
+                in_namespace: 1
+            }
+        );
+        let first_two: Vec<_> = (0..2)
+            .filter_map(|_| q.pop())
+            .map(|(_, ns, v)| (ns, v))
+            .collect();
+        assert_eq!(
+            first_two,
+            [("big".to_string(), 0), ("small".to_string(), -1)]
+        );
+        assert_eq!(q.len(), 9_999);
+        assert_eq!(q.depth(Priority::CreateJob), 9_999);
+    }
+
+    #[test]
+    fn namespaces_alternate_and_fifo_holds_within_one() {
+        let mut q = FairQueue::default();
+        for (ns, v) in [
+            ("a", 1),
+            ("a", 2),
+            ("a", 3),
+            ("b", 10),
+            ("c", 20),
+            ("b", 11),
+        ] {
+            q.push(Priority::Status, ns, v);
+        }
+        let order: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(_, _, v)| v).collect();
+        assert_eq!(order, [1, 10, 20, 2, 11, 3]);
+        assert!(q.is_empty());
+        assert!(q.pop().is_none());
+    }
+
+    #[test]
+    fn position_counts_more_urgent_writes() {
+        let mut q = FairQueue::default();
+        q.push(Priority::CreateJob, "a", ());
+        q.push(Priority::CreateJob, "b", ());
+        q.push(Priority::Status, "a", ());
+        let pos = q.push(Priority::Status, "a", ());
+        assert_eq!(
+            pos,
+            Position {
+                ahead_in_higher_classes: 2,
+                in_namespace: 2
+            }
+        );
+    }
+}
