@@ -1,4 +1,11 @@
-//! Horizontal sharding. So far the ring ([`ring`]), a pure function of the
-//! member set; membership Leases, hand-offs and the supervisor come next.
+//! Horizontal sharding, so far its pure parts: the consistent-hash ring
+//! ([`ring`]), membership judged on this replica's monotonic clock
+//! ([`membership`]) and the hand-off rule for gained keys ([`handoff`]).
+//! The Lease keeper and the supervisor that starts and stops actors come
+//! with the running controller.
 
+pub mod handoff;
+pub mod membership;
 pub mod ring;
+
+pub use handoff::view_digest;

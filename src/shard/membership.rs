@@ -1,0 +1,148 @@
+//! Who is in the ring: one Lease per replica, judged on this replica's own
+//! monotonic clock. A peer is live while its Lease has changed within its
+//! `leaseDurationSeconds` of our observing it (as client-go's leader
+//! election judges a leader), so clock skew between replicas never matters:
+//! the renew time written in the Lease is only compared with itself.
+//! Pure: the caller feeds observations and the monotonic time.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+/// What one watch event of a member Lease says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseObservation {
+    /// `spec.holderIdentity`; `None` once released.
+    pub holder: Option<String>,
+    /// Anything that changes on every renewal (the resourceVersion).
+    pub renewal: String,
+    pub duration: Duration,
+    /// The view digest the member published (see [`view_digest`]).
+    ///
+    /// [`view_digest`]: super::view_digest
+    pub view: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Seen {
+    lease: LeaseObservation,
+    /// When we saw `lease.renewal` change last, on our clock.
+    changed_at: Instant,
+}
+
+/// The member Leases as this replica has seen them.
+#[derive(Debug, Default)]
+pub struct Membership {
+    leases: HashMap<String, Seen>,
+}
+
+impl Membership {
+    /// Records Lease `name` as observed at `now`. A renewal restarts its
+    /// expiry; an event that changes nothing (a re-list) does not.
+    pub fn observe(&mut self, name: &str, lease: LeaseObservation, now: Instant) {
+        match self.leases.get_mut(name) {
+            Some(seen) if seen.lease.renewal == lease.renewal => seen.lease = lease,
+            Some(seen) => {
+                *seen = Seen {
+                    lease,
+                    changed_at: now,
+                }
+            }
+            None => {
+                self.leases.insert(
+                    name.to_owned(),
+                    Seen {
+                        lease,
+                        changed_at: now,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Lease `name` was deleted.
+    pub fn forget(&mut self, name: &str) {
+        self.leases.remove(name);
+    }
+
+    fn is_live(seen: &Seen, now: Instant) -> bool {
+        seen.lease.holder.is_some()
+            && now.saturating_duration_since(seen.changed_at) < seen.lease.duration
+    }
+
+    /// The holders of the Leases that are live at `now`.
+    pub fn live(&self, now: Instant) -> BTreeSet<String> {
+        self.leases
+            .values()
+            .filter(|seen| Self::is_live(seen, now))
+            .filter_map(|seen| seen.lease.holder.clone())
+            .collect()
+    }
+
+    /// The view `member` has published, if its Lease is live at `now`.
+    pub fn view_of(&self, member: &str, now: Instant) -> Option<&str> {
+        self.leases
+            .values()
+            .find(|seen| seen.lease.holder.as_deref() == Some(member) && Self::is_live(seen, now))
+            .and_then(|seen| seen.lease.view.as_deref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const D: Duration = Duration::from_secs(15);
+
+    fn lease(holder: &str, renewal: &str, view: Option<&str>) -> LeaseObservation {
+        LeaseObservation {
+            holder: Some(holder.into()),
+            renewal: renewal.into(),
+            duration: D,
+            view: view.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn a_member_expires_after_its_duration_without_renewal_on_our_clock() {
+        let t0 = Instant::now();
+        let mut m = Membership::default();
+        m.observe("r0", lease("r0", "1", None), t0);
+        m.observe("r1", lease("r1", "1", None), t0);
+        assert_eq!(m.live(t0).len(), 2);
+        // r1 renews, r0 does not; a re-list of r0 (same renewal) is no renewal.
+        m.observe("r1", lease("r1", "2", None), t0 + Duration::from_secs(10));
+        m.observe("r0", lease("r0", "1", None), t0 + Duration::from_secs(10));
+        let later = t0 + D;
+        assert_eq!(m.live(later), BTreeSet::from(["r1".to_string()]));
+        assert!(m.live(t0 + Duration::from_secs(25)).is_empty());
+    }
+
+    #[test]
+    fn released_and_deleted_leases_are_gone_at_once() {
+        let t0 = Instant::now();
+        let mut m = Membership::default();
+        m.observe("r0", lease("r0", "1", None), t0);
+        m.observe(
+            "r0",
+            LeaseObservation {
+                holder: None,
+                ..lease("r0", "2", None)
+            },
+            t0,
+        );
+        assert!(m.live(t0).is_empty());
+        m.observe("r1", lease("r1", "1", None), t0);
+        m.forget("r1");
+        assert!(m.live(t0).is_empty());
+    }
+
+    #[test]
+    fn views_are_read_only_from_live_members() {
+        let t0 = Instant::now();
+        let mut m = Membership::default();
+        m.observe("r0", lease("r0", "1", Some("abc")), t0);
+        assert_eq!(m.view_of("r0", t0), Some("abc"));
+        assert_eq!(m.view_of("r0", t0 + D), None);
+        assert_eq!(m.view_of("r9", t0), None);
+    }
+}
