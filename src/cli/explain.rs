@@ -9,7 +9,7 @@
 use super::Output;
 use crate::reconcile::{
     CronJobView, DeleteReason, Finished, Input, JobLookup, JobSummary, LiveAnswers, LiveJob,
-    Lookup, Plan, Requeue, StatusView, Step, ViewError, is_child_by_name, job_metadata, reconcile,
+    Lookup, Plan, Requeue, StatusView, Step, ViewError, is_child_by_name, reconcile,
 };
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
@@ -69,7 +69,7 @@ pub fn run(args: &ExplainArgs, out: &mut impl Write) -> Result<(), ExplainError>
     let explained = explain(&cronjob, &jobs, now);
     match args.output {
         Output::Text => write_text(out, &cronjob, &explained, args.jobs.is_some())?,
-        Output::Json => writeln!(out, "{}", to_json(&cronjob, &explained))?,
+        Output::Json => writeln!(out, "{}", to_json(&explained))?,
     }
     Ok(())
 }
@@ -157,20 +157,20 @@ fn why(reason: &DeleteReason) -> String {
     }
 }
 
-fn to_json(cronjob: &CronJobView, explained: &Explained) -> Value {
+fn to_json(explained: &Explained) -> Value {
     let plan = &explained.plan;
     let outcome = &plan.expected;
     let create: Vec<Value> = plan
         .create
         .iter()
         .map(|create| {
-            let meta =
-                job_metadata(cronjob, &TimeZone::UTC, create.scheduled_time).unwrap_or_default();
+            // The plan carries the Job it would send; show its metadata as is.
+            let meta = create.job.as_ref().map(|job| &job.metadata);
             json!({
                 "name": create.name,
                 "scheduledTime": create.scheduled_time.to_string(),
-                "labels": meta.labels,
-                "annotations": meta.annotations,
+                "labels": meta.and_then(|m| m.labels.clone()).unwrap_or_default(),
+                "annotations": meta.and_then(|m| m.annotations.clone()).unwrap_or_default(),
             })
         })
         .collect();

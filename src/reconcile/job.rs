@@ -48,20 +48,6 @@ pub fn build_job(
     Ok(build_job_in(cronjob, zone, default_zone, scheduled))
 }
 
-/// Labels and annotations of the Job for `scheduled` (see [`job_metadata_in`]).
-pub fn job_metadata(
-    cronjob: &CronJobView,
-    default_zone: &TimeZone,
-    scheduled: Timestamp,
-) -> Result<JobMetadata, String> {
-    let zone = cronjob
-        .spec
-        .setup
-        .annotation_zone()
-        .map_err(str::to_owned)?;
-    Ok(job_metadata_in(cronjob, zone, default_zone, scheduled))
-}
-
 /// Labels and annotations of the Job for `scheduled`: the template's, plus
 /// the scheduled-timestamp annotation rendered in `spec.timeZone` (UTC when
 /// unset; the controller's zone for `Local`).

@@ -82,8 +82,7 @@ pub use decision::Decision;
 pub use events::{Event, EventType, Reason, rfc1123z_utc};
 pub use history::{OverHistoryLimit, by_start_time, over_limit};
 pub use job::{
-    JobMetadata, SCHEDULED_TIMESTAMP_ANNOTATION, active_reference, build_job, controller_reference,
-    job_metadata, job_name,
+    SCHEDULED_TIMESTAMP_ANNOTATION, active_reference, build_job, controller_reference, job_name,
 };
 pub use live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, LiveJob, Lookup};
 pub use update::{AfterUpdate, after_update};
