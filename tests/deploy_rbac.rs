@@ -20,43 +20,16 @@ use support::cluster::Cluster;
 const MANIFEST: &str = include_str!("../deploy/kubernetes/rbac.yaml");
 const NAMESPACE: &str = "shardcron-system";
 
-async fn create<K>(client: &Client, doc: serde_yaml_ng::Value)
+/// Creates `object` through `api`, tolerating one left by an earlier run.
+async fn apply<K>(api: Api<K>, object: &K)
 where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug,
-    K::DynamicType: Default,
+    K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
-    let object: K = serde_yaml_ng::from_value(doc).expect("manifest document");
-    let ns = object
-        .meta()
-        .namespace
-        .clone()
-        .expect("namespaced object has a namespace");
-    ignore_exists(
-        Api::<K>::namespaced(client.clone(), &ns)
-            .create(&PostParams::default(), &object)
-            .await,
-    );
+    ignore_exists(api.create(&PostParams::default(), object).await);
 }
 
-async fn create_cluster<K>(client: &Client, doc: serde_yaml_ng::Value)
-where
-    K: Resource<Scope = k8s_openapi::ClusterResourceScope>
-        + Clone
-        + DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
-    let object: K = serde_yaml_ng::from_value(doc).expect("manifest document");
-    ignore_exists(
-        Api::<K>::all(client.clone())
-            .create(&PostParams::default(), &object)
-            .await,
-    );
+fn parse<K: DeserializeOwned>(doc: serde_yaml_ng::Value) -> K {
+    serde_yaml_ng::from_value(doc).expect("manifest document")
 }
 
 fn ignore_exists<T>(result: kube::Result<T>) {
@@ -71,13 +44,16 @@ async fn apply_manifest(client: &Client) {
     for doc in serde_yaml_ng::Deserializer::from_str(MANIFEST) {
         let doc = serde_yaml_ng::Value::deserialize(doc).expect("manifest is YAML");
         let kind = doc["kind"].as_str().expect("kind").to_owned();
+        let c = client.clone();
         match kind.as_str() {
-            "Namespace" => create_cluster::<Namespace>(client, doc).await,
-            "ClusterRole" => create_cluster::<ClusterRole>(client, doc).await,
-            "ClusterRoleBinding" => create_cluster::<ClusterRoleBinding>(client, doc).await,
-            "ServiceAccount" => create::<ServiceAccount>(client, doc).await,
-            "Role" => create::<Role>(client, doc).await,
-            "RoleBinding" => create::<RoleBinding>(client, doc).await,
+            "Namespace" => apply(Api::<Namespace>::all(c), &parse(doc)).await,
+            "ClusterRole" => apply(Api::<ClusterRole>::all(c), &parse(doc)).await,
+            "ClusterRoleBinding" => apply(Api::<ClusterRoleBinding>::all(c), &parse(doc)).await,
+            "ServiceAccount" => {
+                apply(Api::<ServiceAccount>::namespaced(c, NAMESPACE), &parse(doc)).await
+            }
+            "Role" => apply(Api::<Role>::namespaced(c, NAMESPACE), &parse(doc)).await,
+            "RoleBinding" => apply(Api::<RoleBinding>::namespaced(c, NAMESPACE), &parse(doc)).await,
             other => panic!("unexpected kind {other} in rbac.yaml"),
         }
     }
