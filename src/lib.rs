@@ -3,9 +3,10 @@
 //! The crate is a functional core inside an imperative shell:
 //! - [`schedule`]: cron parsing and activation math with Kubernetes' exact semantics (pure).
 //! - [`reconcile`]: the controller's decision for one CronJob, as upstream's v2 controller makes it (pure).
-//! - [`actor`]: one actor per CronJob (so far its timer math, pure).
-//! - [`kube`]: talking to the API server (so far the write gateway's pure parts: rate limit, fair queue, retries).
-//! - [`shard`]: which replica owns which CronJob (so far the pure parts: ring, membership, fencing, hand-off).
+//! - [`actor`]: one actix actor per CronJob: its state, its timer, carrying out decisions.
+//! - [`kube`]: talking to the API server: watchers, the write gateway (rate limit, fair queue, retries), events.
+//! - [`shard`]: which replica runs which CronJob: the supervisor, and the ring, membership, fencing and hand-off rules.
+//! - [`telemetry`]: metrics, health endpoints, logs.
 //! - [`cli`]: the `shardcron` command line.
 
 pub mod actor;
@@ -14,3 +15,4 @@ pub mod kube;
 pub mod reconcile;
 pub mod schedule;
 pub mod shard;
+pub mod telemetry;

@@ -1,5 +1,7 @@
-//! One actor per owned CronJob: its compact state, its one timer, applying
-//! the decision's plan through the write gateway. So far the timer math
-//! ([`timer`]); the actix actors come with the running controller.
+//! One actor per CronJob: its compact state and its one timer
+//! ([`cronjob`]), carrying out each decision through the write gateway
+//! ([`apply`]), and the timer math ([`timer`]).
 
+pub mod apply;
+pub mod cronjob;
 pub mod timer;

@@ -30,6 +30,16 @@ pub fn next_step(wake_at: Timestamp, now: Timestamp, cap: Duration) -> Wake {
     Wake::Sleep(left.min(cap))
 }
 
+/// The wait before retrying a failed decision: upstream's per-item
+/// exponential backoff (5 ms doubling to at most 1000 s), after `failures`
+/// consecutive failures (1 = the first).
+pub fn failure_backoff(failures: u32) -> Duration {
+    const BASE: Duration = Duration::from_millis(5);
+    const CAP: Duration = Duration::from_secs(1000);
+    let doublings = failures.saturating_sub(1).min(30);
+    BASE.saturating_mul(1 << doublings).min(CAP)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +79,15 @@ mod tests {
             next_step(slot, ts("2024-01-01T23:59:59Z"), MAX_SLEEP),
             Wake::Sleep(Duration::from_secs(1))
         );
+    }
+
+    #[test]
+    fn failure_backoff_doubles_from_5ms_to_1000s() {
+        assert_eq!(failure_backoff(1), Duration::from_millis(5));
+        assert_eq!(failure_backoff(2), Duration::from_millis(10));
+        assert_eq!(failure_backoff(18), Duration::from_millis(655_360));
+        assert_eq!(failure_backoff(19), Duration::from_secs(1000));
+        assert_eq!(failure_backoff(u32::MAX), Duration::from_secs(1000));
+        assert_eq!(failure_backoff(0), Duration::from_millis(5));
     }
 }

@@ -2,6 +2,7 @@
 
 mod explain;
 mod next;
+mod run;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -20,6 +21,8 @@ enum Command {
     Next(next::NextArgs),
     /// Show what the controller would do with a CronJob and its Jobs now, and why.
     Explain(explain::ExplainArgs),
+    /// Run the controller.
+    Run(run::RunArgs),
 }
 
 /// Output format shared by the inspection commands.
@@ -42,6 +45,15 @@ pub fn main() -> ExitCode {
         }
         Command::Explain(args) => {
             explain::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
+        }
+        Command::Run(args) => {
+            return match run::run(&args) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => {
+                    eprintln!("shardcron: {err:#}");
+                    ExitCode::FAILURE
+                }
+            };
         }
     };
     match result {

@@ -1,8 +1,10 @@
-//! Everything that talks to the Kubernetes API server. So far only the pure
-//! parts of the write gateway: the rate limit ([`rate`]), the queue
-//! discipline ([`queue`]) and the retry policy ([`retry`]). The gateway
-//! itself, the watchers and events come with the running controller.
+//! Everything that talks to the Kubernetes API server: the watches on
+//! CronJobs and Jobs ([`watch`]) and the write gateway ([`gateway`]) with its
+//! pure parts: the rate limit ([`rate`]), the queue discipline ([`queue`])
+//! and the retry policy ([`retry`]).
 
+pub mod gateway;
 pub mod queue;
 pub mod rate;
 pub mod retry;
+pub mod watch;

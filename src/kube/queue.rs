@@ -15,15 +15,29 @@ pub enum Priority {
     ReplaceDelete,
     Status,
     HistoryDelete,
+    /// Kubernetes Events: informative, never ahead of a write that matters.
+    Event,
 }
 
 impl Priority {
-    pub const ALL: [Priority; 4] = [
+    pub const ALL: [Priority; 5] = [
         Priority::CreateJob,
         Priority::ReplaceDelete,
         Priority::Status,
         Priority::HistoryDelete,
+        Priority::Event,
     ];
+
+    /// The metric label of the class.
+    pub fn label(self) -> &'static str {
+        match self {
+            Priority::CreateJob => "create_job",
+            Priority::ReplaceDelete => "replace_delete",
+            Priority::Status => "status",
+            Priority::HistoryDelete => "history_delete",
+            Priority::Event => "event",
+        }
+    }
 }
 
 /// One class: a FIFO per namespace, served in turn.
@@ -76,7 +90,7 @@ impl<T> Class<T> {
 /// Writes waiting for their turn.
 #[derive(Debug)]
 pub struct FairQueue<T> {
-    classes: [Class<T>; 4],
+    classes: [Class<T>; 5],
 }
 
 impl<T> Default for FairQueue<T> {

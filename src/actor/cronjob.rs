@@ -1,0 +1,302 @@
+//! The actor of one CronJob: its compact state, its one timer, and the loop
+//! "something changed or the slot came → decide → apply → re-arm".
+//!
+//! State is what the decision reads and nothing more: the [`CronJobView`]
+//! (with the compiled spec behind an `Arc`, replaced only when the
+//! generation changes), the resourceVersion for the status precondition,
+//! and a [`JobSummary`] per child. At most one decision runs at a time; a
+//! change that arrives meanwhile is folded into one more decision after it
+//! (as upstream's work queue does for a key being processed).
+
+use super::apply::{self, Applied, Shared, Snapshot};
+use super::timer::{self, MAX_SLEEP, Wake};
+use crate::reconcile::{AfterUpdate, CronJobView, JobSummary, Requeue, SpecView, after_update};
+use actix::prelude::*;
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::CronJob;
+use std::sync::Arc;
+
+/// What the supervisor tells a CronJob's actor.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub enum Update {
+    /// The initial lists are complete: decide for the first time.
+    Start,
+    /// The CronJob was added or changed.
+    CronJob(Box<CronJob>),
+    /// A child Job was added or changed.
+    Job(JobSummary),
+    /// A child Job was deleted (or is no longer this CronJob's).
+    JobGone { uid: String },
+    /// Finish the decision in flight, if any, then stop.
+    Stop,
+}
+
+/// What an actor tells the supervisor.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub enum Report {
+    /// Its first decision is done and its timer armed (readiness).
+    Armed { key: String },
+    /// It has stopped.
+    Stopped { key: String, uid: String },
+}
+
+pub struct CronJobActor {
+    key: String,
+    cronjob: CronJobView,
+    resource_version: Option<String>,
+    generation: Option<i64>,
+    children: Vec<JobSummary>,
+    shared: Arc<Shared>,
+    supervisor: Recipient<Report>,
+    started: bool,
+    armed_once: bool,
+    deciding: bool,
+    decide_again: bool,
+    stopping: bool,
+    /// Consecutive failed decisions (upstream's per-item exponential backoff).
+    failures: u32,
+    timer: Option<(SpawnHandle, Timestamp)>,
+}
+
+impl CronJobActor {
+    pub fn new(
+        cronjob: &CronJob,
+        children: Vec<JobSummary>,
+        shared: Arc<Shared>,
+        supervisor: Recipient<Report>,
+    ) -> Result<Self, crate::reconcile::ViewError> {
+        let view = CronJobView::from_api(cronjob)?;
+        Ok(Self {
+            key: format!("{}/{}", view.namespace, view.name),
+            cronjob: view,
+            resource_version: cronjob.metadata.resource_version.clone(),
+            generation: cronjob.metadata.generation,
+            children,
+            shared,
+            supervisor,
+            started: false,
+            armed_once: false,
+            deciding: false,
+            decide_again: false,
+            stopping: false,
+            failures: 0,
+            timer: None,
+        })
+    }
+
+    /// Takes in a new version of the CronJob; returns the spec it replaced.
+    /// Our own status write coming back through the watch changes nothing.
+    fn absorb(&mut self, cronjob: &CronJob) -> Option<Arc<SpecView>> {
+        let version = &cronjob.metadata.resource_version;
+        if version.is_some() && *version == self.resource_version {
+            return None;
+        }
+        let spec = if cronjob.metadata.generation.is_some()
+            && cronjob.metadata.generation == self.generation
+        {
+            self.cronjob.spec.clone()
+        } else {
+            Arc::new(SpecView::new(&cronjob.spec))
+        };
+        match CronJobView::with_spec(cronjob, spec) {
+            Ok(view) => {
+                self.resource_version = version.clone();
+                self.generation = cronjob.metadata.generation;
+                Some(std::mem::replace(&mut self.cronjob, view).spec)
+            }
+            Err(error) => {
+                tracing::warn!(cronjob = %self.key, %error, "ignoring an unusable CronJob version");
+                None
+            }
+        }
+    }
+
+    fn on_cronjob(&mut self, cronjob: &CronJob, ctx: &mut Context<Self>) {
+        let Some(old_spec) = self.absorb(cronjob) else {
+            return;
+        };
+        if !self.started {
+            return;
+        }
+        match after_update(&old_spec, &self.cronjob, Timestamp::now(), &self.shared.default_zone) {
+            AfterUpdate::Now => self.decide(ctx),
+            AfterUpdate::At(at) => self.arm_no_later(at, ctx),
+            AfterUpdate::Never => {}
+            AfterUpdate::Unparseable(event) => self
+                .shared
+                .gateway
+                .record(apply::object_reference(&self.cronjob), &event),
+        }
+    }
+
+    fn on_job(&mut self, job: JobSummary, ctx: &mut Context<Self>) {
+        match self.children.iter_mut().find(|c| c.uid == job.uid) {
+            // A resync or a change of a field the decision does not read.
+            Some(known) if *known == job => return,
+            Some(known) => *known = job,
+            None => self.children.push(job),
+        }
+        if self.started {
+            self.decide(ctx);
+        }
+    }
+
+    fn on_job_gone(&mut self, uid: &str, ctx: &mut Context<Self>) {
+        let before = self.children.len();
+        self.children.retain(|c| c.uid != uid);
+        if self.started && self.children.len() != before {
+            self.decide(ctx);
+        }
+    }
+
+    /// Runs a decision now, or right after the one in flight.
+    fn decide(&mut self, ctx: &mut Context<Self>) {
+        if self.deciding {
+            self.decide_again = true;
+            return;
+        }
+        self.deciding = true;
+        if let Some((handle, _)) = self.timer.take() {
+            ctx.cancel_future(handle);
+        }
+        let shared = self.shared.clone();
+        let snapshot = Snapshot {
+            cronjob: self.cronjob.clone(),
+            resource_version: self.resource_version.clone(),
+            children: self.children.clone(),
+        };
+        let decision = async move {
+            let applied = apply::decide_and_apply(&shared, &snapshot, Timestamp::now()).await;
+            (applied, snapshot.resource_version)
+        };
+        ctx.spawn(
+            decision
+                .into_actor(self)
+                .map(|(applied, version), actor, ctx| actor.finish(applied, version, ctx)),
+        );
+    }
+
+    fn finish(&mut self, applied: Applied, decided_at: Option<String>, ctx: &mut Context<Self>) {
+        self.deciding = false;
+        // A CronJob event that came in meanwhile is newer than what we wrote.
+        if let Some((status, version)) = applied.written_status {
+            if self.resource_version == decided_at {
+                self.cronjob.status = status;
+                self.resource_version = version;
+            }
+        }
+        if let Some(fresh) = applied.reread {
+            self.absorb(&fresh);
+        }
+        self.children.retain(|c| !applied.deleted.contains(&c.uid));
+        if let Some(created) = applied.created {
+            if !self.children.iter().any(|c| c.uid == created.uid) {
+                self.children.push(created);
+            }
+        }
+        let ok = !matches!(applied.requeue, Requeue::Backoff(_));
+        self.shared
+            .metrics
+            .syncs
+            .get_or_create(&crate::telemetry::metrics::SyncLabels {
+                result: if ok {
+                    crate::telemetry::metrics::OkLabel::ok
+                } else {
+                    crate::telemetry::metrics::OkLabel::failed
+                },
+            })
+            .inc();
+        match applied.requeue {
+            Requeue::At(at) => {
+                self.failures = 0;
+                self.arm(at, ctx);
+            }
+            Requeue::Backoff(error) => {
+                self.failures = self.failures.saturating_add(1);
+                let delay = timer::failure_backoff(self.failures);
+                tracing::warn!(cronjob = %self.key, %error, ?delay, "decision failed; retrying");
+                let at = Timestamp::now()
+                    .checked_add(delay)
+                    .unwrap_or(Timestamp::MAX);
+                self.arm(at, ctx);
+            }
+            Requeue::Never => self.failures = 0,
+        }
+        if !self.armed_once {
+            self.armed_once = true;
+            self.supervisor.do_send(Report::Armed {
+                key: self.key.clone(),
+            });
+        }
+        if self.stopping {
+            ctx.stop();
+        } else if std::mem::take(&mut self.decide_again) {
+            self.decide(ctx);
+        }
+    }
+
+    /// Arms the timer for `at`, replacing any earlier arming.
+    fn arm(&mut self, at: Timestamp, ctx: &mut Context<Self>) {
+        if let Some((handle, _)) = self.timer.take() {
+            ctx.cancel_future(handle);
+        }
+        match timer::next_step(at, Timestamp::now(), MAX_SLEEP) {
+            Wake::Due => self.decide(ctx),
+            Wake::Sleep(sleep) => {
+                let handle = ctx.run_later(sleep, move |actor, ctx| {
+                    actor.timer = None;
+                    actor.arm(at, ctx);
+                });
+                self.timer = Some((handle, at));
+            }
+        }
+    }
+
+    /// Arms the timer for `at` unless it is armed for an earlier instant
+    /// (upstream's `AddAfter` keeps the earlier time).
+    fn arm_no_later(&mut self, at: Timestamp, ctx: &mut Context<Self>) {
+        match self.timer {
+            Some((_, armed)) if armed <= at => {}
+            _ if self.deciding => self.decide_again = true,
+            _ => self.arm(at, ctx),
+        }
+    }
+}
+
+impl Actor for CronJobActor {
+    type Context = Context<Self>;
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        self.supervisor.do_send(Report::Stopped {
+            key: std::mem::take(&mut self.key),
+            uid: std::mem::take(&mut self.cronjob.uid),
+        });
+    }
+}
+
+impl Handler<Update> for CronJobActor {
+    type Result = ();
+
+    fn handle(&mut self, update: Update, ctx: &mut Self::Context) {
+        if self.stopping {
+            return;
+        }
+        match update {
+            Update::Start => {
+                self.started = true;
+                self.decide(ctx);
+            }
+            Update::CronJob(cronjob) => self.on_cronjob(&cronjob, ctx),
+            Update::Job(job) => self.on_job(job, ctx),
+            Update::JobGone { uid } => self.on_job_gone(&uid, ctx),
+            Update::Stop => {
+                self.stopping = true;
+                if !self.deciding {
+                    ctx.stop();
+                }
+            }
+        }
+    }
+}

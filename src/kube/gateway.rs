@@ -1,0 +1,418 @@
+//! The write gateway: every request the actors make to the API server goes
+//! through here.
+//!
+//! A request first waits for its turn: a dispatcher task holds the
+//! [`FairQueue`] (strict classes, round-robin across namespaces) and the
+//! [`TokenBucket`] (`--kube-api-qps`, `--kube-api-burst`), and grants one
+//! request per token. The request then runs on the process's multi-threaded
+//! runtime (not on the actor's Arbiter thread), and a transient failure
+//! (429, 5xx, no answer) is retried with bounded backoff, taking a new turn
+//! each time. A 409 Conflict is returned to the caller, which re-reads and
+//! re-decides: the gateway never overwrites blindly.
+
+use super::queue::{FairQueue, Priority};
+use super::rate::TokenBucket;
+use super::retry::{Backoff, Retry};
+use crate::reconcile::{self, ApiError};
+use crate::telemetry::Metrics;
+use crate::telemetry::metrics::{PriorityLabels, RequestLabels};
+use ::kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use ::kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
+use ::kube::Client;
+use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
+use k8s_openapi::api::core::v1::ObjectReference;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+use tokio::runtime::Handle;
+use tokio::sync::{mpsc, oneshot};
+
+/// The cause client-go looks for (`corev1.NamespaceTerminatingCause`).
+const NAMESPACE_TERMINATING_CAUSE: &str = "NamespaceTerminating";
+
+/// A request that did not succeed.
+#[derive(Debug, Clone, Error)]
+pub enum ApiFailure {
+    /// The API server answered with an error status.
+    #[error("{message}")]
+    Status {
+        code: u16,
+        reason: String,
+        message: String,
+        /// The status carries client-go's `NamespaceTerminating` cause.
+        namespace_terminating: bool,
+    },
+    /// No answer: connection refused or broken, timeout, undecodable body.
+    #[error("{0}")]
+    Transport(String),
+    /// The process is shutting down.
+    #[error("the write gateway has shut down")]
+    Closed,
+}
+
+impl ApiFailure {
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            ApiFailure::Status { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.code() == Some(404)
+    }
+
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self, ApiFailure::Status { code: 409, reason, .. } if reason == "AlreadyExists")
+    }
+
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, ApiFailure::Status { code: 409, reason, .. } if reason == "Conflict")
+    }
+
+    pub fn is_namespace_terminating(&self) -> bool {
+        matches!(
+            self,
+            ApiFailure::Status {
+                namespace_terminating: true,
+                ..
+            }
+        )
+    }
+
+    /// The error as the decision core records it (its text goes into events).
+    pub fn to_api_error(&self) -> ApiError {
+        ApiError::new(self.to_string())
+    }
+
+    fn code_label(&self) -> String {
+        match self {
+            ApiFailure::Status { code, .. } => code.to_string(),
+            _ => "error".to_owned(),
+        }
+    }
+}
+
+impl From<::kube::Error> for ApiFailure {
+    fn from(error: ::kube::Error) -> Self {
+        match error {
+            ::kube::Error::Api(status) => ApiFailure::Status {
+                code: status.code,
+                namespace_terminating: status.details.as_ref().is_some_and(|d| {
+                    d.causes
+                        .iter()
+                        .any(|c| c.reason == NAMESPACE_TERMINATING_CAUSE)
+                }),
+                reason: status.reason,
+                message: status.message,
+            },
+            other => ApiFailure::Transport(other.to_string()),
+        }
+    }
+}
+
+/// Client-side limits, as kube-controller-manager's `--kube-api-qps` and
+/// `--kube-api-burst`.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub qps: f64,
+    pub burst: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            qps: 20.0,
+            burst: 30,
+        }
+    }
+}
+
+/// A request waiting for its turn.
+struct Ticket {
+    priority: Priority,
+    namespace: String,
+    grant: oneshot::Sender<()>,
+}
+
+struct Inner {
+    client: Client,
+    runtime: Handle,
+    tickets: mpsc::UnboundedSender<Ticket>,
+    backoff: Backoff,
+    recorder: Recorder,
+    metrics: Arc<Metrics>,
+}
+
+/// A handle on the gateway; cheap to clone, usable from any thread.
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+impl Gateway {
+    /// Starts the dispatcher on the current tokio runtime, which also runs
+    /// every request.
+    pub fn start(client: Client, limits: Limits, reporter: Reporter, metrics: Arc<Metrics>) -> Self {
+        let (tickets, queued) = mpsc::unbounded_channel();
+        let runtime = Handle::current();
+        runtime.spawn(dispatch(
+            queued,
+            TokenBucket::new(limits.qps, limits.burst, Instant::now()),
+            metrics.clone(),
+        ));
+        Gateway {
+            inner: Arc::new(Inner {
+                recorder: Recorder::new(client.clone(), reporter),
+                client,
+                runtime,
+                tickets,
+                backoff: Backoff::default(),
+                metrics,
+            }),
+        }
+    }
+
+    /// Waits for this request's turn; returns how long it waited.
+    async fn turn(&self, priority: Priority, namespace: &str) -> Result<Duration, ApiFailure> {
+        let queued_at = Instant::now();
+        let (grant, granted) = oneshot::channel();
+        self.inner
+            .tickets
+            .send(Ticket {
+                priority,
+                namespace: namespace.to_owned(),
+                grant,
+            })
+            .map_err(|_| ApiFailure::Closed)?;
+        granted.await.map_err(|_| ApiFailure::Closed)?;
+        let waited = queued_at.elapsed();
+        self.inner
+            .metrics
+            .queue_wait
+            .get_or_create(&PriorityLabels {
+                priority: priority.label(),
+            })
+            .observe(waited.as_secs_f64());
+        Ok(waited)
+    }
+
+    /// One request, with its turns and retries. `send` builds the request
+    /// afresh for every attempt.
+    async fn request<T, F, Fut>(
+        &self,
+        priority: Priority,
+        namespace: &str,
+        verb: &'static str,
+        send: F,
+    ) -> Result<T, ApiFailure>
+    where
+        T: Send + 'static,
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, ::kube::Error>> + Send + 'static,
+    {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            self.turn(priority, namespace).await?;
+            let result = self
+                .inner
+                .runtime
+                .spawn(send(self.inner.client.clone()))
+                .await
+                .map_err(|e| ApiFailure::Transport(format!("request task failed: {e}")))?
+                .map_err(ApiFailure::from);
+            let code = match &result {
+                Ok(_) => "200".to_owned(),
+                Err(failure) => failure.code_label(),
+            };
+            self.inner
+                .metrics
+                .api_requests
+                .get_or_create(&RequestLabels { verb, code })
+                .inc();
+            let failure = match result {
+                Ok(value) => return Ok(value),
+                Err(failure) => failure,
+            };
+            match self.inner.backoff.after_failure(attempt, failure.code()) {
+                Retry::After(delay) => {
+                    tracing::debug!(verb, namespace, attempt, error = %failure, ?delay, "retrying");
+                    tokio::time::sleep(delay).await;
+                }
+                Retry::Reread | Retry::GiveUp => return Err(failure),
+            }
+        }
+    }
+
+    pub async fn create_job(&self, namespace: &str, job: Job) -> Result<Job, ApiFailure> {
+        let job = Arc::new(job);
+        self.request(Priority::CreateJob, namespace, "create", |client| {
+            let api = Api::<Job>::namespaced(client, namespace);
+            let job = job.clone();
+            async move { api.create(&PostParams::default(), &job).await }
+        })
+        .await
+    }
+
+    /// Deletes a Job with background propagation (upstream's policy).
+    pub async fn delete_job(
+        &self,
+        namespace: &str,
+        name: &str,
+        priority: Priority,
+    ) -> Result<(), ApiFailure> {
+        self.request(priority, namespace, "delete", |client| {
+            let api = Api::<Job>::namespaced(client, namespace);
+            let name = name.to_owned();
+            async move {
+                let params = DeleteParams {
+                    propagation_policy: Some(PropagationPolicy::Background),
+                    ..DeleteParams::default()
+                };
+                api.delete(&name, &params).await.map(|_| ())
+            }
+        })
+        .await
+    }
+
+    pub async fn get_job(&self, namespace: &str, name: &str) -> Result<Job, ApiFailure> {
+        self.request(Priority::ReplaceDelete, namespace, "get", |client| {
+            let api = Api::<Job>::namespaced(client, namespace);
+            let name = name.to_owned();
+            async move { api.get(&name).await }
+        })
+        .await
+    }
+
+    pub async fn get_cronjob(&self, namespace: &str, name: &str) -> Result<CronJob, ApiFailure> {
+        self.request(Priority::Status, namespace, "get", |client| {
+            let api = Api::<CronJob>::namespaced(client, namespace);
+            let name = name.to_owned();
+            async move { api.get(&name).await }
+        })
+        .await
+    }
+
+    /// Writes the whole controller-owned status through the status
+    /// subresource, as upstream's `UpdateStatus` does, with the
+    /// resourceVersion as precondition: a concurrent change gives 409
+    /// Conflict rather than being overwritten.
+    pub async fn write_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        resource_version: Option<&str>,
+        status: &CronJobStatus,
+    ) -> Result<CronJob, ApiFailure> {
+        let patch = Arc::new(status_patch(resource_version, status));
+        self.request(Priority::Status, namespace, "patch_status", |client| {
+            let api = Api::<CronJob>::namespaced(client, namespace);
+            let name = name.to_owned();
+            let patch = patch.clone();
+            async move {
+                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&*patch))
+                    .await
+            }
+        })
+        .await
+    }
+
+    /// Records an Event on a CronJob, without making the caller wait: events
+    /// take the lowest class, and a failure is logged, not returned.
+    pub fn record(&self, regarding: ObjectReference, event: &reconcile::Event) {
+        let gateway = self.clone();
+        let namespace = regarding.namespace.clone().unwrap_or_default();
+        let event = KubeEvent {
+            type_: match event.event_type {
+                reconcile::EventType::Normal => KubeEventType::Normal,
+                reconcile::EventType::Warning => KubeEventType::Warning,
+            },
+            reason: event.reason.as_str().to_owned(),
+            note: Some(event.message.clone()),
+            action: event.reason.as_str().to_owned(),
+            secondary: None,
+        };
+        self.inner.runtime.spawn(async move {
+            let recorder = gateway.inner.recorder.clone();
+            let event = Arc::new(event);
+            let regarding = Arc::new(regarding);
+            let result = gateway
+                .request(Priority::Event, &namespace, "event", |_| {
+                    let recorder = recorder.clone();
+                    let event = event.clone();
+                    let regarding = regarding.clone();
+                    async move { recorder.publish(&event, &regarding).await }
+                })
+                .await;
+            if let Err(error) = result {
+                tracing::warn!(%namespace, reason = %event.reason, %error, "could not record event");
+            }
+        });
+    }
+}
+
+/// A merge patch that sets all three status fields (absent ones as `null`,
+/// so they are cleared) with the resourceVersion as a precondition.
+pub fn status_patch(resource_version: Option<&str>, status: &CronJobStatus) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": { "resourceVersion": resource_version },
+        "status": {
+            "active": status.active,
+            "lastScheduleTime": status.last_schedule_time,
+            "lastSuccessfulTime": status.last_successful_time,
+        }
+    })
+}
+
+/// Grants turns: the most urgent class first, namespaces in turn, one per
+/// token. A ticket whose requester went away is skipped without a token.
+async fn dispatch(
+    mut incoming: mpsc::UnboundedReceiver<Ticket>,
+    mut bucket: TokenBucket,
+    metrics: Arc<Metrics>,
+) {
+    let mut queue: FairQueue<oneshot::Sender<()>> = FairQueue::default();
+    let mut open = true;
+    loop {
+        if queue.is_empty() {
+            if !open {
+                return;
+            }
+            match incoming.recv().await {
+                Some(ticket) => queue.push(ticket.priority, &ticket.namespace, ticket.grant),
+                None => return,
+            };
+        }
+        while let Ok(ticket) = incoming.try_recv() {
+            queue.push(ticket.priority, &ticket.namespace, ticket.grant);
+        }
+        for priority in Priority::ALL {
+            metrics
+                .queue_depth
+                .get_or_create(&PriorityLabels {
+                    priority: priority.label(),
+                })
+                .set(queue.depth(priority) as i64);
+        }
+        match bucket.try_take(Instant::now()) {
+            Ok(()) => {
+                while let Some((_, _, grant)) = queue.pop() {
+                    if grant.send(()).is_ok() {
+                        break;
+                    }
+                }
+            }
+            Err(wait) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    ticket = incoming.recv(), if open => match ticket {
+                        Some(ticket) => { queue.push(ticket.priority, &ticket.namespace, ticket.grant); }
+                        None => open = false,
+                    },
+                }
+            }
+        }
+    }
+}

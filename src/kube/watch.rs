@@ -1,0 +1,182 @@
+//! Watches on CronJobs and Jobs, as kube-runtime watchers.
+//!
+//! Each watch runs as a task on the multi-threaded runtime and hands its
+//! events to a callback (the supervisor's mailbox). The watcher re-lists on
+//! 410 Gone and after errors (with kube-runtime's default backoff); a
+//! re-list shows up as `Init` .. `InitApply`* .. `InitDone`, which the
+//! receiver uses to drop objects that disappeared while it was not looking.
+//! Where the server supports it (Kubernetes 1.34 and later serve WatchList
+//! by default), the initial list is a streaming list with bookmarks.
+
+use crate::reconcile::JobSummary;
+use crate::telemetry::Metrics;
+use crate::telemetry::metrics::ResourceLabels;
+use ::kube::runtime::watcher::{self, Event};
+use ::kube::runtime::WatchStreamExt;
+use ::kube::{Api, Client, Resource};
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+
+/// How the initial list (and each re-list) is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListStrategy {
+    /// A streaming list (`sendInitialEvents`) if the server is 1.34 or later, else paginated lists.
+    Auto,
+    Streaming,
+    /// Paginated LISTs served from the watch cache (`resourceVersion=0`).
+    Paginated,
+}
+
+impl ListStrategy {
+    /// Resolves `Auto` against the server's version.
+    pub async fn resolve(self, client: &Client) -> ListStrategy {
+        if self != ListStrategy::Auto {
+            return self;
+        }
+        match client.apiserver_version().await {
+            Ok(info) => {
+                let minor: u32 = info
+                    .minor
+                    .trim_end_matches(|c: char| !c.is_ascii_digit())
+                    .parse()
+                    .unwrap_or(0);
+                if info.major == "1" && minor >= 34 {
+                    ListStrategy::Streaming
+                } else {
+                    ListStrategy::Paginated
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "could not read the server version; using paginated lists");
+                ListStrategy::Paginated
+            }
+        }
+    }
+
+    fn config(self) -> watcher::Config {
+        match self {
+            ListStrategy::Streaming => watcher::Config::default().streaming_lists(),
+            _ => watcher::Config::default().any_semantic().page_size(500),
+        }
+    }
+}
+
+/// What a Job means to the controller, computed on the watch task so the
+/// supervisor never holds a Job object.
+#[derive(Debug, Clone)]
+pub struct JobFacts {
+    pub namespace: String,
+    pub uid: String,
+    /// The UID of its controller, if that is a CronJob (upstream's
+    /// `resolveControllerRef` checks the kind, then the UID).
+    pub owner_uid: Option<String>,
+    /// Has a deletionTimestamp: upstream treats its addition as a deletion.
+    pub deleting: bool,
+    pub summary: JobSummary,
+}
+
+impl From<&Job> for JobFacts {
+    fn from(job: &Job) -> Self {
+        Self {
+            namespace: job.metadata.namespace.clone().unwrap_or_default(),
+            uid: job.metadata.uid.clone().unwrap_or_default(),
+            owner_uid: crate::reconcile::controller_of(job)
+                .filter(|r| r.kind == "CronJob")
+                .map(|r| r.uid.clone()),
+            deleting: job.metadata.deletion_timestamp.is_some(),
+            summary: JobSummary::from(job),
+        }
+    }
+}
+
+fn api<K>(client: Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(namespace) => Api::namespaced(client, namespace),
+        None => Api::all(client),
+    }
+}
+
+/// Runs a watch until the process ends, handing each event, mapped by
+/// `map`, to `deliver`.
+fn spawn_watch<K, T>(
+    api: Api<K>,
+    strategy: ListStrategy,
+    resource: &'static str,
+    metrics: Arc<Metrics>,
+    map: fn(K) -> T,
+    mut deliver: impl FnMut(Event<T>) + Send + 'static,
+) -> JoinHandle<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut events = watcher::watcher(api, strategy.config())
+            .default_backoff()
+            .boxed();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(event) => {
+                    if matches!(event, Event::Init) {
+                        metrics
+                            .watch_restarts
+                            .get_or_create(&ResourceLabels { resource })
+                            .inc();
+                    }
+                    deliver(match event {
+                        Event::Apply(o) => Event::Apply(map(o)),
+                        Event::Delete(o) => Event::Delete(map(o)),
+                        Event::Init => Event::Init,
+                        Event::InitApply(o) => Event::InitApply(map(o)),
+                        Event::InitDone => Event::InitDone,
+                    });
+                }
+                Err(error) => tracing::warn!(resource, %error, "watch failed; retrying"),
+            }
+        }
+    })
+}
+
+/// Watches CronJobs in one namespace (or all).
+pub fn cronjobs(
+    client: Client,
+    namespace: Option<&str>,
+    strategy: ListStrategy,
+    metrics: Arc<Metrics>,
+    deliver: impl FnMut(Event<CronJob>) + Send + 'static,
+) -> JoinHandle<()> {
+    spawn_watch(
+        api::<CronJob>(client, namespace),
+        strategy,
+        "cronjobs",
+        metrics,
+        |cronjob| cronjob,
+        deliver,
+    )
+}
+
+/// Watches Jobs in one namespace (or all), as [`JobFacts`].
+pub fn jobs(
+    client: Client,
+    namespace: Option<&str>,
+    strategy: ListStrategy,
+    metrics: Arc<Metrics>,
+    deliver: impl FnMut(Event<JobFacts>) + Send + 'static,
+) -> JoinHandle<()> {
+    spawn_watch(
+        api::<Job>(client, namespace),
+        strategy,
+        "jobs",
+        metrics,
+        |job| JobFacts::from(&job),
+        deliver,
+    )
+}
