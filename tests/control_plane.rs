@@ -13,6 +13,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use std::time::Duration;
 use support::cluster::Cluster;
+use support::eventually;
 
 fn cronjob(name: &str, schedule: &str, time_zone: Option<&str>) -> CronJob {
     serde_json::from_value(json!({
@@ -44,25 +45,6 @@ fn job(name: &str, pod_annotations: serde_json::Value) -> Job {
         }
     }))
     .unwrap()
-}
-
-/// Polls `check` every 200 ms until it returns Some, or panics after `timeout`.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 fn finished_condition(job: &Job) -> Option<String> {

@@ -24,8 +24,10 @@ pub enum Update {
     Start,
     /// The CronJob was added or changed.
     CronJob(Box<CronJob>),
-    /// A child Job was added or changed.
-    Job(JobSummary),
+    /// A child Job was added or changed. `relisted`: it came from a re-list,
+    /// where an unchanged Job is not news (upstream skips an update whose
+    /// resourceVersion did not change).
+    Job { job: JobSummary, relisted: bool },
     /// A child Job was deleted (or is no longer this CronJob's).
     JobGone { uid: String },
     /// Finish the decision in flight, if any, then stop.
@@ -131,10 +133,9 @@ impl CronJobActor {
         }
     }
 
-    fn on_job(&mut self, job: JobSummary, ctx: &mut Context<Self>) {
+    fn on_job(&mut self, job: JobSummary, relisted: bool, ctx: &mut Context<Self>) {
         match self.children.iter_mut().find(|c| c.uid == job.uid) {
-            // A resync or a change of a field the decision does not read.
-            Some(known) if *known == job => return,
+            Some(known) if relisted && *known == job => return,
             Some(known) => *known = job,
             None => self.children.push(job),
         }
@@ -289,7 +290,7 @@ impl Handler<Update> for CronJobActor {
                 self.decide(ctx);
             }
             Update::CronJob(cronjob) => self.on_cronjob(&cronjob, ctx),
-            Update::Job(job) => self.on_job(job, ctx),
+            Update::Job { job, relisted } => self.on_job(job, relisted, ctx),
             Update::JobGone { uid } => self.on_job_gone(&uid, ctx),
             Update::Stop => {
                 self.stopping = true;

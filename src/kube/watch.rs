@@ -74,8 +74,6 @@ pub struct JobFacts {
     /// The UID of its controller, if that is a CronJob (upstream's
     /// `resolveControllerRef` checks the kind, then the UID).
     pub owner_uid: Option<String>,
-    /// Has a deletionTimestamp: upstream treats its addition as a deletion.
-    pub deleting: bool,
     pub summary: JobSummary,
 }
 
@@ -87,7 +85,6 @@ impl From<&Job> for JobFacts {
             owner_uid: crate::reconcile::controller_of(job)
                 .filter(|r| r.kind == "CronJob")
                 .map(|r| r.uid.clone()),
-            deleting: job.metadata.deletion_timestamp.is_some(),
             summary: JobSummary::from(job),
         }
     }

@@ -179,7 +179,7 @@ impl Supervisor {
         self.check_ready();
     }
 
-    fn on_job(&mut self, job: JobFacts) {
+    fn on_job(&mut self, job: JobFacts, relisted: bool) {
         let previous = match job.owner_uid.as_ref() {
             Some(owner) => self.jobs.insert(
                 job.uid.clone(),
@@ -198,7 +198,10 @@ impl Supervisor {
             return;
         };
         match self.keys_by_uid.get(&owner).and_then(|k| self.actors.get(k)) {
-            Some(running) => running.addr.do_send(Update::Job(job.summary)),
+            Some(running) => running.addr.do_send(Update::Job {
+                job: job.summary,
+                relisted,
+            }),
             None => {
                 let waiting = self.unclaimed.entry(owner).or_default();
                 waiting.retain(|c| c.uid != job.summary.uid);
@@ -259,12 +262,9 @@ impl Supervisor {
 }
 
 impl Actor for Supervisor {
+    // Watchers use `do_send`, which ignores the mailbox capacity: a burst
+    // of watch events queues rather than being refused.
     type Context = Context<Self>;
-
-    fn started(&mut self, ctx: &mut Self::Context) {
-        // The supervisor's mailbox takes every watch event of the process.
-        ctx.set_mailbox_capacity(usize::MAX);
-    }
 }
 
 impl Handler<CronJobWatch> for Supervisor {
@@ -309,14 +309,14 @@ impl Handler<JobWatch> for Supervisor {
     fn handle(&mut self, message: JobWatch, _: &mut Self::Context) {
         let scope = message.scope;
         match message.event {
-            Event::Apply(job) => self.on_job(job),
+            Event::Apply(job) => self.on_job(job, false),
             Event::Delete(job) => self.on_job_deleted(&job.uid),
             Event::Init => self.scopes[scope].relisting_jobs = Some(HashSet::new()),
             Event::InitApply(job) => {
                 if let Some(seen) = self.scopes[scope].relisting_jobs.as_mut() {
                     seen.insert(job.uid.clone());
                 }
-                self.on_job(job);
+                self.on_job(job, true);
             }
             Event::InitDone => {
                 let seen = self.scopes[scope].relisting_jobs.take().unwrap_or_default();

@@ -101,6 +101,14 @@ impl Cluster {
     /// missing), with a token from the TokenRequest API: what a controller
     /// running in the cluster gets, so RBAC applies as in production.
     pub async fn service_account_client(&self, namespace: &str, name: &str) -> Client {
+        let kubeconfig = Kubeconfig::from_yaml(&self.service_account_kubeconfig(namespace, name).await)
+            .expect("kubeconfig");
+        Client::try_from(Self::config_from(kubeconfig).await).expect("client")
+    }
+
+    /// The admin kubeconfig with its user replaced by a token of
+    /// ServiceAccount `namespace/name` (created if missing), as YAML.
+    pub async fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> String {
         let admin = self.admin().await;
         let accounts = Api::<ServiceAccount>::namespaced(admin, namespace);
         let sa = ServiceAccount {
@@ -117,7 +125,7 @@ impl Cluster {
         }
         let request = TokenRequest {
             spec: Some(TokenRequestSpec {
-                expiration_seconds: Some(3600),
+                expiration_seconds: Some(4 * 3600),
                 ..Default::default()
             }),
             ..Default::default()
@@ -135,9 +143,7 @@ impl Cluster {
             serde_yaml_ng::from_str(&text).expect("kubeconfig yaml");
         doc["users"][0]["user"] =
             serde_yaml_ng::to_value(serde_json::json!({ "token": token })).unwrap();
-        let kubeconfig =
-            Kubeconfig::from_yaml(&serde_yaml_ng::to_string(&doc).unwrap()).expect("kubeconfig");
-        Client::try_from(Self::config_from(kubeconfig).await).expect("client")
+        serde_yaml_ng::to_string(&doc).unwrap()
     }
 
     /// The last lines of each component's log.

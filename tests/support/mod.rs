@@ -27,6 +27,7 @@ pub fn local_binary(name: &str) -> PathBuf {
 }
 
 pub mod cluster;
+pub mod controller;
 
 /// Runs the built `shardcron` binary with `args`.
 pub fn shardcron(args: &[&str]) -> std::process::Output {
@@ -42,4 +43,23 @@ pub fn stdout(o: &std::process::Output) -> String {
 
 pub fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Polls `check` every 200 ms until it returns Some, or panics after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: std::time::Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }

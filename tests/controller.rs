@@ -1,0 +1,585 @@
+//! The controller at work on the real control plane: upstream's e2e
+//! scenarios (test/e2e/apps/cronjob.go) and the cases around them.
+//!
+//! Each test has its own namespace and its own `shardcron run` process
+//! scoped to it, authenticated as the ServiceAccount from deploy/. Job names
+//! carry the scheduled minute (upstream's naming, which makes a second
+//! create of a slot an AlreadyExists), so a CronJob makes at most one Job a
+//! minute whatever its schedule: the scenarios use `*/1 * * * *`, as
+//! upstream's e2e suite does, and run in parallel.
+
+mod support;
+
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use serde_json::{Value, json};
+use std::time::Duration;
+use support::cluster::{Cluster, TestNamespace};
+use support::controller::Controller;
+use support::eventually;
+
+const SCHEDULED_ANNOTATION: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
+/// Enough for the next minute boundary, the create, and slack for a busy machine.
+const ONE_SLOT: Duration = Duration::from_secs(100);
+const TWO_SLOTS: Duration = Duration::from_secs(160);
+
+struct Scenario {
+    ns: TestNamespace,
+    admin: Client,
+    controller: Controller,
+    cronjobs: Api<CronJob>,
+    jobs: Api<Job>,
+}
+
+async fn scenario(test: &str) -> Scenario {
+    let cluster = Cluster::shared();
+    let ns = cluster.namespace(test).await;
+    let admin = cluster.admin().await;
+    let controller = Controller::start(cluster, &ns.name).await;
+    Scenario {
+        cronjobs: Api::namespaced(admin.clone(), &ns.name),
+        jobs: Api::namespaced(admin.clone(), &ns.name),
+        ns,
+        admin,
+        controller,
+    }
+}
+
+/// A CronJob running `busybox`; `spec` fields override the defaults; the
+/// pod annotations steer kwok (see deploy/local/kwok-stages.yaml).
+fn cronjob(name: &str, schedule: &str, spec: Value, pod_annotations: Value) -> CronJob {
+    let mut full = json!({
+        "schedule": schedule,
+        "jobTemplate": {"spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"annotations": pod_annotations},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox"}]
+                }
+            }
+        }}
+    });
+    for (key, value) in spec.as_object().into_iter().flatten() {
+        full[key] = value.clone();
+    }
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": full})).unwrap()
+}
+
+fn long_running() -> Value {
+    json!({"shardcron.test/run-for": "600s"})
+}
+
+impl Scenario {
+    async fn create(&self, cronjob: &CronJob) -> CronJob {
+        self.cronjobs
+            .create(&PostParams::default(), cronjob)
+            .await
+            .expect("create CronJob")
+    }
+
+    async fn get(&self, name: &str) -> CronJob {
+        self.cronjobs.get(name).await.expect("get CronJob")
+    }
+
+    async fn patch_spec(&self, name: &str, spec: Value) {
+        self.cronjobs
+            .patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": spec})))
+            .await
+            .expect("patch CronJob");
+    }
+
+    async fn all_jobs(&self) -> Vec<Job> {
+        self.jobs
+            .list(&ListParams::default())
+            .await
+            .expect("list Jobs")
+            .items
+    }
+
+    /// Jobs not being deleted.
+    async fn live_jobs(&self) -> Vec<Job> {
+        let mut jobs: Vec<Job> = self
+            .all_jobs()
+            .await
+            .into_iter()
+            .filter(|j| j.metadata.deletion_timestamp.is_none())
+            .collect();
+        jobs.sort_by_key(|j| j.metadata.name.clone());
+        jobs
+    }
+
+    async fn active_count(&self, name: &str) -> usize {
+        let cronjob = self.get(name).await;
+        cronjob
+            .status
+            .and_then(|s| s.active)
+            .map_or(0, |a| a.len())
+    }
+
+    /// Events on the CronJob, as (type, reason, message).
+    async fn events(&self, name: &str) -> Vec<(String, String, String)> {
+        let events: Api<Event> = Api::namespaced(self.admin.clone(), &self.ns.name);
+        let selector = format!("involvedObject.kind=CronJob,involvedObject.name={name}");
+        events
+            .list(&ListParams::default().fields(&selector))
+            .await
+            .expect("list events")
+            .items
+            .into_iter()
+            .map(|e| {
+                (
+                    e.type_.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.message.unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    async fn has_event(&self, name: &str, reason: &str) -> bool {
+        self.events(name).await.iter().any(|(_, r, _)| r == reason)
+    }
+}
+
+fn finished(job: &Job) -> Option<&str> {
+    job.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.status == "True" && (c.type_ == "Complete" || c.type_ == "Failed"))
+        .map(|c| c.type_.as_str())
+}
+
+fn scheduled_time(job: &Job) -> jiff::Timestamp {
+    let text = job
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SCHEDULED_ANNOTATION))
+        .expect("the scheduled-timestamp annotation");
+    text.parse()
+        .unwrap_or_else(|e| panic!("annotation {text:?} is not RFC 3339: {e}"))
+}
+
+fn name_of(job: &Job) -> String {
+    job.metadata.name.clone().unwrap_or_default()
+}
+
+/// Every Job is for a different slot (no duplicate), named after its slot.
+fn assert_one_job_per_slot(cronjob: &str, jobs: &[Job]) {
+    let mut slots: Vec<jiff::Timestamp> = jobs.iter().map(scheduled_time).collect();
+    for job in jobs {
+        let minutes = scheduled_time(job).as_second() / 60;
+        assert_eq!(name_of(job), format!("{cronjob}-{minutes}"));
+    }
+    slots.sort();
+    let before = slots.len();
+    slots.dedup();
+    assert_eq!(before, slots.len(), "two Jobs for one slot");
+}
+
+// ---- upstream's e2e scenarios ------------------------------------------
+
+#[tokio::test(flavor = "multi_thread")]
+async fn allow_schedules_jobs_concurrently() {
+    let s = scenario("allow-concurrent").await;
+    s.create(&cronjob("concurrent", "*/1 * * * *", json!({}), long_running()))
+        .await;
+    eventually("2 active Jobs", TWO_SLOTS, || async {
+        (s.active_count("concurrent").await >= 2).then_some(())
+    })
+    .await;
+    let running = s
+        .live_jobs()
+        .await
+        .into_iter()
+        .filter(|j| finished(j).is_none())
+        .count();
+    assert!(running >= 2, "{running} unfinished Jobs");
+    assert_one_job_per_slot("concurrent", &s.live_jobs().await);
+    assert!(
+        s.controller
+            .metric("shardcron_jobs_created_total{result=\"created\"}")
+            >= 2.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn suspended_cronjob_schedules_nothing() {
+    let s = scenario("suspended").await;
+    s.create(&cronjob("suspended", "*/1 * * * *", json!({"suspend": true}), json!({})))
+        .await;
+    // Past at least one minute boundary.
+    tokio::time::sleep(Duration::from_secs(65)).await;
+    assert!(s.all_jobs().await.is_empty());
+    assert_eq!(s.active_count("suspended").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forbid_does_not_start_a_second_job() {
+    let s = scenario("forbid").await;
+    s.create(&cronjob(
+        "forbid",
+        "*/1 * * * *",
+        json!({"concurrencyPolicy": "Forbid"}),
+        long_running(),
+    ))
+    .await;
+    eventually("1 active Job", ONE_SLOT, || async {
+        (s.active_count("forbid").await == 1).then_some(())
+    })
+    .await;
+    // The next slot passes: still exactly one Job.
+    tokio::time::sleep(Duration::from_secs(65)).await;
+    assert_eq!(s.all_jobs().await.len(), 1);
+    assert_eq!(s.active_count("forbid").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn replace_replaces_the_running_job() {
+    let s = scenario("replace").await;
+    s.create(&cronjob(
+        "replace",
+        "*/1 * * * *",
+        json!({"concurrencyPolicy": "Replace"}),
+        long_running(),
+    ))
+    .await;
+    let first = eventually("the first Job", ONE_SLOT, || async {
+        s.live_jobs().await.first().map(name_of)
+    })
+    .await;
+    let deadline = tokio::time::Instant::now() + TWO_SLOTS;
+    loop {
+        let live = s.live_jobs().await;
+        assert!(live.len() <= 1, "more than one live Job: {:?}", live.iter().map(name_of).collect::<Vec<_>>());
+        if live.len() == 1 && name_of(&live[0]) != first {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the Job was never replaced");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(s.active_count("replace").await, 1);
+    assert!(s.has_event("replace", "SuccessfulDelete").await);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn schedules_after_more_than_100_missed_slots() {
+    let s = scenario("missed-100").await;
+    s.create(&cronjob(
+        "missed",
+        "*/1 * * * *",
+        json!({"concurrencyPolicy": "Forbid"}),
+        long_running(),
+    ))
+    .await;
+    // Pretend the last run was three hours ago: 180 slots missed.
+    let long_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(3);
+    s.cronjobs
+        .patch_status(
+            "missed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"lastScheduleTime": long_ago.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}})),
+        )
+        .await
+        .expect("patch status");
+    eventually("a Job despite the missed slots", Duration::from_secs(30), || async {
+        (s.active_count("missed").await == 1).then_some(())
+    })
+    .await;
+    assert!(s.has_event("missed", "TooManyMissedTimes").await);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn emits_no_unexpected_warnings() {
+    let s = scenario("no-warnings").await;
+    s.create(&cronjob("quiet", "*/1 * * * *", json!({}), json!({})))
+        .await;
+    eventually("2 Jobs, one finished", TWO_SLOTS, || async {
+        let jobs = s.all_jobs().await;
+        (jobs.len() >= 2 && jobs.iter().any(|j| finished(j).is_some())).then_some(())
+    })
+    .await;
+    let events = s.events("quiet").await;
+    for (_, reason, message) in &events {
+        assert!(
+            reason != "MissingJob" && reason != "UnexpectedJob",
+            "unexpected {reason}: {message}"
+        );
+    }
+    assert!(events.iter().any(|(_, r, _)| r == "SuccessfulCreate"));
+    assert!(events.iter().any(|(_, r, _)| r == "SawCompletedJob"));
+    let cronjob = s.get("quiet").await;
+    let status = cronjob.status.expect("status");
+    assert!(status.last_schedule_time.is_some());
+    assert!(status.last_successful_time.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sets_the_scheduled_timestamp_annotation() {
+    let s = scenario("annotation").await;
+    s.create(&cronjob("annotated", "*/1 * * * *", json!({}), json!({})))
+        .await;
+    let job = eventually("a Job", ONE_SLOT, || async { s.all_jobs().await.into_iter().next() }).await;
+    let scheduled = scheduled_time(&job);
+    assert_eq!(scheduled.as_second() % 60, 0, "a */1 slot is on the minute");
+    assert_one_job_per_slot("annotated", &[job]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deleted_active_job_is_reported_missing() {
+    let s = scenario("missing-job").await;
+    s.create(&cronjob(
+        "missing",
+        "*/1 * * * *",
+        json!({"concurrencyPolicy": "Forbid"}),
+        long_running(),
+    ))
+    .await;
+    let job = eventually("an active Job", ONE_SLOT, || async {
+        if s.active_count("missing").await == 1 {
+            s.all_jobs().await.into_iter().next()
+        } else {
+            None
+        }
+    })
+    .await;
+    s.jobs
+        .delete(&name_of(&job), &DeleteParams::background())
+        .await
+        .expect("delete the Job");
+    eventually("the Job off the active list, with MissingJob", Duration::from_secs(30), || async {
+        (s.active_count("missing").await == 0 && s.has_event("missing", "MissingJob").await)
+            .then_some(())
+    })
+    .await;
+}
+
+async fn history_limit_keeps_one(test: &str, outcome: Value, spec: Value) {
+    let s = scenario(test).await;
+    s.create(&cronjob("history", "*/1 * * * *", spec, outcome))
+        .await;
+    // Two Jobs finish; the older one goes.
+    eventually("a second finished Job", Duration::from_secs(200), || async {
+        let jobs = s.all_jobs().await;
+        let first_gone = jobs.len() == 1;
+        (first_gone && s.has_event("history", "SuccessfulDelete").await).then_some(())
+    })
+    .await;
+    eventually("exactly one finished Job", Duration::from_secs(20), || async {
+        let jobs = s.live_jobs().await;
+        (jobs.len() == 1 && finished(&jobs[0]).is_some()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keeps_one_successful_job_with_limit_one() {
+    history_limit_keeps_one(
+        "history-success",
+        json!({}),
+        json!({"successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 0}),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keeps_one_failed_job_with_limit_one() {
+    history_limit_keeps_one(
+        "history-failed",
+        json!({"shardcron.test/outcome": "fail"}),
+        json!({"successfulJobsHistoryLimit": 0, "failedJobsHistoryLimit": 1}),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_time_zone_is_rejected() {
+    let cluster = Cluster::shared();
+    let ns = cluster.namespace("bad-zone").await;
+    let cronjobs: Api<CronJob> = Api::namespaced(cluster.admin().await, &ns.name);
+    let mut bad = cronjob("bad-zone", "*/1 * * * *", json!({}), json!({}));
+    bad.spec.time_zone = Some("bad-time-zone".into());
+    match cronjobs.create(&PostParams::default(), &bad).await {
+        Err(kube::Error::Api(status)) => assert_eq!(status.reason, "Invalid"),
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
+
+// ---- beyond upstream's suite ---------------------------------------------
+
+#[tokio::test(flavor = "multi_thread")]
+async fn schedule_and_zone_changes_take_effect_without_a_spurious_run() {
+    let s = scenario("schedule-change").await;
+    s.create(&cronjob("changing", "*/1 * * * *", json!({}), json!({})))
+        .await;
+    eventually("the first Job", ONE_SLOT, || async {
+        (!s.all_jobs().await.is_empty()).then_some(())
+    })
+    .await;
+    // To a slot a few minutes ahead in another zone: lastScheduleTime is
+    // now the baseline, and nothing is due yet.
+    let zone = "Asia/Kathmandu";
+    let ahead = jiff::Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::get(zone).unwrap())
+        .checked_add(jiff::SignedDuration::from_mins(3))
+        .unwrap();
+    let schedule = format!("{} {} * * *", ahead.minute(), ahead.hour());
+    s.patch_spec("changing", json!({"schedule": schedule, "timeZone": zone}))
+        .await;
+    tokio::time::sleep(Duration::from_secs(70)).await;
+    assert_eq!(s.all_jobs().await.len(), 1, "a spurious run after the change");
+    // The new slot (in the new zone) fires.
+    let jobs = eventually("the Job of the new slot", Duration::from_secs(150), || async {
+        let jobs = s.all_jobs().await;
+        (jobs.len() == 2).then_some(jobs)
+    })
+    .await;
+    let newest = jobs.iter().map(scheduled_time).max().unwrap();
+    let expected = ahead
+        .with()
+        .second(0)
+        .subsec_nanosecond(0)
+        .build()
+        .unwrap()
+        .timestamp();
+    assert_eq!(newest, expected);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn suspend_then_resume_starts_the_missed_slot() {
+    let s = scenario("resume").await;
+    s.create(&cronjob("resumed", "*/1 * * * *", json!({"suspend": true}), json!({})))
+        .await;
+    tokio::time::sleep(Duration::from_secs(65)).await;
+    assert!(s.all_jobs().await.is_empty());
+    let resumed_at = jiff::Timestamp::now();
+    s.patch_spec("resumed", json!({"suspend": false})).await;
+    // Upstream starts the most recent missed slot at once (no deadline set).
+    let job = eventually("the missed slot's Job", Duration::from_secs(10), || async {
+        s.all_jobs().await.into_iter().next()
+    })
+    .await;
+    assert!(scheduled_time(&job) < resumed_at);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleting_a_cronjob_with_active_jobs_stops_it() {
+    let s = scenario("delete-cronjob").await;
+    s.create(&cronjob("doomed", "*/1 * * * *", json!({}), long_running()))
+        .await;
+    eventually("an active Job", ONE_SLOT, || async {
+        (s.active_count("doomed").await == 1).then_some(())
+    })
+    .await;
+    s.cronjobs
+        .delete("doomed", &DeleteParams::background())
+        .await
+        .expect("delete the CronJob");
+    eventually("the actor stopped", Duration::from_secs(10), || async {
+        (s.controller.metric("shardcron_actors") == 0.0).then_some(())
+    })
+    .await;
+    // The garbage collector removes the Job; nothing new is created.
+    eventually("the Job collected", Duration::from_secs(30), || async {
+        s.live_jobs().await.is_empty().then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(65)).await;
+    assert!(s.live_jobs().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_foreign_job_holding_the_name_is_not_adopted() {
+    let s = scenario("foreign").await;
+    s.create(&cronjob("foreign", "*/1 * * * *", json!({}), json!({})))
+        .await;
+    // A Job with the next slot's name, controlled by a ConfigMap.
+    let owner: ConfigMap = Api::namespaced(s.admin.clone(), &s.ns.name)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap(),
+        )
+        .await
+        .expect("create the owner");
+    let next_minute = jiff::Timestamp::now().as_second() / 60 + 1;
+    let name = format!("foreign-{next_minute}");
+    let foreign: Job = serde_json::from_value(json!({
+        "metadata": {"name": name, "ownerReferences": [{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+            "uid": owner.metadata.uid, "controller": true
+        }]},
+        "spec": {"template": {
+            "metadata": {"annotations": long_running()},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+        }}
+    }))
+    .unwrap();
+    s.jobs
+        .create(&PostParams::default(), &foreign)
+        .await
+        .expect("create the foreign Job");
+    eventually("the slot's create to meet the foreign Job", ONE_SLOT, || async {
+        (s.controller
+            .metric("shardcron_jobs_created_total{result=\"already_exists\"}")
+            >= 1.0)
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let attempts = s
+        .controller
+        .metric("shardcron_jobs_created_total{result=\"already_exists\"}");
+    assert_eq!(attempts, 1.0, "the controller keeps trying the taken name");
+    let job = s.jobs.get(&name).await.expect("the foreign Job");
+    let owners = job.metadata.owner_references.unwrap_or_default();
+    assert_eq!(owners.len(), 1);
+    assert_eq!(owners[0].kind, "ConfigMap", "the Job was adopted");
+    assert_eq!(s.active_count("foreign").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_52_character_name_works() {
+    let s = scenario("long-name").await;
+    let name = "a".repeat(52);
+    s.create(&cronjob(&name, "*/1 * * * *", json!({}), json!({})))
+        .await;
+    let job = eventually("a Job", ONE_SLOT, || async { s.all_jobs().await.into_iter().next() }).await;
+    assert_eq!(name_of(&job).len(), 52 + 1 + 8);
+    assert_one_job_per_slot(&name, &[job]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_mid_run_neither_duplicates_nor_loses_a_slot() {
+    let mut s = scenario("restart").await;
+    s.create(&cronjob("restarted", "*/1 * * * *", json!({}), long_running()))
+        .await;
+    eventually("the first Job", ONE_SLOT, || async {
+        (s.active_count("restarted").await == 1).then_some(())
+    })
+    .await;
+    // Killed outright in the middle of the run, down across a slot.
+    s.controller.kill();
+    let down_at = jiff::Timestamp::now();
+    let next_slot = (down_at.as_second() / 60 + 1) * 60;
+    let wait = (next_slot - down_at.as_second() + 3).max(0) as u64;
+    tokio::time::sleep(Duration::from_secs(wait)).await;
+    s.controller.restart().await;
+    let jobs = eventually("the missed slot's Job", Duration::from_secs(20), || async {
+        let jobs = s.live_jobs().await;
+        (jobs.len() == 2).then_some(jobs)
+    })
+    .await;
+    assert_one_job_per_slot("restarted", &jobs);
+    assert!(jobs.iter().any(|j| scheduled_time(j).as_second() == next_slot));
+    // A graceful restart right after the create changes nothing either.
+    s.controller.restart().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(s.live_jobs().await.len(), 2);
+    assert_eq!(s.active_count("restarted").await, 2);
+}
