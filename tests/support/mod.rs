@@ -28,6 +28,7 @@ pub fn local_binary(name: &str) -> PathBuf {
 
 pub mod cluster;
 pub mod controller;
+pub mod scenario;
 
 /// Runs the built `shardcron` binary with `args`.
 pub fn shardcron(args: &[&str]) -> std::process::Output {

@@ -1,0 +1,175 @@
+//! Scenarios for the controller tests: a namespace, the controller scoped
+//! to it, and helpers to create CronJobs and read what happened.
+
+use super::cluster::{Cluster, TestNamespace};
+use super::controller::Controller;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::Event;
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+pub const SCHEDULED_ANNOTATION: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
+/// Enough for the next minute boundary, the create, and slack for a busy machine.
+pub const ONE_SLOT: Duration = Duration::from_secs(100);
+pub const TWO_SLOTS: Duration = Duration::from_secs(160);
+
+pub struct Scenario {
+    pub ns: TestNamespace,
+    pub admin: Client,
+    pub controller: Controller,
+    pub cronjobs: Api<CronJob>,
+    pub jobs: Api<Job>,
+}
+
+pub async fn scenario(test: &str) -> Scenario {
+    let cluster = Cluster::shared();
+    let ns = cluster.namespace(test).await;
+    let admin = cluster.admin().await;
+    let controller = Controller::start(cluster, &ns.name).await;
+    Scenario {
+        cronjobs: Api::namespaced(admin.clone(), &ns.name),
+        jobs: Api::namespaced(admin.clone(), &ns.name),
+        ns,
+        admin,
+        controller,
+    }
+}
+
+/// A CronJob running `busybox`; `spec` fields override the defaults; the
+/// pod annotations steer kwok (see deploy/local/kwok-stages.yaml).
+pub fn cronjob(name: &str, schedule: &str, spec: Value, pod_annotations: Value) -> CronJob {
+    let mut full = json!({
+        "schedule": schedule,
+        "jobTemplate": {"spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"annotations": pod_annotations},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox"}]
+                }
+            }
+        }}
+    });
+    for (key, value) in spec.as_object().into_iter().flatten() {
+        full[key] = value.clone();
+    }
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": full})).unwrap()
+}
+
+pub fn long_running() -> Value {
+    json!({"shardcron.test/run-for": "600s"})
+}
+
+impl Scenario {
+    pub async fn create(&self, cronjob: &CronJob) -> CronJob {
+        self.cronjobs
+            .create(&PostParams::default(), cronjob)
+            .await
+            .expect("create CronJob")
+    }
+
+    pub async fn get(&self, name: &str) -> CronJob {
+        self.cronjobs.get(name).await.expect("get CronJob")
+    }
+
+    pub async fn patch_spec(&self, name: &str, spec: Value) {
+        self.cronjobs
+            .patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": spec})))
+            .await
+            .expect("patch CronJob");
+    }
+
+    pub async fn all_jobs(&self) -> Vec<Job> {
+        self.jobs
+            .list(&ListParams::default())
+            .await
+            .expect("list Jobs")
+            .items
+    }
+
+    /// Jobs not being deleted.
+    pub async fn live_jobs(&self) -> Vec<Job> {
+        let mut jobs: Vec<Job> = self
+            .all_jobs()
+            .await
+            .into_iter()
+            .filter(|j| j.metadata.deletion_timestamp.is_none())
+            .collect();
+        jobs.sort_by_key(|j| j.metadata.name.clone());
+        jobs
+    }
+
+    pub async fn active_count(&self, name: &str) -> usize {
+        let cronjob = self.get(name).await;
+        cronjob
+            .status
+            .and_then(|s| s.active)
+            .map_or(0, |a| a.len())
+    }
+
+    /// Events on the CronJob, as (type, reason, message).
+    pub async fn events(&self, name: &str) -> Vec<(String, String, String)> {
+        let events: Api<Event> = Api::namespaced(self.admin.clone(), &self.ns.name);
+        let selector = format!("involvedObject.kind=CronJob,involvedObject.name={name}");
+        events
+            .list(&ListParams::default().fields(&selector))
+            .await
+            .expect("list events")
+            .items
+            .into_iter()
+            .map(|e| {
+                (
+                    e.type_.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.message.unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    pub async fn has_event(&self, name: &str, reason: &str) -> bool {
+        self.events(name).await.iter().any(|(_, r, _)| r == reason)
+    }
+}
+
+pub fn finished(job: &Job) -> Option<&str> {
+    job.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.status == "True" && (c.type_ == "Complete" || c.type_ == "Failed"))
+        .map(|c| c.type_.as_str())
+}
+
+pub fn scheduled_time(job: &Job) -> jiff::Timestamp {
+    let text = job
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SCHEDULED_ANNOTATION))
+        .expect("the scheduled-timestamp annotation");
+    text.parse()
+        .unwrap_or_else(|e| panic!("annotation {text:?} is not RFC 3339: {e}"))
+}
+
+pub fn name_of(job: &Job) -> String {
+    job.metadata.name.clone().unwrap_or_default()
+}
+
+/// Every Job is for a different slot (no duplicate), named after its slot.
+pub fn assert_one_job_per_slot(cronjob: &str, jobs: &[Job]) {
+    let mut slots: Vec<jiff::Timestamp> = jobs.iter().map(scheduled_time).collect();
+    for job in jobs {
+        let minutes = scheduled_time(job).as_second() / 60;
+        assert_eq!(name_of(job), format!("{cronjob}-{minutes}"));
+    }
+    slots.sort();
+    let before = slots.len();
+    slots.dedup();
+    assert_eq!(before, slots.len(), "two Jobs for one slot");
+}
+
