@@ -33,15 +33,19 @@ async fn the_controller_rides_out_an_apiserver_restart() {
     // the first one keeps its slots.
     s.create(&cronjob("after", "*/1 * * * *", json!({}), json!({})))
         .await;
-    let jobs = eventually("a Job of each CronJob after the restart", TWO_SLOTS, || async {
-        let jobs = s.all_jobs().await;
-        let of = |cronjob: &str| {
-            jobs.iter()
-                .filter(|j| name_of(j).starts_with(&format!("{cronjob}-")))
-                .count()
-        };
-        (of("steady") >= 2 && of("after") >= 1).then_some(jobs)
-    })
+    let jobs = eventually(
+        "a Job of each CronJob after the restart",
+        TWO_SLOTS,
+        || async {
+            let jobs = s.all_jobs().await;
+            let of = |cronjob: &str| {
+                jobs.iter()
+                    .filter(|j| name_of(j).starts_with(&format!("{cronjob}-")))
+                    .count()
+            };
+            (of("steady") >= 2 && of("after") >= 1).then_some(jobs)
+        },
+    )
     .await;
     let steady: Vec<_> = jobs
         .iter()

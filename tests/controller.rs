@@ -24,8 +24,13 @@ use support::scenario::*;
 #[tokio::test(flavor = "multi_thread")]
 async fn allow_schedules_jobs_concurrently() {
     let s = scenario("allow-concurrent").await;
-    s.create(&cronjob("concurrent", "*/1 * * * *", json!({}), long_running()))
-        .await;
+    s.create(&cronjob(
+        "concurrent",
+        "*/1 * * * *",
+        json!({}),
+        long_running(),
+    ))
+    .await;
     eventually("2 active Jobs", TWO_SLOTS, || async {
         (s.active_count("concurrent").await >= 2).then_some(())
     })
@@ -48,8 +53,13 @@ async fn allow_schedules_jobs_concurrently() {
 #[tokio::test(flavor = "multi_thread")]
 async fn suspended_cronjob_schedules_nothing() {
     let s = scenario("suspended").await;
-    s.create(&cronjob("suspended", "*/1 * * * *", json!({"suspend": true}), json!({})))
-        .await;
+    s.create(&cronjob(
+        "suspended",
+        "*/1 * * * *",
+        json!({"suspend": true}),
+        json!({}),
+    ))
+    .await;
     // Past at least one minute boundary.
     tokio::time::sleep(Duration::from_secs(65)).await;
     assert!(s.all_jobs().await.is_empty());
@@ -93,11 +103,18 @@ async fn replace_replaces_the_running_job() {
     let deadline = tokio::time::Instant::now() + TWO_SLOTS;
     loop {
         let live = s.live_jobs().await;
-        assert!(live.len() <= 1, "more than one live Job: {:?}", live.iter().map(name_of).collect::<Vec<_>>());
+        assert!(
+            live.len() <= 1,
+            "more than one live Job: {:?}",
+            live.iter().map(name_of).collect::<Vec<_>>()
+        );
         if live.len() == 1 && name_of(&live[0]) != first {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the Job was never replaced");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the Job was never replaced"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(s.active_count("replace").await, 1);
@@ -124,9 +141,11 @@ async fn schedules_after_more_than_100_missed_slots() {
         )
         .await
         .expect("patch status");
-    eventually("a Job despite the missed slots", Duration::from_secs(30), || async {
-        (s.active_count("missed").await == 1).then_some(())
-    })
+    eventually(
+        "a Job despite the missed slots",
+        Duration::from_secs(30),
+        || async { (s.active_count("missed").await == 1).then_some(()) },
+    )
     .await;
     assert!(s.has_event("missed", "TooManyMissedTimes").await);
 }
@@ -161,7 +180,10 @@ async fn sets_the_scheduled_timestamp_annotation() {
     let s = scenario("annotation").await;
     s.create(&cronjob("annotated", "*/1 * * * *", json!({}), json!({})))
         .await;
-    let job = eventually("a Job", ONE_SLOT, || async { s.all_jobs().await.into_iter().next() }).await;
+    let job = eventually("a Job", ONE_SLOT, || async {
+        s.all_jobs().await.into_iter().next()
+    })
+    .await;
     let scheduled = scheduled_time(&job);
     assert_eq!(scheduled.as_second() % 60, 0, "a */1 slot is on the minute");
     assert_one_job_per_slot("annotated", &[job]);
@@ -189,10 +211,14 @@ async fn a_deleted_active_job_is_reported_missing() {
         .delete(&name_of(&job), &DeleteParams::background())
         .await
         .expect("delete the Job");
-    eventually("the Job off the active list, with MissingJob", Duration::from_secs(30), || async {
-        (s.active_count("missing").await == 0 && s.has_event("missing", "MissingJob").await)
-            .then_some(())
-    })
+    eventually(
+        "the Job off the active list, with MissingJob",
+        Duration::from_secs(30),
+        || async {
+            (s.active_count("missing").await == 0 && s.has_event("missing", "MissingJob").await)
+                .then_some(())
+        },
+    )
     .await;
 }
 
@@ -201,16 +227,24 @@ async fn history_limit_keeps_one(test: &str, outcome: Value, spec: Value) {
     s.create(&cronjob("history", "*/1 * * * *", spec, outcome))
         .await;
     // Two Jobs finish; the older one goes.
-    eventually("a second finished Job", Duration::from_secs(200), || async {
-        let jobs = s.all_jobs().await;
-        let first_gone = jobs.len() == 1;
-        (first_gone && s.has_event("history", "SuccessfulDelete").await).then_some(())
-    })
+    eventually(
+        "a second finished Job",
+        Duration::from_secs(200),
+        || async {
+            let jobs = s.all_jobs().await;
+            let first_gone = jobs.len() == 1;
+            (first_gone && s.has_event("history", "SuccessfulDelete").await).then_some(())
+        },
+    )
     .await;
-    eventually("exactly one finished Job", Duration::from_secs(20), || async {
-        let jobs = s.live_jobs().await;
-        (jobs.len() == 1 && finished(&jobs[0]).is_some()).then_some(())
-    })
+    eventually(
+        "exactly one finished Job",
+        Duration::from_secs(20),
+        || async {
+            let jobs = s.live_jobs().await;
+            (jobs.len() == 1 && finished(&jobs[0]).is_some()).then_some(())
+        },
+    )
     .await;
 }
 
@@ -269,12 +303,20 @@ async fn schedule_and_zone_changes_take_effect_without_a_spurious_run() {
     s.patch_spec("changing", json!({"schedule": schedule, "timeZone": zone}))
         .await;
     tokio::time::sleep(Duration::from_secs(70)).await;
-    assert_eq!(s.all_jobs().await.len(), 1, "a spurious run after the change");
+    assert_eq!(
+        s.all_jobs().await.len(),
+        1,
+        "a spurious run after the change"
+    );
     // The new slot (in the new zone) fires.
-    let jobs = eventually("the Job of the new slot", Duration::from_secs(150), || async {
-        let jobs = s.all_jobs().await;
-        (jobs.len() == 2).then_some(jobs)
-    })
+    let jobs = eventually(
+        "the Job of the new slot",
+        Duration::from_secs(150),
+        || async {
+            let jobs = s.all_jobs().await;
+            (jobs.len() == 2).then_some(jobs)
+        },
+    )
     .await;
     let newest = jobs.iter().map(scheduled_time).max().unwrap();
     let expected = ahead
@@ -290,8 +332,13 @@ async fn schedule_and_zone_changes_take_effect_without_a_spurious_run() {
 #[tokio::test(flavor = "multi_thread")]
 async fn suspend_then_resume_starts_the_missed_slot() {
     let s = scenario("resume").await;
-    s.create(&cronjob("resumed", "*/1 * * * *", json!({"suspend": true}), json!({})))
-        .await;
+    s.create(&cronjob(
+        "resumed",
+        "*/1 * * * *",
+        json!({"suspend": true}),
+        json!({}),
+    ))
+    .await;
     tokio::time::sleep(Duration::from_secs(65)).await;
     assert!(s.all_jobs().await.is_empty());
     let resumed_at = jiff::Timestamp::now();
@@ -360,12 +407,16 @@ async fn a_foreign_job_holding_the_name_is_not_adopted() {
         .create(&PostParams::default(), &foreign)
         .await
         .expect("create the foreign Job");
-    eventually("the slot's create to meet the foreign Job", ONE_SLOT, || async {
-        (s.controller
-            .metric("shardcron_jobs_created_total{result=\"already_exists\"}")
-            >= 1.0)
-            .then_some(())
-    })
+    eventually(
+        "the slot's create to meet the foreign Job",
+        ONE_SLOT,
+        || async {
+            (s.controller
+                .metric("shardcron_jobs_created_total{result=\"already_exists\"}")
+                >= 1.0)
+                .then_some(())
+        },
+    )
     .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let attempts = s
@@ -385,7 +436,10 @@ async fn a_52_character_name_works() {
     let name = "a".repeat(52);
     s.create(&cronjob(&name, "*/1 * * * *", json!({}), json!({})))
         .await;
-    let job = eventually("a Job", ONE_SLOT, || async { s.all_jobs().await.into_iter().next() }).await;
+    let job = eventually("a Job", ONE_SLOT, || async {
+        s.all_jobs().await.into_iter().next()
+    })
+    .await;
     assert_eq!(name_of(&job).len(), 52 + 1 + 8);
     assert_one_job_per_slot(&name, &[job]);
 }
@@ -393,8 +447,13 @@ async fn a_52_character_name_works() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restart_mid_run_neither_duplicates_nor_loses_a_slot() {
     let mut s = scenario("restart").await;
-    s.create(&cronjob("restarted", "*/1 * * * *", json!({}), long_running()))
-        .await;
+    s.create(&cronjob(
+        "restarted",
+        "*/1 * * * *",
+        json!({}),
+        long_running(),
+    ))
+    .await;
     eventually("the first Job", ONE_SLOT, || async {
         (s.active_count("restarted").await == 1).then_some(())
     })
@@ -412,7 +471,10 @@ async fn a_restart_mid_run_neither_duplicates_nor_loses_a_slot() {
     })
     .await;
     assert_one_job_per_slot("restarted", &jobs);
-    assert!(jobs.iter().any(|j| scheduled_time(j).as_second() == next_slot));
+    assert!(
+        jobs.iter()
+            .any(|j| scheduled_time(j).as_second() == next_slot)
+    );
     // A graceful restart right after the create changes nothing either.
     s.controller.restart().await;
     tokio::time::sleep(Duration::from_secs(3)).await;

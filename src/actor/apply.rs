@@ -13,7 +13,9 @@ use crate::reconcile::{
     LiveAnswers, LiveJob, Lookup, Requeue, Step,
 };
 use crate::telemetry::Metrics;
-use crate::telemetry::metrics::{CreateLabels, CreateResultLabel, DeleteLabels, DeleteReasonLabel, OkLabel};
+use crate::telemetry::metrics::{
+    CreateLabels, CreateResultLabel, DeleteLabels, DeleteReasonLabel, OkLabel,
+};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use k8s_openapi::api::batch::v1::CronJob;
@@ -27,6 +29,8 @@ const MAX_LOOKUP_ROUNDS: usize = 4;
 /// What the actor needs besides its own state.
 pub struct Shared {
     pub gateway: Gateway,
+    /// The supervisor's mailbox for the actors' reports (one for all).
+    pub reports: actix::Recipient<super::cronjob::Report>,
     pub metrics: Arc<Metrics>,
     pub default_zone: TimeZone,
 }
@@ -90,7 +94,9 @@ pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp)
         let (priority, reason) = match deletion.why {
             DeleteReason::Replace if replace_failed => continue,
             DeleteReason::Replace => (Priority::ReplaceDelete, DeleteReasonLabel::replace),
-            DeleteReason::HistoryLimit { .. } => (Priority::HistoryDelete, DeleteReasonLabel::history),
+            DeleteReason::HistoryLimit { .. } => {
+                (Priority::HistoryDelete, DeleteReasonLabel::history)
+            }
         };
         let result = ctx
             .gateway
@@ -114,37 +120,46 @@ pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp)
     }
 
     let mut created = None;
-    if let Some(create) = plan.create.as_ref().filter(|_| !replace_failed) {
-        if let Some(job) = create.job.clone() {
-            let (result, label) = match ctx.gateway.create_job(namespace, job).await {
-                Ok(job) => {
-                    let skew = Timestamp::now().duration_since(create.scheduled_time);
-                    ctx.metrics
-                        .observe_skew(skew.try_into().unwrap_or_default());
-                    created = Some(JobSummary::from(&job));
-                    (CreateResult::Created(LiveJob::from(&job)), CreateResultLabel::created)
-                }
-                Err(error) if error.is_already_exists() => {
-                    let existing = ctx
-                        .gateway
-                        .get_job(namespace, &create.name)
-                        .await
-                        .map(|job| LiveJob::from(&job))
-                        .map_err(|e| e.to_api_error());
-                    (CreateResult::AlreadyExists(existing), CreateResultLabel::already_exists)
-                }
-                Err(error) if error.is_namespace_terminating() => (
-                    CreateResult::NamespaceTerminating(error.to_api_error()),
-                    CreateResultLabel::namespace_terminating,
-                ),
-                Err(error) => (CreateResult::Failed(error.to_api_error()), CreateResultLabel::failed),
-            };
-            ctx.metrics
-                .jobs_created
-                .get_or_create(&CreateLabels { result: label })
-                .inc();
-            results.set_create(result);
-        }
+    if let Some(create) = plan.create.as_ref().filter(|_| !replace_failed)
+        && let Some(job) = create.job.clone()
+    {
+        let (result, label) = match ctx.gateway.create_job(namespace, job).await {
+            Ok(job) => {
+                let skew = Timestamp::now().duration_since(create.scheduled_time);
+                ctx.metrics
+                    .observe_skew(skew.try_into().unwrap_or_default());
+                created = Some(JobSummary::from(&job));
+                (
+                    CreateResult::Created(LiveJob::from(&job)),
+                    CreateResultLabel::created,
+                )
+            }
+            Err(error) if error.is_already_exists() => {
+                let existing = ctx
+                    .gateway
+                    .get_job(namespace, &create.name)
+                    .await
+                    .map(|job| LiveJob::from(&job))
+                    .map_err(|e| e.to_api_error());
+                (
+                    CreateResult::AlreadyExists(existing),
+                    CreateResultLabel::already_exists,
+                )
+            }
+            Err(error) if error.is_namespace_terminating() => (
+                CreateResult::NamespaceTerminating(error.to_api_error()),
+                CreateResultLabel::namespace_terminating,
+            ),
+            Err(error) => (
+                CreateResult::Failed(error.to_api_error()),
+                CreateResultLabel::failed,
+            ),
+        };
+        ctx.metrics
+            .jobs_created
+            .get_or_create(&CreateLabels { result: label })
+            .inc();
+        results.set_create(result);
     }
 
     let outcome = reconcile::follow_up(&input, &live, &results);
@@ -179,7 +194,11 @@ pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp)
         Err(error) if error.is_conflict() => {
             // Someone else changed the CronJob: re-read and decide again
             // from what is there, never overwrite it.
-            match ctx.gateway.get_cronjob(namespace, &snapshot.cronjob.name).await {
+            match ctx
+                .gateway
+                .get_cronjob(namespace, &snapshot.cronjob.name)
+                .await
+            {
                 Ok(fresh) => {
                     applied.reread = Some(fresh);
                     applied.requeue = Requeue::Backoff(error.to_api_error());

@@ -45,13 +45,11 @@ pub enum Report {
 }
 
 pub struct CronJobActor {
-    key: String,
     cronjob: CronJobView,
     resource_version: Option<String>,
     generation: Option<i64>,
     children: Vec<JobSummary>,
     shared: Arc<Shared>,
-    supervisor: Recipient<Report>,
     started: bool,
     armed_once: bool,
     deciding: bool,
@@ -67,17 +65,14 @@ impl CronJobActor {
         cronjob: &CronJob,
         children: Vec<JobSummary>,
         shared: Arc<Shared>,
-        supervisor: Recipient<Report>,
     ) -> Result<Self, crate::reconcile::ViewError> {
         let view = CronJobView::from_api(cronjob)?;
         Ok(Self {
-            key: format!("{}/{}", view.namespace, view.name),
             cronjob: view,
             resource_version: cronjob.metadata.resource_version.clone(),
             generation: cronjob.metadata.generation,
             children,
             shared,
-            supervisor,
             started: false,
             armed_once: false,
             deciding: false,
@@ -86,6 +81,12 @@ impl CronJobActor {
             failures: 0,
             timer: None,
         })
+    }
+
+    /// `namespace/name`, built when needed rather than kept (memory per actor
+    /// is the budget that matters at 10^5 CronJobs).
+    fn key(&self) -> String {
+        format!("{}/{}", self.cronjob.namespace, self.cronjob.name)
     }
 
     /// Takes in a new version of the CronJob; returns the spec it replaced.
@@ -109,7 +110,7 @@ impl CronJobActor {
                 Some(std::mem::replace(&mut self.cronjob, view).spec)
             }
             Err(error) => {
-                tracing::warn!(cronjob = %self.key, %error, "ignoring an unusable CronJob version");
+                tracing::warn!(cronjob = %self.key(), %error, "ignoring an unusable CronJob version");
                 None
             }
         }
@@ -122,7 +123,12 @@ impl CronJobActor {
         if !self.started {
             return;
         }
-        match after_update(&old_spec, &self.cronjob, Timestamp::now(), &self.shared.default_zone) {
+        match after_update(
+            &old_spec,
+            &self.cronjob,
+            Timestamp::now(),
+            &self.shared.default_zone,
+        ) {
             AfterUpdate::Now => self.decide(ctx),
             AfterUpdate::At(at) => self.arm_no_later(at, ctx),
             AfterUpdate::Never => {}
@@ -182,20 +188,20 @@ impl CronJobActor {
     fn finish(&mut self, applied: Applied, decided_at: Option<String>, ctx: &mut Context<Self>) {
         self.deciding = false;
         // A CronJob event that came in meanwhile is newer than what we wrote.
-        if let Some((status, version)) = applied.written_status {
-            if self.resource_version == decided_at {
-                self.cronjob.status = status;
-                self.resource_version = version;
-            }
+        if let Some((status, version)) = applied.written_status
+            && self.resource_version == decided_at
+        {
+            self.cronjob.status = status;
+            self.resource_version = version;
         }
         if let Some(fresh) = applied.reread {
             self.absorb(&fresh);
         }
         self.children.retain(|c| !applied.deleted.contains(&c.uid));
-        if let Some(created) = applied.created {
-            if !self.children.iter().any(|c| c.uid == created.uid) {
-                self.children.push(created);
-            }
+        if let Some(created) = applied.created
+            && !self.children.iter().any(|c| c.uid == created.uid)
+        {
+            self.children.push(created);
         }
         let ok = !matches!(applied.requeue, Requeue::Backoff(_));
         self.shared
@@ -217,7 +223,7 @@ impl CronJobActor {
             Requeue::Backoff(error) => {
                 self.failures = self.failures.saturating_add(1);
                 let delay = timer::failure_backoff(self.failures);
-                tracing::warn!(cronjob = %self.key, %error, ?delay, "decision failed; retrying");
+                tracing::warn!(cronjob = %self.key(), %error, ?delay, "decision failed; retrying");
                 let at = Timestamp::now()
                     .checked_add(delay)
                     .unwrap_or(Timestamp::MAX);
@@ -227,9 +233,9 @@ impl CronJobActor {
         }
         if !self.armed_once {
             self.armed_once = true;
-            self.supervisor.do_send(Report::Armed {
-                key: self.key.clone(),
-            });
+            self.shared
+                .reports
+                .do_send(Report::Armed { key: self.key() });
         }
         if self.stopping {
             ctx.stop();
@@ -270,8 +276,8 @@ impl Actor for CronJobActor {
     type Context = Context<Self>;
 
     fn stopped(&mut self, _: &mut Self::Context) {
-        self.supervisor.do_send(Report::Stopped {
-            key: std::mem::take(&mut self.key),
+        self.shared.reports.do_send(Report::Stopped {
+            key: self.key(),
             uid: std::mem::take(&mut self.cronjob.uid),
         });
     }

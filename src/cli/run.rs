@@ -10,9 +10,9 @@ use crate::kube::gateway::{Gateway, Limits};
 use crate::kube::watch::{self, ListStrategy};
 use crate::schedule::load_named_zone;
 use crate::shard::supervisor::{CronJobWatch, JobWatch, Shutdown, Supervisor};
+use crate::telemetry::Metrics;
 use crate::telemetry::http::{self, Readiness};
 use crate::telemetry::logging::{self, LogFormat};
-use crate::telemetry::Metrics;
 use ::kube::config::{KubeConfigOptions, Kubeconfig};
 use ::kube::runtime::events::Reporter;
 use ::kube::{Client, Config};
@@ -106,14 +106,18 @@ async fn start(args: &RunArgs, default_zone: jiff::tz::TimeZone) -> anyhow::Resu
     let metrics = Arc::new(Metrics::new());
     let readiness = Arc::new(Readiness::default());
 
-    let (metrics_addr, metrics_server) =
-        http::bind(args.metrics_bind_address, http::metrics_router(metrics.clone()))
-            .await
-            .with_context(|| format!("binding {}", args.metrics_bind_address))?;
-    let (health_addr, health_server) =
-        http::bind(args.health_probe_bind_address, http::health_router(readiness.clone()))
-            .await
-            .with_context(|| format!("binding {}", args.health_probe_bind_address))?;
+    let (metrics_addr, metrics_server) = http::bind(
+        args.metrics_bind_address,
+        http::metrics_router(metrics.clone()),
+    )
+    .await
+    .with_context(|| format!("binding {}", args.metrics_bind_address))?;
+    let (health_addr, health_server) = http::bind(
+        args.health_probe_bind_address,
+        http::health_router(readiness.clone()),
+    )
+    .await
+    .with_context(|| format!("binding {}", args.health_probe_bind_address))?;
     tokio::spawn(metrics_server);
     tokio::spawn(health_server);
     tracing::info!(%metrics_addr, %health_addr, "serving /metrics, /healthz and /readyz");
@@ -131,11 +135,7 @@ async fn start(args: &RunArgs, default_zone: jiff::tz::TimeZone) -> anyhow::Resu
         },
         metrics.clone(),
     );
-    let shared = Arc::new(Shared {
-        gateway,
-        metrics: metrics.clone(),
-        default_zone,
-    });
+
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let arbiters: Vec<ArbiterHandle> = (0..cores).map(|_| Arbiter::new().handle()).collect();
     let scopes: Vec<Option<String>> = if args.namespaces.is_empty() {
@@ -143,8 +143,18 @@ async fn start(args: &RunArgs, default_zone: jiff::tz::TimeZone) -> anyhow::Resu
     } else {
         args.namespaces.iter().cloned().map(Some).collect()
     };
-    let supervisor =
-        Supervisor::new(shared, arbiters, scopes.clone(), readiness).start();
+    let supervisor = {
+        let (metrics, scopes) = (metrics.clone(), scopes.clone());
+        Supervisor::create(move |ctx| {
+            let shared = Arc::new(Shared {
+                gateway,
+                reports: ctx.address().recipient(),
+                metrics,
+                default_zone,
+            });
+            Supervisor::new(shared, arbiters, scopes, readiness)
+        })
+    };
     for (scope, namespace) in scopes.iter().enumerate() {
         let to = supervisor.clone();
         watch::cronjobs(

@@ -16,9 +16,9 @@ use super::retry::{Backoff, Retry};
 use crate::reconcile::{self, ApiError};
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{PriorityLabels, RequestLabels};
+use ::kube::Client;
 use ::kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use ::kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
-use ::kube::Client;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use std::future::Future;
@@ -154,7 +154,12 @@ pub struct Gateway {
 impl Gateway {
     /// Starts the dispatcher on the current tokio runtime, which also runs
     /// every request.
-    pub fn start(client: Client, limits: Limits, reporter: Reporter, metrics: Arc<Metrics>) -> Self {
+    pub fn start(
+        client: Client,
+        limits: Limits,
+        reporter: Reporter,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let (tickets, queued) = mpsc::unbounded_channel();
         let runtime = Handle::current();
         runtime.spawn(dispatch(

@@ -11,8 +11,8 @@
 use crate::reconcile::JobSummary;
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::ResourceLabels;
-use ::kube::runtime::watcher::{self, Event};
 use ::kube::runtime::WatchStreamExt;
+use ::kube::runtime::watcher::{self, Event};
 use ::kube::{Api, Client, Resource};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::{CronJob, Job};

@@ -14,7 +14,6 @@ use jiff::tz::TimeZone;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use std::collections::BTreeMap;
 
 /// `batchv1.CronJobScheduledTimestampAnnotation`.
 pub const SCHEDULED_TIMESTAMP_ANNOTATION: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
@@ -26,12 +25,6 @@ pub fn job_name(cronjob_name: &str, scheduled: Timestamp) -> String {
 }
 
 /// The labels and annotations of a Job made for a slot.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct JobMetadata {
-    pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
-}
-
 /// Upstream's `getJobFromTemplate2`: the Job to create for `scheduled`. It
 /// fails, as upstream's, only when `spec.timeZone` does not load (the text is
 /// Go's `LoadLocation` error).
@@ -48,54 +41,35 @@ pub fn build_job(
     Ok(build_job_in(cronjob, zone, default_zone, scheduled))
 }
 
-/// Labels and annotations of the Job for `scheduled`: the template's, plus
-/// the scheduled-timestamp annotation rendered in `spec.timeZone` (UTC when
-/// unset; the controller's zone for `Local`).
-pub(crate) fn job_metadata_in(
-    cronjob: &CronJobView,
-    annotation_zone: &NamedZone,
-    default_zone: &TimeZone,
-    scheduled: Timestamp,
-) -> JobMetadata {
-    let template = cronjob.spec.job_template.metadata.as_ref();
-    let labels = template.and_then(|m| m.labels.clone()).unwrap_or_default();
-    let mut annotations = template
-        .and_then(|m| m.annotations.clone())
-        .unwrap_or_default();
-    annotations.insert(
-        SCHEDULED_TIMESTAMP_ANNOTATION.to_owned(),
-        format_rfc3339(scheduled, annotation_zone.resolve(default_zone)),
-    );
-    JobMetadata {
-        labels,
-        annotations,
-    }
-}
-
 /// The Job object to create (the namespace travels with the create call, as
-/// upstream leaves it unset on the object).
+/// upstream leaves it unset on the object). Labels and annotations are the
+/// template's, plus the scheduled-timestamp annotation rendered in
+/// `spec.timeZone` (UTC when unset; the controller's zone for `Local`).
 pub(crate) fn build_job_in(
     cronjob: &CronJobView,
     annotation_zone: &NamedZone,
     default_zone: &TimeZone,
     scheduled: Timestamp,
 ) -> Job {
-    let JobMetadata {
-        labels,
-        annotations,
-    } = job_metadata_in(cronjob, annotation_zone, default_zone, scheduled);
+    // The one decoding of the template, made only when a Job is created.
+    let template = cronjob.spec.job_template.decode();
+    let metadata = template.metadata.unwrap_or_default();
+    let mut annotations = metadata.annotations.unwrap_or_default();
+    annotations.insert(
+        SCHEDULED_TIMESTAMP_ANNOTATION.to_owned(),
+        format_rfc3339(scheduled, annotation_zone.resolve(default_zone)),
+    );
     Job {
         metadata: ObjectMeta {
             name: Some(job_name(&cronjob.name, scheduled)),
-            labels: Some(labels),
+            labels: Some(metadata.labels.unwrap_or_default()),
             annotations: Some(annotations),
             // The API server overrides it; upstream sets it, so do we.
             creation_timestamp: Some(Time(scheduled)),
             owner_references: Some(vec![controller_reference(cronjob)]),
             ..ObjectMeta::default()
         },
-        // The one deep copy of the template, made only when a Job is created.
-        spec: cronjob.spec.job_template.spec.clone(),
+        spec: template.spec,
         status: None,
     }
 }

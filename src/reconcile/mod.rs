@@ -72,6 +72,7 @@ mod job;
 mod live;
 mod schedule_setup;
 mod sync;
+mod template;
 mod update;
 mod view;
 
@@ -85,6 +86,7 @@ pub use job::{
     SCHEDULED_TIMESTAMP_ANNOTATION, active_reference, build_job, controller_reference, job_name,
 };
 pub use live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, LiveJob, Lookup};
+pub use template::CompactTemplate;
 pub use update::{AfterUpdate, after_update};
 pub use view::{
     ConcurrencyPolicy, CronJobView, Finished, JobSummary, SpecView, StatusView, ViewError,

@@ -7,8 +7,9 @@
 //! kept as a [`JobSummary`]: the few fields the controller reads.
 
 use super::schedule_setup::ScheduleSetup;
+use super::template::CompactTemplate;
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::{CronJob, Job, JobTemplateSpec};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use std::sync::Arc;
@@ -58,7 +59,7 @@ pub struct SpecView {
     pub suspend: bool,
     pub successful_jobs_history_limit: Option<i32>,
     pub failed_jobs_history_limit: Option<i32>,
-    pub job_template: JobTemplateSpec,
+    pub job_template: CompactTemplate,
     /// The schedule and zone, parsed once (upstream re-parses every sync; the
     /// result only depends on these two strings).
     pub(crate) setup: ScheduleSetup,
@@ -74,7 +75,7 @@ impl SpecView {
             suspend: spec.suspend == Some(true),
             successful_jobs_history_limit: spec.successful_jobs_history_limit,
             failed_jobs_history_limit: spec.failed_jobs_history_limit,
-            job_template: spec.job_template.clone(),
+            job_template: CompactTemplate::new(&spec.job_template),
             setup: ScheduleSetup::new(&spec.schedule, spec.time_zone.as_deref()),
         }
     }

@@ -18,9 +18,9 @@ use crate::actor::cronjob::{CronJobActor, Report, Update};
 use crate::kube::watch::JobFacts;
 use crate::reconcile::JobSummary;
 use crate::telemetry::http::Readiness;
+use ::kube::runtime::watcher::Event;
 use actix::prelude::*;
 use k8s_openapi::api::batch::v1::CronJob;
-use ::kube::runtime::watcher::Event;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,7 +132,7 @@ impl Supervisor {
         )
     }
 
-    fn on_cronjob(&mut self, cronjob: CronJob, ctx: &mut Context<Self>) {
+    fn on_cronjob(&mut self, cronjob: CronJob) {
         let key = Self::key_of(&cronjob);
         let uid = cronjob.metadata.uid.clone().unwrap_or_default();
         match self.actors.get(&key) {
@@ -149,10 +149,9 @@ impl Supervisor {
         }
         let children = self.unclaimed.remove(&uid).unwrap_or_default();
         let shared = self.shared.clone();
-        let report = ctx.address().recipient();
         let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
         self.next_arbiter = self.next_arbiter.wrapping_add(1);
-        let actor = match CronJobActor::new(&cronjob, children, shared, report) {
+        let actor = match CronJobActor::new(&cronjob, children, shared) {
             Ok(actor) => actor,
             Err(error) => {
                 tracing::warn!(cronjob = %key, %error, "not running an unusable CronJob");
@@ -197,7 +196,11 @@ impl Supervisor {
         let Some(owner) = job.owner_uid else {
             return;
         };
-        match self.keys_by_uid.get(&owner).and_then(|k| self.actors.get(k)) {
+        match self
+            .keys_by_uid
+            .get(&owner)
+            .and_then(|k| self.actors.get(k))
+        {
             Some(running) => running.addr.do_send(Update::Job {
                 job: job.summary,
                 relisted,
@@ -217,7 +220,11 @@ impl Supervisor {
     }
 
     fn take_from(&mut self, owner_uid: &str, job_uid: &str) {
-        match self.keys_by_uid.get(owner_uid).and_then(|k| self.actors.get(k)) {
+        match self
+            .keys_by_uid
+            .get(owner_uid)
+            .and_then(|k| self.actors.get(k))
+        {
             Some(running) => running.addr.do_send(Update::JobGone {
                 uid: job_uid.to_owned(),
             }),
@@ -234,11 +241,19 @@ impl Supervisor {
 
     /// Once every scope has listed both kinds: start every actor.
     fn maybe_start(&mut self) {
-        if self.started || !self.scopes.iter().all(|s| s.cronjobs_listed && s.jobs_listed) {
+        if self.started
+            || !self
+                .scopes
+                .iter()
+                .all(|s| s.cronjobs_listed && s.jobs_listed)
+        {
             return;
         }
         self.started = true;
-        tracing::info!(cronjobs = self.actors.len(), "initial lists synced; starting actors");
+        tracing::info!(
+            cronjobs = self.actors.len(),
+            "initial lists synced; starting actors"
+        );
         for (key, running) in &self.actors {
             running.addr.do_send(Update::Start);
             self.not_yet_armed.insert(key.clone());
@@ -270,20 +285,23 @@ impl Actor for Supervisor {
 impl Handler<CronJobWatch> for Supervisor {
     type Result = ();
 
-    fn handle(&mut self, message: CronJobWatch, ctx: &mut Self::Context) {
+    fn handle(&mut self, message: CronJobWatch, _: &mut Self::Context) {
         let scope = message.scope;
         match message.event {
-            Event::Apply(cronjob) => self.on_cronjob(cronjob, ctx),
+            Event::Apply(cronjob) => self.on_cronjob(cronjob),
             Event::Delete(cronjob) => self.stop_actor(&Self::key_of(&cronjob)),
             Event::Init => self.scopes[scope].relisting_cronjobs = Some(HashSet::new()),
             Event::InitApply(cronjob) => {
                 if let Some(seen) = self.scopes[scope].relisting_cronjobs.as_mut() {
                     seen.insert(Self::key_of(&cronjob));
                 }
-                self.on_cronjob(cronjob, ctx);
+                self.on_cronjob(cronjob);
             }
             Event::InitDone => {
-                let seen = self.scopes[scope].relisting_cronjobs.take().unwrap_or_default();
+                let seen = self.scopes[scope]
+                    .relisting_cronjobs
+                    .take()
+                    .unwrap_or_default();
                 let gone: Vec<String> = self
                     .actors
                     .keys()

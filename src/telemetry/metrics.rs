@@ -102,7 +102,11 @@ impl Metrics {
             creation_skew.clone(),
         );
         let jobs_created = Family::<CreateLabels, Counter>::default();
-        registry.register("jobs_created", "Job creates by result", jobs_created.clone());
+        registry.register(
+            "jobs_created",
+            "Job creates by result",
+            jobs_created.clone(),
+        );
         let jobs_deleted = Family::<DeleteLabels, Counter>::default();
         registry.register(
             "jobs_deleted",
@@ -110,7 +114,11 @@ impl Metrics {
             jobs_deleted.clone(),
         );
         let actors = Gauge::default();
-        registry.register("actors", "CronJob actors running in this replica", actors.clone());
+        registry.register(
+            "actors",
+            "CronJob actors running in this replica",
+            actors.clone(),
+        );
         let syncs = Family::<SyncLabels, Counter>::default();
         registry.register(
             "syncs",

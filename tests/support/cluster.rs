@@ -101,8 +101,9 @@ impl Cluster {
     /// missing), with a token from the TokenRequest API: what a controller
     /// running in the cluster gets, so RBAC applies as in production.
     pub async fn service_account_client(&self, namespace: &str, name: &str) -> Client {
-        let kubeconfig = Kubeconfig::from_yaml(&self.service_account_kubeconfig(namespace, name).await)
-            .expect("kubeconfig");
+        let kubeconfig =
+            Kubeconfig::from_yaml(&self.service_account_kubeconfig(namespace, name).await)
+                .expect("kubeconfig");
         Client::try_from(Self::config_from(kubeconfig).await).expect("client")
     }
 

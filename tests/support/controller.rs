@@ -77,7 +77,9 @@ impl Controller {
 
     pub async fn start_with(cluster: &Cluster, namespace: &str, extra_args: &[&str]) -> Controller {
         apply_deploy(cluster);
-        let kubeconfig = cluster.dir().join(format!("controller-{namespace}.kubeconfig"));
+        let kubeconfig = cluster
+            .dir()
+            .join(format!("controller-{namespace}.kubeconfig"));
         let yaml = cluster
             .service_account_kubeconfig(CONTROLLER_NAMESPACE, SERVICE_ACCOUNT)
             .await;
@@ -128,7 +130,11 @@ impl Controller {
             if let Ok((200, _)) = http_get(self.health, "/readyz") {
                 return;
             }
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 panic!("the controller exited with {status}:\n{}", self.log_text());
             }
             assert!(
@@ -174,14 +180,22 @@ impl Controller {
     }
 
     pub fn metrics_text(&self) -> String {
-        http_get(self.metrics, "/metrics").map(|(_, b)| b).unwrap_or_default()
+        http_get(self.metrics, "/metrics")
+            .map(|(_, b)| b)
+            .unwrap_or_default()
     }
 
     /// The value of one sample line (`name{labels}`), or 0.
     pub fn metric(&self, sample: &str) -> f64 {
         self.metrics_text()
             .lines()
-            .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.trim().parse().ok())
+            .find_map(|l| {
+                l.strip_prefix(sample)?
+                    .strip_prefix(' ')?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
             .unwrap_or(0.0)
     }
 

@@ -77,7 +77,11 @@ impl Scenario {
 
     pub async fn patch_spec(&self, name: &str, spec: Value) {
         self.cronjobs
-            .patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": spec})))
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": spec})),
+            )
             .await
             .expect("patch CronJob");
     }
@@ -104,10 +108,7 @@ impl Scenario {
 
     pub async fn active_count(&self, name: &str) -> usize {
         let cronjob = self.get(name).await;
-        cronjob
-            .status
-            .and_then(|s| s.active)
-            .map_or(0, |a| a.len())
+        cronjob.status.and_then(|s| s.active).map_or(0, |a| a.len())
     }
 
     /// Events on the CronJob, as (type, reason, message).
@@ -172,4 +173,3 @@ pub fn assert_one_job_per_slot(cronjob: &str, jobs: &[Job]) {
     slots.dedup();
     assert_eq!(before, slots.len(), "two Jobs for one slot");
 }
-
