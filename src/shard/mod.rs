@@ -7,6 +7,7 @@
 
 pub mod fence;
 pub mod handoff;
+pub mod jobs;
 pub mod membership;
 pub mod ring;
 pub mod supervisor;

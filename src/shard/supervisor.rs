@@ -5,7 +5,7 @@
 //! assigned in turn. A CronJob gets an actor when it first appears and
 //! loses it when it is deleted. A Job is routed by its controller
 //! reference (kind CronJob, by UID, as upstream's `resolveControllerRef`);
-//! a Job whose CronJob has no actor yet waits in `unclaimed` and is handed
+//! a Job whose CronJob has no actor yet is parked (see [`super::jobs`]) and handed
 //! over when the actor starts. No actor decides anything before the first
 //! lists of both CronJobs and Jobs are complete, as upstream waits for its
 //! informers' caches.
@@ -13,10 +13,10 @@
 //! With one replica every CronJob is owned here; the ring and the hand-off
 //! rules decide ownership once sharding is enabled.
 
+use super::jobs::{JobIndex, JobRoute};
 use crate::actor::apply::Shared;
 use crate::actor::cronjob::{CronJobActor, Report, Update};
 use crate::kube::watch::JobFacts;
-use crate::reconcile::JobSummary;
 use crate::telemetry::http::Readiness;
 use ::kube::runtime::watcher::Event;
 use actix::prelude::*;
@@ -71,12 +71,6 @@ impl ScopeState {
     }
 }
 
-/// Where a Job known to belong to a CronJob is.
-struct JobHome {
-    namespace: String,
-    owner_uid: String,
-}
-
 pub struct Supervisor {
     shared: Arc<Shared>,
     arbiters: Vec<ArbiterHandle>,
@@ -84,8 +78,7 @@ pub struct Supervisor {
     scopes: Vec<ScopeState>,
     actors: HashMap<String, Running>,
     keys_by_uid: HashMap<String, String>,
-    jobs: HashMap<String, JobHome>,
-    unclaimed: HashMap<String, Vec<JobSummary>>,
+    jobs: JobIndex,
     started: bool,
     /// Actors whose first decision is still to come (readiness).
     not_yet_armed: HashSet<String>,
@@ -115,8 +108,7 @@ impl Supervisor {
                 .collect(),
             actors: HashMap::new(),
             keys_by_uid: HashMap::new(),
-            jobs: HashMap::new(),
-            unclaimed: HashMap::new(),
+            jobs: JobIndex::default(),
             started: false,
             not_yet_armed: HashSet::new(),
             readiness,
@@ -147,7 +139,7 @@ impl Supervisor {
         if self.shutting_down {
             return;
         }
-        let children = self.unclaimed.remove(&uid).unwrap_or_default();
+        let children = self.jobs.claim(&uid);
         let shared = self.shared.clone();
         let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
         self.next_arbiter = self.next_arbiter.wrapping_add(1);
@@ -179,63 +171,32 @@ impl Supervisor {
     }
 
     fn on_job(&mut self, job: JobFacts, relisted: bool) {
-        let previous = match job.owner_uid.as_ref() {
-            Some(owner) => self.jobs.insert(
-                job.uid.clone(),
-                JobHome {
-                    namespace: job.namespace.clone(),
-                    owner_uid: owner.clone(),
-                },
-            ),
-            None => self.jobs.remove(&job.uid),
-        };
-        if let Some(previous) = previous.filter(|p| Some(&p.owner_uid) != job.owner_uid.as_ref()) {
-            // The controller reference changed: the old owner loses it.
-            self.take_from(&previous.owner_uid, &job.uid);
-        }
-        let Some(owner) = job.owner_uid else {
-            return;
-        };
-        match self
-            .keys_by_uid
-            .get(&owner)
-            .and_then(|k| self.actors.get(k))
-        {
-            Some(running) => running.addr.do_send(Update::Job {
-                job: job.summary,
-                relisted,
-            }),
-            None => {
-                let waiting = self.unclaimed.entry(owner).or_default();
-                waiting.retain(|c| c.uid != job.summary.uid);
-                waiting.push(job.summary);
-            }
+        let keys = &self.keys_by_uid;
+        for route in self.jobs.apply(job, |owner| keys.contains_key(owner)) {
+            self.send(route, relisted);
         }
     }
 
     fn on_job_deleted(&mut self, uid: &str) {
-        if let Some(home) = self.jobs.remove(uid) {
-            self.take_from(&home.owner_uid, uid);
+        let keys = &self.keys_by_uid;
+        if let Some(route) = self.jobs.delete(uid, |owner| keys.contains_key(owner)) {
+            self.send(route, false);
         }
     }
 
-    fn take_from(&mut self, owner_uid: &str, job_uid: &str) {
-        match self
-            .keys_by_uid
-            .get(owner_uid)
-            .and_then(|k| self.actors.get(k))
-        {
-            Some(running) => running.addr.do_send(Update::JobGone {
-                uid: job_uid.to_owned(),
-            }),
-            None => {
-                if let Some(waiting) = self.unclaimed.get_mut(owner_uid) {
-                    waiting.retain(|c| c.uid != job_uid);
-                    if waiting.is_empty() {
-                        self.unclaimed.remove(owner_uid);
-                    }
-                }
+    fn send(&self, route: JobRoute, relisted: bool) {
+        let (owner_uid, update) = match route {
+            JobRoute::Deliver { owner_uid, job } => (owner_uid, Update::Job { job, relisted }),
+            JobRoute::Withdraw { owner_uid, job_uid } => {
+                (owner_uid, Update::JobGone { uid: job_uid })
             }
+        };
+        if let Some(running) = self
+            .keys_by_uid
+            .get(&owner_uid)
+            .and_then(|key| self.actors.get(key))
+        {
+            running.addr.do_send(update);
         }
     }
 
@@ -338,14 +299,10 @@ impl Handler<JobWatch> for Supervisor {
             }
             Event::InitDone => {
                 let seen = self.scopes[scope].relisting_jobs.take().unwrap_or_default();
-                let gone: Vec<String> = self
+                let in_scope = &self.scopes[scope];
+                let gone = self
                     .jobs
-                    .iter()
-                    .filter(|(uid, home)| {
-                        self.scopes[scope].covers(&home.namespace) && !seen.contains(*uid)
-                    })
-                    .map(|(uid, _)| uid.clone())
-                    .collect();
+                    .gone_after_relist(|namespace| in_scope.covers(namespace), &seen);
                 for uid in gone {
                     self.on_job_deleted(&uid);
                 }

@@ -1,0 +1,236 @@
+//! Which CronJob each Job belongs to, as the supervisor tracks it. Pure.
+//!
+//! A Job is routed by its controller reference (kind CronJob, by UID). A
+//! Job whose CronJob has no actor here yet is parked until the actor starts
+//! and claims it. Every Job with a CronJob controller is remembered (UID ->
+//! namespace and owner), so that a change of controller withdraws it from
+//! the old owner and a re-list can tell which Jobs disappeared meanwhile.
+
+use crate::kube::watch::JobFacts;
+use crate::reconcile::JobSummary;
+use std::collections::{HashMap, HashSet};
+
+/// A message for the actor of the CronJob with UID `owner_uid`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobRoute {
+    /// The Job was added or changed.
+    Deliver { owner_uid: String, job: JobSummary },
+    /// The Job was deleted, or its controller is no longer this CronJob.
+    Withdraw { owner_uid: String, job_uid: String },
+}
+
+struct Home {
+    namespace: String,
+    owner_uid: String,
+}
+
+#[derive(Default)]
+pub struct JobIndex {
+    homes: HashMap<String, Home>,
+    parked: HashMap<String, Vec<JobSummary>>,
+}
+
+impl JobIndex {
+    /// A Job was added or changed. `has_actor(uid)`: the CronJob with that
+    /// UID has an actor here. Returns the messages for the actors.
+    pub fn apply(&mut self, job: JobFacts, has_actor: impl Fn(&str) -> bool) -> Vec<JobRoute> {
+        let mut routes = Vec::new();
+        let previous = match &job.owner_uid {
+            Some(owner) => self.homes.insert(
+                job.uid.clone(),
+                Home {
+                    namespace: job.namespace,
+                    owner_uid: owner.clone(),
+                },
+            ),
+            None => self.homes.remove(&job.uid),
+        };
+        if let Some(previous) = previous.filter(|p| Some(&p.owner_uid) != job.owner_uid.as_ref()) {
+            routes.extend(self.withdraw(previous.owner_uid, &job.uid, &has_actor));
+        }
+        let Some(owner_uid) = job.owner_uid else {
+            return routes;
+        };
+        if has_actor(&owner_uid) {
+            routes.push(JobRoute::Deliver {
+                owner_uid,
+                job: job.summary,
+            });
+        } else {
+            let waiting = self.parked.entry(owner_uid).or_default();
+            waiting.retain(|c| c.uid != job.summary.uid);
+            waiting.push(job.summary);
+        }
+        routes
+    }
+
+    /// A Job was deleted.
+    pub fn delete(&mut self, job_uid: &str, has_actor: impl Fn(&str) -> bool) -> Option<JobRoute> {
+        let home = self.homes.remove(job_uid)?;
+        self.withdraw(home.owner_uid, job_uid, &has_actor)
+    }
+
+    /// The Jobs parked for a CronJob whose actor starts now.
+    pub fn claim(&mut self, owner_uid: &str) -> Vec<JobSummary> {
+        self.parked.remove(owner_uid).unwrap_or_default()
+    }
+
+    /// After a re-list of the namespaces `in_scope` accepts: the Jobs known
+    /// here that the list (`seen`, by UID) no longer showed.
+    pub fn gone_after_relist(
+        &self,
+        in_scope: impl Fn(&str) -> bool,
+        seen: &HashSet<String>,
+    ) -> Vec<String> {
+        self.homes
+            .iter()
+            .filter(|(uid, home)| in_scope(&home.namespace) && !seen.contains(*uid))
+            .map(|(uid, _)| uid.clone())
+            .collect()
+    }
+
+    /// Jobs remembered (for the supervisor's cost figures).
+    pub fn len(&self) -> usize {
+        self.homes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.homes.is_empty()
+    }
+
+    fn withdraw(
+        &mut self,
+        owner_uid: String,
+        job_uid: &str,
+        has_actor: &impl Fn(&str) -> bool,
+    ) -> Option<JobRoute> {
+        if has_actor(&owner_uid) {
+            return Some(JobRoute::Withdraw {
+                owner_uid,
+                job_uid: job_uid.to_owned(),
+            });
+        }
+        if let Some(waiting) = self.parked.get_mut(&owner_uid) {
+            waiting.retain(|c| c.uid != job_uid);
+            if waiting.is_empty() {
+                self.parked.remove(&owner_uid);
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(uid: &str, owner: Option<&str>) -> JobFacts {
+        JobFacts {
+            namespace: "ns".into(),
+            uid: uid.into(),
+            owner_uid: owner.map(str::to_owned),
+            summary: JobSummary {
+                name: format!("job-{uid}"),
+                uid: uid.into(),
+                start_time: None,
+                completion_time: None,
+                finished: None,
+                succeeded: false,
+            },
+        }
+    }
+
+    fn running(uids: &'static [&'static str]) -> impl Fn(&str) -> bool {
+        move |uid| uids.contains(&uid)
+    }
+
+    #[test]
+    fn a_job_goes_to_its_controllers_actor() {
+        let mut index = JobIndex::default();
+        let routes = index.apply(job("j1", Some("c1")), running(&["c1"]));
+        assert_eq!(
+            routes,
+            vec![JobRoute::Deliver {
+                owner_uid: "c1".into(),
+                job: job("j1", None).summary
+            }]
+        );
+        assert_eq!(
+            index.delete("j1", running(&["c1"])),
+            Some(JobRoute::Withdraw {
+                owner_uid: "c1".into(),
+                job_uid: "j1".into()
+            })
+        );
+        assert!(index.is_empty());
+    }
+
+    #[test]
+    fn jobs_without_a_cronjob_controller_are_not_kept() {
+        let mut index = JobIndex::default();
+        assert!(index.apply(job("j1", None), running(&["c1"])).is_empty());
+        assert_eq!(index.len(), 0);
+        assert_eq!(index.delete("j1", running(&["c1"])), None);
+    }
+
+    #[test]
+    fn a_job_waits_for_its_actor_and_is_claimed_once() {
+        let mut index = JobIndex::default();
+        assert!(index.apply(job("j1", Some("c1")), running(&[])).is_empty());
+        // A change while parked replaces the parked summary.
+        assert!(index.apply(job("j1", Some("c1")), running(&[])).is_empty());
+        index.apply(job("j2", Some("c1")), running(&[]));
+        let claimed: Vec<String> = index.claim("c1").into_iter().map(|j| j.uid).collect();
+        assert_eq!(claimed, ["j1", "j2"]);
+        assert!(index.claim("c1").is_empty());
+    }
+
+    #[test]
+    fn a_parked_job_that_is_deleted_is_not_claimed() {
+        let mut index = JobIndex::default();
+        index.apply(job("j1", Some("c1")), running(&[]));
+        assert_eq!(index.delete("j1", running(&[])), None);
+        assert!(index.claim("c1").is_empty());
+    }
+
+    #[test]
+    fn a_change_of_controller_withdraws_the_job_from_the_old_owner() {
+        let mut index = JobIndex::default();
+        index.apply(job("j1", Some("c1")), running(&["c1", "c2"]));
+        let routes = index.apply(job("j1", Some("c2")), running(&["c1", "c2"]));
+        assert_eq!(
+            routes,
+            vec![
+                JobRoute::Withdraw {
+                    owner_uid: "c1".into(),
+                    job_uid: "j1".into()
+                },
+                JobRoute::Deliver {
+                    owner_uid: "c2".into(),
+                    job: job("j1", None).summary
+                }
+            ]
+        );
+        // Losing its controller altogether withdraws it too.
+        let routes = index.apply(job("j1", None), running(&["c1", "c2"]));
+        assert_eq!(
+            routes,
+            vec![JobRoute::Withdraw {
+                owner_uid: "c2".into(),
+                job_uid: "j1".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_relist_finds_the_jobs_that_disappeared_in_its_scope() {
+        let mut index = JobIndex::default();
+        index.apply(job("j1", Some("c1")), running(&["c1"]));
+        index.apply(job("j2", Some("c1")), running(&["c1"]));
+        let mut other = job("j3", Some("c9"));
+        other.namespace = "elsewhere".into();
+        index.apply(other, running(&["c1"]));
+        let seen = HashSet::from(["j1".to_owned()]);
+        assert_eq!(index.gone_after_relist(|ns| ns == "ns", &seen), ["j2"]);
+    }
+}
