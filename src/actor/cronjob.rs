@@ -11,6 +11,7 @@
 use super::apply::{self, Applied, Shared, Snapshot};
 use super::timer::{self, MAX_SLEEP, Wake};
 use crate::reconcile::{AfterUpdate, CronJobView, JobSummary, Requeue, SpecView, after_update};
+use crate::telemetry::metrics::{OkLabel, SyncLabels};
 use actix::prelude::*;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::CronJob;
@@ -203,17 +204,14 @@ impl CronJobActor {
         {
             self.children.push(created);
         }
-        let ok = !matches!(applied.requeue, Requeue::Backoff(_));
+        let result = match applied.requeue {
+            Requeue::Backoff(_) => OkLabel::failed,
+            _ => OkLabel::ok,
+        };
         self.shared
             .metrics
             .syncs
-            .get_or_create(&crate::telemetry::metrics::SyncLabels {
-                result: if ok {
-                    crate::telemetry::metrics::OkLabel::ok
-                } else {
-                    crate::telemetry::metrics::OkLabel::failed
-                },
-            })
+            .get_or_create(&SyncLabels { result })
             .inc();
         match applied.requeue {
             Requeue::At(at) => {
