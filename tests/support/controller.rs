@@ -146,14 +146,15 @@ impl Controller {
         }
     }
 
-    /// SIGTERM, and waits for the process to exit; returns its exit code.
-    pub fn stop(&mut self) -> Option<i32> {
+    /// SIGTERM, and waits for the process to exit; returns how it exited
+    /// (None: it was not running).
+    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
         let mut child = self.child.take()?;
         signal(&child, "TERM");
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(Some(status)) = child.try_wait() {
-                return status.code();
+                return Some(status);
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
@@ -172,9 +173,15 @@ impl Controller {
         }
     }
 
-    /// Starts the process again (after `stop` or `kill`) and waits until ready.
+    /// Starts the process again (after `stop` or `kill`) and waits until
+    /// ready. A running process is stopped with SIGTERM first and must exit 0.
     pub async fn restart(&mut self) {
-        self.stop();
+        if let Some(status) = self.stop() {
+            assert!(
+                status.success(),
+                "the controller exited with {status} on SIGTERM"
+            );
+        }
         self.spawn();
         self.wait_ready().await;
     }
