@@ -89,7 +89,8 @@ impl JobIndex {
             .collect()
     }
 
-    /// Jobs remembered (for the supervisor's cost figures).
+    /// Jobs remembered. Not read by the supervisor yet; issue 6's `/debug/shards`
+    /// and cost figures are meant to report it.
     pub fn len(&self) -> usize {
         self.homes.len()
     }
