@@ -3,13 +3,19 @@
 //! Wiring only: an actix System on a multi-threaded tokio runtime (watchers,
 //! the gateway's requests and the HTTP endpoints run on its workers), one
 //! Arbiter per core for the CronJob actors, the supervisor on the System
-//! thread, and SIGTERM / Ctrl-C for a graceful stop.
+//! thread, the own Lease's keeper, and SIGTERM / Ctrl-C for a graceful
+//! stop (which releases the Lease, so peers take over at once).
 
 use crate::actor::apply::Shared;
 use crate::kube::gateway::{Gateway, Limits};
 use crate::kube::watch::{self, ListStrategy};
 use crate::schedule::load_named_zone;
-use crate::shard::supervisor::{CronJobWatch, JobWatch, Shutdown, Supervisor};
+use crate::shard::debug;
+use crate::shard::fence::Fence;
+use crate::shard::lease::{self, LeaseSettings};
+use crate::shard::supervisor::{
+    CronJobWatch, JobWatch, LeaseWatch, ShardSetup, Shutdown, Supervisor,
+};
 use crate::telemetry::Metrics;
 use crate::telemetry::http::{self, Readiness};
 use crate::telemetry::logging::{self, LogFormat};
@@ -21,7 +27,8 @@ use anyhow::Context as _;
 use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -51,12 +58,87 @@ pub struct RunArgs {
     /// How the watches list: streaming lists where the server supports them.
     #[arg(long, value_enum, default_value = "auto")]
     list_strategy: ListStrategy,
-    /// This replica's id (events' reporting instance).
+    /// This replica's stable id: its ring member name, its Lease's holder
+    /// and the events' reporting instance. Default: the host name (the pod
+    /// name in a StatefulSet). Two live processes must never share one.
     #[arg(long, env = "SHARDCRON_REPLICA_ID")]
     replica_id: Option<String>,
+    /// The ring: replicas with the same ring name share the CronJobs.
+    #[arg(long, default_value = "shardcron")]
+    shard_ring_name: String,
+    /// Where the replicas' Leases live (the controller's own namespace).
+    #[arg(long, env = "SHARDCRON_NAMESPACE", default_value = "shardcron-system")]
+    shard_lease_namespace: String,
+    /// How long a replica's Lease lasts without renewal before its peers
+    /// take its CronJobs over (a Go duration).
+    #[arg(long, default_value = "15s", value_parser = go_duration)]
+    shard_lease_duration: Duration,
+    /// How often the own Lease is renewed.
+    #[arg(long, default_value = "2s", value_parser = go_duration)]
+    shard_renew_period: Duration,
+    /// A replica that could not renew its Lease for this long stops acting
+    /// (shorter than the Lease duration).
+    #[arg(long, default_value = "10s", value_parser = go_duration)]
+    shard_renew_deadline: Duration,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
+}
+
+fn go_duration(text: &str) -> Result<Duration, String> {
+    match crate::schedule::parse_go_duration(text) {
+        Ok(nanos) if nanos > 0 => Ok(Duration::from_nanos(nanos as u64)),
+        Ok(_) => Err("must be positive".to_owned()),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// A DNS label: lowercase letters, digits and '-', starting and ending
+/// with a letter or digit, at most 63 characters (the Lease name is
+/// `<ring>.<replica id>`).
+fn check_dns_label(flag: &str, value: &str) -> anyhow::Result<()> {
+    let ok = !value.is_empty()
+        && value.len() <= 63
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !value.starts_with('-')
+        && !value.ends_with('-');
+    if !ok {
+        anyhow::bail!(
+            "{flag} {value:?}: must be a DNS label (lowercase letters, digits and '-', at most 63)"
+        );
+    }
+    Ok(())
+}
+
+fn replica_id(args: &RunArgs) -> anyhow::Result<String> {
+    let id = match &args.replica_id {
+        Some(id) => id.clone(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .context("no --replica-id and no host name to default to")?,
+    };
+    check_dns_label("--replica-id", &id)?;
+    Ok(id)
+}
+
+fn lease_settings(args: &RunArgs, replica_id: String) -> anyhow::Result<LeaseSettings> {
+    check_dns_label("--shard-ring-name", &args.shard_ring_name)?;
+    if args.shard_renew_deadline >= args.shard_lease_duration {
+        anyhow::bail!("--shard-renew-deadline must be shorter than --shard-lease-duration");
+    }
+    if args.shard_renew_period >= args.shard_renew_deadline {
+        anyhow::bail!("--shard-renew-period must be shorter than --shard-renew-deadline");
+    }
+    Ok(LeaseSettings {
+        namespace: args.shard_lease_namespace.clone(),
+        ring: args.shard_ring_name.clone(),
+        replica_id,
+        duration: args.shard_lease_duration,
+        renew_period: args.shard_renew_period,
+        renew_deadline: args.shard_renew_deadline,
+    })
 }
 
 /// Runs the controller until SIGTERM or Ctrl-C.
@@ -65,6 +147,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     if !(args.kube_api_qps.is_finite() && args.kube_api_qps > 0.0) {
         anyhow::bail!("--kube-api-qps must be a positive number");
     }
+    let settings = lease_settings(args, replica_id(args)?)?;
     let default_zone = load_named_zone(&args.default_time_zone)
         .map_err(|e| anyhow::anyhow!("--default-time-zone: {e}"))?;
     let system = System::with_tokio_rt(|| {
@@ -73,13 +156,15 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             .build()
             .expect("cannot start the tokio runtime")
     });
-    let started = system.block_on(start(args, default_zone));
+    let started = system.block_on(start(args, settings, default_zone));
     if let Err(error) = started {
         System::current().stop();
         return Err(error);
     }
-    system.run().context("the actor system failed")?;
-    Ok(())
+    match system.run_with_code().context("the actor system failed")? {
+        0 => Ok(()),
+        code => anyhow::bail!("stopped with exit code {code}"),
+    }
 }
 
 async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
@@ -101,26 +186,21 @@ async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
     Client::try_from(config).context("building the Kubernetes client")
 }
 
-async fn start(args: &RunArgs, default_zone: jiff::tz::TimeZone) -> anyhow::Result<()> {
+async fn start(
+    args: &RunArgs,
+    settings: LeaseSettings,
+    default_zone: jiff::tz::TimeZone,
+) -> anyhow::Result<()> {
     let client = client(args.kubeconfig.as_ref()).await?;
     let metrics = Arc::new(Metrics::new());
     let readiness = Arc::new(Readiness::default());
-
-    let (metrics_addr, metrics_server) = http::bind(
-        args.metrics_bind_address,
-        http::metrics_router(metrics.clone()),
-    )
-    .await
-    .with_context(|| format!("binding {}", args.metrics_bind_address))?;
-    let (health_addr, health_server) = http::bind(
-        args.health_probe_bind_address,
-        http::health_router(readiness.clone()),
-    )
-    .await
-    .with_context(|| format!("binding {}", args.health_probe_bind_address))?;
-    tokio::spawn(metrics_server);
-    tokio::spawn(health_server);
-    tracing::info!(%metrics_addr, %health_addr, "serving /metrics, /healthz and /readyz");
+    let fence = Arc::new(Mutex::new(Fence::new(settings.renew_deadline)));
+    let metrics_listener = http::listen(args.metrics_bind_address)
+        .await
+        .with_context(|| format!("binding {}", args.metrics_bind_address))?;
+    let health_listener = http::listen(args.health_probe_bind_address)
+        .await
+        .with_context(|| format!("binding {}", args.health_probe_bind_address))?;
 
     let strategy = args.list_strategy.resolve(&client).await;
     let gateway = Gateway::start(
@@ -131,9 +211,10 @@ async fn start(args: &RunArgs, default_zone: jiff::tz::TimeZone) -> anyhow::Resu
         },
         Reporter {
             controller: "shardcron".to_owned(),
-            instance: args.replica_id.clone(),
+            instance: Some(settings.replica_id.clone()),
         },
         metrics.clone(),
+        fence.clone(),
     );
 
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -144,7 +225,9 @@ async fn start(args: &RunArgs, default_zone: jiff::tz::TimeZone) -> anyhow::Resu
         args.namespaces.iter().cloned().map(Some).collect()
     };
     let supervisor = {
-        let (metrics, scopes) = (metrics.clone(), scopes.clone());
+        let (metrics, scopes, client) = (metrics.clone(), scopes.clone(), client.clone());
+        let readiness = readiness.clone();
+        let settings = settings.clone();
         Supervisor::create(move |ctx| {
             let shared = Arc::new(Shared {
                 gateway,
@@ -152,9 +235,40 @@ async fn start(args: &RunArgs, default_zone: jiff::tz::TimeZone) -> anyhow::Resu
                 metrics,
                 default_zone,
             });
-            Supervisor::new(shared, arbiters, scopes, readiness)
+            let keeper = lease::start(
+                client.clone(),
+                settings.clone(),
+                fence.clone(),
+                ctx.address().recipient(),
+            );
+            let shard = ShardSetup {
+                me: settings.replica_id,
+                ring_name: settings.ring,
+                fence,
+                keeper,
+                client,
+            };
+            Supervisor::new(shared, arbiters, scopes, readiness, shard)
         })
     };
+    let metrics_addr = metrics_listener.local_addr()?;
+    let health_addr = health_listener.local_addr()?;
+    tokio::spawn(http::serve(
+        metrics_listener,
+        http::metrics_router(metrics.clone()).merge(debug::router(supervisor.clone())),
+    ));
+    tokio::spawn(http::serve(health_listener, http::health_router(readiness)));
+    tracing::info!(%metrics_addr, %health_addr, "serving /metrics, /debug/shards, /healthz and /readyz");
+    {
+        let to = supervisor.clone();
+        watch::leases(
+            client.clone(),
+            &settings.namespace,
+            &settings.selector(),
+            metrics.clone(),
+            move |event| to.do_send(LeaseWatch(event)),
+        );
+    }
     for (scope, namespace) in scopes.iter().enumerate() {
         let to = supervisor.clone();
         watch::cronjobs(
@@ -173,7 +287,15 @@ async fn start(args: &RunArgs, default_zone: jiff::tz::TimeZone) -> anyhow::Resu
             move |event| to.do_send(JobWatch { scope, event }),
         );
     }
-    tracing::info!(?strategy, ?scopes, arbiters = cores, "controller started");
+    tracing::info!(
+        ?strategy,
+        ?scopes,
+        arbiters = cores,
+        replica = %settings.replica_id,
+        lease = %settings.lease_name(),
+        lease_namespace = %settings.namespace,
+        "controller started"
+    );
     tokio::spawn(async move {
         wait_for_signal().await;
         tracing::info!("termination signal received");

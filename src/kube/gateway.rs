@@ -14,6 +14,7 @@ use super::queue::{FairQueue, Priority};
 use super::rate::TokenBucket;
 use super::retry::{Backoff, Retry};
 use crate::reconcile::{self, ApiError};
+use crate::shard::fence::Fence;
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{PriorityLabels, RequestLabels};
 use ::kube::Client;
@@ -22,7 +23,7 @@ use ::kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Re
 use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use tokio::runtime::Handle;
@@ -49,6 +50,9 @@ pub enum ApiFailure {
     /// The process is shutting down.
     #[error("the write gateway has shut down")]
     Closed,
+    /// This replica's Lease is not surely valid: it must not write.
+    #[error("fenced: this replica's Lease is not valid by its own clock")]
+    Fenced,
 }
 
 impl ApiFailure {
@@ -143,6 +147,7 @@ struct Inner {
     backoff: Backoff,
     recorder: Recorder,
     metrics: Arc<Metrics>,
+    fence: Arc<Mutex<Fence>>,
 }
 
 /// A handle on the gateway; cheap to clone, usable from any thread.
@@ -159,6 +164,7 @@ impl Gateway {
         limits: Limits,
         reporter: Reporter,
         metrics: Arc<Metrics>,
+        fence: Arc<Mutex<Fence>>,
     ) -> Self {
         let (tickets, queued) = mpsc::unbounded_channel();
         let runtime = Handle::current();
@@ -175,6 +181,7 @@ impl Gateway {
                 tickets,
                 backoff: Backoff::default(),
                 metrics,
+                fence,
             }),
         }
     }
@@ -221,6 +228,17 @@ impl Gateway {
         loop {
             attempt += 1;
             self.turn(priority, namespace).await?;
+            // Checked after the wait, right before sending: the wait may
+            // have outlasted the Lease (a freeze, a cut from the API server).
+            if !self
+                .inner
+                .fence
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .may_act(Instant::now())
+            {
+                return Err(ApiFailure::Fenced);
+            }
             let result = self
                 .inner
                 .runtime

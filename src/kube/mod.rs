@@ -1,8 +1,11 @@
-//! Everything that talks to the Kubernetes API server: the watches on
-//! CronJobs and Jobs ([`watch`]) and the write gateway ([`gateway`]) with its
-//! pure parts: the rate limit ([`rate`]), the queue discipline ([`queue`])
-//! and the retry policy ([`retry`]).
+//! Everything that talks to the Kubernetes API server about CronJobs and
+//! Jobs: the watches ([`watch`], the ring's Leases too), the bulk loads of
+//! a rebalance ([`bulk`]) and the write gateway ([`gateway`]) with its pure
+//! parts: the rate limit ([`rate`]), the queue discipline ([`queue`]) and
+//! the retry policy ([`retry`]). The own Lease is written by
+//! [`crate::shard::lease`].
 
+pub mod bulk;
 pub mod gateway;
 pub mod queue;
 pub mod rate;

@@ -1,4 +1,4 @@
-//! Watches on CronJobs and Jobs, as kube-runtime watchers.
+//! Watches on CronJobs, Jobs and the ring's Leases, as kube-runtime watchers.
 //!
 //! Each watch runs as a task on the multi-threaded runtime and hands its
 //! events to a callback (the supervisor's mailbox). The watcher re-lists on
@@ -9,6 +9,7 @@
 //! by default), the initial list is a streaming list with bookmarks.
 
 use crate::reconcile::JobSummary;
+use crate::shard::membership::LeaseObservation;
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::ResourceLabels;
 use ::kube::runtime::WatchStreamExt;
@@ -16,6 +17,7 @@ use ::kube::runtime::watcher::{self, Event};
 use ::kube::{Api, Client, Resource};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::coordination::v1::Lease;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -74,17 +76,19 @@ pub struct JobFacts {
     /// The UID of its controller, if that is a CronJob (upstream's
     /// `resolveControllerRef` checks the kind, then the UID).
     pub owner_uid: Option<String>,
+    /// That CronJob's name: its ring key is `namespace/owner_name`.
+    pub owner_name: Option<String>,
     pub summary: JobSummary,
 }
 
 impl From<&Job> for JobFacts {
     fn from(job: &Job) -> Self {
+        let owner = crate::reconcile::controller_of(job).filter(|r| r.kind == "CronJob");
         Self {
             namespace: job.metadata.namespace.clone().unwrap_or_default(),
             uid: job.metadata.uid.clone().unwrap_or_default(),
-            owner_uid: crate::reconcile::controller_of(job)
-                .filter(|r| r.kind == "CronJob")
-                .map(|r| r.uid.clone()),
+            owner_uid: owner.map(|r| r.uid.clone()),
+            owner_name: owner.map(|r| r.name.clone()),
             summary: JobSummary::from(job),
         }
     }
@@ -105,7 +109,7 @@ where
 /// `map`, to `deliver`.
 fn spawn_watch<K, T>(
     api: Api<K>,
-    strategy: ListStrategy,
+    config: watcher::Config,
     resource: &'static str,
     metrics: Arc<Metrics>,
     map: fn(K) -> T,
@@ -116,9 +120,7 @@ where
     T: Send + 'static,
 {
     tokio::spawn(async move {
-        let mut events = watcher::watcher(api, strategy.config())
-            .default_backoff()
-            .boxed();
+        let mut events = watcher::watcher(api, config).default_backoff().boxed();
         while let Some(event) = events.next().await {
             match event {
                 Ok(event) => {
@@ -152,7 +154,7 @@ pub fn cronjobs(
 ) -> JoinHandle<()> {
     spawn_watch(
         api::<CronJob>(client, namespace),
-        strategy,
+        strategy.config(),
         "cronjobs",
         metrics,
         |cronjob| cronjob,
@@ -170,10 +172,29 @@ pub fn jobs(
 ) -> JoinHandle<()> {
     spawn_watch(
         api::<Job>(client, namespace),
-        strategy,
+        strategy.config(),
         "jobs",
         metrics,
         |job| JobFacts::from(&job),
+        deliver,
+    )
+}
+
+/// Watches the Leases of one ring (label selector `selector`) in `namespace`,
+/// as membership observations keyed by Lease name.
+pub fn leases(
+    client: Client,
+    namespace: &str,
+    selector: &str,
+    metrics: Arc<Metrics>,
+    deliver: impl FnMut(Event<(String, LeaseObservation)>) + Send + 'static,
+) -> JoinHandle<()> {
+    spawn_watch(
+        Api::<Lease>::namespaced(client, namespace),
+        watcher::Config::default().labels(selector).any_semantic(),
+        "leases",
+        metrics,
+        |lease| crate::shard::lease::observe(&lease),
         deliver,
     )
 }

@@ -19,7 +19,7 @@ mod go_time;
 mod parse;
 pub mod slots;
 
-pub use go_duration::DurationError;
+pub use go_duration::{DurationError, parse_go_duration};
 pub use go_time::format_rfc3339;
 pub use parse::{Field, FieldError, ParseError, ScheduleZone, ZoneError, load_named_zone, parse};
 

@@ -3,6 +3,11 @@
 //! deadline (shorter than the Lease duration), it stops acting before any
 //! peer can consider the Lease expired; a process that was frozen and wakes
 //! up late sees the deadline passed and writes nothing. Pure.
+//!
+//! Once lapsed, the fence stays shut until the supervisor has stopped every
+//! actor and calls [`Fence::rejoin`]: a renewal that happens to succeed
+//! right after a freeze must not let an actor that is still running (and
+//! whose CronJob a peer took over meanwhile) write again.
 
 use std::time::{Duration, Instant};
 
@@ -12,6 +17,17 @@ pub struct Fence {
     /// When the last renewal that the API server accepted was *sent*: the
     /// Lease is valid from no later than that moment.
     renewed_at: Option<Instant>,
+    lapsed: bool,
+}
+
+/// Where the fence stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FenceState {
+    /// Not renewed yet (starting, or rejoining after a lapse).
+    Waiting,
+    Valid,
+    /// The renew deadline passed: no writes until [`Fence::rejoin`].
+    Lapsed,
 }
 
 impl Fence {
@@ -21,24 +37,53 @@ impl Fence {
         Fence {
             renew_deadline,
             renewed_at: None,
+            lapsed: false,
         }
     }
 
     /// A renewal sent at `sent_at` was accepted. Measuring from the send,
     /// not the answer, keeps the judgement on the safe side of a slow reply.
+    /// Ignored while lapsed, including a lapse this renewal would hide: a
+    /// renewal sent after the deadline had passed does not reopen the fence.
     pub fn renewed(&mut self, sent_at: Instant) {
-        self.renewed_at = Some(self.renewed_at.map_or(sent_at, |t| t.max(sent_at)));
+        if self.check(sent_at) != FenceState::Lapsed {
+            self.renewed_at = Some(self.renewed_at.map_or(sent_at, |t| t.max(sent_at)));
+        }
     }
 
     /// Whether this replica may write at `now`.
     pub fn may_act(&self, now: Instant) -> bool {
-        self.renewed_at
-            .is_some_and(|at| now.saturating_duration_since(at) < self.renew_deadline)
+        !self.lapsed
+            && self
+                .renewed_at
+                .is_some_and(|at| now.saturating_duration_since(at) < self.renew_deadline)
+    }
+
+    /// The state at `now`; notices (and latches) a lapse.
+    pub fn check(&mut self, now: Instant) -> FenceState {
+        if self.lapsed {
+            return FenceState::Lapsed;
+        }
+        match self.renewed_at {
+            None => FenceState::Waiting,
+            Some(_) if self.may_act(now) => FenceState::Valid,
+            Some(_) => {
+                self.lapsed = true;
+                FenceState::Lapsed
+            }
+        }
+    }
+
+    /// Every actor has stopped after a lapse: renewals count again.
+    pub fn rejoin(&mut self) {
+        self.lapsed = false;
+        self.renewed_at = None;
     }
 
     /// Gives up the Lease (graceful exit): no more writes.
     pub fn release(&mut self) {
         self.renewed_at = None;
+        self.lapsed = true;
     }
 }
 
@@ -51,6 +96,7 @@ mod tests {
         let t0 = Instant::now();
         let mut fence = Fence::new(Duration::from_secs(10));
         assert!(!fence.may_act(t0), "never renewed");
+        assert_eq!(fence.check(t0), FenceState::Waiting);
         fence.renewed(t0);
         assert!(fence.may_act(t0 + Duration::from_millis(9_999)));
         assert!(
@@ -64,5 +110,22 @@ mod tests {
         assert!(fence.may_act(t0 + Duration::from_secs(17)));
         fence.release();
         assert!(!fence.may_act(t0 + Duration::from_secs(9)));
+    }
+
+    #[test]
+    fn a_lapse_holds_until_rejoin_even_if_a_renewal_then_succeeds() {
+        let t0 = Instant::now();
+        let mut fence = Fence::new(Duration::from_secs(10));
+        fence.renewed(t0);
+        assert_eq!(fence.check(t0 + Duration::from_secs(1)), FenceState::Valid);
+        let woke = t0 + Duration::from_secs(30);
+        // The first thing after waking is a renewal that succeeds.
+        fence.renewed(woke);
+        assert_eq!(fence.check(woke), FenceState::Lapsed);
+        assert!(!fence.may_act(woke), "renewed while actors may still run");
+        fence.rejoin();
+        assert_eq!(fence.check(woke), FenceState::Waiting);
+        fence.renewed(woke);
+        assert!(fence.may_act(woke + Duration::from_secs(1)));
     }
 }

@@ -22,6 +22,7 @@ pub enum JobRoute {
 struct Home {
     namespace: String,
     owner_uid: String,
+    owner_name: String,
 }
 
 #[derive(Default)]
@@ -41,6 +42,7 @@ impl JobIndex {
                 Home {
                     namespace: job.namespace,
                     owner_uid: owner.clone(),
+                    owner_name: job.owner_name.unwrap_or_default(),
                 },
             ),
             None => self.homes.remove(&job.uid),
@@ -89,8 +91,25 @@ impl JobIndex {
             .collect()
     }
 
-    /// Jobs remembered. Not read by the supervisor yet; issue 6's `/debug/shards`
-    /// and cost figures are meant to report it.
+    /// Whether the Job with this UID is remembered.
+    pub fn knows(&self, job_uid: &str) -> bool {
+        self.homes.contains_key(job_uid)
+    }
+
+    /// Forgets the Jobs (remembered or parked) of every CronJob that `keep`
+    /// (namespace, CronJob name) rejects: this replica no longer owns it.
+    pub fn retain_owners(&mut self, keep: impl Fn(&str, &str) -> bool) {
+        let parked = &mut self.parked;
+        self.homes.retain(|_, home| {
+            let kept = keep(&home.namespace, &home.owner_name);
+            if !kept {
+                parked.remove(&home.owner_uid);
+            }
+            kept
+        });
+    }
+
+    /// Jobs remembered (shown by `/debug/shards`).
     pub fn len(&self) -> usize {
         self.homes.len()
     }
@@ -130,6 +149,7 @@ mod tests {
             namespace: "ns".into(),
             uid: uid.into(),
             owner_uid: owner.map(str::to_owned),
+            owner_name: owner.map(|uid| format!("cronjob-{uid}")),
             summary: JobSummary {
                 name: format!("job-{uid}"),
                 uid: uid.into(),
@@ -233,5 +253,17 @@ mod tests {
         index.apply(other, running(&["c1"]));
         let seen = HashSet::from(["j1".to_owned()]);
         assert_eq!(index.gone_after_relist(|ns| ns == "ns", &seen), ["j2"]);
+    }
+
+    #[test]
+    fn jobs_of_cronjobs_no_longer_owned_are_forgotten_parked_or_not() {
+        let mut index = JobIndex::default();
+        index.apply(job("j1", Some("c1")), running(&["c1"]));
+        index.apply(job("j2", Some("c2")), running(&["c1"]));
+        index.retain_owners(|ns, name| ns == "ns" && name == "cronjob-c1");
+        assert!(index.knows("j1"));
+        assert!(!index.knows("j2"));
+        assert!(index.claim("c2").is_empty());
+        assert_eq!(index.len(), 1);
     }
 }

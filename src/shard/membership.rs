@@ -3,7 +3,11 @@
 //! `leaseDurationSeconds` of our observing it (as client-go's leader
 //! election judges a leader), so clock skew between replicas never matters:
 //! the renew time written in the Lease is only compared with itself.
-//! Pure: the caller feeds observations and the monotonic time.
+//! A deleted Lease is not taken as proof that its holder stopped: it stays
+//! live until its duration has passed without a renewal (the holder may
+//! still be acting, and re-creates it on its next renewal). Only a released
+//! Lease (no holder) ends membership at once. Pure: the caller feeds
+//! observations and the monotonic time.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -16,9 +20,8 @@ pub struct LeaseObservation {
     /// Anything that changes on every renewal (the resourceVersion).
     pub renewal: String,
     pub duration: Duration,
-    /// The view digest the member published (see [`view_digest`]).
-    ///
-    /// [`view_digest`]: super::view_digest
+    /// The view the member published: the members of the ring it acts on
+    /// (see [`super::handoff`]).
     pub view: Option<String>,
 }
 
@@ -27,6 +30,7 @@ struct Seen {
     lease: LeaseObservation,
     /// When we saw `lease.renewal` change last, on our clock.
     changed_at: Instant,
+    deleted: bool,
 }
 
 /// The member Leases as this replica has seen them.
@@ -40,28 +44,35 @@ impl Membership {
     /// expiry; an event that changes nothing (a re-list) does not.
     pub fn observe(&mut self, name: &str, lease: LeaseObservation, now: Instant) {
         match self.leases.get_mut(name) {
-            Some(seen) if seen.lease.renewal == lease.renewal => seen.lease = lease,
-            Some(seen) => {
-                *seen = Seen {
-                    lease,
-                    changed_at: now,
-                }
+            Some(seen) if seen.lease.renewal == lease.renewal => {
+                seen.lease = lease;
+                seen.deleted = false;
             }
-            None => {
+            _ => {
                 self.leases.insert(
                     name.to_owned(),
                     Seen {
                         lease,
                         changed_at: now,
+                        deleted: false,
                     },
                 );
             }
         }
     }
 
-    /// Lease `name` was deleted.
-    pub fn forget(&mut self, name: &str) {
-        self.leases.remove(name);
+    /// Lease `name` was deleted: its holder counts as live until the
+    /// Lease's duration has passed since its last renewal.
+    pub fn deleted(&mut self, name: &str) {
+        if let Some(seen) = self.leases.get_mut(name) {
+            seen.deleted = true;
+        }
+    }
+
+    /// Drops deleted Leases that have expired.
+    pub fn prune(&mut self, now: Instant) {
+        self.leases
+            .retain(|_, seen| !seen.deleted || Self::is_live(seen, now));
     }
 
     fn is_live(seen: &Seen, now: Instant) -> bool {
@@ -78,12 +89,36 @@ impl Membership {
             .collect()
     }
 
-    /// The view `member` has published, if its Lease is live at `now`.
-    pub fn view_of(&self, member: &str, now: Instant) -> Option<&str> {
+    /// The live members at `now` with the views they published.
+    pub fn live_views(&self, now: Instant) -> impl Iterator<Item = (&str, Option<&str>)> {
         self.leases
             .values()
-            .find(|seen| seen.lease.holder.as_deref() == Some(member) && Self::is_live(seen, now))
-            .and_then(|seen| seen.lease.view.as_deref())
+            .filter(move |seen| Self::is_live(seen, now))
+            .filter_map(|seen| Some((seen.lease.holder.as_deref()?, seen.lease.view.as_deref())))
+    }
+
+    /// The view `member` has published, if its Lease is live at `now`.
+    pub fn view_of(&self, member: &str, now: Instant) -> Option<&str> {
+        self.live_views(now)
+            .find(|(holder, _)| *holder == member)
+            .and_then(|(_, view)| view)
+    }
+
+    /// Every Lease seen, for `/debug/shards`: name, observation, time since
+    /// its last renewal was seen, liveness at `now`, deleted.
+    pub fn leases(
+        &self,
+        now: Instant,
+    ) -> impl Iterator<Item = (&str, &LeaseObservation, Duration, bool, bool)> {
+        self.leases.iter().map(move |(name, seen)| {
+            (
+                name.as_str(),
+                &seen.lease,
+                now.saturating_duration_since(seen.changed_at),
+                Self::is_live(seen, now),
+                seen.deleted,
+            )
+        })
     }
 }
 
@@ -118,7 +153,7 @@ mod tests {
     }
 
     #[test]
-    fn released_and_deleted_leases_are_gone_at_once() {
+    fn released_leases_are_gone_at_once_deleted_ones_when_they_expire() {
         let t0 = Instant::now();
         let mut m = Membership::default();
         m.observe("r0", lease("r0", "1", None), t0);
@@ -132,8 +167,15 @@ mod tests {
         );
         assert!(m.live(t0).is_empty());
         m.observe("r1", lease("r1", "1", None), t0);
-        m.forget("r1");
-        assert!(m.live(t0).is_empty());
+        m.deleted("r1");
+        m.prune(t0);
+        assert_eq!(m.live(t0), BTreeSet::from(["r1".to_string()]));
+        m.prune(t0 + D);
+        assert!(m.live(t0 + D).is_empty());
+        assert_eq!(m.leases(t0 + D).count(), 1, "r0's released Lease stays");
+        // Re-created by its holder: live again.
+        m.observe("r1", lease("r1", "7", None), t0 + D);
+        assert_eq!(m.live(t0 + D).len(), 1);
     }
 
     #[test]

@@ -1,15 +1,16 @@
-//! Horizontal sharding, so far its pure parts: the consistent-hash ring
-//! ([`ring`]), membership judged on this replica's monotonic clock
-//! ([`membership`]), self-fencing on the own Lease ([`fence`]) and the
-//! hand-off rule for gained keys ([`handoff`]).
-//! The [`supervisor`] starts and stops the actors and routes watch events
-//! to them; with one replica it runs every CronJob.
+//! Horizontal sharding. Pure parts: the consistent-hash ring ([`ring`]),
+//! membership judged on this replica's monotonic clock ([`membership`]),
+//! self-fencing on the own Lease ([`fence`]), the hand-off rule for owned
+//! keys ([`handoff`]) and the Job index ([`jobs`]). Imperative shell: the
+//! own Lease's keeper ([`lease`]), the [`supervisor`] that starts, stops
+//! and routes to the CronJob actors this replica owns, and `/debug/shards`
+//! ([`debug`]).
 
+pub mod debug;
 pub mod fence;
 pub mod handoff;
 pub mod jobs;
+pub mod lease;
 pub mod membership;
 pub mod ring;
 pub mod supervisor;
-
-pub use handoff::view_digest;

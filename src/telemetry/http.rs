@@ -26,15 +26,15 @@ impl Readiness {
     }
 }
 
-/// Binds `addr` (port 0 picks a free port) and returns the bound address
-/// with the server future to spawn.
-pub async fn bind(
-    addr: SocketAddr,
-    router: Router,
-) -> std::io::Result<(SocketAddr, impl Future<Output = std::io::Result<()>>)> {
-    let listener = TcpListener::bind(addr).await?;
-    let bound = listener.local_addr()?;
-    Ok((bound, async move { axum::serve(listener, router).await }))
+/// Binds `addr` (port 0 picks a free port), so that a busy port is an
+/// error at start-up, before the routes exist.
+pub async fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}
+
+/// Serves `router` on `listener` until the process ends.
+pub async fn serve(listener: TcpListener, router: Router) -> std::io::Result<()> {
+    axum::serve(listener, router).await
 }
 
 pub fn health_router(readiness: Arc<Readiness>) -> Router {

@@ -80,6 +80,36 @@ pub struct Metrics {
     pub queue_depth: Family<PriorityLabels, Gauge>,
     pub queue_wait: Family<PriorityLabels, Histogram, fn() -> Histogram>,
     pub watch_restarts: Family<ResourceLabels, Counter>,
+    pub ring_members: Gauge,
+    pub owned: Family<OwnedLabels, Gauge>,
+    pub rebalances: Counter,
+    pub keys_moved: Family<MovedLabels, Counter>,
+    pub handoff_wait: Histogram,
+    pub lease_valid: Gauge,
+}
+
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum OwnedState {
+    /// Its actor runs.
+    Running,
+    /// Ours under the view, waiting for the previous owner to let go.
+    Waiting,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OwnedLabels {
+    pub state: OwnedState,
+}
+
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum MoveDirection {
+    Gained,
+    Lost,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MovedLabels {
+    pub direction: MoveDirection,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -150,8 +180,50 @@ impl Metrics {
             "Full (re)lists of a watched resource: the first sync and every restart after an error or 410 Gone",
             watch_restarts.clone(),
         );
+        let ring_members = Gauge::default();
+        registry.register(
+            "ring_members",
+            "Members of the ring this replica acts on (0 while it acts on none)",
+            ring_members.clone(),
+        );
+        let owned = Family::<OwnedLabels, Gauge>::default();
+        registry.register(
+            "owned_cronjobs",
+            "CronJobs this replica owns under its view: running, or waiting for the previous owner",
+            owned.clone(),
+        );
+        let rebalances = Counter::default();
+        registry.register(
+            "rebalances",
+            "Changes of the ring this replica acts on",
+            rebalances.clone(),
+        );
+        let keys_moved = Family::<MovedLabels, Counter>::default();
+        registry.register(
+            "keys_moved",
+            "CronJobs gained or lost by this replica in rebalances",
+            keys_moved.clone(),
+        );
+        let handoff_wait = Histogram::new(millis_to_minute());
+        registry.register(
+            "handoff_wait_seconds",
+            "Time a gained CronJob waited for its previous owner to let go",
+            handoff_wait.clone(),
+        );
+        let lease_valid = Gauge::default();
+        registry.register(
+            "lease_valid",
+            "1 while this replica's own Lease is valid by its clock and it may write, else 0",
+            lease_valid.clone(),
+        );
         Self {
             registry,
+            ring_members,
+            owned,
+            rebalances,
+            keys_moved,
+            handoff_wait,
+            lease_valid,
             creation_skew,
             jobs_created,
             jobs_deleted,

@@ -1,0 +1,86 @@
+//! `/debug/shards`: the ring as this replica sees it, as JSON.
+//!
+//! `GET /debug/shards` reports the members (every Lease of the ring with
+//! its holder, whether it is live on this replica's clock and the digest of
+//! the view it published), this replica's view, how many CronJobs it owns,
+//! runs and waits for, and what it waits for. `?keys=true` adds the keys of
+//! the CronJobs whose actors run here (sorted), which the fault tests use
+//! to check that every CronJob runs on exactly one replica.
+
+use super::supervisor::Supervisor;
+use actix::prelude::*;
+use axum::Json;
+use axum::Router;
+use axum::extract::Query;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// Asks the supervisor for a [`ShardReport`].
+#[derive(Debug, Message)]
+#[rtype(result = "ShardReport")]
+pub struct DebugShards {
+    pub keys: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct MemberReport {
+    pub lease: String,
+    pub holder: Option<String>,
+    /// Renewed within its duration, as this replica's clock judges it.
+    pub live: bool,
+    /// Deleted; still live until it expires.
+    pub deleted: bool,
+    pub last_renewal_seen_ms: u64,
+    pub view_digest: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ShardReport {
+    pub replica: String,
+    pub ring: String,
+    /// Its own Lease is valid by its clock: it may write.
+    pub lease_valid: bool,
+    /// Its fence lapsed; it is stopping every actor before rejoining.
+    pub recovering: bool,
+    /// The members of the ring it acts on (empty: none yet).
+    pub view: Vec<String>,
+    pub view_digest: Option<String>,
+    /// The view has been handed to the Lease keeper.
+    pub published: bool,
+    pub members: Vec<MemberReport>,
+    /// CronJobs owned under the view: running plus waiting.
+    pub owned: usize,
+    pub running: usize,
+    pub waiting: usize,
+    /// Waiting CronJobs by what they wait for (a peer's name, or a reason).
+    pub waiting_for: HashMap<String, usize>,
+    /// Actors of lost keys still finishing a decision.
+    pub stopping: usize,
+    pub loads_in_flight: usize,
+    pub jobs_remembered: usize,
+    pub keys: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Params {
+    #[serde(default)]
+    keys: bool,
+}
+
+pub fn router(supervisor: Addr<Supervisor>) -> Router {
+    Router::new().route(
+        "/debug/shards",
+        get(move |Query(params): Query<Params>| {
+            let supervisor = supervisor.clone();
+            async move {
+                match supervisor.send(DebugShards { keys: params.keys }).await {
+                    Ok(report) => Json(report).into_response(),
+                    Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response(),
+                }
+            }
+        }),
+    )
+}

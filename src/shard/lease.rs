@@ -1,0 +1,278 @@
+//! This replica's own Lease: acquire it, renew it, publish the view on it,
+//! release it on a graceful exit. A tokio task; the supervisor talks to it
+//! through a [`Keeper`] handle and reads the shared [`Fence`] it feeds.
+//!
+//! Lease `<ring>.<replica id>` in the controller's namespace, labelled
+//! `shardcron.io/ring=<ring>`, `holderIdentity` = the replica id, the view
+//! in the annotation `shardcron.io/view` and the process's incarnation in
+//! `shardcron.io/incarnation`. Every write carries the resourceVersion last
+//! read, so a second process started with the same replica id is noticed
+//! (a 409 showing another incarnation) and ends this one, rather than both
+//! acting under one name. Lease writes bypass the gateway: they must not
+//! queue behind Job creates, and they are what keeps the fence open.
+
+use super::fence::Fence;
+use super::membership::LeaseObservation;
+use ::kube::api::{Api, PostParams};
+use ::kube::{Client, ResourceExt};
+use actix::Recipient;
+use actix::prelude::Message;
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+
+pub const RING_LABEL: &str = "shardcron.io/ring";
+pub const VIEW_ANNOTATION: &str = "shardcron.io/view";
+pub const INCARNATION_ANNOTATION: &str = "shardcron.io/incarnation";
+
+/// `--shard-*` settings.
+#[derive(Debug, Clone)]
+pub struct LeaseSettings {
+    pub namespace: String,
+    pub ring: String,
+    pub replica_id: String,
+    pub duration: Duration,
+    pub renew_period: Duration,
+    pub renew_deadline: Duration,
+}
+
+impl LeaseSettings {
+    pub fn lease_name(&self) -> String {
+        format!("{}.{}", self.ring, self.replica_id)
+    }
+
+    /// The label selector of the ring's Leases.
+    pub fn selector(&self) -> String {
+        format!("{RING_LABEL}={}", self.ring)
+    }
+}
+
+/// What a Lease tells the membership.
+pub fn observe(lease: &Lease) -> (String, LeaseObservation) {
+    let spec = lease.spec.as_ref();
+    let observation = LeaseObservation {
+        holder: spec
+            .and_then(|s| s.holder_identity.clone())
+            .filter(|h| !h.is_empty()),
+        renewal: lease.resource_version().unwrap_or_default(),
+        duration: Duration::from_secs(
+            spec.and_then(|s| s.lease_duration_seconds)
+                .unwrap_or(15)
+                .max(1) as u64,
+        ),
+        view: lease.annotations().get(VIEW_ANNOTATION).cloned(),
+    };
+    (lease.name_any(), observation)
+}
+
+/// Something the keeper could not resolve by itself.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub enum KeeperReport {
+    /// Another process with this replica id took the Lease over.
+    Usurped { incarnation: String },
+}
+
+enum Command {
+    Publish(String),
+    Release(oneshot::Sender<()>),
+}
+
+/// Handle on the keeper task.
+#[derive(Clone)]
+pub struct Keeper {
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl Keeper {
+    /// Writes `view` on the Lease now (and on every renewal after).
+    pub fn publish(&self, view: String) {
+        let _ = self.commands.send(Command::Publish(view));
+    }
+
+    /// Releases the Lease (no holder, no view) and ends the keeper; resolves
+    /// when the write is done or has failed.
+    pub async fn release(&self) {
+        let (done, released) = oneshot::channel();
+        if self.commands.send(Command::Release(done)).is_ok() {
+            let _ = released.await;
+        }
+    }
+}
+
+/// Starts the keeper on the current tokio runtime.
+pub fn start(
+    client: Client,
+    settings: LeaseSettings,
+    fence: Arc<Mutex<Fence>>,
+    reports: Recipient<KeeperReport>,
+) -> Keeper {
+    let (commands, received) = mpsc::unbounded_channel();
+    tokio::spawn(keep(client, settings, fence, reports, received));
+    Keeper { commands }
+}
+
+fn incarnation() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let seed = format!("{}-{nanos}", std::process::id());
+    format!("{:016x}", twox_hash::XxHash64::oneshot(0, seed.as_bytes()))
+}
+
+struct State {
+    api: Api<Lease>,
+    settings: LeaseSettings,
+    incarnation: String,
+    /// The Lease as last written or read (its resourceVersion is the precondition).
+    current: Option<Lease>,
+    view: Option<String>,
+    /// A write of ours has succeeded: from now on another incarnation is a usurper.
+    acquired: bool,
+}
+
+enum RenewError {
+    Api(::kube::Error),
+    KeptChanging,
+    Usurped(String),
+}
+
+impl State {
+    fn desired(&self, base: Option<&Lease>, holder: Option<&str>) -> Lease {
+        let now = MicroTime(Timestamp::now());
+        let mut lease = base.cloned().unwrap_or_else(|| Lease {
+            metadata: ObjectMeta {
+                name: Some(self.settings.lease_name()),
+                namespace: Some(self.settings.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: None,
+        });
+        lease
+            .labels_mut()
+            .insert(RING_LABEL.to_owned(), self.settings.ring.clone());
+        let annotations: &mut BTreeMap<String, String> = lease.annotations_mut();
+        annotations.insert(INCARNATION_ANNOTATION.to_owned(), self.incarnation.clone());
+        match (&self.view, holder) {
+            (Some(view), Some(_)) => annotations.insert(VIEW_ANNOTATION.to_owned(), view.clone()),
+            _ => annotations.remove(VIEW_ANNOTATION),
+        };
+        let mut spec = lease.spec.take().unwrap_or_default();
+        if spec.holder_identity.as_deref() != holder {
+            spec.acquire_time = holder.map(|_| now.clone());
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        spec.holder_identity = holder.map(str::to_owned);
+        spec.lease_duration_seconds = Some(self.settings.duration.as_secs().max(1) as i32);
+        spec.renew_time = Some(now);
+        lease.spec = Some(LeaseSpec { ..spec });
+        lease
+    }
+
+    /// One write of the Lease with `holder`; re-reads once on a conflict.
+    async fn write(&mut self, holder: Option<&str>) -> Result<(), RenewError> {
+        let name = self.settings.lease_name();
+        for _ in 0..2 {
+            let base = match self.current.take() {
+                Some(lease) => Some(lease),
+                None => self.api.get_opt(&name).await.map_err(RenewError::Api)?,
+            };
+            if let Some(lease) = &base {
+                let theirs = lease.annotations().get(INCARNATION_ANNOTATION);
+                let held_by_us = lease
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.holder_identity.as_deref())
+                    == Some(self.settings.replica_id.as_str());
+                if self.acquired && held_by_us && theirs.is_some_and(|t| *t != self.incarnation) {
+                    return Err(RenewError::Usurped(theirs.cloned().unwrap_or_default()));
+                }
+            }
+            let desired = self.desired(base.as_ref(), holder);
+            let result = match base {
+                Some(_) => {
+                    self.api
+                        .replace(&name, &PostParams::default(), &desired)
+                        .await
+                }
+                None => self.api.create(&PostParams::default(), &desired).await,
+            };
+            match result {
+                Ok(written) => {
+                    self.current = Some(written);
+                    self.acquired = true;
+                    return Ok(());
+                }
+                // Changed (or deleted, or created) behind our back: read again.
+                Err(::kube::Error::Api(status)) if matches!(status.code, 404 | 409) => {}
+                Err(error) => return Err(RenewError::Api(error)),
+            }
+        }
+        Err(RenewError::KeptChanging)
+    }
+}
+
+async fn keep(
+    client: Client,
+    settings: LeaseSettings,
+    fence: Arc<Mutex<Fence>>,
+    reports: Recipient<KeeperReport>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+) {
+    let mut state = State {
+        api: Api::namespaced(client, &settings.namespace),
+        incarnation: incarnation(),
+        current: None,
+        view: None,
+        acquired: false,
+        settings,
+    };
+    let attempt_timeout = state.settings.renew_period.max(Duration::from_secs(1));
+    let mut ticks = tokio::time::interval(state.settings.renew_period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            command = commands.recv() => match command {
+                Some(Command::Publish(view)) => state.view = Some(view),
+                Some(Command::Release(done)) => {
+                    fence.lock().unwrap_or_else(|e| e.into_inner()).release();
+                    match tokio::time::timeout(attempt_timeout, state.write(None)).await {
+                        Ok(Ok(())) => tracing::info!(lease = %state.settings.lease_name(), "released the Lease"),
+                        _ => tracing::warn!(lease = %state.settings.lease_name(), "could not release the Lease; peers take over when it expires"),
+                    }
+                    let _ = done.send(());
+                    return;
+                }
+                None => return,
+            },
+        }
+        let sent_at = Instant::now();
+        let replica = state.settings.replica_id.clone();
+        match tokio::time::timeout(attempt_timeout, state.write(Some(&replica))).await {
+            Ok(Ok(())) => fence
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .renewed(sent_at),
+            Ok(Err(RenewError::Usurped(incarnation))) => {
+                fence.lock().unwrap_or_else(|e| e.into_inner()).release();
+                reports.do_send(KeeperReport::Usurped { incarnation });
+                return;
+            }
+            Ok(Err(RenewError::Api(error))) => {
+                tracing::warn!(%error, "could not renew the Lease");
+            }
+            Ok(Err(RenewError::KeptChanging)) => {
+                tracing::warn!("could not renew the Lease: it changed under every write");
+            }
+            Err(_) => {
+                state.current = None;
+                tracing::warn!(timeout = ?attempt_timeout, "renewing the Lease timed out");
+            }
+        }
+    }
+}
