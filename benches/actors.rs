@@ -172,6 +172,7 @@ fn main() {
             reports: Counter(armed.clone()).start().recipient(),
             metrics,
             default_zone: jiff::tz::TimeZone::UTC,
+            replica: "bench".into(),
         });
         let arbiters: Vec<Arbiter> = (0..2).map(|_| Arbiter::new()).collect();
         tokio::time::sleep(Duration::from_millis(200)).await;

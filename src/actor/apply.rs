@@ -33,7 +33,14 @@ pub struct Shared {
     pub reports: actix::Recipient<super::cronjob::Report>,
     pub metrics: Arc<Metrics>,
     pub default_zone: TimeZone,
+    /// This replica's id, written on the Jobs it creates ([`CREATED_BY_ANNOTATION`]).
+    pub replica: String,
 }
+
+/// Names the replica that created a Job: which replica acted on a slot is
+/// visible from the API server's own records (a departure from upstream,
+/// which has one controller and writes nothing of the kind).
+pub const CREATED_BY_ANNOTATION: &str = "shardcron.io/created-by";
 
 /// The state a decision starts from.
 pub struct Snapshot {
@@ -121,8 +128,12 @@ pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp)
 
     let mut created = None;
     if let Some(create) = plan.create.as_ref().filter(|_| !replace_failed)
-        && let Some(job) = create.job.clone()
+        && let Some(mut job) = create.job.clone()
     {
+        job.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(CREATED_BY_ANNOTATION.to_owned(), ctx.replica.clone());
         let (result, label) = match ctx.gateway.create_job(namespace, job).await {
             Ok(job) => {
                 let skew = Timestamp::now().duration_since(create.scheduled_time);

@@ -234,6 +234,7 @@ async fn start(
                 reports: ctx.address().recipient(),
                 metrics,
                 default_zone,
+                replica: settings.replica_id.clone(),
             });
             let keeper = lease::start(
                 client.clone(),

@@ -61,6 +61,9 @@ pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> 
 pub struct Controller {
     child: Option<Child>,
     pub namespace: String,
+    /// `--replica-id`; `--shard-ring-name` is `ring`.
+    pub replica: String,
+    pub ring: String,
     kubeconfig: PathBuf,
     pub log: PathBuf,
     pub health: SocketAddr,
@@ -75,28 +78,91 @@ impl Controller {
         Self::start_with(cluster, namespace, &[]).await
     }
 
+    /// One replica alone in its ring (the ring is named after the namespace).
     pub async fn start_with(cluster: &Cluster, namespace: &str, extra_args: &[&str]) -> Controller {
+        let mut controller = Self::replica(cluster, namespace, namespace, "r0", extra_args).await;
+        controller.spawn();
+        controller.wait_ready().await;
+        controller
+    }
+
+    /// Replica `replica` of ring `ring`, not started yet. Its kubeconfig
+    /// (the ServiceAccount's) can be pointed elsewhere with [`Self::set_server`].
+    pub async fn replica(
+        cluster: &Cluster,
+        namespace: &str,
+        ring: &str,
+        replica: &str,
+        extra_args: &[&str],
+    ) -> Controller {
         apply_deploy(cluster);
         let kubeconfig = cluster
             .dir()
-            .join(format!("controller-{namespace}.kubeconfig"));
+            .join(format!("controller-{namespace}-{replica}.kubeconfig"));
         let yaml = cluster
             .service_account_kubeconfig(CONTROLLER_NAMESPACE, SERVICE_ACCOUNT)
             .await;
         std::fs::write(&kubeconfig, yaml).expect("write the controller's kubeconfig");
-        let mut controller = Controller {
+        Controller {
             child: None,
             namespace: namespace.to_owned(),
-            log: cluster.dir().join(format!("shardcron-{namespace}.log")),
+            replica: replica.to_owned(),
+            ring: ring.to_owned(),
+            log: cluster
+                .dir()
+                .join(format!("shardcron-{namespace}-{replica}.log")),
             kubeconfig,
             health: free_port(),
             metrics: free_port(),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             starts: 0,
-        };
-        controller.spawn();
-        controller.wait_ready().await;
-        controller
+        }
+    }
+
+    /// Points the kubeconfig at `server` (say, a proxy) instead of the API server.
+    pub fn set_server(&self, server: &str) {
+        let yaml = std::fs::read_to_string(&self.kubeconfig).expect("read kubeconfig");
+        let rewritten: String = yaml
+            .lines()
+            .map(|line| match line.split_once("server: ") {
+                Some((indent, _)) => format!("{indent}server: {server}\n"),
+                None => format!("{line}\n"),
+            })
+            .collect();
+        std::fs::write(&self.kubeconfig, rewritten).expect("write kubeconfig");
+    }
+
+    /// The API server's URL in the kubeconfig.
+    pub fn server(&self) -> String {
+        let yaml = std::fs::read_to_string(&self.kubeconfig).expect("read kubeconfig");
+        yaml.lines()
+            .find_map(|line| Some(line.split_once("server: ")?.1.trim().to_owned()))
+            .expect("a server in the kubeconfig")
+    }
+
+    /// Starts the process (see [`Self::replica`]) without waiting.
+    pub fn launch(&mut self) {
+        assert!(self.child.is_none(), "already running");
+        self.spawn();
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Sends a signal (`STOP`, `CONT`, ...) to the process.
+    pub fn signal(&self, name: &str) {
+        if let Some(child) = &self.child {
+            signal(child, name);
+        }
+    }
+
+    /// `/debug/shards?keys=true`, if the process answers.
+    pub fn shards(&self) -> Option<shardcron::shard::debug::ShardReport> {
+        match http_get(self.metrics, "/debug/shards?keys=true") {
+            Ok((200, body)) => serde_json::from_str(&body).ok(),
+            _ => None,
+        }
     }
 
     fn spawn(&mut self) {
@@ -111,6 +177,8 @@ impl Controller {
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .args(["--namespace", &self.namespace])
+            .args(["--replica-id", &self.replica])
+            .args(["--shard-ring-name", &self.ring])
             .arg(format!("--metrics-bind-address={}", self.metrics))
             .arg(format!("--health-probe-bind-address={}", self.health))
             .args(&self.extra_args)

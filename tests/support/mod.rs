@@ -28,6 +28,8 @@ pub fn local_binary(name: &str) -> PathBuf {
 
 pub mod cluster;
 pub mod controller;
+pub mod fleet;
+pub mod proxy;
 pub mod scenario;
 
 /// Runs the built `shardcron` binary with `args`.

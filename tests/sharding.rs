@@ -1,0 +1,268 @@
+//! Fault tests of the sharded controller: several `shardcron run` replicas
+//! (separate processes, each as the controller's ServiceAccount) share one
+//! ring over a steady load of CronJobs firing every minute, and one fault
+//! is injected per test. After each, the invariants are checked from the
+//! API server's own records: no two Jobs for one CronJob and slot, a Job
+//! for every slot in the window, and (from every replica's `/debug/shards`)
+//! each CronJob run by exactly one live replica. Figures are printed and
+//! appended to target/test-figures/sharding.txt.
+//!
+//! The API server restart is in tests/apiserver_restart.rs (its own
+//! control plane).
+
+mod support;
+
+use jiff::{Timestamp, ToSpan};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DeleteParams};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+use support::controller::CONTROLLER_NAMESPACE;
+use support::fleet::*;
+use support::proxy::Proxy;
+
+const CRONJOBS: usize = 12;
+
+/// Delay of a slot no fault touched: creationTimestamp has 1 s resolution,
+/// and the machine runs many tests at once.
+const UNDISTURBED: i64 = 3;
+
+fn max_delay<'a>(slots: impl IntoIterator<Item = &'a Slot>) -> i64 {
+    slots.into_iter().map(Slot::delay).max().unwrap_or(0)
+}
+
+fn creates(replica: &support::controller::Controller) -> f64 {
+    replica
+        .metrics_text()
+        .lines()
+        .filter(|l| l.starts_with("shardcron_api_requests_total{verb=\"create\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_replicas_cronjobs_resume_within_the_lease_duration() {
+    let mut fleet = Fleet::new("shard-sigkill", 3, CRONJOBS).await;
+    let victim = 1;
+    let at = at_second(50, Duration::from_secs(5)).await;
+    let affected = fleet.keys_of(victim);
+    let killed = Timestamp::now();
+    fleet.replicas[victim].kill();
+    let slot = next_minute(at);
+
+    let slots = fleet.all_slots_through(slot + 60.seconds()).await;
+    let (hit, spared): (Vec<&Slot>, Vec<&Slot>) = slots
+        .iter()
+        .filter(|s| s.scheduled == slot)
+        .partition(|s| affected.contains(&s.cronjob));
+    let resumed = hit
+        .iter()
+        .map(|s| s.created.as_second() - killed.as_second())
+        .max()
+        .unwrap_or(0);
+    fleet.figure(&format!(
+        "killed r1 owning {} of {CRONJOBS}; its slot resumed {resumed} s after the kill (bound {} s), max delay {} s; others' max delay {} s",
+        affected.len(),
+        LEASE.as_secs() + 2,
+        max_delay(hit.iter().copied()),
+        max_delay(spared.iter().copied())
+    ));
+    assert!(!affected.is_empty(), "r1 owned nothing");
+    assert!(resumed <= LEASE.as_secs() as i64 + 2, "{hit:?}");
+    assert!(max_delay(spared.iter().copied()) <= UNDISTURBED, "{spared:?}");
+    assert!(hit.iter().all(|s| s.created_by != "r1"));
+    fleet.converged(Duration::from_secs(30)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_frozen_replica_writes_nothing_for_the_keys_it_lost() {
+    let fleet = Fleet::new("shard-sigstop", 3, CRONJOBS).await;
+    let victim = &fleet.replicas[1];
+    let at = at_second(45, Duration::from_secs(5)).await;
+    let lost = fleet.keys_of(1);
+    let creates_before = creates(victim);
+    victim.signal("STOP");
+    let frozen = Instant::now();
+    // Frozen across the next slot, for twice the Lease duration.
+    tokio::time::sleep(2 * LEASE).await;
+    victim.signal("CONT");
+    let woke = Timestamp::now();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let creates_after_waking = creates(victim) - creates_before;
+
+    let slot = next_minute(at);
+    let slots = fleet.all_slots_through(slot + 60.seconds()).await;
+    let during: Vec<&Slot> = slots.iter().filter(|s| s.scheduled == slot).collect();
+    fleet.figure(&format!(
+        "r1 frozen {:.0} s over a slot; {} of its {} CronJobs taken over, max delay {} s; create requests by r1 in the 10 s after waking: {creates_after_waking}",
+        frozen.elapsed().as_secs_f64() - 10.0,
+        during.iter().filter(|s| lost.contains(&s.cronjob)).count(),
+        lost.len(),
+        max_delay(during.iter().copied()),
+    ));
+    assert!(!lost.is_empty(), "r1 owned nothing");
+    assert_eq!(
+        creates_after_waking, 0.0,
+        "the woken replica tried to create Jobs (the slot it slept through)"
+    );
+    assert!(
+        during.iter().all(|s| s.created_by != "r1"),
+        "r1 created a Job while frozen or just after: {during:?} (woke at {woke})"
+    );
+    fleet.converged(Duration::from_secs(30)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_cut_from_the_api_server_stops_acting_and_is_replaced() {
+    let mut fleet = Fleet::new("shard-cut", 2, CRONJOBS).await;
+    // r2 reaches the API server only through a proxy the test controls.
+    let mut cut_off = fleet.prepare(2).await;
+    let upstream: std::net::SocketAddr = cut_off
+        .server()
+        .trim_start_matches("https://")
+        .parse()
+        .expect("the API server's address");
+    let proxy = Proxy::start(upstream).await;
+    cut_off.set_server(&format!("https://{}", proxy.addr));
+    cut_off.launch();
+    cut_off.wait_ready().await;
+    fleet.replicas.push(cut_off);
+    fleet.converged(Duration::from_secs(60)).await;
+
+    let at = at_second(40, Duration::from_secs(5)).await;
+    let lost = fleet.keys_of(2);
+    proxy.cut();
+    let cut = Instant::now();
+    let fenced = support::eventually("r2 to stop acting", Duration::from_secs(20), || async {
+        let report = fleet.replicas[2].shards()?;
+        (!report.lease_valid).then(|| cut.elapsed())
+    })
+    .await;
+    let slot = next_minute(at);
+    let slots = fleet.all_slots_through(slot).await;
+    let during: Vec<&Slot> = slots.iter().filter(|s| s.scheduled == slot).collect();
+    proxy.restore();
+    let restored = Instant::now();
+    let rejoined = fleet.converged(Duration::from_secs(60)).await;
+    fleet.figure(&format!(
+        "r2 cut: stopped acting {:.1} s after the cut (renew deadline 10 s); its {} CronJobs' slot max delay {} s; rejoined {:.1} s after the proxy came back",
+        fenced.as_secs_f64(),
+        lost.len(),
+        max_delay(during.iter().filter(|s| lost.contains(&s.cronjob)).copied()),
+        restored.elapsed().as_secs_f64().min(rejoined.as_secs_f64()),
+    ));
+    assert!(!lost.is_empty(), "r2 owned nothing");
+    assert!(fenced <= Duration::from_secs(12), "fenced after {fenced:?}");
+    assert!(during.iter().all(|s| s.created_by != "r2"), "{during:?}");
+    assert!(max_delay(during.iter().copied()) <= UNDISTURBED, "{during:?}");
+    let next = next_minute(Timestamp::now() + 5.seconds());
+    fleet.all_slots_through(next).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scaling_1_3_5_2_keeps_every_slot_once() {
+    let mut fleet = Fleet::new("shard-scale", 1, CRONJOBS).await;
+    let mut figures = Vec::new();
+    for target in [3usize, 5, 2] {
+        at_second(15, Duration::from_secs(1)).await;
+        let before = fleet.owners();
+        let started = Instant::now();
+        while fleet.live().count() < target {
+            fleet.add().await;
+        }
+        let running: Vec<usize> = (0..fleet.replicas.len())
+            .filter(|&i| fleet.replicas[i].is_running())
+            .collect();
+        for &i in running.iter().skip(target) {
+            let status = fleet.replicas[i].stop().expect("running");
+            assert!(status.success(), "r{i} exited with {status}");
+        }
+        let converged = fleet.converged(Duration::from_secs(60)).await;
+        let took = started.elapsed().max(converged);
+        let after = fleet.owners();
+        let moved = after.iter().filter(|(k, o)| before.get(*k) != Some(o)).count();
+        figures.push(format!(
+            "-> {target}: converged in {:.1} s, {moved} of {CRONJOBS} CronJobs moved",
+            took.as_secs_f64(),
+        ));
+        let slot = next_minute(Timestamp::now());
+        fleet.all_slots_through(slot).await;
+    }
+    let slots = fleet.slots().await;
+    fleet.figure(&format!(
+        "scale 1 -> 3 -> 5 -> 2 with {CRONJOBS} CronJobs: {}; {} slots, max delay {} s",
+        figures.join("; "),
+        slots.len(),
+        max_delay(&slots)
+    ));
+    assert!(max_delay(&slots) <= UNDISTURBED, "{slots:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rolling_restart_hands_off_at_once() {
+    let mut fleet = Fleet::new("shard-rolling", 3, CRONJOBS).await;
+    let mut handoffs = Vec::new();
+    for i in 0..3 {
+        let stopped = Instant::now();
+        let status = fleet.replicas[i].stop().expect("running");
+        assert!(status.success(), "r{i} exited with {status}");
+        let handoff = fleet.converged(Duration::from_secs(30)).await;
+        handoffs.push(handoff.min(stopped.elapsed()));
+        fleet.replicas[i].launch();
+        fleet.replicas[i].wait_ready().await;
+        fleet.converged(Duration::from_secs(30)).await;
+    }
+    let last = next_minute(Timestamp::now());
+    let slots = fleet.all_slots_through(last).await;
+    let worst = handoffs.iter().max().copied().unwrap_or_default();
+    fleet.figure(&format!(
+        "rolling restart of 3: hand-offs {:?} (Lease duration {} s); {} slots, max delay {} s",
+        handoffs
+            .iter()
+            .map(|d| format!("{:.1} s", d.as_secs_f64()))
+            .collect::<Vec<_>>(),
+        LEASE.as_secs(),
+        slots.len(),
+        max_delay(&slots)
+    ));
+    assert!(worst < Duration::from_secs(5), "a hand-off waited {worst:?}");
+    assert!(max_delay(&slots) <= UNDISTURBED, "{slots:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_deleted_by_hand_is_recreated_and_nobody_takes_over() {
+    let fleet = Fleet::new("shard-lease-deleted", 3, CRONJOBS).await;
+    let leases: Api<Lease> = Api::namespaced(fleet.admin.clone(), CONTROLLER_NAMESPACE);
+    let name = format!("{}.r1", fleet.ns.name);
+    let at = at_second(40, Duration::from_secs(5)).await;
+    let owned = fleet.keys_of(1);
+    leases
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete r1's Lease");
+    let deleted = Instant::now();
+    let recreated = support::eventually("r1's Lease again", Duration::from_secs(10), || async {
+        leases.get_opt(&name).await.ok().flatten().map(|_| deleted.elapsed())
+    })
+    .await;
+    let slot = next_minute(at);
+    let slots = fleet.all_slots_through(slot).await;
+    let during: Vec<&Slot> = slots.iter().filter(|s| s.scheduled == slot).collect();
+    fleet.figure(&format!(
+        "r1's Lease deleted: re-created after {:.1} s; slot max delay {} s",
+        recreated.as_secs_f64(),
+        max_delay(during.iter().copied())
+    ));
+    let by_r1: BTreeSet<&str> = during
+        .iter()
+        .filter(|s| s.created_by == "r1")
+        .map(|s| s.cronjob.as_str())
+        .collect();
+    assert_eq!(
+        by_r1,
+        owned.iter().map(String::as_str).collect(),
+        "r1 kept its CronJobs"
+    );
+    assert!(max_delay(during.iter().copied()) <= UNDISTURBED, "{during:?}");
+    fleet.converged(Duration::from_secs(30)).await;
+}

@@ -1,0 +1,266 @@
+//! A ring of replicas for the fault tests: one namespace, N `shardcron run`
+//! processes (`r0`, `r1`, ...) sharing a ring named after the namespace,
+//! each as the controller's ServiceAccount, and a steady load of CronJobs
+//! firing every minute. The invariants are checked from the API server's
+//! own records (the Jobs) and from every replica's `/debug/shards`.
+
+use super::cluster::{Cluster, TestNamespace};
+use super::controller::Controller;
+use super::eventually;
+use super::scenario::{SCHEDULED_ANNOTATION, cronjob, name_of, scheduled_time};
+use jiff::{Timestamp, ToSpan};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use kube::Client;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+pub const CREATED_BY: &str = "shardcron.io/created-by";
+/// The Lease duration (the default) and the bound on a takeover.
+pub const LEASE: Duration = Duration::from_secs(15);
+
+pub struct Fleet {
+    pub ns: TestNamespace,
+    pub admin: Client,
+    pub jobs: Api<Job>,
+    pub replicas: Vec<Controller>,
+    pub names: Vec<String>,
+    /// The first slot every CronJob must have a Job for.
+    pub first_slot: Timestamp,
+    test: String,
+}
+
+/// One slot's Job as the API server recorded it.
+#[derive(Debug, Clone)]
+pub struct Slot {
+    pub cronjob: String,
+    pub scheduled: Timestamp,
+    pub created: Timestamp,
+    pub created_by: String,
+}
+
+impl Slot {
+    /// Seconds from the slot to the Job's creation (1 s resolution).
+    pub fn delay(&self) -> i64 {
+        self.created.as_second() - self.scheduled.as_second()
+    }
+}
+
+impl Fleet {
+    /// `replicas` replicas (ready), then `cronjobs` CronJobs at `*/1 * * * *`.
+    pub async fn new(test: &str, replicas: usize, cronjobs: usize) -> Fleet {
+        let cluster = Cluster::shared();
+        let ns = cluster.namespace(test).await;
+        let admin = cluster.admin().await;
+        let mut fleet = Fleet {
+            jobs: Api::namespaced(admin.clone(), &ns.name),
+            admin,
+            ns,
+            replicas: Vec::new(),
+            names: (0..cronjobs).map(|i| format!("c{i:02}")).collect(),
+            first_slot: Timestamp::UNIX_EPOCH,
+            test: test.to_owned(),
+        };
+        for _ in 0..replicas {
+            fleet.add().await;
+        }
+        let cronjobs_api: Api<CronJob> = Api::namespaced(fleet.admin.clone(), &fleet.ns.name);
+        for name in &fleet.names {
+            // Pods succeed after 1 s (kwok); every Job is kept for the checks.
+            let spec = json!({"successfulJobsHistoryLimit": 100, "failedJobsHistoryLimit": 100});
+            cronjobs_api
+                .create(
+                    &PostParams::default(),
+                    &cronjob(name, "*/1 * * * *", spec, json!({})),
+                )
+                .await
+                .expect("create CronJob");
+        }
+        fleet.first_slot = next_minute(Timestamp::now() + 5.seconds());
+        fleet.converged(Duration::from_secs(60)).await;
+        fleet
+    }
+
+    /// Starts one more replica and waits until it is ready.
+    pub async fn add(&mut self) -> usize {
+        let index = self.replicas.len();
+        let mut replica = self.prepare(index).await;
+        replica.launch();
+        replica.wait_ready().await;
+        self.replicas.push(replica);
+        index
+    }
+
+    /// Replica `index`, prepared but not started (to point it at a proxy first).
+    pub async fn prepare(&self, index: usize) -> Controller {
+        Controller::replica(
+            Cluster::shared(),
+            &self.ns.name,
+            &self.ns.name,
+            &format!("r{index}"),
+            &[],
+        )
+        .await
+    }
+
+    pub fn live(&self) -> impl Iterator<Item = &Controller> {
+        self.replicas.iter().filter(|r| r.is_running())
+    }
+
+    /// Waits until every running replica acts on the ring of exactly the
+    /// running replicas, nothing waits or stops, and every CronJob runs on
+    /// exactly one replica. Returns how long that took.
+    pub async fn converged(&self, timeout: Duration) -> Duration {
+        let started = Instant::now();
+        let expected: BTreeSet<String> = self.live().map(|r| r.replica.clone()).collect();
+        let all: BTreeSet<String> = self
+            .names
+            .iter()
+            .map(|n| format!("{}/{n}", self.ns.name))
+            .collect();
+        let what = format!("every CronJob on exactly one of {expected:?}");
+        eventually(&what, timeout, || async {
+            let mut owners: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for replica in self.live() {
+                let report = replica.shards()?;
+                let view: BTreeSet<String> = report.view.iter().cloned().collect();
+                if view != expected || report.waiting > 0 || report.stopping > 0 {
+                    return None;
+                }
+                for key in report.keys.unwrap_or_default() {
+                    owners.entry(key).or_default().push(replica.replica.clone());
+                }
+            }
+            let keys: BTreeSet<String> = owners.keys().cloned().collect();
+            (keys == all && owners.values().all(|o| o.len() == 1)).then_some(())
+        })
+        .await;
+        started.elapsed()
+    }
+
+    /// Which replica runs each CronJob now (by name).
+    pub fn owners(&self) -> BTreeMap<String, String> {
+        let mut owners = BTreeMap::new();
+        for replica in self.live() {
+            for key in replica.shards().and_then(|r| r.keys).unwrap_or_default() {
+                let name = key.rsplit('/').next().unwrap_or_default().to_owned();
+                owners.insert(name, replica.replica.clone());
+            }
+        }
+        owners
+    }
+
+    /// The keys replica `index` runs now.
+    pub fn keys_of(&self, index: usize) -> BTreeSet<String> {
+        self.replicas[index]
+            .shards()
+            .and_then(|r| r.keys)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|key| key.rsplit('/').next().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    /// Every Job of the namespace as a slot record; asserts that no two
+    /// Jobs share a CronJob and a slot.
+    pub async fn slots(&self) -> Vec<Slot> {
+        let jobs = self.jobs.list(&ListParams::default()).await.expect("list Jobs");
+        let mut seen = BTreeSet::new();
+        let mut slots = Vec::new();
+        for job in &jobs.items {
+            let annotations = job.metadata.annotations.clone().unwrap_or_default();
+            if !annotations.contains_key(SCHEDULED_ANNOTATION) {
+                continue;
+            }
+            let name = name_of(job);
+            let cronjob = name.rsplit_once('-').map_or(name.clone(), |(c, _)| c.to_owned());
+            let scheduled = scheduled_time(job);
+            assert!(
+                seen.insert((cronjob.clone(), scheduled)),
+                "two Jobs for {cronjob} at {scheduled}"
+            );
+            slots.push(Slot {
+                cronjob,
+                scheduled,
+                created: job
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map(|t| t.0)
+                    .expect("creationTimestamp"),
+                created_by: annotations.get(CREATED_BY).cloned().unwrap_or_default(),
+            });
+        }
+        slots
+    }
+
+    /// Waits until every CronJob has its Job for every slot from the first
+    /// up to `last`, then returns the slots (no duplicates, none missing).
+    pub async fn all_slots_through(&self, last: Timestamp) -> Vec<Slot> {
+        let budget = (last.as_second() - Timestamp::now().as_second()).max(0) as u64 + 40;
+        let expected: BTreeSet<(String, Timestamp)> = self
+            .names
+            .iter()
+            .flat_map(|name| {
+                minutes(self.first_slot, last).map(move |slot| (name.clone(), slot))
+            })
+            .collect();
+        eventually(
+            &format!("a Job for every slot from {} to {last}", self.first_slot),
+            Duration::from_secs(budget),
+            || async {
+                let slots = self.slots().await;
+                let have: BTreeSet<(String, Timestamp)> = slots
+                    .iter()
+                    .map(|s| (s.cronjob.clone(), s.scheduled))
+                    .collect();
+                expected.is_subset(&have).then_some(slots)
+            },
+        )
+        .await
+        .into_iter()
+        .filter(|s| s.scheduled >= self.first_slot && s.scheduled <= last)
+        .collect()
+    }
+
+    /// Records a figure: printed, and appended to target/test-figures/sharding.txt.
+    pub fn figure(&self, text: &str) {
+        let line = format!("{}: {text}", self.test);
+        println!("{line}");
+        let dir = super::repo_root().join("target/test-figures");
+        let _ = std::fs::create_dir_all(&dir);
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("sharding.txt"))
+        {
+            let _ = writeln!(file, "{line}");
+        }
+    }
+}
+
+/// The first minute boundary strictly after `t`.
+pub fn next_minute(t: Timestamp) -> Timestamp {
+    Timestamp::from_second((t.as_second() / 60 + 1) * 60).expect("in range")
+}
+
+/// Minute boundaries from `first` through `last`.
+pub fn minutes(first: Timestamp, last: Timestamp) -> impl Iterator<Item = Timestamp> {
+    (first.as_second() / 60..=last.as_second() / 60)
+        .map(|m| Timestamp::from_second(m * 60).expect("in range"))
+}
+
+/// Sleeps until the wall clock shows `second` past a minute (the next such
+/// moment at least `at_least` from now).
+pub async fn at_second(second: i64, at_least: Duration) -> Timestamp {
+    let earliest = Timestamp::now() + at_least;
+    let mut target = Timestamp::from_second(earliest.as_second() / 60 * 60 + second).expect("in range");
+    if target < earliest {
+        target = target + 60.seconds();
+    }
+    let wait = target.duration_since(Timestamp::now());
+    tokio::time::sleep(wait.try_into().unwrap_or_default()).await;
+    target
+}
