@@ -122,6 +122,8 @@ async fn controller_service_account_has_least_privilege() {
         ("patch", "batch", "jobs", tenant),
         ("create", "coordination.k8s.io", "leases", tenant),
         ("list", "coordination.k8s.io", "leases", None),
+        ("delete", "coordination.k8s.io", "leases", own),
+        ("patch", "coordination.k8s.io", "leases", own),
         ("list", "", "pods", tenant),
         ("get", "", "secrets", own),
         ("create", "", "pods", tenant),

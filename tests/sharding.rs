@@ -69,7 +69,10 @@ async fn a_killed_replicas_cronjobs_resume_within_the_lease_duration() {
     ));
     assert!(!affected.is_empty(), "r1 owned nothing");
     assert!(resumed <= LEASE.as_secs() as i64 + 2, "{hit:?}");
-    assert!(max_delay(spared.iter().copied()) <= UNDISTURBED, "{spared:?}");
+    assert!(
+        max_delay(spared.iter().copied()) <= UNDISTURBED,
+        "{spared:?}"
+    );
     assert!(hit.iter().all(|s| s.created_by != "r1"));
     fleet.converged(Duration::from_secs(30)).await;
 }
@@ -86,6 +89,7 @@ async fn a_frozen_replica_writes_nothing_for_the_keys_it_lost() {
     // Frozen across the next slot, for twice the Lease duration.
     tokio::time::sleep(2 * LEASE).await;
     victim.signal("CONT");
+    let frozen_for = frozen.elapsed();
     let woke = Timestamp::now();
     tokio::time::sleep(Duration::from_secs(10)).await;
     let creates_after_waking = creates(victim) - creates_before;
@@ -95,7 +99,7 @@ async fn a_frozen_replica_writes_nothing_for_the_keys_it_lost() {
     let during: Vec<&Slot> = slots.iter().filter(|s| s.scheduled == slot).collect();
     fleet.figure(&format!(
         "r1 frozen {:.0} s over a slot; {} of its {} CronJobs taken over, max delay {} s; create requests by r1 in the 10 s after waking: {creates_after_waking}",
-        frozen.elapsed().as_secs_f64() - 10.0,
+        frozen_for.as_secs_f64(),
         during.iter().filter(|s| lost.contains(&s.cronjob)).count(),
         lost.len(),
         max_delay(during.iter().copied()),
@@ -154,7 +158,10 @@ async fn a_replica_cut_from_the_api_server_stops_acting_and_is_replaced() {
     assert!(!lost.is_empty(), "r2 owned nothing");
     assert!(fenced <= Duration::from_secs(12), "fenced after {fenced:?}");
     assert!(during.iter().all(|s| s.created_by != "r2"), "{during:?}");
-    assert!(max_delay(during.iter().copied()) <= UNDISTURBED, "{during:?}");
+    assert!(
+        max_delay(during.iter().copied()) <= UNDISTURBED,
+        "{during:?}"
+    );
     let next = next_minute(Timestamp::now() + 5.seconds());
     fleet.all_slots_through(next).await;
 }
@@ -180,7 +187,10 @@ async fn scaling_1_3_5_2_keeps_every_slot_once() {
         let converged = fleet.converged(Duration::from_secs(60)).await;
         let took = started.elapsed().max(converged);
         let after = fleet.owners();
-        let moved = after.iter().filter(|(k, o)| before.get(*k) != Some(o)).count();
+        let moved = after
+            .iter()
+            .filter(|(k, o)| before.get(*k) != Some(o))
+            .count();
         figures.push(format!(
             "-> {target}: converged in {:.1} s, {moved} of {CRONJOBS} CronJobs moved",
             took.as_secs_f64(),
@@ -225,7 +235,10 @@ async fn a_rolling_restart_hands_off_at_once() {
         slots.len(),
         max_delay(&slots)
     ));
-    assert!(worst < Duration::from_secs(5), "a hand-off waited {worst:?}");
+    assert!(
+        worst < Duration::from_secs(5),
+        "a hand-off waited {worst:?}"
+    );
     assert!(max_delay(&slots) <= UNDISTURBED, "{slots:?}");
 }
 
@@ -242,7 +255,12 @@ async fn a_lease_deleted_by_hand_is_recreated_and_nobody_takes_over() {
         .expect("delete r1's Lease");
     let deleted = Instant::now();
     let recreated = support::eventually("r1's Lease again", Duration::from_secs(10), || async {
-        leases.get_opt(&name).await.ok().flatten().map(|_| deleted.elapsed())
+        leases
+            .get_opt(&name)
+            .await
+            .ok()
+            .flatten()
+            .map(|_| deleted.elapsed())
     })
     .await;
     let slot = next_minute(at);
@@ -263,6 +281,9 @@ async fn a_lease_deleted_by_hand_is_recreated_and_nobody_takes_over() {
         owned.iter().map(String::as_str).collect(),
         "r1 kept its CronJobs"
     );
-    assert!(max_delay(during.iter().copied()) <= UNDISTURBED, "{during:?}");
+    assert!(
+        max_delay(during.iter().copied()) <= UNDISTURBED,
+        "{during:?}"
+    );
     fleet.converged(Duration::from_secs(30)).await;
 }

@@ -166,7 +166,11 @@ impl Fleet {
     /// Every Job of the namespace as a slot record; asserts that no two
     /// Jobs share a CronJob and a slot.
     pub async fn slots(&self) -> Vec<Slot> {
-        let jobs = self.jobs.list(&ListParams::default()).await.expect("list Jobs");
+        let jobs = self
+            .jobs
+            .list(&ListParams::default())
+            .await
+            .expect("list Jobs");
         let mut seen = BTreeSet::new();
         let mut slots = Vec::new();
         for job in &jobs.items {
@@ -175,7 +179,9 @@ impl Fleet {
                 continue;
             }
             let name = name_of(job);
-            let cronjob = name.rsplit_once('-').map_or(name.clone(), |(c, _)| c.to_owned());
+            let cronjob = name
+                .rsplit_once('-')
+                .map_or(name.clone(), |(c, _)| c.to_owned());
             let scheduled = scheduled_time(job);
             assert!(
                 seen.insert((cronjob.clone(), scheduled)),
@@ -203,9 +209,7 @@ impl Fleet {
         let expected: BTreeSet<(String, Timestamp)> = self
             .names
             .iter()
-            .flat_map(|name| {
-                minutes(self.first_slot, last).map(move |slot| (name.clone(), slot))
-            })
+            .flat_map(|name| minutes(self.first_slot, last).map(move |slot| (name.clone(), slot)))
             .collect();
         eventually(
             &format!("a Job for every slot from {} to {last}", self.first_slot),
@@ -256,7 +260,8 @@ pub fn minutes(first: Timestamp, last: Timestamp) -> impl Iterator<Item = Timest
 /// moment at least `at_least` from now).
 pub async fn at_second(second: i64, at_least: Duration) -> Timestamp {
     let earliest = Timestamp::now() + at_least;
-    let mut target = Timestamp::from_second(earliest.as_second() / 60 * 60 + second).expect("in range");
+    let mut target =
+        Timestamp::from_second(earliest.as_second() / 60 * 60 + second).expect("in range");
     if target < earliest {
         target = target + 60.seconds();
     }
