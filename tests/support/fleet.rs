@@ -263,7 +263,7 @@ pub async fn at_second(second: i64, at_least: Duration) -> Timestamp {
     let mut target =
         Timestamp::from_second(earliest.as_second() / 60 * 60 + second).expect("in range");
     if target < earliest {
-        target = target + 60.seconds();
+        target += 60.seconds();
     }
     let wait = target.duration_since(Timestamp::now());
     tokio::time::sleep(wait.try_into().unwrap_or_default()).await;
