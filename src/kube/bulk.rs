@@ -77,7 +77,7 @@ pub async fn load(
         })
         .await?;
         list_all(jobs, |job: Job| {
-            let facts = JobFacts::from(&job);
+            let facts = JobFacts::from(job);
             if facts
                 .owner_name
                 .as_deref()

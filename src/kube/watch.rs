@@ -67,8 +67,10 @@ impl ListStrategy {
     }
 }
 
-/// What a Job means to the controller, computed on the watch task so the
-/// supervisor never holds a Job object.
+/// What the supervisor needs to route a Job: its controller, if that is a
+/// CronJob. The Job itself rides along and is summarized
+/// ([`JobFacts::summary`]) only if its CronJob is owned by this replica, so
+/// the other replicas' Jobs cost neither a summary nor memory.
 #[derive(Debug, Clone)]
 pub struct JobFacts {
     pub namespace: String,
@@ -78,18 +80,24 @@ pub struct JobFacts {
     pub owner_uid: Option<String>,
     /// That CronJob's name: its ring key is `namespace/owner_name`.
     pub owner_name: Option<String>,
-    pub summary: JobSummary,
+    pub job: Box<Job>,
 }
 
-impl From<&Job> for JobFacts {
-    fn from(job: &Job) -> Self {
-        let owner = crate::reconcile::controller_of(job).filter(|r| r.kind == "CronJob");
+impl JobFacts {
+    pub fn summary(&self) -> JobSummary {
+        JobSummary::from(&*self.job)
+    }
+}
+
+impl From<Job> for JobFacts {
+    fn from(job: Job) -> Self {
+        let owner = crate::reconcile::controller_of(&job).filter(|r| r.kind == "CronJob");
         Self {
             namespace: job.metadata.namespace.clone().unwrap_or_default(),
             uid: job.metadata.uid.clone().unwrap_or_default(),
             owner_uid: owner.map(|r| r.uid.clone()),
             owner_name: owner.map(|r| r.name.clone()),
-            summary: JobSummary::from(job),
+            job: Box::new(job),
         }
     }
 }
@@ -175,7 +183,7 @@ pub fn jobs(
         strategy.config(),
         "jobs",
         metrics,
-        |job| JobFacts::from(&job),
+        JobFacts::from,
         deliver,
     )
 }

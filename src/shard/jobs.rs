@@ -40,9 +40,9 @@ impl JobIndex {
             Some(owner) => self.homes.insert(
                 job.uid.clone(),
                 Home {
-                    namespace: job.namespace,
+                    namespace: job.namespace.clone(),
                     owner_uid: owner.clone(),
-                    owner_name: job.owner_name.unwrap_or_default(),
+                    owner_name: job.owner_name.clone().unwrap_or_default(),
                 },
             ),
             None => self.homes.remove(&job.uid),
@@ -50,18 +50,18 @@ impl JobIndex {
         if let Some(previous) = previous.filter(|p| Some(&p.owner_uid) != job.owner_uid.as_ref()) {
             routes.extend(self.withdraw(previous.owner_uid, &job.uid, &has_actor));
         }
-        let Some(owner_uid) = job.owner_uid else {
+        let Some(owner_uid) = job.owner_uid.clone() else {
             return routes;
         };
         if has_actor(&owner_uid) {
             routes.push(JobRoute::Deliver {
                 owner_uid,
-                job: job.summary,
+                job: job.summary(),
             });
         } else {
             let waiting = self.parked.entry(owner_uid).or_default();
-            waiting.retain(|c| c.uid != job.summary.uid);
-            waiting.push(job.summary);
+            waiting.retain(|c| c.uid != job.uid);
+            waiting.push(job.summary());
         }
         routes
     }
@@ -150,14 +150,12 @@ mod tests {
             uid: uid.into(),
             owner_uid: owner.map(str::to_owned),
             owner_name: owner.map(|uid| format!("cronjob-{uid}")),
-            summary: JobSummary {
-                name: format!("job-{uid}"),
-                uid: uid.into(),
-                start_time: None,
-                completion_time: None,
-                finished: None,
-                succeeded: false,
-            },
+            job: Box::new(
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": format!("job-{uid}"), "namespace": "ns", "uid": uid}
+                }))
+                .expect("a Job"),
+            ),
         }
     }
 
@@ -173,7 +171,7 @@ mod tests {
             routes,
             vec![JobRoute::Deliver {
                 owner_uid: "c1".into(),
-                job: job("j1", None).summary
+                job: job("j1", None).summary()
             }]
         );
         assert_eq!(
@@ -228,7 +226,7 @@ mod tests {
                 },
                 JobRoute::Deliver {
                     owner_uid: "c2".into(),
-                    job: job("j1", None).summary
+                    job: job("j1", None).summary()
                 }
             ]
         );
