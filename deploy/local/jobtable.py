@@ -15,6 +15,8 @@ one row per Job:
              resolution (truncated), so 0 means created within the second
   STATUS     Complete / Failed (conditions), Terminating (being deleted),
              Suspended, else Running
+  BY         the shardcron replica that created the Job (annotation
+             shardcron.io/created-by; "-" for another controller)
 
 A NAMESPACE column is added when the Jobs come from more than one namespace.
 Rows are grouped by CronJob, oldest slot first. With --max-rows N only the N
@@ -28,6 +30,7 @@ import sys
 from datetime import datetime, timezone
 
 SCHEDULED_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+CREATED_BY_ANNOTATION = "shardcron.io/created-by"
 
 
 def parse_time(text):
@@ -97,6 +100,7 @@ def row(job):
         "CREATED": format_utc(created) if created else "-",
         "SKEW": skew(created, scheduled),
         "STATUS": status(job),
+        "BY": (meta.get("annotations") or {}).get(CREATED_BY_ANNOTATION) or "-",
         # Sort keys, not printed.
         "_scheduled": scheduled or created,
     }
@@ -125,7 +129,7 @@ def render(jobs, max_rows=None):
         rows = rows[:max_rows]
     rows.sort(key=lambda r: (r["NAMESPACE"], r["CRONJOB"], r["_scheduled"] or epoch, r["JOB"]))
 
-    columns = ["CRONJOB", "JOB", "SCHEDULED", "CREATED", "SKEW", "STATUS"]
+    columns = ["CRONJOB", "JOB", "SCHEDULED", "CREATED", "SKEW", "STATUS", "BY"]
     if len({r["NAMESPACE"] for r in rows}) > 1:
         columns.insert(0, "NAMESPACE")
     right = {"SKEW"}
