@@ -16,6 +16,7 @@ use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{
     CreateLabels, CreateResultLabel, DeleteLabels, DeleteReasonLabel, OkLabel,
 };
+use crate::telemetry::traces;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use k8s_openapi::api::batch::v1::CronJob;
@@ -41,6 +42,10 @@ pub struct Shared {
 /// visible from the API server's own records (a departure from upstream,
 /// which has one controller and writes nothing of the kind).
 pub const CREATED_BY_ANNOTATION: &str = "shardcron.io/created-by";
+
+/// The W3C trace context of the firing that created a Job, so a user can go
+/// from the Job to its trace.
+pub const TRACEPARENT_ANNOTATION: &str = "shardcron.io/traceparent";
 
 /// The state a decision starts from.
 pub struct Snapshot {
@@ -77,7 +82,8 @@ pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp)
     let mut live = LiveAnswers::new();
     let mut plan = None;
     for _ in 0..MAX_LOOKUP_ROUNDS {
-        match reconcile::reconcile(&input, &live) {
+        let step = tracing::info_span!("decide").in_scope(|| reconcile::reconcile(&input, &live));
+        match step {
             Step::Plan(p) => {
                 plan = Some(p);
                 break;
@@ -92,6 +98,7 @@ pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp)
     let Some(plan) = plan else {
         return Applied::retry("the decision kept asking for live reads");
     };
+    tracing::Span::current().record("cronjob.decision", reconcile::slot_outcome(&plan.decisions));
 
     let namespace = &snapshot.cronjob.namespace;
     let mut results = EffectResults::new();
@@ -130,13 +137,15 @@ pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp)
     if let Some(create) = plan.create.as_ref().filter(|_| !replace_failed)
         && let Some(mut job) = create.job.clone()
     {
-        job.metadata
-            .annotations
-            .get_or_insert_default()
-            .insert(CREATED_BY_ANNOTATION.to_owned(), ctx.replica.clone());
+        let annotations = job.metadata.annotations.get_or_insert_default();
+        annotations.insert(CREATED_BY_ANNOTATION.to_owned(), ctx.replica.clone());
+        if let Some(traceparent) = traces::current_traceparent() {
+            annotations.insert(TRACEPARENT_ANNOTATION.to_owned(), traceparent);
+        }
         let (result, label) = match ctx.gateway.create_job(namespace, job).await {
             Ok(job) => {
                 let skew = Timestamp::now().duration_since(create.scheduled_time);
+                tracing::Span::current().record("cronjob.skew_ms", skew.as_millis() as i64);
                 ctx.metrics
                     .observe_skew(skew.try_into().unwrap_or_default());
                 created = Some(JobSummary::from(&job));

@@ -16,6 +16,7 @@ use actix::prelude::*;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::CronJob;
 use std::sync::Arc;
+use tracing::Instrument as _;
 
 /// What the supervisor tells a CronJob's actor.
 #[derive(Debug, Message)]
@@ -59,6 +60,9 @@ pub struct CronJobActor {
     /// Consecutive failed decisions (upstream's per-item exponential backoff).
     failures: u32,
     timer: Option<(SpawnHandle, Timestamp)>,
+    /// The slot the timer fired for, until the decision it starts: that
+    /// decision is a firing (`cronjob.fire`), others are reconciles.
+    due: Option<Timestamp>,
 }
 
 impl CronJobActor {
@@ -81,6 +85,7 @@ impl CronJobActor {
             stopping: false,
             failures: 0,
             timer: None,
+            due: None,
         })
     }
 
@@ -159,6 +164,38 @@ impl CronJobActor {
         }
     }
 
+    /// The root span of one decision: `cronjob.fire` when the timer fired
+    /// for slot `due`, else `cronjob.reconcile` (a change to the CronJob or
+    /// one of its Jobs). The decision and the skew are recorded on it later.
+    fn span(&self, due: Option<Timestamp>) -> tracing::Span {
+        let cronjob = &self.cronjob;
+        let policy = format!("{:?}", cronjob.spec.concurrency_policy);
+        let replica = self.shared.replica.as_str();
+        match due {
+            Some(slot) => tracing::info_span!(
+                "cronjob.fire",
+                k8s.namespace.name = %cronjob.namespace,
+                k8s.cronjob.name = %cronjob.name,
+                k8s.cronjob.uid = %cronjob.uid,
+                cronjob.scheduled_time = %slot,
+                cronjob.concurrency_policy = %policy,
+                cronjob.decision = tracing::field::Empty,
+                cronjob.skew_ms = tracing::field::Empty,
+                shardcron.replica = %replica,
+            ),
+            None => tracing::info_span!(
+                "cronjob.reconcile",
+                k8s.namespace.name = %cronjob.namespace,
+                k8s.cronjob.name = %cronjob.name,
+                k8s.cronjob.uid = %cronjob.uid,
+                cronjob.concurrency_policy = %policy,
+                cronjob.decision = tracing::field::Empty,
+                cronjob.skew_ms = tracing::field::Empty,
+                shardcron.replica = %replica,
+            ),
+        }
+    }
+
     /// Runs a decision now, or right after the one in flight.
     fn decide(&mut self, ctx: &mut Context<Self>) {
         if self.deciding {
@@ -175,10 +212,13 @@ impl CronJobActor {
             resource_version: self.resource_version.clone(),
             children: self.children.clone(),
         };
+        let due = self.due.take();
+        let span = self.span(due);
         let decision = async move {
             let applied = apply::decide_and_apply(&shared, &snapshot, Timestamp::now()).await;
             (applied, snapshot.resource_version)
-        };
+        }
+        .instrument(span);
         ctx.spawn(
             decision
                 .into_actor(self)
@@ -248,7 +288,10 @@ impl CronJobActor {
             ctx.cancel_future(handle);
         }
         match timer::next_step(at, Timestamp::now(), MAX_SLEEP) {
-            Wake::Due => self.decide(ctx),
+            Wake::Due => {
+                self.due = Some(at);
+                self.decide(ctx);
+            }
             Wake::Sleep(sleep) => {
                 let handle = ctx.run_later(sleep, move |actor, ctx| {
                     actor.timer = None;

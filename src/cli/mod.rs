@@ -22,7 +22,7 @@ enum Command {
     /// Show what the controller would do with a CronJob and its Jobs now, and why.
     Explain(explain::ExplainArgs),
     /// Run the controller.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
 }
 
 /// Output format shared by the inspection commands.

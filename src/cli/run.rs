@@ -19,6 +19,8 @@ use crate::shard::supervisor::{
 use crate::telemetry::Metrics;
 use crate::telemetry::http::{self, Readiness};
 use crate::telemetry::logging::{self, LogFormat};
+use crate::telemetry::traces;
+use ::kube::client::ClientBuilder;
 use ::kube::config::{KubeConfigOptions, Kubeconfig};
 use ::kube::runtime::events::Reporter;
 use ::kube::{Client, Config};
@@ -29,6 +31,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tower::util::MapRequestLayer;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -83,6 +86,11 @@ pub struct RunArgs {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
+    /// Where to send traces (OTLP/gRPC, e.g. http://127.0.0.1:4317).
+    /// Default: $OTEL_EXPORTER_OTLP_ENDPOINT; neither set: no traces. The
+    /// other OTEL_* variables (service name, resource, sampler) apply.
+    #[arg(long)]
+    otlp_endpoint: Option<String>,
 }
 
 fn go_duration(text: &str) -> Result<Duration, String> {
@@ -143,7 +151,20 @@ fn lease_settings(args: &RunArgs, replica_id: String) -> anyhow::Result<LeaseSet
 
 /// Runs the controller until SIGTERM or Ctrl-C.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
-    logging::init(args.log_format);
+    let metrics = Arc::new(Metrics::new());
+    let (traces, layer) = match traces::start(args.otlp_endpoint.as_deref(), &metrics)? {
+        Some((traces, layer)) => (Some(traces), Some(layer)),
+        None => (None, None),
+    };
+    logging::init(args.log_format, layer);
+    let result = run_controller(args, metrics);
+    if let Some(traces) = traces {
+        traces.shutdown();
+    }
+    result
+}
+
+fn run_controller(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<()> {
     if !(args.kube_api_qps.is_finite() && args.kube_api_qps > 0.0) {
         anyhow::bail!("--kube-api-qps must be a positive number");
     }
@@ -156,7 +177,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             .build()
             .expect("cannot start the tokio runtime")
     });
-    let started = system.block_on(start(args, settings, default_zone));
+    let started = system.block_on(start(args, settings, default_zone, metrics));
     if let Err(error) = started {
         System::current().stop();
         return Err(error);
@@ -183,16 +204,22 @@ async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
                 .context("no in-cluster config and no usable kubeconfig")?,
         },
     };
-    Client::try_from(config).context("building the Kubernetes client")
+    // Every request carries the W3C trace context of the span it is made in.
+    let builder = ClientBuilder::try_from(config).context("building the Kubernetes client")?;
+    Ok(builder
+        .with_layer(&MapRequestLayer::new(
+            traces::inject::<::kube::client::Body>,
+        ))
+        .build())
 }
 
 async fn start(
     args: &RunArgs,
     settings: LeaseSettings,
     default_zone: jiff::tz::TimeZone,
+    metrics: Arc<Metrics>,
 ) -> anyhow::Result<()> {
     let client = client(args.kubeconfig.as_ref()).await?;
-    let metrics = Arc::new(Metrics::new());
     let readiness = Arc::new(Readiness::default());
     let fence = Arc::new(Mutex::new(Fence::new(settings.renew_deadline)));
     let metrics_listener = http::listen(args.metrics_bind_address)

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument as _;
 
 /// The cause client-go looks for (`corev1.NamespaceTerminatingCause`).
 const NAMESPACE_TERMINATING_CAUSE: &str = "NamespaceTerminating";
@@ -189,6 +190,15 @@ impl Gateway {
     /// Waits for this request's turn; returns how long it waited.
     async fn turn(&self, priority: Priority, namespace: &str) -> Result<Duration, ApiFailure> {
         let queued_at = Instant::now();
+        let labels = PriorityLabels {
+            priority: priority.label(),
+        };
+        let span = tracing::info_span!(
+            "gateway.wait",
+            gateway.priority = priority.label(),
+            k8s.namespace.name = namespace,
+            gateway.queued_ahead = self.inner.metrics.queue_depth.get_or_create(&labels).get(),
+        );
         let (grant, granted) = oneshot::channel();
         self.inner
             .tickets
@@ -198,7 +208,10 @@ impl Gateway {
                 grant,
             })
             .map_err(|_| ApiFailure::Closed)?;
-        granted.await.map_err(|_| ApiFailure::Closed)?;
+        granted
+            .instrument(span)
+            .await
+            .map_err(|_| ApiFailure::Closed)?;
         let waited = queued_at.elapsed();
         self.inner
             .metrics
@@ -239,10 +252,20 @@ impl Gateway {
             {
                 return Err(ApiFailure::Fenced);
             }
+            // The request's own span: the client layer injects its context
+            // (`traceparent`) into the HTTP request.
+            let span = tracing::info_span!(
+                "kube.request",
+                otel.kind = "client",
+                k8s.verb = verb,
+                k8s.namespace.name = namespace,
+                attempt,
+                http.response.status_code = tracing::field::Empty,
+            );
             let result = self
                 .inner
                 .runtime
-                .spawn(send(self.inner.client.clone()))
+                .spawn(send(self.inner.client.clone()).instrument(span.clone()))
                 .await
                 .map_err(|e| ApiFailure::Transport(format!("request task failed: {e}")))?
                 .map_err(ApiFailure::from);
@@ -250,6 +273,7 @@ impl Gateway {
                 Ok(_) => "200".to_owned(),
                 Err(failure) => failure.code_label(),
             };
+            span.record("http.response.status_code", code.as_str());
             self.inner
                 .metrics
                 .api_requests

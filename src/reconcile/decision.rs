@@ -112,6 +112,31 @@ pub enum Decision {
     NoWakeup,
 }
 
+/// What a decision did about the slot, in a word: the `cronjob.decision`
+/// attribute of a firing's trace.
+pub fn slot_outcome(decisions: &[Decision]) -> &'static str {
+    let mut outcome = "nothing-due";
+    for decision in decisions {
+        outcome = match decision {
+            Decision::Deleting => "deleting",
+            Decision::UnknownTimeZone { .. }
+            | Decision::TimeZoneInSchedule
+            | Decision::Unparseable { .. }
+            | Decision::NeverFires { .. } => "invalid-schedule",
+            Decision::Suspended => "skipped-suspended",
+            Decision::TooLate { .. } => "missed-deadline",
+            Decision::AlreadyHandled { .. } => "already-handled",
+            Decision::ForbidWhileActive { .. } => "skipped-forbid",
+            Decision::Replace { .. } => "replacing",
+            Decision::Start { .. } if outcome == "replacing" => "replaced",
+            Decision::Start { .. } => "created",
+            Decision::LookupFailed { .. } => "lookup-failed",
+            _ => continue,
+        };
+    }
+    outcome
+}
+
 impl fmt::Display for Decision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use Decision::*;
@@ -216,5 +241,40 @@ impl fmt::Display for Decision {
             WakeAt(t) => write!(f, "next look at {t}"),
             NoWakeup => write!(f, "no further slot: no wake-up"),
         }
+    }
+}
+
+#[cfg(test)]
+mod slot_outcome_tests {
+    use super::*;
+
+    #[test]
+    fn names_what_happened_to_the_slot() {
+        let slot = Timestamp::UNIX_EPOCH;
+        let start = Decision::Start {
+            slot,
+            job: "j".into(),
+        };
+        assert_eq!(slot_outcome(&[]), "nothing-due");
+        assert_eq!(
+            slot_outcome(&[Decision::NothingDue, Decision::NoWakeup]),
+            "nothing-due"
+        );
+        assert_eq!(slot_outcome(std::slice::from_ref(&start)), "created");
+        assert_eq!(
+            slot_outcome(&[Decision::Replace { job: "old".into() }, start]),
+            "replaced"
+        );
+        assert_eq!(
+            slot_outcome(&[Decision::ForbidWhileActive {
+                slot,
+                running: vec![]
+            }]),
+            "skipped-forbid"
+        );
+        assert_eq!(
+            slot_outcome(&[Decision::TooLate { slot }]),
+            "missed-deadline"
+        );
     }
 }

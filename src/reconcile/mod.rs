@@ -79,7 +79,7 @@ mod view;
 #[cfg(test)]
 mod tests;
 
-pub use decision::Decision;
+pub use decision::{Decision, slot_outcome};
 pub use events::{Event, EventType, Reason, rfc1123z_utc};
 pub use history::{OverHistoryLimit, by_start_time, over_limit};
 pub use job::{

@@ -2,8 +2,10 @@
 //! JSON object per line with `--log-format json`. The level comes from
 //! `RUST_LOG` (default `info`).
 
+use super::traces::TraceLayer;
 use clap::ValueEnum;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::prelude::*;
+use tracing_subscriber::{EnvFilter, Layer};
 
 #[derive(Debug, Clone, Copy, Default, ValueEnum)]
 pub enum LogFormat {
@@ -12,15 +14,18 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the process-wide subscriber. Calling it twice is harmless (the
-/// second call keeps the first subscriber).
-pub fn init(format: LogFormat) {
+/// Installs the process-wide subscriber: the log lines, and the trace
+/// export if `traces` is given (see [`super::traces`]). Calling it twice is
+/// harmless (the second call keeps the first subscriber).
+pub fn init(format: LogFormat, traces: Option<TraceLayer>) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match format {
+        LogFormat::Text => fmt.boxed(),
+        LogFormat::Json => fmt.json().flatten_event(true).boxed(),
     };
+    let _ = tracing_subscriber::registry()
+        .with(traces)
+        .with(logs.with_filter(filter))
+        .try_init();
 }

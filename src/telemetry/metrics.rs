@@ -86,6 +86,7 @@ pub struct Metrics {
     pub keys_moved: Family<MovedLabels, Counter>,
     pub handoff_wait: Histogram,
     pub lease_valid: Gauge,
+    pub spans_dropped: Counter,
 }
 
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -216,8 +217,15 @@ impl Metrics {
             "1 while this replica's own Lease is valid by its clock and it may write, else 0",
             lease_valid.clone(),
         );
+        let spans_dropped = Counter::default();
+        registry.register(
+            "trace_spans_dropped",
+            "Spans the OTLP collector did not take (it was down or refused them); the controller goes on",
+            spans_dropped.clone(),
+        );
         Self {
             registry,
+            spans_dropped,
             ring_members,
             owned,
             rebalances,

@@ -1,9 +1,10 @@
 //! What the controller tells operators: Prometheus metrics ([`metrics`]),
-//! the health and metrics HTTP endpoints ([`http`]) and structured logs
-//! ([`logging`]).
+//! the health and metrics HTTP endpoints ([`http`]), structured logs
+//! ([`logging`]) and OpenTelemetry traces ([`traces`]).
 
 pub mod http;
 pub mod logging;
 pub mod metrics;
+pub mod traces;
 
 pub use metrics::Metrics;

@@ -59,6 +59,15 @@ impl Cluster {
         self.dir.join("kubeconfig")
     }
 
+    /// A variable that deploy/local/up wrote to DIR/env (`export NAME=value`).
+    pub fn env(&self, name: &str) -> Option<String> {
+        let text = std::fs::read_to_string(self.dir.join("env")).ok()?;
+        let prefix = format!("export {name}=");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .map(|value| value.trim_matches('\'').to_owned())
+    }
+
     async fn config_from(kubeconfig: Kubeconfig) -> Config {
         Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
