@@ -182,6 +182,19 @@ async fn a_firing_is_one_trace_from_the_timer_into_kube_apiserver() {
         },
     )
     .await;
+    // The skew histogram points at the trace; the log lines name it.
+    assert!(
+        controller
+            .metrics_text()
+            .contains(&format!("trace_id=\"{trace_id}\"")),
+        "no exemplar for the trace"
+    );
+    assert!(
+        controller
+            .log_text()
+            .contains(&format!("trace_id={trace_id}")),
+        "no log line names the trace"
+    );
     println!(
         "kube-apiserver's span {:?} joins the firing's trace by {}",
         apiserver.1["operationName"], apiserver.0

@@ -146,8 +146,11 @@ pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp)
             Ok(job) => {
                 let skew = Timestamp::now().duration_since(create.scheduled_time);
                 tracing::Span::current().record("cronjob.skew_ms", skew.as_millis() as i64);
-                ctx.metrics
-                    .observe_skew(skew.try_into().unwrap_or_default());
+                tracing::debug!(job = ?job.metadata.name, skew_ms = skew.as_millis() as i64, "created Job");
+                ctx.metrics.observe_skew(
+                    skew.try_into().unwrap_or_default(),
+                    traces::current_trace_id(),
+                );
                 created = Some(JobSummary::from(&job));
                 (
                     CreateResult::Created(LiveJob::from(&job)),

@@ -12,6 +12,7 @@ use super::apply::{self, Applied, Shared, Snapshot};
 use super::timer::{self, MAX_SLEEP, Wake};
 use crate::reconcile::{AfterUpdate, CronJobView, JobSummary, Requeue, SpecView, after_update};
 use crate::telemetry::metrics::{OkLabel, SyncLabels};
+use crate::telemetry::traces;
 use actix::prelude::*;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::CronJob;
@@ -171,7 +172,7 @@ impl CronJobActor {
         let cronjob = &self.cronjob;
         let policy = format!("{:?}", cronjob.spec.concurrency_policy);
         let replica = self.shared.replica.as_str();
-        match due {
+        let span = match due {
             Some(slot) => tracing::info_span!(
                 "cronjob.fire",
                 k8s.namespace.name = %cronjob.namespace,
@@ -182,6 +183,7 @@ impl CronJobActor {
                 cronjob.decision = tracing::field::Empty,
                 cronjob.skew_ms = tracing::field::Empty,
                 shardcron.replica = %replica,
+                trace_id = tracing::field::Empty,
             ),
             None => tracing::info_span!(
                 "cronjob.reconcile",
@@ -192,8 +194,14 @@ impl CronJobActor {
                 cronjob.decision = tracing::field::Empty,
                 cronjob.skew_ms = tracing::field::Empty,
                 shardcron.replica = %replica,
+                trace_id = tracing::field::Empty,
             ),
+        };
+        // So that log lines inside the decision name its trace.
+        if let Some(trace_id) = traces::trace_id_of(&span) {
+            span.record("trace_id", tracing::field::display(trace_id));
         }
+        span
     }
 
     /// Runs a decision now, or right after the one in flight.

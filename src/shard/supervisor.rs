@@ -39,6 +39,7 @@ use k8s_openapi::api::batch::v1::CronJob;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tracing::Instrument as _;
 
 /// How long a graceful stop waits for decisions in flight.
 const STOP_GRACE: Duration = Duration::from_secs(10);
@@ -511,6 +512,17 @@ impl Supervisor {
             })
             .cloned()
             .collect();
+        // A span per transition (in traces when exporting): who is in the
+        // ring, what this replica lost; the bulk load of what it gained is
+        // its own span, `shard.load`.
+        let _transition = tracing::info_span!(
+            "shard.rebalance",
+            shard.ring = %self.sharding.setup.ring_name,
+            shard.members = ?live,
+            shard.view_digest = %handoff::view_digest(&handoff::encode_view(&target)),
+            shard.keys_lost = lost.len(),
+        )
+        .entered();
         tracing::info!(
             members = ?live,
             lost = lost.len(),
@@ -543,16 +555,29 @@ impl Supervisor {
         let namespaces: Vec<Option<String>> =
             self.scopes.iter().map(|s| s.namespace.clone()).collect();
         let to = ctx.address();
-        tokio::spawn(async move {
-            let gained = |namespace: &str, name: &str| {
-                target.owner(namespace, name) == Some(me.as_str())
-                    && previous
-                        .as_ref()
-                        .is_none_or(|p| p.owner(namespace, name) != Some(me.as_str()))
-            };
-            let result = bulk::load(client, &namespaces, gained).await;
-            to.do_send(LoadDone(result));
-        });
+        let span = tracing::info_span!(
+            "shard.load",
+            shard.cronjobs_gained = tracing::field::Empty,
+            shard.jobs_gained = tracing::field::Empty,
+        );
+        tokio::spawn(
+            async move {
+                let gained = |namespace: &str, name: &str| {
+                    target.owner(namespace, name) == Some(me.as_str())
+                        && previous
+                            .as_ref()
+                            .is_none_or(|p| p.owner(namespace, name) != Some(me.as_str()))
+                };
+                let result = bulk::load(client, &namespaces, gained).await;
+                if let Ok(loaded) = &result {
+                    let span = tracing::Span::current();
+                    span.record("shard.cronjobs_gained", loaded.cronjobs.len());
+                    span.record("shard.jobs_gained", loaded.jobs.len());
+                }
+                to.do_send(LoadDone(result));
+            }
+            .instrument(span),
+        );
     }
 
     fn check_ready(&mut self) {

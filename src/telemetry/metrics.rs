@@ -7,6 +7,7 @@
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -71,7 +72,7 @@ pub struct SyncLabels {
 /// Every metric the controller exports.
 pub struct Metrics {
     registry: Registry,
-    pub creation_skew: Histogram,
+    pub creation_skew: HistogramWithExemplars<TraceExemplar>,
     pub jobs_created: Family<CreateLabels, Counter>,
     pub jobs_deleted: Family<DeleteLabels, Counter>,
     pub actors: Gauge,
@@ -87,6 +88,12 @@ pub struct Metrics {
     pub handoff_wait: Histogram,
     pub lease_valid: Gauge,
     pub spans_dropped: Counter,
+}
+
+/// The exemplar of a skew observation: the trace of that firing.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TraceExemplar {
+    pub trace_id: String,
 }
 
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -126,7 +133,7 @@ fn millis_to_minute() -> impl Iterator<Item = f64> {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("shardcron");
-        let creation_skew = Histogram::new(millis_to_minute());
+        let creation_skew = HistogramWithExemplars::new(millis_to_minute());
         registry.register(
             "job_creation_skew_seconds",
             "Time between a slot's scheduled time and the creation of its Job (the API server's creationTimestamp has 1 s resolution; this uses the controller's clock when the create returned)",
@@ -244,8 +251,14 @@ impl Metrics {
         }
     }
 
-    pub fn observe_skew(&self, skew: Duration) {
-        self.creation_skew.observe(skew.as_secs_f64());
+    /// `trace_id`: the firing's trace, kept as the bucket's exemplar
+    /// (shown in the OpenMetrics exposition).
+    pub fn observe_skew(&self, skew: Duration, trace_id: Option<String>) {
+        self.creation_skew.observe(
+            skew.as_secs_f64(),
+            trace_id.map(|trace_id| TraceExemplar { trace_id }),
+            None,
+        );
     }
 
     /// The text exposition format, for `/metrics`.

@@ -154,21 +154,41 @@ impl Traces {
     }
 }
 
-/// The W3C `traceparent` of the current span, if it is sampled.
-pub fn current_traceparent() -> Option<String> {
+fn span_context(span: &tracing::Span) -> Option<opentelemetry::trace::SpanContext> {
     use opentelemetry::trace::TraceContextExt as _;
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-    let context = tracing::Span::current().context();
-    let span = context.span();
-    let span_context = span.span_context();
-    span_context.is_valid().then(|| {
+    let context = span.context();
+    let span_context = context.span().span_context().clone();
+    span_context.is_valid().then_some(span_context)
+}
+
+fn current_span_context() -> Option<opentelemetry::trace::SpanContext> {
+    span_context(&tracing::Span::current())
+}
+
+/// The trace id of `span` (None when not tracing).
+pub fn trace_id_of(span: &tracing::Span) -> Option<String> {
+    span_context(span).map(|c| c.trace_id().to_string())
+}
+
+/// The W3C `traceparent` of the current span, if it is sampled (a trace
+/// that is not kept would be a dead link).
+pub fn current_traceparent() -> Option<String> {
+    current_span_context().filter(|c| c.is_sampled()).map(|c| {
         format!(
             "00-{}-{}-{:02x}",
-            span_context.trace_id(),
-            span_context.span_id(),
-            span_context.trace_flags().to_u8()
+            c.trace_id(),
+            c.span_id(),
+            c.trace_flags().to_u8()
         )
     })
+}
+
+/// The trace id of the current span, if it is sampled (for exemplars).
+pub fn current_trace_id() -> Option<String> {
+    current_span_context()
+        .filter(|c| c.is_sampled())
+        .map(|c| c.trace_id().to_string())
 }
 
 /// Adds the current span's W3C trace context to an outgoing request, so
