@@ -396,7 +396,9 @@ impl Gateway {
             if let Err(error) = result {
                 tracing::warn!(%namespace, reason = %event.reason, %error, "could not record event");
             }
-        });
+        }
+        // In the decision's trace: recording the event is part of what it did.
+        .in_current_span());
     }
 }
 
