@@ -18,10 +18,10 @@ use serde_json::json;
 use shardcron::actor::apply::Shared;
 use shardcron::actor::cronjob::{CronJobActor, Report, Update};
 use shardcron::kube::gateway::{Gateway, Limits};
-use shardcron::shard::fence::Fence;
+use shardcron::shard::fence::SharedFence;
 use shardcron::telemetry::Metrics;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The system allocator, counting the bytes live on the heap, so the figure
@@ -164,7 +164,7 @@ fn main() {
             Limits::default(),
             Reporter { controller: "bench".into(), instance: None },
             metrics.clone(),
-            Arc::new(Mutex::new(Fence::new(Duration::from_secs(10)))),
+            SharedFence::new(Duration::from_secs(10)),
         );
         let armed = Arc::new(AtomicUsize::new(0));
         let shared = Arc::new(Shared {

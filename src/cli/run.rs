@@ -11,7 +11,7 @@ use crate::kube::gateway::{Gateway, Limits};
 use crate::kube::watch::{self, ListStrategy};
 use crate::schedule::load_named_zone;
 use crate::shard::debug;
-use crate::shard::fence::Fence;
+use crate::shard::fence::SharedFence;
 use crate::shard::lease::{self, LeaseSettings};
 use crate::shard::supervisor::{
     CronJobWatch, JobWatch, LeaseWatch, ShardSetup, Shutdown, Supervisor,
@@ -29,7 +29,7 @@ use anyhow::Context as _;
 use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tower::util::MapRequestLayer;
 
@@ -221,7 +221,7 @@ async fn start(
 ) -> anyhow::Result<()> {
     let client = client(args.kubeconfig.as_ref()).await?;
     let readiness = Arc::new(Readiness::default());
-    let fence = Arc::new(Mutex::new(Fence::new(settings.renew_deadline)));
+    let fence = SharedFence::new(settings.renew_deadline);
     let metrics_listener = http::listen(args.metrics_bind_address)
         .await
         .with_context(|| format!("binding {}", args.metrics_bind_address))?;

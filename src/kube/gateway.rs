@@ -14,7 +14,7 @@ use super::queue::{FairQueue, Priority};
 use super::rate::TokenBucket;
 use super::retry::{Backoff, Retry};
 use crate::reconcile::{self, ApiError};
-use crate::shard::fence::Fence;
+use crate::shard::fence::SharedFence;
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{PriorityLabels, RequestLabels};
 use ::kube::Client;
@@ -23,7 +23,7 @@ use ::kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Re
 use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use tokio::runtime::Handle;
@@ -148,7 +148,7 @@ struct Inner {
     backoff: Backoff,
     recorder: Recorder,
     metrics: Arc<Metrics>,
-    fence: Arc<Mutex<Fence>>,
+    fence: SharedFence,
 }
 
 /// A handle on the gateway; cheap to clone, usable from any thread.
@@ -165,7 +165,7 @@ impl Gateway {
         limits: Limits,
         reporter: Reporter,
         metrics: Arc<Metrics>,
-        fence: Arc<Mutex<Fence>>,
+        fence: SharedFence,
     ) -> Self {
         let (tickets, queued) = mpsc::unbounded_channel();
         let runtime = Handle::current();
@@ -216,9 +216,7 @@ impl Gateway {
         self.inner
             .metrics
             .queue_wait
-            .get_or_create(&PriorityLabels {
-                priority: priority.label(),
-            })
+            .get_or_create(&labels)
             .observe(waited.as_secs_f64());
         Ok(waited)
     }
@@ -243,13 +241,7 @@ impl Gateway {
             self.turn(priority, namespace).await?;
             // Checked after the wait, right before sending: the wait may
             // have outlasted the Lease (a freeze, a cut from the API server).
-            if !self
-                .inner
-                .fence
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .may_act(Instant::now())
-            {
+            if !self.inner.fence.lock().may_act(Instant::now()) {
                 return Err(ApiFailure::Fenced);
             }
             // The request's own span: the client layer injects its context

@@ -9,6 +9,7 @@
 //! right after a freeze must not let an actor that is still running (and
 //! whose CronJob a peer took over meanwhile) write again.
 
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
@@ -84,6 +85,23 @@ impl Fence {
     pub fn release(&mut self) {
         self.renewed_at = None;
         self.lapsed = true;
+    }
+}
+
+/// The fence shared by the Lease keeper (which feeds it), the gateway
+/// (which checks it before every request) and the supervisor.
+#[derive(Debug, Clone)]
+pub struct SharedFence(Arc<Mutex<Fence>>);
+
+impl SharedFence {
+    pub fn new(renew_deadline: Duration) -> Self {
+        SharedFence(Arc::new(Mutex::new(Fence::new(renew_deadline))))
+    }
+
+    /// The fence; a panic elsewhere while holding it does not poison it for
+    /// good (its state is a few plain values, always consistent).
+    pub fn lock(&self) -> MutexGuard<'_, Fence> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

@@ -11,17 +11,16 @@
 //! acting under one name. Lease writes bypass the gateway: they must not
 //! queue behind Job creates, and they are what keeps the fence open.
 
-use super::fence::Fence;
+use super::fence::SharedFence;
 use super::membership::LeaseObservation;
 use ::kube::api::{Api, PostParams};
 use ::kube::{Client, ResourceExt};
 use actix::Recipient;
 use actix::prelude::Message;
 use jiff::Timestamp;
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
@@ -108,7 +107,7 @@ impl Keeper {
 pub fn start(
     client: Client,
     settings: LeaseSettings,
-    fence: Arc<Mutex<Fence>>,
+    fence: SharedFence,
     reports: Recipient<KeeperReport>,
 ) -> Keeper {
     let (commands, received) = mpsc::unbounded_channel();
@@ -169,7 +168,7 @@ impl State {
         spec.holder_identity = holder.map(str::to_owned);
         spec.lease_duration_seconds = Some(self.settings.duration.as_secs().max(1) as i32);
         spec.renew_time = Some(now);
-        lease.spec = Some(LeaseSpec { ..spec });
+        lease.spec = Some(spec);
         lease
     }
 
@@ -219,7 +218,7 @@ impl State {
 async fn keep(
     client: Client,
     settings: LeaseSettings,
-    fence: Arc<Mutex<Fence>>,
+    fence: SharedFence,
     reports: Recipient<KeeperReport>,
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
@@ -240,7 +239,7 @@ async fn keep(
             command = commands.recv() => match command {
                 Some(Command::Publish(view)) => state.view = Some(view),
                 Some(Command::Release(done)) => {
-                    fence.lock().unwrap_or_else(|e| e.into_inner()).release();
+                    fence.lock().release();
                     match tokio::time::timeout(attempt_timeout, state.write(None)).await {
                         Ok(Ok(())) => tracing::info!(lease = %state.settings.lease_name(), "released the Lease"),
                         _ => tracing::warn!(lease = %state.settings.lease_name(), "could not release the Lease; peers take over when it expires"),
@@ -254,12 +253,9 @@ async fn keep(
         let sent_at = Instant::now();
         let replica = state.settings.replica_id.clone();
         match tokio::time::timeout(attempt_timeout, state.write(Some(&replica))).await {
-            Ok(Ok(())) => fence
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .renewed(sent_at),
+            Ok(Ok(())) => fence.lock().renewed(sent_at),
             Ok(Err(RenewError::Usurped(incarnation))) => {
-                fence.lock().unwrap_or_else(|e| e.into_inner()).release();
+                fence.lock().release();
                 reports.do_send(KeeperReport::Usurped { incarnation });
                 return;
             }

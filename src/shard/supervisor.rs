@@ -20,7 +20,7 @@
 //! peer's view still claims it. If its fence lapses it stops every actor
 //! and rejoins from scratch.
 
-use super::fence::{Fence, FenceState};
+use super::fence::{Fence, FenceState, SharedFence};
 use super::handoff::{self, KeyDecision, Peer, ViewRings};
 use super::jobs::{JobIndex, JobRoute};
 use super::lease::{Keeper, KeeperReport};
@@ -37,7 +37,7 @@ use ::kube::runtime::watcher::Event;
 use actix::prelude::*;
 use k8s_openapi::api::batch::v1::CronJob;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument as _;
 
@@ -107,7 +107,7 @@ impl ScopeState {
 pub struct ShardSetup {
     pub me: String,
     pub ring_name: String,
-    pub fence: Arc<Mutex<Fence>>,
+    pub fence: SharedFence,
     pub keeper: Keeper,
     /// For bulk loads.
     pub client: Client,
@@ -141,7 +141,7 @@ impl Sharding {
     }
 
     fn fence(&self) -> std::sync::MutexGuard<'_, Fence> {
-        self.setup.fence.lock().unwrap_or_else(|e| e.into_inner())
+        self.setup.fence.lock()
     }
 }
 
