@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 use support::cluster::Cluster;
-use support::controller::{Controller, http_get};
+use support::controller::http_get;
 use support::eventually;
 use support::scenario::*;
 
@@ -55,21 +55,11 @@ fn service_of<'a>(trace: &'a Value, span: &Value) -> &'a str {
         .unwrap_or_default()
 }
 
-async fn controller_with(s: &Scenario, extra: &[&str]) -> Controller {
-    let cluster = Cluster::shared();
-    let mut controller = Controller::replica(cluster, &s.ns.name, &s.ns.name, "r0", extra).await;
-    controller.launch();
-    controller.wait_ready().await;
-    controller
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_firing_is_one_trace_from_the_timer_into_kube_apiserver() {
-    let mut s = scenario("trace-firing").await;
-    // The scenario's own controller exports nowhere: replace it.
-    s.controller.stop();
     let endpoint = otlp_endpoint();
-    let controller = controller_with(&s, &["--otlp-endpoint", &endpoint]).await;
+    let s = scenario_with("trace-firing", &["--otlp-endpoint", &endpoint]).await;
+    let controller = &s.controller;
     let cronjob = s
         .create(&cronjob("traced", "*/1 * * * *", json!({}), json!({})))
         .await;
@@ -199,19 +189,17 @@ async fn a_firing_is_one_trace_from_the_timer_into_kube_apiserver() {
         "kube-apiserver's span {:?} joins the firing's trace by {}",
         apiserver.1["operationName"], apiserver.0
     );
-    drop(controller);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn with_the_collector_down_jobs_are_still_created_on_time() {
-    let mut s = scenario("trace-collector-down").await;
-    s.controller.stop();
     // A port nobody listens on.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port");
     let endpoint = format!("http://{closed}");
-    let controller = controller_with(&s, &["--otlp-endpoint", &endpoint]).await;
+    let s = scenario_with("trace-collector-down", &["--otlp-endpoint", &endpoint]).await;
+    let controller = &s.controller;
     s.create(&cronjob("untraced", "*/1 * * * *", json!({}), json!({})))
         .await;
     let job = eventually("the first Job", ONE_SLOT, || async {

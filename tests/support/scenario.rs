@@ -24,10 +24,15 @@ pub struct Scenario {
 }
 
 pub async fn scenario(test: &str) -> Scenario {
+    scenario_with(test, &[]).await
+}
+
+/// A scenario whose controller gets `extra_args` too.
+pub async fn scenario_with(test: &str, extra_args: &[&str]) -> Scenario {
     let cluster = Cluster::shared();
     let ns = cluster.namespace(test).await;
     let admin = cluster.admin().await;
-    let controller = Controller::start(cluster, &ns.name).await;
+    let controller = Controller::start_with(cluster, &ns.name, extra_args).await;
     Scenario {
         cronjobs: Api::namespaced(admin.clone(), &ns.name),
         jobs: Api::namespaced(admin.clone(), &ns.name),
