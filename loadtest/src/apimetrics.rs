@@ -1,0 +1,163 @@
+//! kube-apiserver's view of each client: requests and their latency, split
+//! by FlowSchema.
+//!
+//! The API server labels its API Priority and Fairness metrics with the
+//! FlowSchema a request matched, so the loadtest installs one FlowSchema per
+//! controller identity (same priority level as the built-in schema that
+//! would otherwise match, so nothing is reprioritized) and reads
+//! `apiserver_flowcontrol_dispatched_requests_total` and
+//! `apiserver_flowcontrol_request_execution_seconds` before and after a run.
+
+use anyhow::Context;
+use k8s_openapi::api::flowcontrol::v1::FlowSchema;
+use kube::api::{Api, PostParams};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// (FlowSchema name, ServiceAccount namespace, ServiceAccount name,
+/// priority level): the controllers' identities.
+pub const CLIENTS: [(&str, &str, &str, &str); 3] = [
+    // kube-controller-manager runs --use-service-account-credentials: its
+    // CronJob controller is this ServiceAccount (built-in schema
+    // kube-system-service-accounts, priority workload-high).
+    (
+        "loadtest-upstream-cronjob",
+        "kube-system",
+        "cronjob-controller",
+        "workload-high",
+    ),
+    (
+        "loadtest-job-controller",
+        "kube-system",
+        "job-controller",
+        "workload-high",
+    ),
+    // shardcron's ServiceAccount (built-in schema service-accounts,
+    // priority workload-low).
+    (
+        "loadtest-shardcron",
+        "shardcron-system",
+        "shardcron",
+        "workload-low",
+    ),
+];
+
+/// Installs the FlowSchemas of `CLIENTS` (already present: left as is).
+pub async fn install_flow_schemas(client: &kube::Client) -> anyhow::Result<()> {
+    let api: Api<FlowSchema> = Api::all(client.clone());
+    for (name, namespace, account, level) in CLIENTS {
+        let schema: FlowSchema = serde_json::from_value(serde_json::json!({
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "FlowSchema",
+            "metadata": {"name": name},
+            "spec": {
+                "matchingPrecedence": 500,
+                "priorityLevelConfiguration": {"name": level},
+                "distinguisherMethod": {"type": "ByUser"},
+                "rules": [{
+                    "subjects": [{"kind": "ServiceAccount", "serviceAccount": {"namespace": namespace, "name": account}}],
+                    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": true, "namespaces": ["*"]}],
+                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]
+                }]
+            }
+        }))?;
+        match api.create(&PostParams::default(), &schema).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e).with_context(|| format!("creating FlowSchema {name}")),
+        }
+    }
+    Ok(())
+}
+
+/// Requests and execution time of one FlowSchema.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientLoad {
+    pub requests: f64,
+    pub execution_seconds: f64,
+}
+
+/// Per-FlowSchema counters at one moment.
+pub type Snapshot = BTreeMap<String, ClientLoad>;
+
+pub async fn snapshot(client: &kube::Client) -> anyhow::Result<Snapshot> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client
+        .request_text(request)
+        .await
+        .context("GET /metrics from kube-apiserver")?;
+    Ok(parse(&text))
+}
+
+/// Reads the two counters from Prometheus text, summed over the other labels.
+pub fn parse(text: &str) -> Snapshot {
+    let mut out = Snapshot::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(value) = value.parse::<f64>() else {
+            continue;
+        };
+        let Some(schema) = label(series, "flow_schema") else {
+            continue;
+        };
+        let entry = out.entry(schema.to_owned()).or_default();
+        if series.starts_with("apiserver_flowcontrol_dispatched_requests_total{") {
+            entry.requests += value;
+        } else if series.starts_with("apiserver_flowcontrol_request_execution_seconds_sum{") {
+            entry.execution_seconds += value;
+        }
+    }
+    out
+}
+
+fn label<'a>(series: &'a str, name: &str) -> Option<&'a str> {
+    let start = series.find(&format!("{name}=\""))? + name.len() + 2;
+    let len = series[start..].find('"')?;
+    Some(&series[start..start + len])
+}
+
+/// `after - before` for every schema that did some work.
+pub fn delta(before: &Snapshot, after: &Snapshot) -> Snapshot {
+    after
+        .iter()
+        .filter_map(|(schema, a)| {
+            let b = before.get(schema).copied().unwrap_or_default();
+            let d = ClientLoad {
+                requests: a.requests - b.requests,
+                execution_seconds: a.execution_seconds - b.execution_seconds,
+            };
+            (d.requests > 0.0).then(|| (schema.clone(), d))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_are_summed_per_flow_schema_and_differenced() {
+        let before = parse(
+            "# HELP x\n\
+             apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"loadtest-shardcron\",priority_level=\"workload-low\"} 10\n\
+             apiserver_flowcontrol_request_execution_seconds_sum{flow_schema=\"loadtest-shardcron\",priority_level=\"workload-low\",type=\"regular\"} 0.5\n",
+        );
+        let after = parse(
+            "apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"loadtest-shardcron\",priority_level=\"workload-low\"} 30\n\
+             apiserver_flowcontrol_request_execution_seconds_sum{flow_schema=\"loadtest-shardcron\",priority_level=\"workload-low\",type=\"regular\"} 1.5\n\
+             apiserver_flowcontrol_request_execution_seconds_sum{flow_schema=\"loadtest-shardcron\",priority_level=\"workload-low\",type=\"watch\"} 0.25\n\
+             apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"exempt\",priority_level=\"exempt\"} 0\n",
+        );
+        let d = delta(&before, &after);
+        assert_eq!(d.len(), 1, "schemas without requests are left out");
+        assert_eq!(
+            d["loadtest-shardcron"],
+            ClientLoad {
+                requests: 20.0,
+                execution_seconds: 1.25
+            }
+        );
+    }
+}

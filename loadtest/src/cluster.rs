@@ -1,0 +1,283 @@
+//! The imperative shell of a run: a local control plane (deploy/local/up),
+//! shardcron replicas as child processes, and their teardown.
+
+use anyhow::{Context, bail};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+
+/// A control plane started by `deploy/local/up`, torn down on `down` (and,
+/// should this process die first, by up's `--watch-pid` watchdog).
+pub struct LocalCluster {
+    pub dir: PathBuf,
+    pub repo: PathBuf,
+    pub client: kube::Client,
+    env: HashMap<String, String>,
+    pids: HashMap<String, u32>,
+}
+
+impl LocalCluster {
+    /// Starts a fresh control plane in `dir`. `kcm_args` go to
+    /// kube-controller-manager (its client QPS and burst).
+    pub async fn up(
+        repo: &Path,
+        dir: &Path,
+        upstream_cronjob: bool,
+        kcm_args: &str,
+    ) -> anyhow::Result<Self> {
+        let mut up = std::process::Command::new(repo.join("deploy/local/up"));
+        up.arg("--dir")
+            .arg(dir)
+            .arg("--watch-pid")
+            .arg(std::process::id().to_string());
+        if upstream_cronjob {
+            up.arg("--with-upstream-cronjob");
+        }
+        up.env("KUBE_CONTROLLER_MANAGER_EXTRA_ARGS", kcm_args)
+            .stderr(Stdio::inherit());
+        let out = tokio::task::spawn_blocking(move || up.output()).await??;
+        if !out.status.success() {
+            bail!(
+                "deploy/local/up --dir {} failed ({})",
+                dir.display(),
+                out.status
+            );
+        }
+        let env = read_env(&dir.join("env"))?;
+        let pids = std::fs::read_to_string(dir.join("pids"))?
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .filter_map(|(name, pid)| Some((name.to_owned(), pid.trim().parse().ok()?)))
+            .collect();
+        let kubeconfig = kube::config::Kubeconfig::read_from(dir.join("kubeconfig"))?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+        Ok(Self {
+            dir: dir.to_owned(),
+            repo: repo.to_owned(),
+            client: kube::Client::try_from(config)?,
+            env,
+            pids,
+        })
+    }
+
+    pub fn pid(&self, component: &str) -> anyhow::Result<u32> {
+        self.pids
+            .get(component)
+            .copied()
+            .with_context(|| format!("no {component} in {}/pids", self.dir.display()))
+    }
+
+    pub fn env(&self, name: &str) -> Option<&str> {
+        self.env
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    fn kubectl(&self) -> anyhow::Result<std::process::Command> {
+        self.kubectl_as(&self.dir.join("kubeconfig"))
+    }
+
+    fn kubectl_as(&self, kubeconfig: &Path) -> anyhow::Result<std::process::Command> {
+        let bin = self
+            .env("SHARDCRON_BIN_DIR")
+            .context("no SHARDCRON_BIN_DIR in the cluster's env file")?;
+        let mut cmd = std::process::Command::new(Path::new(bin).join("kubectl"));
+        cmd.arg("--kubeconfig").arg(kubeconfig);
+        Ok(cmd)
+    }
+
+    /// Applies deploy/ (RBAC, ServiceAccount; the StatefulSet scaled to 0:
+    /// kwok runs no containers) and returns a kubeconfig that authenticates
+    /// as the controller's ServiceAccount.
+    pub async fn shardcron_credentials(&self) -> anyhow::Result<PathBuf> {
+        let deploy = self.repo.join("deploy");
+        run(self.kubectl()?.arg("apply").arg("-k").arg(&deploy))?;
+        run(self.kubectl()?.args([
+            "scale",
+            "statefulset",
+            "shardcron",
+            "-n",
+            "shardcron-system",
+            "--replicas=0",
+        ]))?;
+        let out = run(
+            std::process::Command::new(self.repo.join("deploy/local/sa-kubeconfig"))
+                .arg("--dir")
+                .arg(&self.dir),
+        )?;
+        let path = PathBuf::from(
+            out.lines()
+                .last()
+                .context("sa-kubeconfig printed nothing")?
+                .trim(),
+        );
+        for _ in 0..60 {
+            let mut check = self.kubectl_as(&path)?;
+            check.args(["auth", "can-i", "create", "jobs.batch", "--all-namespaces"]);
+            if check.output().map(|o| o.status.success()).unwrap_or(false) {
+                return Ok(path);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        bail!(
+            "the ServiceAccount shardcron-system/shardcron cannot create Jobs after 30 s (deploy/kubernetes/rbac.yaml)"
+        )
+    }
+
+    pub fn down(&self) -> anyhow::Result<()> {
+        run(
+            std::process::Command::new(self.repo.join("deploy/local/down"))
+                .arg("--dir")
+                .arg(&self.dir),
+        )
+        .map(drop)
+    }
+}
+
+fn read_env(path: &Path) -> anyhow::Result<HashMap<String, String>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.strip_prefix("export ")?.split_once('='))
+        .map(|(k, v)| {
+            (
+                k.to_owned(),
+                v.trim_matches(|c| c == '"' || c == '\'').to_owned(),
+            )
+        })
+        .collect())
+}
+
+fn run(cmd: &mut std::process::Command) -> anyhow::Result<String> {
+    let out = cmd
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!("{cmd:?} failed ({})", out.status);
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// One shardcron process started by the loadtest.
+pub struct Replica {
+    pub name: String,
+    child: Child,
+}
+
+impl Replica {
+    /// Starts `bin run <args>` with the replica id `name`, logging to
+    /// `log`, and waits until its `/readyz` answers 200 (every actor armed).
+    pub async fn start(
+        bin: &Path,
+        name: &str,
+        args: &[String],
+        env: &[(String, String)],
+        log: &Path,
+    ) -> anyhow::Result<(Self, Duration)> {
+        let started = std::time::Instant::now();
+        let health = free_port()?;
+        let file = std::fs::File::create(log)?;
+        let mut cmd = Command::new(bin);
+        cmd.arg("run")
+            .args([
+                "--replica-id",
+                name,
+                "--metrics-bind-address",
+                "127.0.0.1:0",
+            ])
+            .arg("--health-probe-bind-address")
+            .arg(format!("127.0.0.1:{health}"))
+            .args(args)
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .kill_on_drop(true);
+        // SAFETY: prctl is async-signal-safe. The replica dies with this
+        // process, so an aborted run leaves no controller behind.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                bail!(
+                    "{name} exited ({status}) before it was ready; see {}",
+                    log.display()
+                );
+            }
+            if ready(health).await {
+                return Ok((
+                    Self {
+                        name: name.to_owned(),
+                        child,
+                    },
+                    started.elapsed(),
+                ));
+            }
+            if started.elapsed() > Duration::from_secs(600) {
+                bail!("{name} was not ready within 600 s; see {}", log.display());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    pub fn pid(&self) -> anyhow::Result<u32> {
+        self.child.id().context("replica has exited")
+    }
+
+    /// SIGTERM, then up to 15 s for the graceful exit.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        let pid = self.pid()?;
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        match tokio::time::timeout(Duration::from_secs(15), self.child.wait()).await {
+            Ok(status) => {
+                let status = status?;
+                if !status.success() {
+                    bail!("{} exited with {status} after SIGTERM", self.name);
+                }
+                Ok(())
+            }
+            Err(_) => {
+                self.child.kill().await?;
+                bail!("{} ignored SIGTERM for 15 s", self.name)
+            }
+        }
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+async fn ready(port: u16) -> bool {
+    let attempt = async {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+        stream
+            .write_all(b"GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .await?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await?;
+        Ok::<_, std::io::Error>(
+            response.starts_with(b"HTTP/1.0 200") || response.starts_with(b"HTTP/1.1 200"),
+        )
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), attempt).await,
+        Ok(Ok(true))
+    )
+}

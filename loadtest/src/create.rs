@@ -1,0 +1,84 @@
+//! Creating a plan's namespaces and CronJobs at a steady rate.
+
+use crate::mix::{Planned, namespaces_of};
+use anyhow::Context;
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use std::time::{Duration, Instant};
+
+/// The Job template of every loadtest CronJob: one pod that kwok completes
+/// after about a second (deploy/local/kwok-stages.yaml).
+fn cronjob(planned: &Planned) -> anyhow::Result<CronJob> {
+    Ok(serde_json::from_value(serde_json::json!({
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": planned.name, "namespace": planned.namespace},
+        "spec": {
+            "schedule": planned.schedule,
+            "concurrencyPolicy": "Allow",
+            "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 1,
+            "jobTemplate": {"spec": {"template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "busybox", "command": ["true"]}]
+            }}}}
+        }
+    }))?)
+}
+
+/// Creates the plan's namespaces, then its CronJobs at `qps` (objects that
+/// exist already are left alone), printing progress to stderr.
+pub async fn create(client: &kube::Client, plan: &[Planned], qps: f64) -> anyhow::Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in namespaces_of(plan) {
+        let ns: Namespace =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))?;
+        ignore_exists(namespaces.create(&PostParams::default(), &ns).await)
+            .with_context(|| format!("creating namespace {name}"))?;
+    }
+    let started = Instant::now();
+    let mut last_progress = Instant::now();
+    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / qps.max(0.1)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    // Each create is its own task, so the rate holds when the API server
+    // takes longer than the interval to answer.
+    let mut in_flight = tokio::task::JoinSet::new();
+    let mut done = 0usize;
+    for planned in plan {
+        ticks.tick().await;
+        let api: Api<CronJob> = Api::namespaced(client.clone(), &planned.namespace);
+        let object = cronjob(planned)?;
+        let what = format!("creating CronJob {}/{}", planned.namespace, planned.name);
+        in_flight.spawn(async move {
+            ignore_exists(api.create(&PostParams::default(), &object).await).context(what)
+        });
+        while let Some(result) = in_flight.try_join_next() {
+            result??;
+            done += 1;
+        }
+        if last_progress.elapsed() >= Duration::from_secs(5) {
+            last_progress = Instant::now();
+            progress(done, plan.len(), started);
+        }
+    }
+    while let Some(result) = in_flight.join_next().await {
+        result??;
+        done += 1;
+    }
+    progress(done, plan.len(), started);
+    Ok(())
+}
+
+fn progress(done: usize, total: usize, started: Instant) {
+    let rate = done as f64 / started.elapsed().as_secs_f64().max(0.001);
+    eprintln!("create: {done}/{total} CronJobs ({rate:.0}/s)");
+}
+
+fn ignore_exists<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(error) => Err(error),
+    }
+}

@@ -1,0 +1,252 @@
+//! `shardcron-loadtest`: creates CronJob populations, observes how a
+//! controller serves them, and compares shardcron with
+//! kube-controller-manager's CronJob controller on the same local control
+//! plane build. See loadtest/README.md.
+
+mod apimetrics;
+mod cluster;
+mod compare;
+mod create;
+mod mix;
+mod observe;
+mod overhead;
+mod procstat;
+mod report;
+mod slots;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use compare::{ClientLimits, Mode, Scenario, ScenarioName, Settings, Variant};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Creates CronJobs (and their namespaces, lt-<group>-<i>) in the
+    /// cluster of $KUBECONFIG.
+    Create {
+        #[arg(long, value_enum)]
+        mix: mix::Mix,
+        #[arg(long)]
+        count: usize,
+        #[arg(long, default_value_t = 10)]
+        namespaces: usize,
+        #[arg(long, default_value = "a")]
+        group: String,
+        /// The minute of the hour of `herd` and `tenants`.
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..60))]
+        minute: u8,
+        /// CronJob creations per second.
+        #[arg(long, default_value_t = 100.0)]
+        qps: f64,
+    },
+    /// Watches the loadtest CronJobs' Jobs for whole minutes (from the next
+    /// minute boundary) and prints the observation as JSON.
+    Observe {
+        #[arg(long, default_value_t = 5)]
+        minutes: u32,
+        /// Seconds after the last slot that late Jobs still count.
+        #[arg(long, default_value_t = 60)]
+        tail: u64,
+        /// A process to measure, as NAME=PID (repeat).
+        #[arg(long = "process", value_parser = parse_process)]
+        processes: Vec<observe::Process>,
+    },
+    /// Runs a scenario against each controller, each on a fresh local
+    /// control plane, and writes report.{json,md} and PNG plots to --out.
+    Compare {
+        #[arg(long, value_enum)]
+        scenario: ScenarioName,
+        #[arg(long, value_enum, default_value = "short")]
+        mode: Mode,
+        /// Comma-separated: upstream, shardcron-N.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "upstream,shardcron-1,shardcron-3"
+        )]
+        controllers: Vec<Variant>,
+        /// Client QPS of every controller (upstream's default: 20).
+        #[arg(long, default_value_t = 20.0)]
+        qps: f64,
+        /// Client burst of every controller (upstream's default: 30).
+        #[arg(long, default_value_t = 30)]
+        burst: u32,
+        /// CronJob creations per second while setting up.
+        #[arg(long, default_value_t = 200.0)]
+        create_qps: f64,
+        /// Default: loadtest/results/<scenario>-<mode>-qps<qps>.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Default: the `shardcron` next to this binary.
+        #[arg(long)]
+        shardcron_bin: Option<PathBuf>,
+        /// Fail (exit 1) on any missed or duplicate slot.
+        #[arg(long)]
+        assert_complete: bool,
+    },
+    /// Tracing overhead: CPU per firing of a replica exporting every span
+    /// versus one with tracing off, side by side on one control plane.
+    Overhead {
+        #[arg(long, default_value_t = 150)]
+        count: usize,
+        #[arg(long, default_value_t = 5)]
+        minutes: u32,
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long)]
+        shardcron_bin: Option<PathBuf>,
+    },
+}
+
+fn parse_process(text: &str) -> Result<observe::Process, String> {
+    let (name, pid) = text.split_once('=').ok_or("expected NAME=PID")?;
+    let pid = pid.parse().map_err(|_| format!("not a pid: {pid:?}"))?;
+    Ok(observe::Process {
+        name: name.to_owned(),
+        pid,
+    })
+}
+
+fn shardcron_bin(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let bin = match given {
+        Some(bin) => bin,
+        None => std::env::current_exe()?.with_file_name("shardcron"),
+    };
+    if !bin.is_file() {
+        bail!(
+            "{} does not exist: build it (cargo build --release --bin shardcron) or pass --shardcron-bin",
+            bin.display()
+        );
+    }
+    Ok(bin)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Create {
+            mix,
+            count,
+            namespaces,
+            group,
+            minute,
+            qps,
+        } => {
+            let client = kube::Client::try_default()
+                .await
+                .context("connecting to the cluster ($KUBECONFIG)")?;
+            create::create(
+                &client,
+                &mix::plan(mix, count, namespaces, &group, minute),
+                qps,
+            )
+            .await
+        }
+        Command::Observe {
+            minutes,
+            tail,
+            processes,
+        } => {
+            let client = kube::Client::try_default()
+                .await
+                .context("connecting to the cluster ($KUBECONFIG)")?;
+            let watch = observe::JobWatch::start(&client, mix::NAMESPACE_PREFIX);
+            let from = (observe::unix_ms() / 1000 + 69).div_euclid(60) * 60;
+            let window = observe::Window {
+                from,
+                to: from + 60 * (i64::from(minutes.max(1)) - 1),
+                tail: Duration::from_secs(tail),
+                prefix: mix::NAMESPACE_PREFIX,
+                processes: &processes,
+                big_tenant: None,
+            };
+            let observation = observe::observe(&client, watch, &window).await?;
+            println!("{}", serde_json::to_string_pretty(&observation)?);
+            Ok(())
+        }
+        Command::Compare {
+            scenario,
+            mode,
+            controllers,
+            qps,
+            burst,
+            create_qps,
+            out,
+            shardcron_bin: bin,
+            assert_complete,
+        } => {
+            let repo = compare::repo_root();
+            let out = out.unwrap_or_else(|| {
+                repo.join(format!("loadtest/results/{scenario:?}-{mode:?}-qps{qps}").to_lowercase())
+            });
+            let settings = Settings {
+                shardcron_bin: if controllers.iter().any(|c| *c != Variant::Upstream) {
+                    shardcron_bin(bin)?
+                } else {
+                    PathBuf::new()
+                },
+                repo,
+                out: out.clone(),
+                limits: ClientLimits { qps, burst },
+                create_qps,
+            };
+            let scenario = Scenario::new(scenario, mode);
+            let runs = compare::compare(&scenario, &controllers, &settings).await?;
+            println!("{}", report::markdown(&scenario, &runs));
+            eprintln!("compare: report in {}", out.display());
+            if assert_complete {
+                for run in &runs {
+                    let s = &run.observation.slots;
+                    if s.missed > 0 || s.duplicates > 0 || s.answered == 0 {
+                        bail!(
+                            "{}: {} of {} slots missed, {} duplicates (e.g. {:?})",
+                            run.variant,
+                            s.missed,
+                            s.expected,
+                            s.duplicates,
+                            s.missed_examples
+                        );
+                    }
+                }
+            }
+            Ok(())
+        }
+        Command::Overhead {
+            count,
+            minutes,
+            out,
+            shardcron_bin: bin,
+        } => {
+            let repo = compare::repo_root();
+            let out = out.unwrap_or_else(|| repo.join("loadtest/results/trace-overhead"));
+            let report =
+                overhead::run(&repo, &out, &shardcron_bin(bin)?, count, minutes.max(1)).await?;
+            for side in [&report.off, &report.on] {
+                let s = &side.observation.slots;
+                println!(
+                    "tracing {:>3}: {} slots, {} answered, {} missed, {} duplicates, {:.3} ms CPU per firing",
+                    if side.tracing { "on" } else { "off" },
+                    s.expected,
+                    s.answered,
+                    s.missed,
+                    s.duplicates,
+                    side.cpu_ms_per_firing
+                );
+            }
+            println!(
+                "ratio on/off: {:.3} ({:+.1}%)",
+                report.ratio,
+                (report.ratio - 1.0) * 100.0
+            );
+            Ok(())
+        }
+    }
+}

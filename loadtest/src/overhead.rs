@@ -1,0 +1,146 @@
+//! The tracing overhead benchmark: two shardcron processes side by side on
+//! one control plane, each with its own CronJobs (same count, same
+//! every-minute schedule, own namespaces and ring), one exporting every
+//! span (sampler always_on) to the local Jaeger and one with tracing off.
+//! Both see the same machine load in the same minutes, so the ratio of
+//! their CPU per firing is the cost of tracing.
+
+use crate::cluster::{LocalCluster, Replica};
+use crate::mix::{self, Mix};
+use crate::observe::{self, JobWatch, Observation, Process, Window};
+use crate::{apimetrics, create};
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Side {
+    pub tracing: bool,
+    pub observation: Observation,
+    pub cpu_ms_per_firing: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OverheadReport {
+    pub cronjobs_per_side: usize,
+    pub minutes: u32,
+    pub off: Side,
+    pub on: Side,
+    /// on / off CPU per firing.
+    pub ratio: f64,
+    /// How the figures were taken.
+    pub note: String,
+}
+
+pub async fn run(
+    repo: &Path,
+    out: &Path,
+    bin: &Path,
+    count: usize,
+    minutes: u32,
+) -> anyhow::Result<OverheadReport> {
+    std::fs::create_dir_all(out)?;
+    let dir = out.join("cluster");
+    let cluster = LocalCluster::up(repo, &dir, false, "").await?;
+    let mut replicas = Vec::new();
+    let result = run_on(&cluster, bin, count, minutes, &mut replicas).await;
+    for replica in replicas {
+        replica.stop().await?;
+    }
+    if result.is_ok() {
+        cluster.down()?;
+    }
+    let report = result?;
+    std::fs::write(
+        out.join("overhead.json"),
+        serde_json::to_vec_pretty(&report)?,
+    )?;
+    Ok(report)
+}
+
+async fn run_on(
+    cluster: &LocalCluster,
+    bin: &Path,
+    count: usize,
+    minutes: u32,
+    replicas: &mut Vec<Replica>,
+) -> anyhow::Result<OverheadReport> {
+    let client = &cluster.client;
+    apimetrics::install_flow_schemas(client).await?;
+    let credentials = cluster.shardcron_credentials().await?;
+    let otlp = cluster
+        .env("SHARDCRON_OTLP_ENDPOINT")
+        .context("the cluster runs no Jaeger (SHARDCRON_OTLP_ENDPOINT)")?;
+    let mut sides = Vec::new();
+    for (group, tracing) in [("off", false), ("on", true)] {
+        let plan = mix::plan(Mix::EveryMinute, count, 2, group, 0);
+        create::create(client, &plan, 100.0).await?;
+        let mut args = vec![
+            "--kubeconfig".to_owned(),
+            credentials.display().to_string(),
+            "--shard-ring-name".into(),
+            format!("overhead-{group}"),
+        ];
+        for namespace in mix::namespaces_of(&plan) {
+            args.extend(["--namespace".to_owned(), namespace]);
+        }
+        let mut env = Vec::new();
+        if tracing {
+            args.extend(["--otlp-endpoint".to_owned(), otlp.to_owned()]);
+            env.push(("OTEL_TRACES_SAMPLER".to_owned(), "always_on".to_owned()));
+        }
+        let log = cluster.dir.join(format!("shardcron-{group}.log"));
+        let (replica, _) =
+            Replica::start(bin, &format!("tracing-{group}"), &args, &env, &log).await?;
+        let process = Process {
+            name: format!("shardcron-tracing-{group}"),
+            pid: replica.pid()?,
+        };
+        replicas.push(replica);
+        let prefix = format!("{}{group}-", mix::NAMESPACE_PREFIX);
+        sides.push((tracing, prefix, process));
+    }
+    let from = (observe::unix_ms() / 1000 + 70).div_euclid(60) * 60;
+    let to = from + 60 * (i64::from(minutes) - 1);
+    let observations = sides.iter().map(|(_, prefix, process)| {
+        let watch = JobWatch::start(client, prefix);
+        let processes = std::slice::from_ref(process);
+        async move {
+            let window = Window {
+                from,
+                to,
+                tail: Duration::from_secs(30),
+                prefix,
+                processes,
+                big_tenant: None,
+            };
+            observe::observe(client, watch, &window).await
+        }
+    });
+    let observations = futures::future::try_join_all(observations).await?;
+    let mut sides: Vec<Side> = sides
+        .iter()
+        .zip(observations)
+        .map(|((tracing, _, _), observation)| {
+            let cpu: f64 = observation.processes.iter().map(|p| p.cpu_seconds).sum();
+            Side {
+                tracing: *tracing,
+                cpu_ms_per_firing: 1000.0 * cpu / observation.slots.answered.max(1) as f64,
+                observation,
+            }
+        })
+        .collect();
+    let on = sides.pop().context("no traced side")?;
+    let off = sides.pop().context("no untraced side")?;
+    Ok(OverheadReport {
+        cronjobs_per_side: count,
+        minutes,
+        ratio: on.cpu_ms_per_firing / off.cpu_ms_per_firing,
+        off,
+        on,
+        note: "CPU per firing = the process's user+system CPU from the first watched slot to 30 s after the last, \
+               divided by the slots it answered; both processes ran in the same minutes on one control plane"
+            .into(),
+    })
+}

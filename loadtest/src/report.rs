@@ -1,0 +1,317 @@
+//! The report of a comparison: `report.json`, `report.md` (one table) and
+//! two PNG plots (skew CDF per controller, Jobs per second over time).
+
+use crate::compare::{Run, Scenario};
+use crate::slots::{SlotSummary, percentile};
+use anyhow::Context;
+use plotters::prelude::*;
+use std::fmt::Write as _;
+use std::path::Path;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// The CPU seconds of the controller itself: shardcron's replicas, or
+/// kube-controller-manager when it runs the CronJob controller.
+pub fn controller_cpu(run: &Run) -> f64 {
+    let p = &run.observation.processes;
+    let shardcron: f64 = p
+        .iter()
+        .filter(|p| p.name.starts_with("shardcron"))
+        .map(|p| p.cpu_seconds)
+        .sum();
+    if run.variant == "upstream" {
+        kcm(run).map(|p| p.cpu_seconds).unwrap_or(0.0)
+    } else {
+        shardcron
+    }
+}
+
+fn kcm(run: &Run) -> Option<&crate::observe::ProcessFigures> {
+    run.observation
+        .processes
+        .iter()
+        .find(|p| p.name == "kube-controller-manager")
+}
+
+/// Peak RSS of the controller: the largest replica, or KCM.
+fn controller_peak_rss(run: &Run) -> u64 {
+    let p = &run.observation.processes;
+    if run.variant == "upstream" {
+        kcm(run).map(|p| p.peak_rss_bytes).unwrap_or(0)
+    } else {
+        p.iter()
+            .filter(|p| p.name.starts_with("shardcron"))
+            .map(|p| p.peak_rss_bytes)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+fn api_load(run: &Run) -> (f64, f64) {
+    let schema = if run.variant == "upstream" {
+        "loadtest-upstream-cronjob"
+    } else {
+        "loadtest-shardcron"
+    };
+    run.observation
+        .api
+        .get(schema)
+        .map(|l| (l.requests, l.execution_seconds))
+        .unwrap_or((0.0, 0.0))
+}
+
+fn ms(v: Option<i64>) -> String {
+    v.map(|v| format!("{:.2}", v as f64 / 1000.0))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn skew_cells(s: &SlotSummary) -> String {
+    let k = &s.skews_ms;
+    format!(
+        "{} | {} | {}",
+        ms(percentile(k, 50.0)),
+        ms(percentile(k, 99.0)),
+        ms(k.last().copied())
+    )
+}
+
+/// A one-line summary for progress output.
+pub fn one_line(run: &Run) -> String {
+    let s = &run.observation.slots;
+    format!(
+        "{} slots, {} missed, {} duplicates, skew p50 {} s p99 {} s max {} s, CPU {:.1} s",
+        s.expected,
+        s.missed,
+        s.duplicates,
+        ms(percentile(&s.skews_ms, 50.0)),
+        ms(percentile(&s.skews_ms, 99.0)),
+        ms(s.skews_ms.last().copied()),
+        controller_cpu(run)
+    )
+}
+
+/// The Markdown table of a comparison.
+pub fn markdown(scenario: &Scenario, runs: &[Run]) -> String {
+    let mut out = String::new();
+    let limits = runs.first().map(|r| r.limits);
+    let _ = writeln!(
+        out,
+        "### {:?} ({:?}): {} CronJobs, {:?} mix{}\n",
+        scenario.name,
+        scenario.mode,
+        scenario.count,
+        scenario.mix,
+        limits
+            .map(|l| format!(", client QPS {}/burst {}", l.qps, l.burst))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(
+        out,
+        "| controller | slots | missed | duplicates | skew p50 s | skew p99 s | skew max s | small tenants p99 s | ready s | controller CPU s | CPU ms/slot | KCM CPU s | peak RSS MiB | API requests | API exec s |"
+    );
+    let _ = writeln!(
+        out,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for run in runs {
+        let o = &run.observation;
+        let cpu = controller_cpu(run);
+        let (requests, exec) = api_load(run);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.0} | {:.0} | {:.2} |",
+            run.variant,
+            o.slots.expected,
+            o.slots.missed,
+            o.slots.duplicates,
+            skew_cells(&o.slots),
+            o.small_tenants
+                .as_ref()
+                .map(|s| ms(percentile(&s.skews_ms, 99.0)))
+                .unwrap_or_else(|| "-".into()),
+            run.ready_seconds
+                .map(|s| format!("{s:.1}"))
+                .unwrap_or_else(|| "-".into()),
+            cpu,
+            1000.0 * cpu / o.slots.answered.max(1) as f64,
+            kcm(run).map(|p| p.cpu_seconds).unwrap_or(0.0),
+            controller_peak_rss(run) as f64 / MIB,
+            requests,
+            exec,
+        );
+    }
+    out.push_str(
+        "\nSkew: the moment the Job first appeared in a watch minus its scheduled time. \
+         CPU: from the first watched slot to the end of the tail. Controller CPU is \
+         kube-controller-manager as a whole for upstream (every controller it runs), \
+         the sum of the replicas for shardcron; KCM CPU is shown for every run so the \
+         difference can be read. API requests and execution time: kube-apiserver's \
+         APF counters for the controller's FlowSchema.\n",
+    );
+    out
+}
+
+/// Writes report.json, report.md, skew-cdf.png and jobs-per-second.png.
+pub fn write(out: &Path, scenario: &Scenario, runs: &[Run]) -> anyhow::Result<()> {
+    std::fs::write(
+        out.join("report.json"),
+        serde_json::to_vec_pretty(&serde_json::json!({"scenario": scenario, "runs": runs}))?,
+    )?;
+    std::fs::write(out.join("report.md"), markdown(scenario, runs))?;
+    match load_font() {
+        Some(font) => {
+            plotters::style::register_font("sans-serif", FontStyle::Normal, font)
+                .map_err(|_| anyhow::anyhow!("the font could not be loaded"))?;
+            plot_skew_cdf(&out.join("skew-cdf.png"), scenario, runs)?;
+            plot_jobs_per_second(&out.join("jobs-per-second.png"), scenario, runs)?;
+        }
+        None => eprintln!(
+            "report: no TrueType font found (install fonts-dejavu-core or set SHARDCRON_LOADTEST_FONT); plots skipped"
+        ),
+    }
+    Ok(())
+}
+
+fn load_font() -> Option<&'static [u8]> {
+    let candidates = std::env::var("SHARDCRON_LOADTEST_FONT").into_iter().chain(
+        [
+            "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+            "/usr/share/fonts/TTF/DejaVuSans.ttf",
+            "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+        ]
+        .map(String::from),
+    );
+    candidates
+        .filter_map(|path| std::fs::read(path).ok())
+        .map(|bytes| &*Box::leak(bytes.into_boxed_slice()))
+        .next()
+}
+
+const COLORS: [RGBColor; 4] = [
+    RGBColor(200, 60, 40),
+    RGBColor(30, 100, 200),
+    RGBColor(20, 150, 70),
+    RGBColor(140, 60, 170),
+];
+
+fn plot_skew_cdf(path: &Path, scenario: &Scenario, runs: &[Run]) -> anyhow::Result<()> {
+    let max = runs
+        .iter()
+        .filter_map(|r| r.observation.slots.skews_ms.last())
+        .max()
+        .copied()
+        .unwrap_or(1000);
+    let max_s = (max as f64 / 1000.0).max(1.0) * 1.05;
+    let root = BitMapBackend::new(path, (900, 540)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_error)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "{:?} ({:?}): creation skew CDF",
+                scenario.name, scenario.mode
+            ),
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0f64..max_s, 0f64..1.0)
+        .map_err(plot_error)?;
+    chart
+        .configure_mesh()
+        .x_desc("skew (s): Job visible in a watch minus scheduled time")
+        .y_desc("share of slots")
+        .draw()
+        .map_err(plot_error)?;
+    for (i, run) in runs.iter().enumerate() {
+        let skews = &run.observation.slots.skews_ms;
+        let n = skews.len().max(1) as f64;
+        let color = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(
+                skews
+                    .iter()
+                    .enumerate()
+                    .map(|(k, v)| (*v as f64 / 1000.0, (k + 1) as f64 / n)),
+                color.stroke_width(2),
+            ))
+            .map_err(plot_error)?
+            .label(run.variant.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE)
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_error)?;
+    root.present()
+        .map_err(plot_error)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+fn plot_jobs_per_second(path: &Path, scenario: &Scenario, runs: &[Run]) -> anyhow::Result<()> {
+    let seconds = runs
+        .iter()
+        .map(|r| r.observation.jobs_per_second.len())
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let peak = runs
+        .iter()
+        .flat_map(|r| r.observation.jobs_per_second.iter())
+        .max()
+        .copied()
+        .unwrap_or(1)
+        .max(1);
+    let root = BitMapBackend::new(path, (900, 540)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_error)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("{:?} ({:?}): Jobs per second", scenario.name, scenario.mode),
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0u32..seconds as u32, 0u32..peak + peak / 10 + 1)
+        .map_err(plot_error)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the first watched slot")
+        .y_desc("Jobs first seen")
+        .draw()
+        .map_err(plot_error)?;
+    for (i, run) in runs.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(
+                run.observation
+                    .jobs_per_second
+                    .iter()
+                    .enumerate()
+                    .map(|(s, n)| (s as u32, *n)),
+                color.stroke_width(1),
+            ))
+            .map_err(plot_error)?
+            .label(run.variant.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE)
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_error)?;
+    root.present()
+        .map_err(plot_error)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+fn plot_error<E: std::fmt::Debug>(error: E) -> anyhow::Error {
+    anyhow::anyhow!("plotting failed: {error:?}")
+}
