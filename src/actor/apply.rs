@@ -22,6 +22,7 @@ use jiff::tz::TimeZone;
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::ObjectReference;
 use std::sync::Arc;
+use tracing::Instrument as _;
 
 /// Upstream needs at most three rounds of GETs; one more guards against a
 /// decision that keeps asking.
@@ -54,6 +55,43 @@ pub struct Snapshot {
     pub children: Vec<JobSummary>,
 }
 
+/// The root span of one decision: `cronjob.fire` when the timer fired for
+/// slot `due`, else `cronjob.reconcile` (a change to the CronJob or one of
+/// its Jobs). The decision and the skew are recorded on it later.
+pub fn decision_span(cronjob: &CronJobView, replica: &str, due: Option<Timestamp>) -> tracing::Span {
+    let policy = format!("{:?}", cronjob.spec.concurrency_policy);
+    let span = match due {
+        Some(slot) => tracing::info_span!(
+            "cronjob.fire",
+            k8s.namespace.name = %cronjob.namespace,
+            k8s.cronjob.name = %cronjob.name,
+            k8s.cronjob.uid = %cronjob.uid,
+            cronjob.scheduled_time = %slot,
+            cronjob.concurrency_policy = %policy,
+            cronjob.decision = tracing::field::Empty,
+            cronjob.skew_ms = tracing::field::Empty,
+            shardcron.replica = %replica,
+            trace_id = tracing::field::Empty,
+        ),
+        None => tracing::info_span!(
+            "cronjob.reconcile",
+            k8s.namespace.name = %cronjob.namespace,
+            k8s.cronjob.name = %cronjob.name,
+            k8s.cronjob.uid = %cronjob.uid,
+            cronjob.concurrency_policy = %policy,
+            cronjob.decision = tracing::field::Empty,
+            cronjob.skew_ms = tracing::field::Empty,
+            shardcron.replica = %replica,
+            trace_id = tracing::field::Empty,
+        ),
+    };
+    // So that log lines inside the decision name its trace.
+    if let Some(trace_id) = traces::trace_id_of(&span) {
+        span.record("trace_id", tracing::field::display(trace_id));
+    }
+    span
+}
+
 /// What happened, for the actor to apply.
 #[derive(Debug)]
 pub struct Applied {
@@ -82,7 +120,7 @@ pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp)
     let mut live = LiveAnswers::new();
     let mut plan = None;
     for _ in 0..MAX_LOOKUP_ROUNDS {
-        let step = tracing::info_span!("decide").in_scope(|| reconcile::reconcile(&input, &live));
+        let step = crate::child_span!("decide").in_scope(|| reconcile::reconcile(&input, &live));
         match step {
             Step::Plan(p) => {
                 plan = Some(p);
@@ -98,6 +136,27 @@ pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp)
     let Some(plan) = plan else {
         return Applied::retry("the decision kept asking for live reads");
     };
+    let effects = apply_plan(ctx, snapshot, &input, &live, &plan);
+    // A decision that is not a firing gets its trace only when it writes or
+    // records something: the many Job updates that change nothing would
+    // otherwise cost a trace each (see the tracing overhead benchmark).
+    if tracing::Span::current().is_none() && !plan.is_noop() {
+        effects
+            .instrument(decision_span(&snapshot.cronjob, &ctx.replica, None))
+            .await
+    } else {
+        effects.await
+    }
+}
+
+/// Carries a plan out: deletes, the create, events, the status write.
+async fn apply_plan(
+    ctx: &Shared,
+    snapshot: &Snapshot,
+    input: &Input<'_>,
+    live: &LiveAnswers,
+    plan: &reconcile::Plan,
+) -> Applied {
     tracing::Span::current().record("cronjob.decision", reconcile::slot_outcome(&plan.decisions));
 
     let namespace = &snapshot.cronjob.namespace;
@@ -185,7 +244,7 @@ pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp)
         results.set_create(result);
     }
 
-    let outcome = reconcile::follow_up(&input, &live, &results);
+    let outcome = reconcile::follow_up(input, live, &results);
     let regarding = object_reference(&snapshot.cronjob);
     for event in &outcome.events {
         ctx.gateway.record(regarding.clone(), event);

@@ -12,7 +12,6 @@ use super::apply::{self, Applied, Shared, Snapshot};
 use super::timer::{self, MAX_SLEEP, Wake};
 use crate::reconcile::{AfterUpdate, CronJobView, JobSummary, Requeue, SpecView, after_update};
 use crate::telemetry::metrics::{OkLabel, SyncLabels};
-use crate::telemetry::traces;
 use actix::prelude::*;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::CronJob;
@@ -165,45 +164,6 @@ impl CronJobActor {
         }
     }
 
-    /// The root span of one decision: `cronjob.fire` when the timer fired
-    /// for slot `due`, else `cronjob.reconcile` (a change to the CronJob or
-    /// one of its Jobs). The decision and the skew are recorded on it later.
-    fn span(&self, due: Option<Timestamp>) -> tracing::Span {
-        let cronjob = &self.cronjob;
-        let policy = format!("{:?}", cronjob.spec.concurrency_policy);
-        let replica = self.shared.replica.as_str();
-        let span = match due {
-            Some(slot) => tracing::info_span!(
-                "cronjob.fire",
-                k8s.namespace.name = %cronjob.namespace,
-                k8s.cronjob.name = %cronjob.name,
-                k8s.cronjob.uid = %cronjob.uid,
-                cronjob.scheduled_time = %slot,
-                cronjob.concurrency_policy = %policy,
-                cronjob.decision = tracing::field::Empty,
-                cronjob.skew_ms = tracing::field::Empty,
-                shardcron.replica = %replica,
-                trace_id = tracing::field::Empty,
-            ),
-            None => tracing::info_span!(
-                "cronjob.reconcile",
-                k8s.namespace.name = %cronjob.namespace,
-                k8s.cronjob.name = %cronjob.name,
-                k8s.cronjob.uid = %cronjob.uid,
-                cronjob.concurrency_policy = %policy,
-                cronjob.decision = tracing::field::Empty,
-                cronjob.skew_ms = tracing::field::Empty,
-                shardcron.replica = %replica,
-                trace_id = tracing::field::Empty,
-            ),
-        };
-        // So that log lines inside the decision name its trace.
-        if let Some(trace_id) = traces::trace_id_of(&span) {
-            span.record("trace_id", tracing::field::display(trace_id));
-        }
-        span
-    }
-
     /// Runs a decision now, or right after the one in flight.
     fn decide(&mut self, ctx: &mut Context<Self>) {
         if self.deciding {
@@ -220,8 +180,12 @@ impl CronJobActor {
             resource_version: self.resource_version.clone(),
             children: self.children.clone(),
         };
-        let due = self.due.take();
-        let span = self.span(due);
+        // A firing is traced from the start; any other decision only once it
+        // turns out to do something (see `decide_and_apply`).
+        let span = match self.due.take() {
+            Some(slot) => apply::decision_span(&self.cronjob, &self.shared.replica, Some(slot)),
+            None => tracing::Span::none(),
+        };
         let decision = async move {
             let applied = apply::decide_and_apply(&shared, &snapshot, Timestamp::now()).await;
             (applied, snapshot.resource_version)

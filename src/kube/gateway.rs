@@ -193,7 +193,7 @@ impl Gateway {
         let labels = PriorityLabels {
             priority: priority.label(),
         };
-        let span = tracing::info_span!(
+        let span = crate::child_span!(
             "gateway.wait",
             gateway.priority = priority.label(),
             k8s.namespace.name = namespace,
@@ -246,7 +246,7 @@ impl Gateway {
             }
             // The request's own span: the client layer injects its context
             // (`traceparent`) into the HTTP request.
-            let span = tracing::info_span!(
+            let span = crate::child_span!(
                 "kube.request",
                 otel.kind = "client",
                 k8s.verb = verb,

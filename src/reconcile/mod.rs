@@ -213,6 +213,17 @@ pub struct Plan {
     pub decisions: Vec<Decision>,
 }
 
+impl Plan {
+    /// Nothing to write and nothing to record: no delete, no create, no
+    /// status change, no event.
+    pub fn is_noop(&self) -> bool {
+        self.deletes.is_empty()
+            && self.create.is_none()
+            && !self.expected.status_changed
+            && self.expected.events.is_empty()
+    }
+}
+
 /// Decides, or says which live GETs it needs first.
 pub fn reconcile(input: &Input, live: &LiveAnswers) -> Step {
     match sync::run(input, live, None) {

@@ -52,6 +52,21 @@ fn job_lookup(name: &str) -> Lookup {
 const AT_TEN_OH_ONE: &str = "2016-05-19T10:01:00Z";
 
 #[test]
+fn a_decision_between_slots_is_a_noop_and_a_due_one_is_not() {
+    let cj = view(&hourly("Allow"));
+    let between = plan_of(reconcile(
+        &input(&cj, &[], ts("2016-05-19T09:30:00Z")),
+        &LiveAnswers::new(),
+    ));
+    assert!(between.is_noop(), "{:?}", between.decisions);
+    let due = plan_of(reconcile(
+        &input(&cj, &[], ts(AT_TEN_OH_ONE)),
+        &LiveAnswers::new(),
+    ));
+    assert!(!due.is_noop());
+}
+
+#[test]
 fn a_due_slot_needs_no_lookup_and_creates_one_job() {
     let cj = view(&hourly("Allow"));
     let now = ts(AT_TEN_OH_ONE);
