@@ -141,13 +141,17 @@ pub fn start(
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     opentelemetry::global::set_tracer_provider(provider.clone());
     // No source locations, thread ids or busy/idle timing: attributes on
-    // every span, and timing on every poll, that nobody reads in a firing's
-    // trace (the overhead benchmark counts them).
+    // every span that nobody reads in a firing's trace. No context
+    // activation either: it attaches an OpenTelemetry context on every poll
+    // of an instrumented future, and our propagation reads the `tracing`
+    // span's context itself (`inject`). The overhead benchmark
+    // (loadtest/README.md) measured each of these.
     let layer = tracing_opentelemetry::layer()
         .with_tracer(provider.tracer(SCOPE))
         .with_location(false)
         .with_threads(false)
         .with_tracked_inactivity(false)
+        .with_context_activation(false)
         // Only the controller's own spans: not the exporter's gRPC calls
         // (which would trace themselves), not the HTTP stack's.
         .with_filter(
