@@ -195,108 +195,78 @@ const COLORS: [RGBColor; 4] = [
 ];
 
 fn plot_skew_cdf(path: &Path, scenario: &Scenario, runs: &[Run]) -> anyhow::Result<()> {
-    let max = runs
-        .iter()
-        .filter_map(|r| r.observation.slots.skews_ms.last())
-        .max()
-        .copied()
-        .unwrap_or(1000);
-    let max_s = (max as f64 / 1000.0).max(1.0) * 1.05;
-    let root = BitMapBackend::new(path, (900, 540)).into_drawing_area();
-    root.fill(&WHITE).map_err(plot_error)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!(
-                "{:?} ({:?}): creation skew CDF",
-                scenario.name, scenario.mode
-            ),
-            ("sans-serif", 22),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0f64..max_s, 0f64..1.0)
-        .map_err(plot_error)?;
-    chart
-        .configure_mesh()
-        .x_desc("skew (s): Job visible in a watch minus scheduled time")
-        .y_desc("share of slots")
-        .draw()
-        .map_err(plot_error)?;
-    for (i, run) in runs.iter().enumerate() {
+    let series = runs.iter().map(|run| {
         let skews = &run.observation.slots.skews_ms;
         let n = skews.len().max(1) as f64;
-        let color = COLORS[i % COLORS.len()];
-        chart
-            .draw_series(LineSeries::new(
-                skews
-                    .iter()
-                    .enumerate()
-                    .map(|(k, v)| (*v as f64 / 1000.0, (k + 1) as f64 / n)),
-                color.stroke_width(2),
-            ))
-            .map_err(plot_error)?
-            .label(run.variant.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE)
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_error)?;
-    root.present()
-        .map_err(plot_error)
-        .with_context(|| format!("writing {}", path.display()))
+        let points = skews
+            .iter()
+            .enumerate()
+            .map(|(k, v)| (*v as f64 / 1000.0, (k + 1) as f64 / n));
+        (run.variant.clone(), points.collect())
+    });
+    line_chart(
+        path,
+        &format!(
+            "{:?} ({:?}): creation skew CDF",
+            scenario.name, scenario.mode
+        ),
+        (
+            "skew (s): Job visible in a watch minus scheduled time",
+            "share of slots",
+        ),
+        series.collect(),
+    )
 }
 
 fn plot_jobs_per_second(path: &Path, scenario: &Scenario, runs: &[Run]) -> anyhow::Result<()> {
-    let seconds = runs
-        .iter()
-        .map(|r| r.observation.jobs_per_second.len())
-        .max()
-        .unwrap_or(1)
-        .max(1);
-    let peak = runs
-        .iter()
-        .flat_map(|r| r.observation.jobs_per_second.iter())
-        .max()
-        .copied()
-        .unwrap_or(1)
-        .max(1);
+    let series = runs.iter().map(|run| {
+        let points = run
+            .observation
+            .jobs_per_second
+            .iter()
+            .enumerate()
+            .map(|(s, n)| (s as f64, f64::from(*n)));
+        (run.variant.clone(), points.collect())
+    });
+    line_chart(
+        path,
+        &format!("{:?} ({:?}): Jobs per second", scenario.name, scenario.mode),
+        ("seconds since the first watched slot", "Jobs first seen"),
+        series.collect(),
+    )
+}
+
+/// One line per labelled series, axes from 0 to the largest values.
+fn line_chart(
+    path: &Path,
+    title: &str,
+    (x_desc, y_desc): (&str, &str),
+    series: Vec<(String, Vec<(f64, f64)>)>,
+) -> anyhow::Result<()> {
+    let points = || series.iter().flat_map(|(_, p)| p.iter());
+    let x_max = points().map(|p| p.0).fold(1.0, f64::max) * 1.05;
+    let y_max = points().map(|p| p.1).fold(1.0, f64::max) * 1.05;
     let root = BitMapBackend::new(path, (900, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_error)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("{:?} ({:?}): Jobs per second", scenario.name, scenario.mode),
-            ("sans-serif", 22),
-        )
+        .caption(title, ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(50)
-        .build_cartesian_2d(0u32..seconds as u32, 0u32..peak + peak / 10 + 1)
+        .build_cartesian_2d(0f64..x_max, 0f64..y_max)
         .map_err(plot_error)?;
     chart
         .configure_mesh()
-        .x_desc("seconds since the first watched slot")
-        .y_desc("Jobs first seen")
+        .x_desc(x_desc)
+        .y_desc(y_desc)
         .draw()
         .map_err(plot_error)?;
-    for (i, run) in runs.iter().enumerate() {
+    for (i, (label, points)) in series.into_iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         chart
-            .draw_series(LineSeries::new(
-                run.observation
-                    .jobs_per_second
-                    .iter()
-                    .enumerate()
-                    .map(|(s, n)| (s as u32, *n)),
-                color.stroke_width(1),
-            ))
+            .draw_series(LineSeries::new(points, color.stroke_width(2)))
             .map_err(plot_error)?
-            .label(run.variant.clone())
+            .label(label)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });

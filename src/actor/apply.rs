@@ -58,7 +58,11 @@ pub struct Snapshot {
 /// The root span of one decision: `cronjob.fire` when the timer fired for
 /// slot `due`, else `cronjob.reconcile` (a change to the CronJob or one of
 /// its Jobs). The decision and the skew are recorded on it later.
-pub fn decision_span(cronjob: &CronJobView, replica: &str, due: Option<Timestamp>) -> tracing::Span {
+pub fn decision_span(
+    cronjob: &CronJobView,
+    replica: &str,
+    due: Option<Timestamp>,
+) -> tracing::Span {
     let policy = format!("{:?}", cronjob.spec.concurrency_policy);
     let span = match due {
         Some(slot) => tracing::info_span!(
