@@ -128,6 +128,21 @@ impl LocalCluster {
         )
     }
 
+    /// Copies every `*.log` of the cluster directory (components and
+    /// replicas) into `to`.
+    pub fn save_logs(&self, to: &Path) -> anyhow::Result<()> {
+        std::fs::create_dir_all(to)?;
+        for entry in std::fs::read_dir(&self.dir)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "log")
+                && let Some(name) = path.file_name()
+            {
+                std::fs::copy(&path, to.join(name))?;
+            }
+        }
+        Ok(())
+    }
+
     pub fn down(&self) -> anyhow::Result<()> {
         run(
             std::process::Command::new(self.repo.join("deploy/local/down"))

@@ -186,15 +186,19 @@ async fn run_variant(
     for replica in replicas {
         stopped = stopped.and(replica.stop().await);
     }
-    // The logs go with the cluster; keep them for a failed run.
-    if result.is_ok() {
-        cluster.down()?;
-    } else {
-        eprintln!(
-            "compare: keeping {} for inspection (deploy/local/down --dir to remove)",
-            dir.display()
-        );
+    // `down` removes the cluster directory (and up's watchdog would when
+    // this process exits): a failed run's logs are copied out first.
+    if result.is_err() {
+        let logs = settings.out.join(format!("logs-{variant}"));
+        match cluster.save_logs(&logs) {
+            Ok(()) => eprintln!(
+                "compare: {variant} failed; its logs are in {}",
+                logs.display()
+            ),
+            Err(error) => eprintln!("compare: could not save the logs of {variant}: {error:#}"),
+        }
     }
+    cluster.down()?;
     let run = result?;
     stopped?;
     Ok(run)

@@ -45,13 +45,19 @@ pub async fn run(
     let cluster = LocalCluster::up(repo, &dir, false, "").await?;
     let mut replicas = Vec::new();
     let result = run_on(&cluster, bin, count, minutes, &mut replicas).await;
+    let mut stopped = Ok(());
     for replica in replicas {
-        replica.stop().await?;
+        stopped = stopped.and(replica.stop().await);
     }
-    if result.is_ok() {
-        cluster.down()?;
+    if result.is_err() {
+        let logs = out.join("logs");
+        if let Err(error) = cluster.save_logs(&logs) {
+            eprintln!("overhead: could not save the logs: {error:#}");
+        }
     }
+    cluster.down()?;
     let report = result?;
+    stopped?;
     std::fs::write(
         out.join("overhead.json"),
         serde_json::to_vec_pretty(&report)?,
