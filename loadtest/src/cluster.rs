@@ -143,6 +143,34 @@ impl LocalCluster {
         Ok(())
     }
 
+    /// Ends a run on this cluster: stops the replicas, copies the logs to
+    /// `logs` if the run failed (`down` removes the cluster directory, as
+    /// up's watchdog would when this process exits), tears the cluster
+    /// down, and returns the run's result, then any failed stop.
+    pub async fn finish<T>(
+        &self,
+        replicas: Vec<Replica>,
+        result: anyhow::Result<T>,
+        logs: &Path,
+    ) -> anyhow::Result<T> {
+        let mut stopped = Ok(());
+        for replica in replicas {
+            stopped = stopped.and(replica.stop().await);
+        }
+        if result.is_err() {
+            match self.save_logs(logs) {
+                Ok(()) => eprintln!("the run failed; its logs are in {}", logs.display()),
+                Err(error) => {
+                    eprintln!("the run failed, and its logs could not be saved: {error:#}")
+                }
+            }
+        }
+        self.down()?;
+        let value = result?;
+        stopped?;
+        Ok(value)
+    }
+
     pub fn down(&self) -> anyhow::Result<()> {
         run(
             std::process::Command::new(self.repo.join("deploy/local/down"))

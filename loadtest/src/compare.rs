@@ -182,26 +182,8 @@ async fn run_variant(
     .await?;
     let mut replicas = Vec::new();
     let result = run_on(&cluster, scenario, variant, settings, &mut replicas).await;
-    let mut stopped = Ok(());
-    for replica in replicas {
-        stopped = stopped.and(replica.stop().await);
-    }
-    // `down` removes the cluster directory (and up's watchdog would when
-    // this process exits): a failed run's logs are copied out first.
-    if result.is_err() {
-        let logs = settings.out.join(format!("logs-{variant}"));
-        match cluster.save_logs(&logs) {
-            Ok(()) => eprintln!(
-                "compare: {variant} failed; its logs are in {}",
-                logs.display()
-            ),
-            Err(error) => eprintln!("compare: could not save the logs of {variant}: {error:#}"),
-        }
-    }
-    cluster.down()?;
-    let run = result?;
-    stopped?;
-    Ok(run)
+    let logs = settings.out.join(format!("logs-{variant}"));
+    cluster.finish(replicas, result, &logs).await
 }
 
 async fn run_on(
@@ -219,7 +201,7 @@ async fn run_on(
     };
     // A herd's minute leaves time to create everything and start up.
     let lead = scenario.count as f64 / settings.create_qps + 120.0;
-    let herd_at = next_minute(observe::unix_ms() / 1000 + lead as i64);
+    let herd_at = observe::next_minute(observe::unix_ms() / 1000 + lead as i64);
     let minute = ((herd_at / 60) % 60) as u8;
     let plan = mix::plan(
         scenario.mix,
@@ -273,8 +255,7 @@ async fn run_on(
         }
         (herd_at, herd_at)
     } else {
-        let from = next_minute(now + 10);
-        (from, from + 60 * (i64::from(scenario.minutes) - 1))
+        observe::whole_minutes(10, scenario.minutes)
     };
     let big = mix::big_tenant_namespace("a");
     let window = Window {
@@ -298,11 +279,6 @@ async fn run_on(
     })
 }
 
-/// The first minute boundary at or after `unix` (seconds).
-fn next_minute(unix: i64) -> i64 {
-    (unix + 59).div_euclid(60) * 60
-}
-
 /// The repository root: the loadtest crate's parent.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -322,11 +298,5 @@ mod tests {
         }
         assert!("shardcron-0".parse::<Variant>().is_err());
         assert!("kcm".parse::<Variant>().is_err());
-    }
-
-    #[test]
-    fn next_minute_rounds_up_to_a_boundary() {
-        assert_eq!(next_minute(120), 120);
-        assert_eq!(next_minute(121), 180);
     }
 }

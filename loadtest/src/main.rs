@@ -129,6 +129,13 @@ fn shardcron_bin(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
+/// The cluster of $KUBECONFIG (or ~/.kube/config), for `create` and `observe`.
+async fn connect() -> anyhow::Result<kube::Client> {
+    kube::Client::try_default()
+        .await
+        .context("connecting to the cluster ($KUBECONFIG)")
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
@@ -140,9 +147,7 @@ async fn main() -> anyhow::Result<()> {
             minute,
             qps,
         } => {
-            let client = kube::Client::try_default()
-                .await
-                .context("connecting to the cluster ($KUBECONFIG)")?;
+            let client = connect().await?;
             create::create(
                 &client,
                 &mix::plan(mix, count, namespaces, &group, minute),
@@ -155,14 +160,12 @@ async fn main() -> anyhow::Result<()> {
             tail,
             processes,
         } => {
-            let client = kube::Client::try_default()
-                .await
-                .context("connecting to the cluster ($KUBECONFIG)")?;
+            let client = connect().await?;
             let watch = observe::JobWatch::start(&client, mix::NAMESPACE_PREFIX);
-            let from = (observe::unix_ms() / 1000 + 69).div_euclid(60) * 60;
+            let (from, to) = observe::whole_minutes(10, minutes);
             let window = observe::Window {
                 from,
-                to: from + 60 * (i64::from(minutes.max(1)) - 1),
+                to,
                 tail: Duration::from_secs(tail),
                 prefix: mix::NAMESPACE_PREFIX,
                 processes: &processes,

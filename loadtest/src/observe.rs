@@ -58,6 +58,18 @@ pub struct Observation {
     pub watch_errors: usize,
 }
 
+/// The first minute boundary at or after `unix` (seconds).
+pub fn next_minute(unix: i64) -> i64 {
+    (unix + 59).div_euclid(60) * 60
+}
+
+/// The first and last of `minutes` whole-minute slots (unix seconds),
+/// starting at the first boundary at least `lead` seconds from now.
+pub fn whole_minutes(lead: i64, minutes: u32) -> (i64, i64) {
+    let from = next_minute(unix_ms() / 1000 + lead);
+    (from, from + 60 * (i64::from(minutes.max(1)) - 1))
+}
+
 pub fn unix_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -274,5 +286,16 @@ pub async fn list_cronjobs(
             Some(token) => params = params.continue_token(&token),
             None => return Ok(out),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_minute_rounds_up_to_a_boundary() {
+        assert_eq!(next_minute(120), 120);
+        assert_eq!(next_minute(121), 180);
     }
 }

@@ -45,19 +45,7 @@ pub async fn run(
     let cluster = LocalCluster::up(repo, &dir, false, "").await?;
     let mut replicas = Vec::new();
     let result = run_on(&cluster, bin, count, minutes, &mut replicas).await;
-    let mut stopped = Ok(());
-    for replica in replicas {
-        stopped = stopped.and(replica.stop().await);
-    }
-    if result.is_err() {
-        let logs = out.join("logs");
-        if let Err(error) = cluster.save_logs(&logs) {
-            eprintln!("overhead: could not save the logs: {error:#}");
-        }
-    }
-    cluster.down()?;
-    let report = result?;
-    stopped?;
+    let report = cluster.finish(replicas, result, &out.join("logs")).await?;
     std::fs::write(
         out.join("overhead.json"),
         serde_json::to_vec_pretty(&report)?,
@@ -107,8 +95,7 @@ async fn run_on(
         let prefix = format!("{}{group}-", mix::NAMESPACE_PREFIX);
         sides.push((tracing, prefix, process));
     }
-    let from = (observe::unix_ms() / 1000 + 70).div_euclid(60) * 60;
-    let to = from + 60 * (i64::from(minutes) - 1);
+    let (from, to) = observe::whole_minutes(11, minutes);
     let observations = sides.iter().map(|(_, prefix, process)| {
         let watch = JobWatch::start(client, prefix);
         let processes = std::slice::from_ref(process);

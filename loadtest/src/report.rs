@@ -13,17 +13,18 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// The CPU seconds of the controller itself: shardcron's replicas, or
 /// kube-controller-manager when it runs the CronJob controller.
 pub fn controller_cpu(run: &Run) -> f64 {
-    let p = &run.observation.processes;
-    let shardcron: f64 = p
-        .iter()
-        .filter(|p| p.name.starts_with("shardcron"))
-        .map(|p| p.cpu_seconds)
-        .sum();
     if run.variant == "upstream" {
         kcm(run).map(|p| p.cpu_seconds).unwrap_or(0.0)
     } else {
-        shardcron
+        shardcron_replicas(run).map(|p| p.cpu_seconds).sum()
     }
+}
+
+fn shardcron_replicas(run: &Run) -> impl Iterator<Item = &crate::observe::ProcessFigures> {
+    run.observation
+        .processes
+        .iter()
+        .filter(|p| p.name.starts_with("shardcron"))
 }
 
 fn kcm(run: &Run) -> Option<&crate::observe::ProcessFigures> {
@@ -35,12 +36,10 @@ fn kcm(run: &Run) -> Option<&crate::observe::ProcessFigures> {
 
 /// Peak RSS of the controller: the largest replica, or KCM.
 fn controller_peak_rss(run: &Run) -> u64 {
-    let p = &run.observation.processes;
     if run.variant == "upstream" {
         kcm(run).map(|p| p.peak_rss_bytes).unwrap_or(0)
     } else {
-        p.iter()
-            .filter(|p| p.name.starts_with("shardcron"))
+        shardcron_replicas(run)
             .map(|p| p.peak_rss_bytes)
             .max()
             .unwrap_or(0)
