@@ -56,10 +56,10 @@ impl Scenario {
             (ScenarioName::S1, Mode::Full) => (Mix::Steady, 10_000, 500, 60, 120),
             (ScenarioName::S2, Mode::Ci) => (Mix::Herd, 300, 10, 1, 120),
             (ScenarioName::S2, Mode::Short) => (Mix::Herd, 1_000, 50, 1, 240),
-            (ScenarioName::S2, Mode::Full) => (Mix::Herd, 5_000, 250, 1, 600),
+            (ScenarioName::S2, Mode::Full) => (Mix::Herd, 5_000, 250, 1, 900),
             (ScenarioName::S5, Mode::Ci) => (Mix::Tenants, 350, 1, 1, 120),
             (ScenarioName::S5, Mode::Short) => (Mix::Tenants, 1_050, 1, 1, 240),
-            (ScenarioName::S5, Mode::Full) => (Mix::Tenants, 5_050, 1, 1, 600),
+            (ScenarioName::S5, Mode::Full) => (Mix::Tenants, 5_050, 1, 1, 900),
         };
         Self {
             name,
@@ -265,6 +265,7 @@ async fn run_on(
         prefix: mix::NAMESPACE_PREFIX,
         processes: &processes,
         big_tenant: (scenario.mix == Mix::Tenants).then_some(big.as_str()),
+        done_after_jobs: scenario.is_herd().then_some(scenario.count),
     };
     eprintln!(
         "compare: {variant}: watching slots {from}..={to} (+{} s tail)",

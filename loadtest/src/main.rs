@@ -170,6 +170,7 @@ async fn main() -> anyhow::Result<()> {
                 prefix: mix::NAMESPACE_PREFIX,
                 processes: &processes,
                 big_tenant: None,
+                done_after_jobs: None,
             };
             let observation = observe::observe(&client, watch, &window).await?;
             println!("{}", serde_json::to_string_pretty(&observation)?);

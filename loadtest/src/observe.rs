@@ -159,7 +159,14 @@ pub struct Window<'a> {
     pub processes: &'a [Process],
     /// The tenants mix's big namespace, to report the others apart.
     pub big_tenant: Option<&'a str>,
+    /// Ends the tail early, [`SETTLE`] after this many Jobs have been seen:
+    /// a herd's tail is sized for the slowest controller, and the others
+    /// need not sit through it. Duplicates still have `SETTLE` to show.
+    pub done_after_jobs: Option<usize>,
 }
+
+/// How long an observation goes on after every expected Job was seen.
+pub const SETTLE: Duration = Duration::from_secs(30);
 
 /// Waits for the window to start, samples through it and its tail, and
 /// summarizes. `watch` must have been started before `window.from`.
@@ -171,15 +178,20 @@ pub async fn observe(
     sleep_until_ms(window.from * 1000).await;
     let api_before = apimetrics::snapshot(client).await?;
     let cpu_before = sample_all(window.processes)?;
-    let end_ms = window.to * 1000 + window.tail.as_millis() as i64;
+    let mut end_ms = window.to * 1000 + window.tail.as_millis() as i64;
     let mut last_progress = unix_ms();
     while unix_ms() < end_ms {
         tokio::time::sleep(Duration::from_secs(1)).await;
         // A controller that died mid-run is an error, not a low CPU figure.
         sample_all(window.processes)?;
+        let seen = lock(&watch.seen).0.len();
+        if let Some(expected) = window.done_after_jobs
+            && seen >= expected
+        {
+            end_ms = end_ms.min(unix_ms() + SETTLE.as_millis() as i64);
+        }
         if unix_ms() - last_progress >= 15_000 {
             last_progress = unix_ms();
-            let seen = lock(&watch.seen).0.len();
             eprintln!(
                 "observe: {seen} Jobs seen, {}s to go",
                 (end_ms - unix_ms()) / 1000
@@ -237,7 +249,7 @@ pub async fn observe(
     Ok(Observation {
         from: window.from,
         to: window.to,
-        tail_seconds: window.tail.as_secs(),
+        tail_seconds: ((end_ms - window.to * 1000) / 1000) as u64,
         cronjobs: cronjobs.len(),
         slots: summary,
         small_tenants,

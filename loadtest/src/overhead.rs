@@ -107,6 +107,7 @@ async fn run_on(
                 prefix,
                 processes,
                 big_tenant: None,
+                done_after_jobs: None,
             };
             observe::observe(client, watch, &window).await
         }

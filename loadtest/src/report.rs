@@ -141,7 +141,8 @@ pub fn markdown(scenario: &Scenario, runs: &[Run]) -> String {
     }
     out.push_str(
         "\nSkew: the moment the Job first appeared in a watch minus its scheduled time. \
-         CPU: from the first watched slot to the end of the tail. Controller CPU is \
+         CPU: from the first watched slot to the end of the tail (for a herd, 30 s \
+         after its last Job appeared). Controller CPU is \
          kube-controller-manager as a whole for upstream (every controller it runs), \
          the sum of the replicas for shardcron; KCM CPU is shown for every run so the \
          difference can be read. API requests and execution time: kube-apiserver's \
