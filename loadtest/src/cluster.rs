@@ -47,11 +47,7 @@ impl LocalCluster {
             );
         }
         let env = read_env(&dir.join("env"))?;
-        let pids = std::fs::read_to_string(dir.join("pids"))?
-            .lines()
-            .filter_map(|l| l.split_once(' '))
-            .filter_map(|(name, pid)| Some((name.to_owned(), pid.trim().parse().ok()?)))
-            .collect();
+        let pids = read_pids(dir)?;
         let kubeconfig = kube::config::Kubeconfig::read_from(dir.join("kubeconfig"))?;
         let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
         Ok(Self {
@@ -68,6 +64,75 @@ impl LocalCluster {
             .get(component)
             .copied()
             .with_context(|| format!("no {component} in {}/pids", self.dir.display()))
+    }
+
+    /// kube-controller-manager's recorded command line (up's `printf %q`
+    /// of each argument) with `flags` set: each `(--name, value)` replaces
+    /// that flag's value or is appended. Values are written as `%q` would
+    /// write them (`\*` for `*`, `\,` for `,`).
+    fn kcm_command(&self, flags: &[(&str, &str)]) -> anyhow::Result<String> {
+        let cmd_file = self.dir.join("kube-controller-manager.cmd");
+        let cmd = std::fs::read_to_string(&cmd_file)
+            .with_context(|| format!("reading {}", cmd_file.display()))?;
+        let mut args: Vec<String> = cmd.split_whitespace().map(str::to_owned).collect();
+        for (flag, value) in flags {
+            let set = format!("{flag}={value}");
+            match args.iter_mut().find(|a| a.starts_with(&format!("{flag}="))) {
+                Some(arg) => *arg = set,
+                None => args.push(set),
+            }
+        }
+        Ok(args.join(" "))
+    }
+
+    /// Restarts kube-controller-manager (deploy/local/restart: same ports,
+    /// same data) with `flags` set (see `kcm_command`), and returns the new
+    /// process's pid.
+    pub fn restart_kcm(&mut self, flags: &[(&str, &str)]) -> anyhow::Result<u32> {
+        let cmd = self.kcm_command(flags)?;
+        std::fs::write(self.dir.join("kube-controller-manager.cmd"), cmd)?;
+        run(
+            std::process::Command::new(self.repo.join("deploy/local/restart"))
+                .arg("--dir")
+                .arg(&self.dir)
+                .arg("kube-controller-manager"),
+        )?;
+        self.pids = read_pids(&self.dir)?;
+        self.pid("kube-controller-manager")
+    }
+
+    /// Starts a second kube-controller-manager, a child of this process, on
+    /// its own port with `flags` set, logging to `log`.
+    pub fn start_kcm_standby(&self, flags: &[(&str, &str)], log: &Path) -> anyhow::Result<Child> {
+        let port = free_port()?.to_string();
+        let mut flags = flags.to_vec();
+        flags.push(("--secure-port", &port));
+        let cmd = self.kcm_command(&flags)?;
+        let file = std::fs::File::create(log)?;
+        let mut command = Command::new("bash");
+        command
+            .arg("-c")
+            .arg(format!("exec {cmd}"))
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .kill_on_drop(true);
+        die_with_parent(&mut command);
+        command
+            .spawn()
+            .context("starting a second kube-controller-manager")
+    }
+
+    /// A client for kube-controller-manager's own secure port, for its
+    /// `/metrics` (anonymous: the cluster must be up with
+    /// `--authorization-always-allow-paths` including `/metrics`).
+    pub fn kcm_client(&self) -> anyhow::Result<kube::Client> {
+        let port = self
+            .env("SHARDCRON_KCM_PORT")
+            .context("no SHARDCRON_KCM_PORT in the cluster's env file")?;
+        let mut config = kube::Config::new(format!("https://127.0.0.1:{port}").parse()?);
+        // Its serving certificate is self-signed; the port is on loopback.
+        config.accept_invalid_certs = true;
+        Ok(kube::Client::try_from(config)?)
     }
 
     pub fn env(&self, name: &str) -> Option<&str> {
@@ -128,6 +193,56 @@ impl LocalCluster {
         )
     }
 
+    /// Starts `n` shardcron replicas (`shardcron-<i>`, one ring) at once,
+    /// authenticated by `credentials`, and returns when every one is ready
+    /// (every actor of its share armed). Logs go to
+    /// `<dir>/shardcron-<i><log_suffix>.log`.
+    pub async fn start_shardcron(
+        &self,
+        bin: &Path,
+        n: usize,
+        credentials: &Path,
+        limits: (f64, u32),
+        log_suffix: &str,
+    ) -> anyhow::Result<Vec<Replica>> {
+        let args = vec![
+            "--kubeconfig".to_owned(),
+            credentials.display().to_string(),
+            "--shard-ring-name".into(),
+            "loadtest".into(),
+            "--kube-api-qps".into(),
+            limits.0.to_string(),
+            "--kube-api-burst".into(),
+            limits.1.to_string(),
+        ];
+        let names: Vec<(String, PathBuf)> = (0..n)
+            .map(|i| {
+                let name = format!("shardcron-{i}");
+                let log = self.dir.join(format!("{name}{log_suffix}.log"));
+                (name, log)
+            })
+            .collect();
+        let starts = names
+            .iter()
+            .map(|(name, log)| Replica::start(bin, name, &args, &[], log));
+        let mut replicas = Vec::new();
+        let mut failed = None;
+        for result in futures::future::join_all(starts).await {
+            match result {
+                Ok((replica, _)) => replicas.push(replica),
+                Err(error) => failed = Some(error),
+            }
+        }
+        if let Some(error) = failed {
+            for replica in replicas {
+                // The failed start's error is the one worth reporting.
+                let _ = replica.stop().await;
+            }
+            return Err(error);
+        }
+        Ok(replicas)
+    }
+
     /// Copies every `*.log` of the cluster directory (components and
     /// replicas) into `to`.
     pub fn save_logs(&self, to: &Path) -> anyhow::Result<()> {
@@ -179,6 +294,17 @@ impl LocalCluster {
         )
         .map(drop)
     }
+}
+
+/// `DIR/pids`: a component name and its pid per line.
+fn read_pids(dir: &Path) -> anyhow::Result<HashMap<String, u32>> {
+    let path = dir.join("pids");
+    Ok(std::fs::read_to_string(&path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(name, pid)| Some((name.to_owned(), pid.trim().parse().ok()?)))
+        .collect())
 }
 
 fn read_env(path: &Path) -> anyhow::Result<HashMap<String, String>> {
@@ -242,14 +368,7 @@ impl Replica {
             .stdout(file.try_clone()?)
             .stderr(file)
             .kill_on_drop(true);
-        // SAFETY: prctl is async-signal-safe. The replica dies with this
-        // process, so an aborted run leaves no controller behind.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        die_with_parent(&mut cmd);
         let mut child = cmd
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
@@ -280,6 +399,12 @@ impl Replica {
         self.child.id().context("replica has exited")
     }
 
+    /// SIGKILL: a crash, no graceful hand-off.
+    pub async fn kill(mut self) -> anyhow::Result<()> {
+        self.child.kill().await?;
+        Ok(())
+    }
+
     /// SIGTERM, then up to 15 s for the graceful exit.
     pub async fn stop(mut self) -> anyhow::Result<()> {
         let pid = self.pid()?;
@@ -298,6 +423,18 @@ impl Replica {
                 bail!("{} ignored SIGTERM for 15 s", self.name)
             }
         }
+    }
+}
+
+/// The child gets SIGKILL when this process dies, so an aborted run leaves
+/// no controller behind.
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: prctl is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
     }
 }
 

@@ -19,6 +19,12 @@ pub enum ScenarioName {
     S1,
     /// 5,000 CronJobs (short: 1,000) due in the same minute.
     S2,
+    /// 100,000 daily CronJobs (short: 10,000): memory per CronJob, time
+    /// until armed, idle CPU.
+    S3,
+    /// 10,000 CronJobs (short: 300) every minute; one controller is killed
+    /// (SIGKILL) one second before a slot.
+    S4,
     /// One tenant with 5,000 (short: 1,000) at one minute, 50 with one each.
     S5,
 }
@@ -57,6 +63,12 @@ impl Scenario {
             (ScenarioName::S2, Mode::Ci) => (Mix::Herd, 300, 10, 1, 120),
             (ScenarioName::S2, Mode::Short) => (Mix::Herd, 1_000, 50, 1, 240),
             (ScenarioName::S2, Mode::Full) => (Mix::Herd, 5_000, 250, 1, 900),
+            (ScenarioName::S3, Mode::Ci) => (Mix::Daily, 1_000, 10, 0, 0),
+            (ScenarioName::S3, Mode::Short) => (Mix::Daily, 10_000, 100, 0, 0),
+            (ScenarioName::S3, Mode::Full) => (Mix::Daily, 100_000, 1_000, 0, 0),
+            (ScenarioName::S4, Mode::Ci) => (Mix::EveryMinute, 150, 5, 6, 60),
+            (ScenarioName::S4, Mode::Short) => (Mix::EveryMinute, 300, 10, 6, 60),
+            (ScenarioName::S4, Mode::Full) => (Mix::EveryMinute, 10_000, 100, 6, 120),
             (ScenarioName::S5, Mode::Ci) => (Mix::Tenants, 350, 1, 1, 120),
             (ScenarioName::S5, Mode::Short) => (Mix::Tenants, 1_050, 1, 1, 240),
             (ScenarioName::S5, Mode::Full) => (Mix::Tenants, 5_050, 1, 1, 900),
@@ -74,6 +86,34 @@ impl Scenario {
 
     fn is_herd(&self) -> bool {
         matches!(self.mix, Mix::Herd | Mix::Tenants)
+    }
+
+    /// S4 kills a controller one second before this slot (unix seconds),
+    /// the middle one of the window.
+    fn kill_slot(&self, from: i64) -> Option<i64> {
+        (self.name == ScenarioName::S4).then(|| from + 60 * i64::from(self.minutes / 2))
+    }
+}
+
+/// The controller process S4 kills.
+enum Victim {
+    /// A kube-controller-manager.
+    Process(u32),
+    Replica(Box<Replica>),
+}
+
+impl Victim {
+    async fn kill(self) -> anyhow::Result<()> {
+        match self {
+            // SAFETY: kill has no memory-safety preconditions.
+            Victim::Process(pid) => {
+                if unsafe { libc::kill(pid as i32, libc::SIGKILL) } != 0 {
+                    bail!("kill -9 {pid}: {}", std::io::Error::last_os_error());
+                }
+                Ok(())
+            }
+            Victim::Replica(replica) => replica.kill().await,
+        }
     }
 }
 
@@ -173,7 +213,7 @@ async fn run_variant(
         "--kube-api-qps={} --kube-api-burst={}",
         settings.limits.qps, settings.limits.burst
     );
-    let cluster = LocalCluster::up(
+    let mut cluster = LocalCluster::up(
         &settings.repo,
         &dir,
         variant == Variant::Upstream,
@@ -181,19 +221,19 @@ async fn run_variant(
     )
     .await?;
     let mut replicas = Vec::new();
-    let result = run_on(&cluster, scenario, variant, settings, &mut replicas).await;
+    let result = run_on(&mut cluster, scenario, variant, settings, &mut replicas).await;
     let logs = settings.out.join(format!("logs-{variant}"));
     cluster.finish(replicas, result, &logs).await
 }
 
 async fn run_on(
-    cluster: &LocalCluster,
+    cluster: &mut LocalCluster,
     scenario: &Scenario,
     variant: Variant,
     settings: &Settings,
     replicas: &mut Vec<Replica>,
 ) -> anyhow::Result<Run> {
-    let client = &cluster.client;
+    let client = &cluster.client.clone();
     apimetrics::install_flow_schemas(client).await?;
     let credentials = match variant {
         Variant::Shardcron(_) => Some(cluster.shardcron_credentials().await?),
@@ -202,47 +242,56 @@ async fn run_on(
     // A herd's minute leaves time to create everything and start up.
     let lead = scenario.count as f64 / settings.create_qps + 120.0;
     let herd_at = observe::next_minute(observe::unix_ms() / 1000 + lead as i64);
-    let minute = ((herd_at / 60) % 60) as u8;
-    let plan = mix::plan(
-        scenario.mix,
-        scenario.count,
-        scenario.namespaces,
-        "a",
-        minute,
-    );
+    let at = mix::Anchor {
+        minute: ((herd_at / 60) % 60) as u8,
+        quiet_hour: 0,
+    };
+    let plan = mix::plan(scenario.mix, scenario.count, scenario.namespaces, "a", at);
     create::create(client, &plan, settings.create_qps).await?;
     let watch = JobWatch::start(client, mix::NAMESPACE_PREFIX);
 
-    let kcm = Process {
-        name: "kube-controller-manager".into(),
-        pid: cluster.pid("kube-controller-manager")?,
-    };
-    let mut processes = vec![kcm];
+    let mut processes = Vec::new();
     let mut ready_seconds = None;
-    if let (Variant::Shardcron(n), Some(credentials)) = (variant, credentials) {
-        let started = std::time::Instant::now();
-        let args = vec![
-            "--kubeconfig".to_owned(),
-            credentials.display().to_string(),
-            "--shard-ring-name".into(),
-            "loadtest".into(),
-            "--kube-api-qps".into(),
-            settings.limits.qps.to_string(),
-            "--kube-api-burst".into(),
-            settings.limits.burst.to_string(),
-        ];
-        for i in 0..n {
-            let name = format!("shardcron-{i}");
-            let log = cluster.dir.join(format!("{name}.log"));
-            let (replica, _) =
-                Replica::start(&settings.shardcron_bin, &name, &args, &[], &log).await?;
+    let mut victim = None;
+    // S4's upstream: a second kube-controller-manager, both leader-elected.
+    let mut _standby = None;
+    match (variant, credentials) {
+        (Variant::Shardcron(n), Some(credentials)) => {
+            let started = std::time::Instant::now();
+            let limits = (settings.limits.qps, settings.limits.burst);
+            replicas.extend(
+                cluster
+                    .start_shardcron(&settings.shardcron_bin, n, &credentials, limits, "")
+                    .await?,
+            );
+            ready_seconds = Some(started.elapsed().as_secs_f64());
+            if scenario.name == ScenarioName::S4 {
+                victim = Some(Victim::Replica(Box::new(replicas.remove(0))));
+            }
+            for replica in replicas.iter() {
+                processes.push(Process {
+                    name: replica.name.clone(),
+                    pid: replica.pid()?,
+                });
+            }
             processes.push(Process {
-                name: name.clone(),
-                pid: replica.pid()?,
+                name: "kube-controller-manager".into(),
+                pid: cluster.pid("kube-controller-manager")?,
             });
-            replicas.push(replica);
         }
-        ready_seconds = Some(started.elapsed().as_secs_f64());
+        (Variant::Upstream, _) if scenario.name == ScenarioName::S4 => {
+            let (leader, standby, follower) = leader_elected_pair(cluster).await?;
+            victim = Some(Victim::Process(leader));
+            _standby = Some(standby);
+            processes.push(Process {
+                name: "kube-controller-manager".into(),
+                pid: follower,
+            });
+        }
+        _ => processes.push(Process {
+            name: "kube-controller-manager".into(),
+            pid: cluster.pid("kube-controller-manager")?,
+        }),
     }
 
     let now = observe::unix_ms() / 1000;
@@ -258,6 +307,11 @@ async fn run_on(
         observe::whole_minutes(10, scenario.minutes)
     };
     let big = mix::big_tenant_namespace("a");
+    let kill_slot = scenario.kill_slot(from);
+    let victim_name = match &victim {
+        Some(Victim::Replica(replica)) => Some(replica.name.clone()),
+        _ => None,
+    };
     let window = Window {
         from,
         to,
@@ -266,18 +320,62 @@ async fn run_on(
         processes: &processes,
         big_tenant: (scenario.mix == Mix::Tenants).then_some(big.as_str()),
         done_after_jobs: scenario.is_herd().then_some(scenario.count),
+        failover: kill_slot.map(|slot| (slot, victim_name.as_deref())),
     };
     eprintln!(
         "compare: {variant}: watching slots {from}..={to} (+{} s tail)",
         scenario.tail_seconds
     );
-    let observation = observe::observe(client, watch, &window).await?;
+    let kill = async {
+        match (victim, kill_slot) {
+            (Some(victim), Some(slot)) => {
+                observe::sleep_until_ms(slot * 1000 - 1000).await;
+                eprintln!(
+                    "compare: {variant}: killing a controller (SIGKILL) 1 s before slot {slot}"
+                );
+                victim.kill().await
+            }
+            _ => Ok(()),
+        }
+    };
+    let (killed, observation) = tokio::join!(kill, observe::observe(client, watch, &window));
+    killed?;
+    let observation = observation?;
     Ok(Run {
         variant: variant.to_string(),
         limits: settings.limits,
         ready_seconds,
         observation,
     })
+}
+
+/// Restarts kube-controller-manager with leader election and starts a
+/// second one beside it; returns the leader's pid, the second one's child
+/// handle (it dies with it) and the other's pid, once one holds the lease.
+async fn leader_elected_pair(
+    cluster: &mut LocalCluster,
+) -> anyhow::Result<(u32, tokio::process::Child, u32)> {
+    let elect = [("--leader-elect", "true")];
+    let first = cluster.restart_kcm(&elect)?;
+    let first_log = cluster.dir.join("kube-controller-manager.log");
+    let second_log = cluster.dir.join("kube-controller-manager-standby.log");
+    let standby = cluster.start_kcm_standby(&elect, &second_log)?;
+    let second = standby
+        .id()
+        .context("the second kube-controller-manager exited")?;
+    let acquired = |log: &Path| {
+        std::fs::read_to_string(log).is_ok_and(|text| text.contains("successfully acquired lease"))
+    };
+    for _ in 0..120 {
+        if acquired(&first_log) {
+            return Ok((first, standby, second));
+        }
+        if acquired(&second_log) {
+            return Ok((second, standby, first));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    bail!("neither kube-controller-manager acquired its lease within 60 s")
 }
 
 /// The repository root: the loadtest crate's parent.

@@ -12,6 +12,7 @@ mod observe;
 mod overhead;
 mod procstat;
 mod report;
+mod scale;
 mod slots;
 
 use anyhow::{Context, bail};
@@ -43,6 +44,9 @@ enum Command {
         /// The minute of the hour of `herd` and `tenants`.
         #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..60))]
         minute: u8,
+        /// `daily` fires in none of this hour and the next two.
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..24))]
+        hour: u8,
         /// CronJob creations per second.
         #[arg(long, default_value_t = 100.0)]
         qps: f64,
@@ -145,15 +149,15 @@ async fn main() -> anyhow::Result<()> {
             namespaces,
             group,
             minute,
+            hour,
             qps,
         } => {
             let client = connect().await?;
-            create::create(
-                &client,
-                &mix::plan(mix, count, namespaces, &group, minute),
-                qps,
-            )
-            .await
+            let at = mix::Anchor {
+                minute,
+                quiet_hour: hour,
+            };
+            create::create(&client, &mix::plan(mix, count, namespaces, &group, at), qps).await
         }
         Command::Observe {
             minutes,
@@ -171,6 +175,7 @@ async fn main() -> anyhow::Result<()> {
                 processes: &processes,
                 big_tenant: None,
                 done_after_jobs: None,
+                failover: None,
             };
             let observation = observe::observe(&client, watch, &window).await?;
             println!("{}", serde_json::to_string_pretty(&observation)?);
@@ -203,6 +208,12 @@ async fn main() -> anyhow::Result<()> {
                 create_qps,
             };
             let scenario = Scenario::new(scenario, mode);
+            if scenario.name == ScenarioName::S3 {
+                let runs = scale::run(&scenario, &controllers, &settings).await?;
+                println!("{}", report::scale_markdown(&scenario, &runs));
+                eprintln!("compare: report in {}", out.display());
+                return Ok(());
+            }
             let runs = compare::compare(&scenario, &controllers, &settings).await?;
             println!("{}", report::markdown(&scenario, &runs));
             eprintln!("compare: report in {}", out.display());

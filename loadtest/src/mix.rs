@@ -22,9 +22,24 @@ pub enum Mix {
     Tenants,
     /// Every minute (`* * * * *`): failover and overhead runs.
     EveryMinute,
-    /// Daily at spread hours and minutes: the memory and start-up run.
+    /// Daily at spread hours and minutes, none in the three hours from
+    /// `--hour`: the memory and start-up run, whose controllers should sit
+    /// idle.
     Daily,
 }
+
+/// When a plan's CronJobs fire, where a mix lets it be chosen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Anchor {
+    /// The minute of the hour of `herd` and `tenants`.
+    pub minute: u8,
+    /// `daily` leaves this hour and the next two (the controllers' local
+    /// time) without a firing.
+    pub quiet_hour: u8,
+}
+
+/// Hours of the day a `daily` CronJob may fire at: all but the quiet three.
+const DAILY_HOURS: usize = 21;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Planned {
@@ -43,9 +58,9 @@ pub fn big_tenant_namespace(group: &str) -> String {
 }
 
 /// Plans `count` CronJobs over `namespaces` namespaces named
-/// `lt-<group>-<i>`. `minute` is the minute of the hour of `herd` and
-/// `tenants`.
-pub fn plan(mix: Mix, count: usize, namespaces: usize, group: &str, minute: u8) -> Vec<Planned> {
+/// `lt-<group>-<i>`, firing as `at` says.
+pub fn plan(mix: Mix, count: usize, namespaces: usize, group: &str, at: Anchor) -> Vec<Planned> {
+    let minute = at.minute;
     let namespaces = namespaces.max(1);
     let spread = |i: usize| format!("{NAMESPACE_PREFIX}{group}-{}", i % namespaces);
     let name = |i: usize| format!("cj-{i:06}");
@@ -76,7 +91,12 @@ pub fn plan(mix: Mix, count: usize, namespaces: usize, group: &str, minute: u8) 
             Mix::Daily => Planned {
                 namespace: spread(i),
                 name: name(i),
-                schedule: format!("{} {} * * *", (i * 7) % 60, (i * 5) % 24),
+                // 5 is coprime with 21, so every allowed hour is used.
+                schedule: format!(
+                    "{} {} * * *",
+                    (i * 7) % 60,
+                    (usize::from(at.quiet_hour) + 3 + (i * 5) % DAILY_HOURS) % 24
+                ),
             },
             Mix::Tenants => {
                 let big = count.saturating_sub(SMALL_TENANTS);
@@ -109,7 +129,7 @@ mod tests {
 
     #[test]
     fn steady_has_a_tenth_every_five_minutes_and_spreads_the_rest() {
-        let plan = plan(Mix::Steady, 1000, 10, "s1", 0);
+        let plan = plan(Mix::Steady, 1000, 10, "s1", Anchor::default());
         let five = plan.iter().filter(|p| p.schedule == "*/5 * * * *").count();
         assert_eq!(five, 100);
         let minutes: std::collections::BTreeSet<_> = plan
@@ -126,7 +146,11 @@ mod tests {
 
     #[test]
     fn tenants_has_one_big_namespace_and_fifty_single_ones() {
-        let plan = plan(Mix::Tenants, 1050, 1, "s5", 17);
+        let at = Anchor {
+            minute: 17,
+            quiet_hour: 0,
+        };
+        let plan = plan(Mix::Tenants, 1050, 1, "s5", at);
         let big = plan
             .iter()
             .filter(|p| p.namespace == big_tenant_namespace("s5"))
@@ -138,10 +162,34 @@ mod tests {
 
     #[test]
     fn daily_and_herd_schedules_parse() {
+        let at = Anchor {
+            minute: 59,
+            quiet_hour: 4,
+        };
         for mix in [Mix::Daily, Mix::Herd, Mix::EveryMinute] {
-            for p in plan(mix, 100, 3, "x", 59) {
+            for p in plan(mix, 100, 3, "x", at) {
                 shardcron::schedule::parse(&p.schedule).expect("valid schedule");
             }
+        }
+    }
+
+    #[test]
+    fn daily_leaves_its_three_quiet_hours_alone_and_uses_every_other() {
+        for quiet_hour in [0u8, 22, 23] {
+            let at = Anchor {
+                minute: 0,
+                quiet_hour,
+            };
+            let hours: std::collections::BTreeSet<u32> = plan(Mix::Daily, 1000, 1, "x", at)
+                .iter()
+                .map(|p| p.schedule.split(' ').nth(1).unwrap().parse().unwrap())
+                .collect();
+            let quiet: Vec<u32> = (0..3).map(|k| (u32::from(quiet_hour) + k) % 24).collect();
+            assert_eq!(hours.len(), 21);
+            assert!(
+                quiet.iter().all(|h| !hours.contains(h)),
+                "{quiet:?} in {hours:?}"
+            );
         }
     }
 }

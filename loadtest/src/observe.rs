@@ -45,6 +45,9 @@ pub struct Observation {
     pub tail_seconds: u64,
     pub cronjobs: usize,
     pub slots: SlotSummary,
+    /// The killed controller's CronJobs against the rest (failover only).
+    #[serde(default)]
+    pub failover: Option<slots::Failover>,
     /// The slots of every namespace but the big tenant's (tenants mix only).
     pub small_tenants: Option<SlotSummary>,
     /// Jobs first seen in each second since `from` (index = second).
@@ -159,6 +162,9 @@ pub struct Window<'a> {
     pub processes: &'a [Process],
     /// The tenants mix's big namespace, to report the others apart.
     pub big_tenant: Option<&'a str>,
+    /// A controller killed just before the slot at `.0`: `.1` names the
+    /// replica (`shardcron.io/created-by`), `None` the only controller.
+    pub failover: Option<(i64, Option<&'a str>)>,
     /// Ends the tail early, [`SETTLE`] after this many Jobs have been seen:
     /// a herd's tail is sized for the slowest controller, and the others
     /// need not sit through it. Duplicates still have `SETTLE` to show.
@@ -221,6 +227,10 @@ pub async fn observe(
         }
         None => None,
     };
+    let failover = match window.failover {
+        Some((kill_slot, victim)) => Some(slots::failover(&cronjobs, &jobs, kill_slot, victim)?),
+        None => None,
+    };
     let mut jobs_per_second =
         vec![0u32; ((end_ms - window.from * 1000) / 1000 + 1).max(1) as usize];
     let mut created_by = BTreeMap::new();
@@ -253,6 +263,7 @@ pub async fn observe(
         cronjobs: cronjobs.len(),
         slots: summary,
         small_tenants,
+        failover,
         jobs_per_second,
         processes,
         api: apimetrics::delta(&api_before, &api_after),

@@ -68,7 +68,7 @@ async fn run_on(
         .context("the cluster runs no Jaeger (SHARDCRON_OTLP_ENDPOINT)")?;
     let mut sides = Vec::new();
     for (group, tracing) in [("off", false), ("on", true)] {
-        let plan = mix::plan(Mix::EveryMinute, count, 2, group, 0);
+        let plan = mix::plan(Mix::EveryMinute, count, 2, group, mix::Anchor::default());
         create::create(client, &plan, 100.0).await?;
         let mut args = vec![
             "--kubeconfig".to_owned(),
@@ -108,6 +108,7 @@ async fn run_on(
                 processes,
                 big_tenant: None,
                 done_after_jobs: None,
+                failover: None,
             };
             observe::observe(client, watch, &window).await
         }

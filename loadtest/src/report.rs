@@ -1,7 +1,8 @@
 //! The report of a comparison: `report.json`, `report.md` (one table) and
 //! two PNG plots (skew CDF per controller, Jobs per second over time).
 
-use crate::compare::{Run, Scenario};
+use crate::compare::{ClientLimits, Run, Scenario};
+use crate::scale::ScaleRun;
 use crate::slots::{SlotSummary, percentile};
 use anyhow::Context;
 use plotters::prelude::*;
@@ -91,19 +92,7 @@ pub fn one_line(run: &Run) -> String {
 
 /// The Markdown table of a comparison.
 pub fn markdown(scenario: &Scenario, runs: &[Run]) -> String {
-    let mut out = String::new();
-    let limits = runs.first().map(|r| r.limits);
-    let _ = writeln!(
-        out,
-        "### {:?} ({:?}): {} CronJobs, {:?} mix{}\n",
-        scenario.name,
-        scenario.mode,
-        scenario.count,
-        scenario.mix,
-        limits
-            .map(|l| format!(", client QPS {}/burst {}", l.qps, l.burst))
-            .unwrap_or_default()
-    );
+    let mut out = heading(scenario, runs.first().map(|r| r.limits));
     let _ = writeln!(
         out,
         "| controller | slots | missed | duplicates | skew p50 s | skew p99 s | skew max s | small tenants p99 s | ready s | controller CPU s | CPU ms/slot | KCM CPU s | peak RSS MiB | API requests | API exec s |"
@@ -139,6 +128,9 @@ pub fn markdown(scenario: &Scenario, runs: &[Run]) -> String {
             exec,
         );
     }
+    if runs.iter().any(|r| r.observation.failover.is_some()) {
+        out.push_str(&failover_table(runs));
+    }
     out.push_str(
         "\nSkew: the moment the Job first appeared in a watch minus its scheduled time. \
          CPU: from the first watched slot to the end of the tail (for a herd, 30 s \
@@ -149,6 +141,116 @@ pub fn markdown(scenario: &Scenario, runs: &[Run]) -> String {
          APF counters for the controller's FlowSchema.\n",
     );
     out
+}
+
+/// S4: the killed controller's CronJobs and their first slot after the
+/// kill, beside the others' same slot.
+fn failover_table(runs: &[Run]) -> String {
+    let mut out = String::from(
+        "\nThe slot after the kill (a controller got SIGKILL 1 s before it):\n\n\
+         | controller | CronJobs affected | share | affected p50 s | affected p99 s | affected max s | affected missed | affected duplicates | others p99 s |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for run in runs {
+        let Some(f) = &run.observation.failover else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} of {} | {:.0}% | {} | {} | {} | {} | {} | {} |",
+            run.variant,
+            f.affected_cronjobs,
+            f.cronjobs,
+            100.0 * f.affected_cronjobs as f64 / f.cronjobs.max(1) as f64,
+            ms(percentile(&f.affected.skews_ms, 50.0)),
+            ms(percentile(&f.affected.skews_ms, 99.0)),
+            ms(f.affected.skews_ms.last().copied()),
+            f.affected.missed,
+            f.affected.duplicates,
+            ms(percentile(&f.others.skews_ms, 99.0)),
+        );
+    }
+    out
+}
+
+fn heading(scenario: &Scenario, limits: Option<ClientLimits>) -> String {
+    format!(
+        "### {:?} ({:?}): {} CronJobs, {:?} mix{}\n\n",
+        scenario.name,
+        scenario.mode,
+        scenario.count,
+        scenario.mix,
+        limits
+            .map(|l| format!(", client QPS {}/burst {}", l.qps, l.burst))
+            .unwrap_or_default()
+    )
+}
+
+/// A scale run in one line, for progress output.
+pub fn scale_line(run: &ScaleRun) -> String {
+    format!(
+        "{}: armed in {:.1} s, {:.0} B per CronJob, idle CPU {:.1} ms/s",
+        run.variant,
+        run.loaded.armed_seconds,
+        run.rss_bytes_per_cronjob(),
+        1000.0 * run.loaded.idle_cpu
+    )
+}
+
+/// S3's table: memory per CronJob (and against upstream's), time until
+/// armed, idle CPU, each on the empty cluster and loaded.
+pub fn scale_markdown(scenario: &Scenario, runs: &[ScaleRun]) -> String {
+    let mut out = heading(scenario, None);
+    let upstream = runs
+        .iter()
+        .find(|r| r.variant == "upstream")
+        .map(ScaleRun::rss_bytes_per_cronjob);
+    out.push_str(
+        "| controller | armed s (empty) | armed s | start-up API requests | RSS empty MiB | RSS loaded MiB | peak RSS MiB | bytes per CronJob | vs upstream | idle CPU ms/s (empty) | idle CPU ms/s |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for run in runs {
+        let per = run.rss_bytes_per_cronjob();
+        let _ = writeln!(
+            out,
+            "| {} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {:.1} | {:.1} |",
+            run.variant,
+            run.empty.armed_seconds,
+            run.loaded.armed_seconds,
+            run.loaded.startup_requests,
+            run.empty.rss_bytes as f64 / MIB,
+            run.loaded.rss_bytes as f64 / MIB,
+            run.loaded.peak_rss_bytes as f64 / MIB,
+            per,
+            upstream
+                .filter(|u| *u > 0.0)
+                .map(|u| format!("{:.2}x", per / u))
+                .unwrap_or_else(|| "-".into()),
+            1000.0 * run.empty.idle_cpu,
+            1000.0 * run.loaded.idle_cpu,
+        );
+    }
+    out.push_str(
+        "\nOne control plane for every controller; each is started on the empty cluster, \
+         then again with every CronJob (daily, none due during the run). Armed: from the \
+         start until every CronJob has a timer (shardcron: every replica's /readyz; \
+         upstream: its CronJob work queue has synced each CronJob once and is empty). \
+         Memory and idle CPU are summed over the controller's processes; for upstream \
+         that is kube-controller-manager as a whole, so only the difference between the \
+         empty and the loaded run (bytes per CronJob) compares like with like. RSS is \
+         read 20 s after armed, idle CPU over the 60 s after that.\n",
+    );
+    out
+}
+
+/// Writes S3's report.json and report.md.
+pub fn write_scale(out: &Path, scenario: &Scenario, runs: &[ScaleRun]) -> anyhow::Result<()> {
+    std::fs::write(
+        out.join("report.json"),
+        serde_json::to_vec_pretty(&serde_json::json!({"scenario": scenario, "runs": runs}))?,
+    )?;
+    std::fs::write(out.join("report.md"), scale_markdown(scenario, runs))?;
+    Ok(())
 }
 
 /// Writes report.json, report.md, skew-cdf.png and jobs-per-second.png.

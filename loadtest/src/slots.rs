@@ -120,6 +120,61 @@ pub fn summarize(
     Ok(summary)
 }
 
+/// What a killed controller cost: the CronJobs it served before the kill,
+/// and their first slot after it, beside everyone else's.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Failover {
+    pub cronjobs: usize,
+    /// CronJobs whose last Job before the kill came from the victim.
+    pub affected_cronjobs: usize,
+    /// The slot at `kill_slot` of the affected CronJobs.
+    pub affected: SlotSummary,
+    /// The same slot of the others.
+    pub others: SlotSummary,
+}
+
+/// Splits the CronJobs by who created their last Job before `kill_slot`
+/// (`shardcron.io/created-by`) and summarizes the slot at `kill_slot` for
+/// each side. `victim: None` means one controller served every CronJob
+/// (upstream's leader), so all are affected.
+pub fn failover(
+    cronjobs: &[CronJobSeen],
+    jobs: &[JobSeen],
+    kill_slot: i64,
+    victim: Option<&str>,
+) -> anyhow::Result<Failover> {
+    let mut last_before: BTreeMap<(&str, &str), &JobSeen> = BTreeMap::new();
+    for job in jobs.iter().filter(|j| j.scheduled < kill_slot) {
+        let key = (job.namespace.as_str(), job.cronjob.as_str());
+        let newer = last_before
+            .get(&key)
+            .is_none_or(|seen| seen.scheduled < job.scheduled);
+        if newer {
+            last_before.insert(key, job);
+        }
+    }
+    let is_affected = |namespace: &str, name: &str| match victim {
+        None => true,
+        Some(victim) => last_before
+            .get(&(namespace, name))
+            .is_some_and(|j| j.created_by.as_deref() == Some(victim)),
+    };
+    let (affected, others): (Vec<CronJobSeen>, Vec<CronJobSeen>) = cronjobs
+        .iter()
+        .cloned()
+        .partition(|c| is_affected(&c.namespace, &c.name));
+    let (affected_jobs, other_jobs): (Vec<JobSeen>, Vec<JobSeen>) = jobs
+        .iter()
+        .cloned()
+        .partition(|j| is_affected(&j.namespace, &j.cronjob));
+    Ok(Failover {
+        cronjobs: cronjobs.len(),
+        affected_cronjobs: affected.len(),
+        affected: summarize(&affected, &affected_jobs, kill_slot, kill_slot)?,
+        others: summarize(&others, &other_jobs, kill_slot, kill_slot)?,
+    })
+}
+
 /// The nearest-rank percentile `p` (0..=100) of sorted values.
 pub fn percentile(sorted: &[i64], p: f64) -> Option<i64> {
     if sorted.is_empty() {
@@ -195,5 +250,46 @@ mod tests {
         assert_eq!(percentile(&v, 100.0), Some(100));
         assert_eq!(percentile(&v, 0.0), Some(1));
         assert_eq!(percentile(&[], 50.0), None);
+    }
+
+    #[test]
+    fn a_failover_counts_the_victims_cronjobs_and_their_next_slot() {
+        let cronjobs: Vec<CronJobSeen> = ["a", "b", "c"]
+            .iter()
+            .map(|name| CronJobSeen {
+                namespace: "ns".into(),
+                name: (*name).into(),
+                schedule: "* * * * *".into(),
+            })
+            .collect();
+        let job = |cronjob: &str, scheduled: i64, delay_ms: i64, by: &str| JobSeen {
+            namespace: "ns".into(),
+            cronjob: cronjob.into(),
+            uid: format!("{cronjob}-{scheduled}-{by}"),
+            scheduled,
+            seen_ms: scheduled * 1000 + delay_ms,
+            created_by: Some(by.into()),
+        };
+        let jobs = vec![
+            job("a", 60, 100, "r0"),
+            job("a", 120, 100, "r1"),
+            job("b", 120, 100, "r1"),
+            job("c", 120, 100, "r2"),
+            // The kill came before 180: r1's CronJobs are late, c is not;
+            // b's slot was answered twice.
+            job("a", 180, 16_000, "r0"),
+            job("b", 180, 17_000, "r2"),
+            job("b", 180, 17_500, "r0"),
+            job("c", 180, 200, "r2"),
+        ];
+        let f = failover(&cronjobs, &jobs, 180, Some("r1")).unwrap();
+        assert_eq!((f.cronjobs, f.affected_cronjobs), (3, 2));
+        assert_eq!(f.affected.skews_ms, vec![16_000, 17_000]);
+        assert_eq!(f.affected.duplicates, 1);
+        assert_eq!(f.others.skews_ms, vec![200]);
+
+        let all = failover(&cronjobs, &jobs, 180, None).unwrap();
+        assert_eq!(all.affected_cronjobs, 3);
+        assert_eq!(all.others.expected, 0);
     }
 }
