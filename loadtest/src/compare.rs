@@ -364,7 +364,9 @@ async fn leader_elected_pair(
         .id()
         .context("the second kube-controller-manager exited")?;
     let acquired = |log: &Path| {
-        std::fs::read_to_string(log).is_ok_and(|text| text.contains("successfully acquired lease"))
+        // klog's "Successfully acquired lease" (older releases: lower case).
+        std::fs::read_to_string(log)
+            .is_ok_and(|text| text.to_lowercase().contains("successfully acquired lease"))
     };
     for _ in 0..120 {
         if acquired(&first_log) {
