@@ -14,6 +14,9 @@ use kube::api::{Api, PostParams};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+const UPSTREAM_CRONJOB_SCHEMA: &str = "loadtest-upstream-cronjob";
+const SHARDCRON_SCHEMA: &str = "loadtest-shardcron";
+
 /// (FlowSchema name, ServiceAccount namespace, ServiceAccount name,
 /// priority level): the controllers' identities.
 pub const CLIENTS: [(&str, &str, &str, &str); 3] = [
@@ -21,7 +24,7 @@ pub const CLIENTS: [(&str, &str, &str, &str); 3] = [
     // CronJob controller is this ServiceAccount (built-in schema
     // kube-system-service-accounts, priority workload-high).
     (
-        "loadtest-upstream-cronjob",
+        UPSTREAM_CRONJOB_SCHEMA,
         "kube-system",
         "cronjob-controller",
         "workload-high",
@@ -35,12 +38,22 @@ pub const CLIENTS: [(&str, &str, &str, &str); 3] = [
     // shardcron's ServiceAccount (built-in schema service-accounts,
     // priority workload-low).
     (
-        "loadtest-shardcron",
+        SHARDCRON_SCHEMA,
         "shardcron-system",
         "shardcron",
         "workload-low",
     ),
 ];
+
+/// The FlowSchema a controller's requests match: upstream's CronJob
+/// controller, or shardcron.
+pub fn schema_of(upstream: bool) -> &'static str {
+    if upstream {
+        UPSTREAM_CRONJOB_SCHEMA
+    } else {
+        SHARDCRON_SCHEMA
+    }
+}
 
 /// Installs the FlowSchemas of `CLIENTS` (already present: left as is).
 pub async fn install_flow_schemas(client: &kube::Client) -> anyhow::Result<()> {

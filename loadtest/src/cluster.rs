@@ -1,6 +1,7 @@
 //! The imperative shell of a run: a local control plane (deploy/local/up),
 //! shardcron replicas as child processes, and their teardown.
 
+use crate::compare::ClientLimits;
 use anyhow::{Context, bail};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -202,7 +203,7 @@ impl LocalCluster {
         bin: &Path,
         n: usize,
         credentials: &Path,
-        limits: (f64, u32),
+        limits: ClientLimits,
         log_suffix: &str,
     ) -> anyhow::Result<Vec<Replica>> {
         let args = vec![
@@ -211,9 +212,9 @@ impl LocalCluster {
             "--shard-ring-name".into(),
             "loadtest".into(),
             "--kube-api-qps".into(),
-            limits.0.to_string(),
+            limits.qps.to_string(),
             "--kube-api-burst".into(),
-            limits.1.to_string(),
+            limits.burst.to_string(),
         ];
         let names: Vec<(String, PathBuf)> = (0..n)
             .map(|i| {

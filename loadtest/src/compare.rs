@@ -255,13 +255,18 @@ async fn run_on(
     let mut victim = None;
     // S4's upstream: a second kube-controller-manager, both leader-elected.
     let mut _standby = None;
-    match (variant, credentials) {
+    let kcm = match (variant, credentials) {
         (Variant::Shardcron(n), Some(credentials)) => {
             let started = std::time::Instant::now();
-            let limits = (settings.limits.qps, settings.limits.burst);
             replicas.extend(
                 cluster
-                    .start_shardcron(&settings.shardcron_bin, n, &credentials, limits, "")
+                    .start_shardcron(
+                        &settings.shardcron_bin,
+                        n,
+                        &credentials,
+                        settings.limits,
+                        "",
+                    )
                     .await?,
             );
             ready_seconds = Some(started.elapsed().as_secs_f64());
@@ -274,25 +279,20 @@ async fn run_on(
                     pid: replica.pid()?,
                 });
             }
-            processes.push(Process {
-                name: "kube-controller-manager".into(),
-                pid: cluster.pid("kube-controller-manager")?,
-            });
+            cluster.pid("kube-controller-manager")?
         }
         (Variant::Upstream, _) if scenario.name == ScenarioName::S4 => {
             let (leader, standby, follower) = leader_elected_pair(cluster).await?;
             victim = Some(Victim::Process(leader));
             _standby = Some(standby);
-            processes.push(Process {
-                name: "kube-controller-manager".into(),
-                pid: follower,
-            });
+            follower
         }
-        _ => processes.push(Process {
-            name: "kube-controller-manager".into(),
-            pid: cluster.pid("kube-controller-manager")?,
-        }),
-    }
+        _ => cluster.pid("kube-controller-manager")?,
+    };
+    processes.push(Process {
+        name: "kube-controller-manager".into(),
+        pid: kcm,
+    });
 
     let now = observe::unix_ms() / 1000;
     let (from, to) = if scenario.is_herd() {

@@ -48,14 +48,9 @@ fn controller_peak_rss(run: &Run) -> u64 {
 }
 
 fn api_load(run: &Run) -> (f64, f64) {
-    let schema = if run.variant == "upstream" {
-        "loadtest-upstream-cronjob"
-    } else {
-        "loadtest-shardcron"
-    };
     run.observation
         .api
-        .get(schema)
+        .get(crate::apimetrics::schema_of(run.variant == "upstream"))
         .map(|l| (l.requests, l.execution_seconds))
         .unwrap_or((0.0, 0.0))
 }

@@ -183,13 +183,12 @@ async fn measure(
         }
         Variant::Shardcron(n) => {
             let credentials = credentials.context("no ServiceAccount kubeconfig")?;
-            let limits = (settings.limits.qps, settings.limits.burst);
             let replicas = cluster
                 .start_shardcron(
                     &settings.shardcron_bin,
                     n,
                     credentials,
-                    limits,
+                    settings.limits,
                     &format!("-{phase}"),
                 )
                 .await?;
@@ -202,12 +201,8 @@ async fn measure(
     };
     let armed_seconds = started.elapsed().as_secs_f64();
     let after = apimetrics::snapshot(&cluster.client).await?;
-    let schema = match variant {
-        Variant::Upstream => "loadtest-upstream-cronjob",
-        Variant::Shardcron(_) => "loadtest-shardcron",
-    };
     let startup_requests = apimetrics::delta(&before, &after)
-        .get(schema)
+        .get(apimetrics::schema_of(variant == Variant::Upstream))
         .map(|l| l.requests)
         .unwrap_or(0.0);
 
