@@ -8,10 +8,12 @@
 //! - [`shard`]: which replica runs which CronJob: the supervisor, and the ring, membership, fencing and hand-off rules.
 //! - [`telemetry`]: metrics, health endpoints, logs.
 //! - [`cli`]: the `shardcron` command line.
+//! - [`memory`]: handing the memory of list bursts back to the OS.
 
 pub mod actor;
 pub mod cli;
 pub mod kube;
+pub mod memory;
 pub mod reconcile;
 pub mod schedule;
 pub mod shard;

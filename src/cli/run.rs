@@ -27,6 +27,7 @@ use ::kube::{Client, Config};
 use actix::prelude::*;
 use anyhow::Context as _;
 use clap::Args;
+use futures::FutureExt as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -294,7 +295,7 @@ async fn start(
             &settings.namespace,
             &settings.selector(),
             metrics.clone(),
-            move |event| to.do_send(LeaseWatch(event)),
+            move |event| to.send(LeaseWatch(event)).map(drop),
         );
     }
     for (scope, namespace) in scopes.iter().enumerate() {
@@ -304,7 +305,7 @@ async fn start(
             namespace.as_deref(),
             strategy,
             metrics.clone(),
-            move |event| to.do_send(CronJobWatch { scope, event }),
+            move |event| to.send(CronJobWatch { scope, event }).map(drop),
         );
         let to = supervisor.clone();
         watch::jobs(
@@ -312,7 +313,7 @@ async fn start(
             namespace.as_deref(),
             strategy,
             metrics.clone(),
-            move |event| to.do_send(JobWatch { scope, event }),
+            move |event| to.send(JobWatch { scope, event }).map(drop),
         );
     }
     tracing::info!(

@@ -37,7 +37,10 @@ where
     loop {
         let page = api.list(&params).await?;
         let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
-        page.items.into_iter().for_each(&mut keep);
+        page.items
+            .into_iter()
+            .map(super::watch::without_managed_fields)
+            .for_each(&mut keep);
         match next {
             // A continued page is read at the first page's snapshot.
             Some(token) => {

@@ -113,20 +113,31 @@ where
     }
 }
 
+/// Drops `metadata.managedFields`, which the controller never reads: for a
+/// CronJob it is a JSON tree of every field set, as large as the rest of
+/// the object once decoded.
+pub(crate) fn without_managed_fields<K: Resource>(mut object: K) -> K {
+    object.meta_mut().managed_fields = None;
+    object
+}
+
 /// Runs a watch until the process ends, handing each event, mapped by
-/// `map`, to `deliver`.
-fn spawn_watch<K, T>(
+/// `map`, to `deliver` and waiting for it to be taken before reading on,
+/// so that a list of many objects is never held decoded all at once.
+fn spawn_watch<K, T, Delivered>(
     api: Api<K>,
     config: watcher::Config,
     resource: &'static str,
     metrics: Arc<Metrics>,
     map: fn(K) -> T,
-    mut deliver: impl FnMut(Event<T>) + Send + 'static,
+    mut deliver: impl FnMut(Event<T>) -> Delivered + Send + 'static,
 ) -> JoinHandle<()>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     T: Send + 'static,
+    Delivered: Future<Output = ()> + Send,
 {
+    let map = move |object: K| map(without_managed_fields(object));
     tokio::spawn(async move {
         let mut events = watcher::watcher(api, config).default_backoff().boxed();
         while let Some(event) = events.next().await {
@@ -144,7 +155,8 @@ where
                         Event::Init => Event::Init,
                         Event::InitApply(o) => Event::InitApply(map(o)),
                         Event::InitDone => Event::InitDone,
-                    });
+                    })
+                    .await;
                 }
                 Err(error) => tracing::warn!(resource, %error, "watch failed; retrying"),
             }
@@ -153,12 +165,12 @@ where
 }
 
 /// Watches CronJobs in one namespace (or all).
-pub fn cronjobs(
+pub fn cronjobs<Delivered: Future<Output = ()> + Send>(
     client: Client,
     namespace: Option<&str>,
     strategy: ListStrategy,
     metrics: Arc<Metrics>,
-    deliver: impl FnMut(Event<CronJob>) + Send + 'static,
+    deliver: impl FnMut(Event<CronJob>) -> Delivered + Send + 'static,
 ) -> JoinHandle<()> {
     spawn_watch(
         api::<CronJob>(client, namespace),
@@ -171,12 +183,12 @@ pub fn cronjobs(
 }
 
 /// Watches Jobs in one namespace (or all), as [`JobFacts`].
-pub fn jobs(
+pub fn jobs<Delivered: Future<Output = ()> + Send>(
     client: Client,
     namespace: Option<&str>,
     strategy: ListStrategy,
     metrics: Arc<Metrics>,
-    deliver: impl FnMut(Event<JobFacts>) + Send + 'static,
+    deliver: impl FnMut(Event<JobFacts>) -> Delivered + Send + 'static,
 ) -> JoinHandle<()> {
     spawn_watch(
         api::<Job>(client, namespace),
@@ -190,12 +202,12 @@ pub fn jobs(
 
 /// Watches the Leases of one ring (label selector `selector`) in `namespace`,
 /// as membership observations keyed by Lease name.
-pub fn leases(
+pub fn leases<Delivered: Future<Output = ()> + Send>(
     client: Client,
     namespace: &str,
     selector: &str,
     metrics: Arc<Metrics>,
-    deliver: impl FnMut(Event<(String, LeaseObservation)>) + Send + 'static,
+    deliver: impl FnMut(Event<(String, LeaseObservation)>) -> Delivered + Send + 'static,
 ) -> JoinHandle<()> {
     spawn_watch(
         Api::<Lease>::namespaced(client, namespace),

@@ -677,8 +677,8 @@ impl Supervisor {
 }
 
 impl Actor for Supervisor {
-    // Watchers use `do_send`, which ignores the mailbox capacity: a burst
-    // of watch events queues rather than being refused.
+    // Watchers `send` and wait for each event to be handled: a list of
+    // 100,000 objects streams through instead of piling up decoded.
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
@@ -720,6 +720,7 @@ impl Handler<CronJobWatch> for Supervisor {
                 }
                 self.scopes[scope].cronjobs_listed = true;
                 self.maybe_sync();
+                crate::memory::release_free_pages();
             }
         }
     }
@@ -751,6 +752,7 @@ impl Handler<JobWatch> for Supervisor {
                 }
                 self.scopes[scope].jobs_listed = true;
                 self.maybe_sync();
+                crate::memory::release_free_pages();
             }
         }
     }
@@ -839,6 +841,7 @@ impl Handler<LoadDone> for Supervisor {
             self.sharding.tombstones.clear();
             self.start_waiting(None);
             self.check_ready();
+            crate::memory::release_free_pages();
         }
     }
 }
