@@ -17,16 +17,29 @@ use std::fmt::Debug;
 /// Objects per page.
 const PAGE: u32 = 500;
 
-/// What a bulk load found.
+/// One page of a bulk load: the gained CronJobs or the Jobs they control.
 #[derive(Debug, Default)]
 pub struct Loaded {
     pub cronjobs: Vec<CronJob>,
     pub jobs: Vec<JobFacts>,
 }
 
-async fn list_all<K>(api: Api<K>, mut keep: impl FnMut(K)) -> Result<(), ::kube::Error>
+/// How many objects a bulk load handed over, all pages together.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LoadCounts {
+    pub cronjobs: usize,
+    pub jobs: usize,
+}
+
+/// Lists every page of `api`, handing each page's objects (without
+/// managedFields) to `page` and waiting for it before asking for the next.
+async fn list_all<K, Taken>(
+    api: Api<K>,
+    mut page: impl FnMut(Vec<K>) -> Taken,
+) -> Result<(), ::kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
+    Taken: Future<Output = ()>,
 {
     let mut params = ListParams {
         limit: Some(PAGE),
@@ -35,12 +48,15 @@ where
         ..ListParams::default()
     };
     loop {
-        let page = api.list(&params).await?;
-        let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
-        page.items
-            .into_iter()
-            .map(super::watch::without_managed_fields)
-            .for_each(&mut keep);
+        let list = api.list(&params).await?;
+        let next = list.metadata.continue_.clone().filter(|c| !c.is_empty());
+        page(
+            list.items
+                .into_iter()
+                .map(super::watch::without_managed_fields)
+                .collect(),
+        )
+        .await;
         match next {
             // A continued page is read at the first page's snapshot.
             Some(token) => {
@@ -53,14 +69,20 @@ where
     }
 }
 
-/// The CronJobs of `namespaces` (`None`: all) that `owned(namespace, name)`
-/// accepts, with the Jobs they control.
-pub async fn load(
+/// Hands `deliver`, page by page, the CronJobs of `namespaces` (`None`:
+/// all) that `owned(namespace, name)` accepts, then the Jobs they control.
+/// Each page is handed over as soon as it is read: a load of 100,000
+/// CronJobs never holds more than a page of them decoded.
+pub async fn load<Taken>(
     client: Client,
     namespaces: &[Option<String>],
     owned: impl Fn(&str, &str) -> bool,
-) -> Result<Loaded, ::kube::Error> {
-    let mut loaded = Loaded::default();
+    mut deliver: impl FnMut(Loaded) -> Taken,
+) -> Result<LoadCounts, ::kube::Error>
+where
+    Taken: Future<Output = ()>,
+{
+    let mut counts = LoadCounts::default();
     for namespace in namespaces {
         let (cronjobs, jobs): (Api<CronJob>, Api<Job>) = match namespace {
             Some(ns) => (
@@ -69,27 +91,42 @@ pub async fn load(
             ),
             None => (Api::all(client.clone()), Api::all(client.clone())),
         };
-        list_all(cronjobs, |cronjob: CronJob| {
-            let meta = &cronjob.metadata;
-            if owned(
-                meta.namespace.as_deref().unwrap_or_default(),
-                meta.name.as_deref().unwrap_or_default(),
-            ) {
-                loaded.cronjobs.push(cronjob);
-            }
+        list_all(cronjobs, |page: Vec<CronJob>| {
+            let cronjobs: Vec<CronJob> = page
+                .into_iter()
+                .filter(|cronjob| {
+                    let meta = &cronjob.metadata;
+                    owned(
+                        meta.namespace.as_deref().unwrap_or_default(),
+                        meta.name.as_deref().unwrap_or_default(),
+                    )
+                })
+                .collect();
+            counts.cronjobs += cronjobs.len();
+            deliver(Loaded {
+                cronjobs,
+                jobs: Vec::new(),
+            })
         })
         .await?;
-        list_all(jobs, |job: Job| {
-            let facts = JobFacts::from(job);
-            if facts
-                .owner_name
-                .as_deref()
-                .is_some_and(|owner| owned(&facts.namespace, owner))
-            {
-                loaded.jobs.push(facts);
-            }
+        list_all(jobs, |page: Vec<Job>| {
+            let jobs: Vec<JobFacts> = page
+                .into_iter()
+                .map(JobFacts::from)
+                .filter(|facts| {
+                    facts
+                        .owner_name
+                        .as_deref()
+                        .is_some_and(|owner| owned(&facts.namespace, owner))
+                })
+                .collect();
+            counts.jobs += jobs.len();
+            deliver(Loaded {
+                cronjobs: Vec::new(),
+                jobs,
+            })
         })
         .await?;
     }
-    Ok(loaded)
+    Ok(counts)
 }

@@ -28,13 +28,14 @@ use super::membership::{LeaseObservation, Membership};
 use super::ring::Ring;
 use crate::actor::apply::Shared;
 use crate::actor::cronjob::{CronJobActor, Report, Update};
-use crate::kube::bulk::{self, Loaded};
+use crate::kube::bulk::{self, LoadCounts, Loaded};
 use crate::kube::watch::JobFacts;
 use crate::telemetry::http::Readiness;
 use crate::telemetry::metrics::{MoveDirection, MovedLabels, OwnedLabels, OwnedState};
 use ::kube::Client;
 use ::kube::runtime::watcher::Event;
 use actix::prelude::*;
+use futures::FutureExt as _;
 use k8s_openapi::api::batch::v1::CronJob;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -75,10 +76,15 @@ pub struct LeaseWatch(pub Event<(String, LeaseObservation)>);
 #[rtype(result = "()")]
 pub struct Shutdown;
 
+/// A page of a bulk load.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct LoadPage(Loaded);
+
 /// A bulk load finished.
 #[derive(Message)]
 #[rtype(result = "()")]
-struct LoadDone(Result<Loaded, ::kube::Error>);
+struct LoadDone(Result<LoadCounts, ::kube::Error>);
 
 struct Running {
     uid: String,
@@ -568,11 +574,12 @@ impl Supervisor {
                             .as_ref()
                             .is_none_or(|p| p.owner(namespace, name) != Some(me.as_str()))
                 };
-                let result = bulk::load(client, &namespaces, gained).await;
-                if let Ok(loaded) = &result {
+                let deliver = |page| to.send(LoadPage(page)).map(drop);
+                let result = bulk::load(client, &namespaces, gained, deliver).await;
+                if let Ok(counts) = &result {
                     let span = tracing::Span::current();
-                    span.record("shard.cronjobs_gained", loaded.cronjobs.len());
-                    span.record("shard.jobs_gained", loaded.jobs.len());
+                    span.record("shard.cronjobs_gained", counts.cronjobs);
+                    span.record("shard.jobs_gained", counts.jobs);
                 }
                 to.do_send(LoadDone(result));
             }
@@ -792,16 +799,41 @@ impl Handler<LeaseWatch> for Supervisor {
     }
 }
 
+impl Handler<LoadPage> for Supervisor {
+    type Result = ();
+
+    /// The CronJobs' pages come first, the Jobs' after. No actor starts
+    /// before the whole load is done (`start_waiting` waits for
+    /// `loads_in_flight` to drop to 0), so a Job routed to an actor that
+    /// already exists counts as much as one claimed when it is spawned. What
+    /// the watch delivered meanwhile is newer or as new: it wins.
+    fn handle(&mut self, LoadPage(page): LoadPage, _: &mut Self::Context) {
+        for cronjob in page.cronjobs {
+            let uid = cronjob.metadata.uid.as_deref().unwrap_or_default();
+            if !self.sharding.tombstones.contains(uid)
+                && !self.actors.contains_key(&Self::key_of(&cronjob).0)
+            {
+                self.on_cronjob(cronjob);
+            }
+        }
+        for job in page.jobs {
+            if !self.sharding.tombstones.contains(&job.uid) && !self.jobs.knows(&job.uid) {
+                self.on_job(job, false);
+            }
+        }
+    }
+}
+
 impl Handler<LoadDone> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, LoadDone(result): LoadDone, ctx: &mut Self::Context) {
         self.sharding.loads_in_flight -= 1;
         match result {
-            Ok(loaded) => {
+            Ok(counts) => {
                 tracing::info!(
-                    cronjobs = loaded.cronjobs.len(),
-                    jobs = loaded.jobs.len(),
+                    cronjobs = counts.cronjobs,
+                    jobs = counts.jobs,
                     "loaded gained CronJobs"
                 );
                 self.shared
@@ -810,22 +842,7 @@ impl Handler<LoadDone> for Supervisor {
                     .get_or_create(&MovedLabels {
                         direction: MoveDirection::Gained,
                     })
-                    .inc_by(loaded.cronjobs.len() as u64);
-                // Jobs first, so that new actors claim them. What the watch
-                // delivered meanwhile is newer or as new: it wins.
-                for job in loaded.jobs {
-                    if !self.sharding.tombstones.contains(&job.uid) && !self.jobs.knows(&job.uid) {
-                        self.on_job(job, false);
-                    }
-                }
-                for cronjob in loaded.cronjobs {
-                    let uid = cronjob.metadata.uid.as_deref().unwrap_or_default();
-                    if !self.sharding.tombstones.contains(uid)
-                        && !self.actors.contains_key(&Self::key_of(&cronjob).0)
-                    {
-                        self.on_cronjob(cronjob);
-                    }
-                }
+                    .inc_by(counts.cronjobs as u64);
             }
             Err(error) => {
                 tracing::warn!(%error, "bulk load of gained CronJobs failed; retrying");
