@@ -1,7 +1,12 @@
 //! Watches on CronJobs, Jobs and the ring's Leases, as kube-runtime watchers.
 //!
 //! Each watch runs as a task on the multi-threaded runtime and hands its
-//! events to a callback (the supervisor's mailbox). The watcher re-lists on
+//! events to a callback (the supervisor's mailbox), reading the next event
+//! only once the last was taken: a list of 100,000 objects then streams
+//! through a few at a time rather than piling up decoded in the mailbox
+//! (which, once freed, glibc kept resident). Should the receiver fall far
+//! behind, the server ends the watch and kube-runtime resumes it from the
+//! last resourceVersion seen, so nothing is lost. The watcher re-lists on
 //! 410 Gone and after errors (with kube-runtime's default backoff); a
 //! re-list shows up as `Init` .. `InitApply`* .. `InitDone`, which the
 //! receiver uses to drop objects that disappeared while it was not looking.
