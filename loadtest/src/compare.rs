@@ -84,6 +84,46 @@ impl Scenario {
         }
     }
 
+    /// Watches `minutes` minute slots instead of the mode's. Only S1 and
+    /// S4 have a window to stretch: herds watch their one minute and S3
+    /// watches none.
+    pub fn set_minutes(&mut self, minutes: u32) -> anyhow::Result<()> {
+        if !matches!(self.name, ScenarioName::S1 | ScenarioName::S4) {
+            anyhow::bail!("--minutes applies to S1 and S4 only");
+        }
+        if minutes < 2 {
+            anyhow::bail!("--minutes must be at least 2");
+        }
+        self.minutes = minutes;
+        Ok(())
+    }
+
+    /// The controllers to compare: `given`, or by default upstream and
+    /// shardcron with 1 and 3 replicas. S4 kills one controller, so a
+    /// single replica (nothing left to take over) is left out by default
+    /// and refused when asked for.
+    pub fn controllers(&self, given: Vec<Variant>) -> anyhow::Result<Vec<Variant>> {
+        let failover = self.name == ScenarioName::S4;
+        if given.is_empty() {
+            return Ok(if failover {
+                vec![Variant::Upstream, Variant::Shardcron(3)]
+            } else {
+                vec![
+                    Variant::Upstream,
+                    Variant::Shardcron(1),
+                    Variant::Shardcron(3),
+                ]
+            });
+        }
+        if failover && given.contains(&Variant::Shardcron(1)) {
+            anyhow::bail!(
+                "S4 kills one replica: with shardcron-1 nothing is left to take over; \
+                 pass at least 2 replicas (e.g. --controllers upstream,shardcron-3)"
+            );
+        }
+        Ok(given)
+    }
+
     fn is_herd(&self) -> bool {
         matches!(self.mix, Mix::Herd | Mix::Tenants)
     }
@@ -399,5 +439,34 @@ mod tests {
         }
         assert!("shardcron-0".parse::<Variant>().is_err());
         assert!("kcm".parse::<Variant>().is_err());
+    }
+
+    #[test]
+    fn failover_leaves_out_and_refuses_a_single_replica() {
+        let s4 = Scenario::new(ScenarioName::S4, Mode::Short);
+        assert_eq!(
+            s4.controllers(Vec::new()).unwrap(),
+            [Variant::Upstream, Variant::Shardcron(3)]
+        );
+        assert!(s4.controllers(vec![Variant::Shardcron(1)]).is_err());
+        let s1 = Scenario::new(ScenarioName::S1, Mode::Short);
+        assert_eq!(s1.controllers(Vec::new()).unwrap().len(), 3);
+        assert_eq!(
+            s1.controllers(vec![Variant::Shardcron(1)]).unwrap(),
+            [Variant::Shardcron(1)]
+        );
+    }
+
+    #[test]
+    fn only_windowed_scenarios_take_other_minutes() {
+        let mut s1 = Scenario::new(ScenarioName::S1, Mode::Full);
+        s1.set_minutes(20).unwrap();
+        assert_eq!(s1.minutes, 20);
+        assert!(s1.set_minutes(1).is_err());
+        assert!(
+            Scenario::new(ScenarioName::S2, Mode::Full)
+                .set_minutes(20)
+                .is_err()
+        );
     }
 }

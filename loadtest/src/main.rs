@@ -70,13 +70,15 @@ enum Command {
         scenario: ScenarioName,
         #[arg(long, value_enum, default_value = "short")]
         mode: Mode,
-        /// Comma-separated: upstream, shardcron-N.
-        #[arg(
-            long,
-            value_delimiter = ',',
-            default_value = "upstream,shardcron-1,shardcron-3"
-        )]
+        /// Comma-separated: upstream, shardcron-N. Default: upstream,
+        /// shardcron-1 and shardcron-3 (S4: upstream and shardcron-3, as a
+        /// failover needs a replica to take over).
+        #[arg(long, value_delimiter = ',')]
         controllers: Vec<Variant>,
+        /// Minute slots watched, instead of the mode's (S1 and S4, whose
+        /// CronJobs fire every minute or every hour).
+        #[arg(long)]
+        minutes: Option<u32>,
         /// Client QPS of every controller (upstream's default: 20).
         #[arg(long, default_value_t = 20.0)]
         qps: f64,
@@ -185,6 +187,7 @@ async fn main() -> anyhow::Result<()> {
             scenario,
             mode,
             controllers,
+            minutes,
             qps,
             burst,
             create_qps,
@@ -192,9 +195,15 @@ async fn main() -> anyhow::Result<()> {
             shardcron_bin: bin,
             assert_complete,
         } => {
+            let mut scenario = Scenario::new(scenario, mode);
+            if let Some(minutes) = minutes {
+                scenario.set_minutes(minutes)?;
+            }
+            let controllers = scenario.controllers(controllers)?;
             let repo = compare::repo_root();
             let out = out.unwrap_or_else(|| {
-                repo.join(format!("loadtest/results/{scenario:?}-{mode:?}-qps{qps}").to_lowercase())
+                let name = scenario.name;
+                repo.join(format!("loadtest/results/{name:?}-{mode:?}-qps{qps}").to_lowercase())
             });
             let settings = Settings {
                 shardcron_bin: if controllers.iter().any(|c| *c != Variant::Upstream) {
@@ -207,7 +216,6 @@ async fn main() -> anyhow::Result<()> {
                 limits: ClientLimits { qps, burst },
                 create_qps,
             };
-            let scenario = Scenario::new(scenario, mode);
             if scenario.name == ScenarioName::S3 {
                 let runs = scale::run(&scenario, &controllers, &settings).await?;
                 println!("{}", report::scale_markdown(&scenario, &runs));
