@@ -171,7 +171,11 @@ impl Gateway {
         let runtime = Handle::current();
         runtime.spawn(dispatch(
             queued,
-            TokenBucket::new(limits.qps, limits.burst, Instant::now()),
+            TokenBucket::new(
+                limits.qps,
+                limits.burst,
+                tokio::time::Instant::now().into_std(),
+            ),
             metrics.clone(),
         ));
         Gateway {
@@ -407,6 +411,19 @@ pub fn status_patch(resource_version: Option<&str>, status: &CronJobStatus) -> s
     })
 }
 
+/// After an idle spell, how long the dispatcher keeps gathering tickets
+/// before it spends the refilled burst: until no ticket has come for
+/// [`GATHER_QUIET`], at most [`GATHER_MAX`].
+///
+/// Why: a herd's actors all wake at the same second, but they reach the
+/// gateway one after another over tens of milliseconds. Granted at once,
+/// the burst (30 by default) goes to whichever namespace's actors happened
+/// to wake first, and a tenant with one CronJob waits behind it; gathered
+/// first, the round-robin shares the burst among every namespace due at
+/// that instant. The cost is at most 5 ms on a lone write, 50 ms on a herd.
+const GATHER_QUIET: Duration = Duration::from_millis(5);
+const GATHER_MAX: Duration = Duration::from_millis(50);
+
 /// Grants turns: the most urgent class first, namespaces in turn, one per
 /// token. A ticket whose requester went away is skipped without a token.
 async fn dispatch(
@@ -416,18 +433,33 @@ async fn dispatch(
 ) {
     let mut queue: FairQueue<oneshot::Sender<()>> = FairQueue::default();
     let mut open = true;
+    let enqueue = |queue: &mut FairQueue<_>, ticket: Ticket| {
+        queue.push(ticket.priority, &ticket.namespace, ticket.grant);
+    };
     loop {
         if queue.is_empty() {
             if !open {
                 return;
             }
             match incoming.recv().await {
-                Some(ticket) => queue.push(ticket.priority, &ticket.namespace, ticket.grant),
+                Some(ticket) => enqueue(&mut queue, ticket),
                 None => return,
             };
+            let give_up = tokio::time::Instant::now() + GATHER_MAX;
+            loop {
+                let until = give_up.min(tokio::time::Instant::now() + GATHER_QUIET);
+                match tokio::time::timeout_at(until, incoming.recv()).await {
+                    Ok(Some(ticket)) => enqueue(&mut queue, ticket),
+                    Ok(None) => open = false,
+                    Err(_elapsed) => {}
+                }
+                if !open || tokio::time::Instant::now() >= until {
+                    break;
+                }
+            }
         }
         while let Ok(ticket) = incoming.try_recv() {
-            queue.push(ticket.priority, &ticket.namespace, ticket.grant);
+            enqueue(&mut queue, ticket);
         }
         for priority in Priority::ALL {
             metrics
@@ -437,7 +469,8 @@ async fn dispatch(
                 })
                 .set(queue.depth(priority) as i64);
         }
-        match bucket.try_take(Instant::now()) {
+        // tokio's clock, so that tests can pause it.
+        match bucket.try_take(tokio::time::Instant::now().into_std()) {
             Ok(()) => {
                 while let Some((_, _, grant)) = queue.pop() {
                     if grant.send(()).is_ok() {
@@ -449,11 +482,86 @@ async fn dispatch(
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
                     ticket = incoming.recv(), if open => match ticket {
-                        Some(ticket) => { queue.push(ticket.priority, &ticket.namespace, ticket.grant); }
+                        Some(ticket) => enqueue(&mut queue, ticket),
                         None => open = false,
                     },
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Queues one ticket as an actor would; the receiver fires on its grant.
+    fn ticket(tickets: &mpsc::UnboundedSender<Ticket>, namespace: &str) -> oneshot::Receiver<()> {
+        let (grant, granted) = oneshot::channel();
+        tickets
+            .send(Ticket {
+                priority: Priority::CreateJob,
+                namespace: namespace.to_owned(),
+                grant,
+            })
+            .expect("the dispatcher is running");
+        granted
+    }
+
+    /// A burst of 4 and almost no refill: whoever is granted within the
+    /// test got one of the burst's tokens.
+    fn start_dispatcher() -> mpsc::UnboundedSender<Ticket> {
+        let (tickets, queued) = mpsc::unbounded_channel();
+        let bucket = TokenBucket::new(0.001, 4, tokio::time::Instant::now().into_std());
+        tokio::spawn(dispatch(queued, bucket, Arc::new(Metrics::new())));
+        tickets
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tenant_that_wakes_a_moment_later_shares_the_burst() {
+        let tickets = start_dispatcher();
+        let mut big: Vec<_> = (0..10).map(|_| ticket(&tickets, "big")).collect();
+        // The small tenant's actor reaches the gateway 2 ms after the herd.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let mut small = ticket(&tickets, "small");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+
+        assert_eq!(
+            small.try_recv(),
+            Ok(()),
+            "the small tenant waits behind the burst"
+        );
+        let big_granted = big.iter_mut().filter_map(|g| g.try_recv().ok()).count();
+        assert_eq!(big_granted, 3, "the rest of the burst goes to the herd");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_write_waits_only_for_the_quiet_gap() {
+        let tickets = start_dispatcher();
+        let started = tokio::time::Instant::now();
+        ticket(&tickets, "a").await.expect("granted");
+        assert_eq!(started.elapsed(), GATHER_QUIET);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_steady_trickle_is_gathered_for_at_most_the_limit() {
+        let tickets = start_dispatcher();
+        let started = tokio::time::Instant::now();
+        let first = ticket(&tickets, "a");
+        let feeder = {
+            let tickets = tickets.clone();
+            tokio::spawn(async move {
+                // A ticket every 4 ms, forever inside the quiet gap.
+                let mut later = Vec::new();
+                for _ in 0..40 {
+                    tokio::time::sleep(Duration::from_millis(4)).await;
+                    later.push(ticket(&tickets, "b"));
+                }
+                later
+            })
+        };
+        first.await.expect("granted");
+        assert_eq!(started.elapsed(), GATHER_MAX);
+        feeder.abort();
     }
 }
