@@ -439,10 +439,38 @@ fn die_with_parent(cmd: &mut Command) {
     }
 }
 
+/// A port free on loopback for a server started next. Picked below the
+/// kernel's ephemeral range, as `deploy/local/up` does: a port the kernel
+/// hands out (`bind(0)`) can be taken again, between this check and the
+/// server's own bind, by any outgoing connection, and an S1 run lost a
+/// replica to exactly that.
 fn free_port() -> anyhow::Result<u16> {
+    let range =
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let ephemeral_low = range
+        .split_whitespace()
+        .next()
+        .and_then(|low| low.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let below = 10_000..ephemeral_low.max(10_001);
+    for _ in 0..200 {
+        let port = rand_port(below.clone());
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
+}
+
+/// A port drawn at random from `range`: std's `RandomState` gets fresh
+/// random keys for every instance, which is randomness enough here.
+fn rand_port(range: std::ops::Range<u16>) -> u16 {
+    use std::hash::BuildHasher;
+    let draw = std::collections::hash_map::RandomState::new().hash_one(std::process::id());
+    let span = u64::from(range.end - range.start);
+    range.start + (draw % span) as u16
 }
 
 async fn ready(port: u16) -> bool {

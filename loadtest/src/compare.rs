@@ -216,6 +216,8 @@ pub struct Settings {
     pub shardcron_bin: PathBuf,
     pub limits: ClientLimits,
     pub create_qps: f64,
+    /// Keep the runs already written to `out`.
+    pub resume: bool,
 }
 
 /// Runs `scenario` against each variant in turn and writes the report.
@@ -227,6 +229,14 @@ pub async fn compare(
     std::fs::create_dir_all(&settings.out)?;
     let mut runs = Vec::new();
     for variant in variants {
+        let path = settings.out.join(format!("{variant}.json"));
+        if settings.resume
+            && let Some(run) = kept_run(&path, scenario, settings.limits)?
+        {
+            eprintln!("compare: {variant}: kept {}", path.display());
+            runs.push(run);
+            continue;
+        }
         eprintln!(
             "compare: {:?} {:?} with {variant}",
             scenario.name, scenario.mode
@@ -234,13 +244,50 @@ pub async fn compare(
         let run = run_variant(scenario, *variant, settings)
             .await
             .with_context(|| format!("{variant}"))?;
-        let path = settings.out.join(format!("{variant}.json"));
         std::fs::write(&path, serde_json::to_vec_pretty(&run)?)?;
         eprintln!("compare: {variant}: {}", report::one_line(&run));
         runs.push(run);
     }
     report::write(&settings.out, scenario, &runs)?;
     Ok(runs)
+}
+
+/// The run an earlier invocation wrote to `path`, if any. One measured
+/// with another number of CronJobs, another window or other client limits
+/// is an error, not something to mix into this report.
+fn kept_run(path: &Path, scenario: &Scenario, limits: ClientLimits) -> anyhow::Result<Option<Run>> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
+    };
+    let run: Run =
+        serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))?;
+    let minutes = |o: &Observation| (o.to - o.from) / 60 + 1;
+    let expected_minutes = if scenario.is_herd() {
+        1
+    } else {
+        i64::from(scenario.minutes.max(1))
+    };
+    if run.observation.cronjobs != scenario.count
+        || minutes(&run.observation) != expected_minutes
+        || run.limits.qps != limits.qps
+        || run.limits.burst != limits.burst
+    {
+        bail!(
+            "{} was measured with {} CronJobs over {} minute(s) at QPS {}/burst {}, not {} over {} at {}/{}: remove it or choose another --out",
+            path.display(),
+            run.observation.cronjobs,
+            minutes(&run.observation),
+            run.limits.qps,
+            run.limits.burst,
+            scenario.count,
+            expected_minutes,
+            limits.qps,
+            limits.burst
+        );
+    }
+    Ok(Some(run))
 }
 
 async fn run_variant(
@@ -431,6 +478,37 @@ pub fn repo_root() -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kept_run_must_match_the_scenario_and_the_limits() {
+        // A run from a committed report (S2 short: 1,000 CronJobs, 20/30).
+        let report: serde_json::Value =
+            serde_json::from_str(include_str!("../report/s2-short/report.json")).unwrap();
+        let dir = std::env::temp_dir().join(format!("kept-run-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("upstream.json");
+        let s2 = Scenario::new(ScenarioName::S2, Mode::Short);
+        let limits = ClientLimits {
+            qps: 20.0,
+            burst: 30,
+        };
+
+        assert!(
+            kept_run(&path, &s2, limits).unwrap().is_none(),
+            "nothing kept yet"
+        );
+        std::fs::write(&path, report["runs"][0].to_string()).unwrap();
+        let kept = kept_run(&path, &s2, limits).unwrap().expect("kept");
+        assert_eq!(kept.variant, "upstream");
+        let high = ClientLimits {
+            qps: 200.0,
+            burst: 300,
+        };
+        assert!(kept_run(&path, &s2, high).is_err(), "other limits");
+        let s2_full = Scenario::new(ScenarioName::S2, Mode::Full);
+        assert!(kept_run(&path, &s2_full, limits).is_err(), "another count");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn variants_parse_and_print_alike() {

@@ -97,6 +97,11 @@ enum Command {
         /// Fail (exit 1) on any missed or duplicate slot.
         #[arg(long)]
         assert_complete: bool,
+        /// Keep the runs already in --out (`<controller>.json`, same
+        /// scenario size and client limits) and run only the others: a
+        /// comparison cut short is finished where it stopped.
+        #[arg(long)]
+        resume: bool,
     },
     /// Tracing overhead: CPU per firing of a replica exporting every span
     /// versus one with tracing off, side by side on one control plane.
@@ -194,6 +199,7 @@ async fn main() -> anyhow::Result<()> {
             out,
             shardcron_bin: bin,
             assert_complete,
+            resume,
         } => {
             let mut scenario = Scenario::new(scenario, mode);
             if let Some(minutes) = minutes {
@@ -215,6 +221,7 @@ async fn main() -> anyhow::Result<()> {
                 out: out.clone(),
                 limits: ClientLimits { qps, burst },
                 create_qps,
+                resume,
             };
             if scenario.name == ScenarioName::S3 {
                 let runs = scale::run(&scenario, &controllers, &settings).await?;
