@@ -5,8 +5,11 @@
 //! FlowSchema a request matched, so the loadtest installs one FlowSchema per
 //! controller identity (same priority level as the built-in schema that
 //! would otherwise match, so nothing is reprioritized) and reads
-//! `apiserver_flowcontrol_dispatched_requests_total` and
-//! `apiserver_flowcontrol_request_execution_seconds` before and after a run.
+//! `apiserver_flowcontrol_dispatched_requests_total`,
+//! `apiserver_flowcontrol_request_execution_seconds`,
+//! `apiserver_flowcontrol_request_wait_duration_seconds` (time queued by APF)
+//! and `apiserver_flowcontrol_rejected_requests_total` (429s) before and
+//! after a run.
 
 use anyhow::Context;
 use k8s_openapi::api::flowcontrol::v1::FlowSchema;
@@ -83,11 +86,18 @@ pub async fn install_flow_schemas(client: &kube::Client) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Requests and execution time of one FlowSchema.
+/// Requests and their cost at the API server for one FlowSchema.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClientLoad {
     pub requests: f64,
     pub execution_seconds: f64,
+    /// Time the dispatched requests spent queued by APF before executing
+    /// (absent in reports written before it was recorded).
+    #[serde(default)]
+    pub wait_seconds: f64,
+    /// Requests APF turned away with 429 (queue full, timed out in queue).
+    #[serde(default)]
+    pub rejected: f64,
 }
 
 /// Per-FlowSchema counters at one moment.
@@ -102,7 +112,7 @@ pub async fn snapshot(client: &kube::Client) -> anyhow::Result<Snapshot> {
     Ok(parse(&text))
 }
 
-/// Reads the two counters from Prometheus text, summed over the other labels.
+/// Reads the counters from Prometheus text, summed over the other labels.
 pub fn parse(text: &str) -> Snapshot {
     let mut out = Snapshot::new();
     for line in text.lines().filter(|l| !l.starts_with('#')) {
@@ -120,6 +130,10 @@ pub fn parse(text: &str) -> Snapshot {
             entry.requests += value;
         } else if series.starts_with("apiserver_flowcontrol_request_execution_seconds_sum{") {
             entry.execution_seconds += value;
+        } else if series.starts_with("apiserver_flowcontrol_request_wait_duration_seconds_sum{") {
+            entry.wait_seconds += value;
+        } else if series.starts_with("apiserver_flowcontrol_rejected_requests_total{") {
+            entry.rejected += value;
         }
     }
     out
@@ -131,7 +145,7 @@ fn label<'a>(series: &'a str, name: &str) -> Option<&'a str> {
     Some(&series[start..start + len])
 }
 
-/// `after - before` for every schema that did some work.
+/// `after - before` for every schema that did some work or was turned away.
 pub fn delta(before: &Snapshot, after: &Snapshot) -> Snapshot {
     after
         .iter()
@@ -140,8 +154,10 @@ pub fn delta(before: &Snapshot, after: &Snapshot) -> Snapshot {
             let d = ClientLoad {
                 requests: a.requests - b.requests,
                 execution_seconds: a.execution_seconds - b.execution_seconds,
+                wait_seconds: a.wait_seconds - b.wait_seconds,
+                rejected: a.rejected - b.rejected,
             };
-            (d.requests > 0.0).then(|| (schema.clone(), d))
+            (d.requests > 0.0 || d.rejected > 0.0).then(|| (schema.clone(), d))
         })
         .collect()
 }
@@ -161,16 +177,28 @@ mod tests {
             "apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"loadtest-shardcron\",priority_level=\"workload-low\"} 30\n\
              apiserver_flowcontrol_request_execution_seconds_sum{flow_schema=\"loadtest-shardcron\",priority_level=\"workload-low\",type=\"regular\"} 1.5\n\
              apiserver_flowcontrol_request_execution_seconds_sum{flow_schema=\"loadtest-shardcron\",priority_level=\"workload-low\",type=\"watch\"} 0.25\n\
-             apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"exempt\",priority_level=\"exempt\"} 0\n",
+             apiserver_flowcontrol_request_wait_duration_seconds_sum{execute=\"true\",flow_schema=\"loadtest-shardcron\",priority_level=\"workload-low\"} 2\n\
+             apiserver_flowcontrol_request_wait_duration_seconds_sum{execute=\"false\",flow_schema=\"loadtest-shardcron\",priority_level=\"workload-low\"} 0.5\n\
+             apiserver_flowcontrol_rejected_requests_total{flow_schema=\"loadtest-shardcron\",priority_level=\"workload-low\",reason=\"time-out\"} 3\n\
+             apiserver_flowcontrol_rejected_requests_total{flow_schema=\"loadtest-shardcron\",priority_level=\"workload-low\",reason=\"queue-full\"} 4\n\
+             apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"exempt\",priority_level=\"exempt\"} 0\n\
+             apiserver_flowcontrol_rejected_requests_total{flow_schema=\"global-default\",priority_level=\"global-default\",reason=\"queue-full\"} 1\n",
         );
         let d = delta(&before, &after);
-        assert_eq!(d.len(), 1, "schemas without requests are left out");
+        assert_eq!(
+            d.keys().collect::<Vec<_>>(),
+            ["global-default", "loadtest-shardcron"],
+            "schemas neither served nor turned away are left out"
+        );
         assert_eq!(
             d["loadtest-shardcron"],
             ClientLoad {
                 requests: 20.0,
-                execution_seconds: 1.25
+                execution_seconds: 1.25,
+                wait_seconds: 2.5,
+                rejected: 7.0,
             }
         );
+        assert_eq!(d["global-default"].rejected, 1.0);
     }
 }

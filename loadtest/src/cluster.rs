@@ -260,24 +260,27 @@ impl LocalCluster {
     }
 
     /// Ends a run on this cluster: stops the replicas, copies the logs to
-    /// `logs` if the run failed (`down` removes the cluster directory, as
-    /// up's watchdog would when this process exits), tears the cluster
-    /// down, and returns the run's result, then any failed stop.
+    /// `logs` if the run failed or `keep_logs` is set (`down` removes the
+    /// cluster directory, as up's watchdog would when this process exits),
+    /// tears the cluster down, and returns the run's result, then any
+    /// failed stop.
     pub async fn finish<T>(
         &self,
         replicas: Vec<Replica>,
         result: anyhow::Result<T>,
         logs: &Path,
+        keep_logs: bool,
     ) -> anyhow::Result<T> {
         let mut stopped = Ok(());
         for replica in replicas {
             stopped = stopped.and(replica.stop().await);
         }
-        if result.is_err() {
+        let outcome = if result.is_err() { "failed" } else { "ended" };
+        if result.is_err() || keep_logs {
             match self.save_logs(logs) {
-                Ok(()) => eprintln!("the run failed; its logs are in {}", logs.display()),
+                Ok(()) => eprintln!("the run {outcome}; its logs are in {}", logs.display()),
                 Err(error) => {
-                    eprintln!("the run failed, and its logs could not be saved: {error:#}")
+                    eprintln!("the run {outcome}, and its logs could not be saved: {error:#}")
                 }
             }
         }

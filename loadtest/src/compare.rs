@@ -218,6 +218,9 @@ pub struct Settings {
     pub create_qps: f64,
     /// Keep the runs already written to `out`.
     pub resume: bool,
+    /// Copy every run's logs to `out/logs-<controller>`, not only a failed
+    /// run's.
+    pub keep_logs: bool,
 }
 
 /// Runs `scenario` against each variant in turn and writes the report.
@@ -310,7 +313,9 @@ async fn run_variant(
     let mut replicas = Vec::new();
     let result = run_on(&mut cluster, scenario, variant, settings, &mut replicas).await;
     let logs = settings.out.join(format!("logs-{variant}"));
-    cluster.finish(replicas, result, &logs).await
+    cluster
+        .finish(replicas, result, &logs, settings.keep_logs)
+        .await
 }
 
 async fn run_on(

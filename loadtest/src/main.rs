@@ -102,6 +102,10 @@ enum Command {
         /// comparison cut short is finished where it stopped.
         #[arg(long)]
         resume: bool,
+        /// Copy every run's logs (control plane and replicas) to
+        /// `<out>/logs-<controller>`, not only a failed run's.
+        #[arg(long)]
+        keep_logs: bool,
     },
     /// Tracing overhead: CPU per firing of a replica exporting every span
     /// versus one with tracing off, side by side on one control plane.
@@ -200,6 +204,7 @@ async fn main() -> anyhow::Result<()> {
             shardcron_bin: bin,
             assert_complete,
             resume,
+            keep_logs,
         } => {
             let mut scenario = Scenario::new(scenario, mode);
             if let Some(minutes) = minutes {
@@ -222,6 +227,7 @@ async fn main() -> anyhow::Result<()> {
                 limits: ClientLimits { qps, burst },
                 create_qps,
                 resume,
+                keep_logs,
             };
             if scenario.name == ScenarioName::S3 {
                 let runs = scale::run(&scenario, &controllers, &settings).await?;

@@ -45,7 +45,9 @@ pub async fn run(
     let cluster = LocalCluster::up(repo, &dir, false, "").await?;
     let mut replicas = Vec::new();
     let result = run_on(&cluster, bin, count, minutes, &mut replicas).await;
-    let report = cluster.finish(replicas, result, &out.join("logs")).await?;
+    let report = cluster
+        .finish(replicas, result, &out.join("logs"), false)
+        .await?;
     std::fs::write(
         out.join("overhead.json"),
         serde_json::to_vec_pretty(&report)?,

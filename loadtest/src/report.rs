@@ -47,12 +47,12 @@ fn controller_peak_rss(run: &Run) -> u64 {
     }
 }
 
-fn api_load(run: &Run) -> (f64, f64) {
+fn api_load(run: &Run) -> crate::apimetrics::ClientLoad {
     run.observation
         .api
         .get(crate::apimetrics::schema_of(run.variant == "upstream"))
-        .map(|l| (l.requests, l.execution_seconds))
-        .unwrap_or((0.0, 0.0))
+        .copied()
+        .unwrap_or_default()
 }
 
 fn ms(v: Option<i64>) -> String {
@@ -90,19 +90,19 @@ pub fn markdown(scenario: &Scenario, runs: &[Run]) -> String {
     let mut out = heading(scenario, runs.first().map(|r| r.limits));
     let _ = writeln!(
         out,
-        "| controller | slots | missed | duplicates | skew p50 s | skew p99 s | skew max s | small tenants p99 s | ready s | controller CPU s | CPU ms/slot | KCM CPU s | peak RSS MiB | API requests | API exec s |"
+        "| controller | slots | missed | duplicates | skew p50 s | skew p99 s | skew max s | small tenants p99 s | ready s | controller CPU s | CPU ms/slot | KCM CPU s | peak RSS MiB | API requests | API exec s | APF wait s | API 429s |"
     );
     let _ = writeln!(
         out,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for run in runs {
         let o = &run.observation;
         let cpu = controller_cpu(run);
-        let (requests, exec) = api_load(run);
+        let api = api_load(run);
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.0} | {:.0} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.0} | {:.0} | {:.2} | {:.2} | {:.0} |",
             run.variant,
             o.slots.expected,
             o.slots.missed,
@@ -119,8 +119,10 @@ pub fn markdown(scenario: &Scenario, runs: &[Run]) -> String {
             1000.0 * cpu / o.slots.answered.max(1) as f64,
             kcm(run).map(|p| p.cpu_seconds).unwrap_or(0.0),
             controller_peak_rss(run) as f64 / MIB,
-            requests,
-            exec,
+            api.requests,
+            api.execution_seconds,
+            api.wait_seconds,
+            api.rejected,
         );
     }
     if runs.iter().any(|r| r.observation.failover.is_some()) {
@@ -132,8 +134,9 @@ pub fn markdown(scenario: &Scenario, runs: &[Run]) -> String {
          after its last Job appeared). Controller CPU is \
          kube-controller-manager as a whole for upstream (every controller it runs), \
          the sum of the replicas for shardcron; KCM CPU is shown for every run so the \
-         difference can be read. API requests and execution time: kube-apiserver's \
-         APF counters for the controller's FlowSchema.\n",
+         difference can be read. API requests, execution time, time queued (APF wait) \
+         and requests turned away with 429: kube-apiserver's APF counters for the \
+         controller's FlowSchema.\n",
     );
     out
 }

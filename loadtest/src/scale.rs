@@ -83,7 +83,12 @@ pub async fn run(
     .await?;
     let result = run_on(&mut cluster, scenario, variants, settings).await;
     cluster
-        .finish(Vec::new(), result, &settings.out.join("logs"))
+        .finish(
+            Vec::new(),
+            result,
+            &settings.out.join("logs"),
+            settings.keep_logs,
+        )
         .await
 }
 
