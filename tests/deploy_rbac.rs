@@ -1,5 +1,6 @@
-//! deploy/kubernetes/rbac.yaml on the real API server: the controller's
-//! ServiceAccount can do exactly what the controller needs, and no more.
+//! deploy/kubernetes/rbac.yaml and flowschema.yaml on the real API server:
+//! the controller's ServiceAccount can do exactly what the controller needs,
+//! and no more; its Lease traffic is served at leader-election priority.
 
 mod support;
 
@@ -9,6 +10,7 @@ use k8s_openapi::api::authorization::v1::{
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, PostParams};
 use kube::{Client, Resource};
@@ -18,6 +20,7 @@ use serde_json::json;
 use support::cluster::Cluster;
 
 const MANIFEST: &str = include_str!("../deploy/kubernetes/rbac.yaml");
+const FLOW_SCHEMA: &str = include_str!("../deploy/kubernetes/flowschema.yaml");
 const NAMESPACE: &str = "shardcron-system";
 
 /// Creates `object` through `api`, tolerating one left by an earlier run.
@@ -166,4 +169,80 @@ async fn controller_service_account_has_least_privilege() {
         Err(kube::Error::Api(e)) => assert_eq!(e.code, 403),
         other => panic!("a Lease outside shardcron-system must be refused, got {other:?}"),
     }
+}
+
+/// The UIDs of the FlowSchema and the priority level that kube-apiserver's
+/// APF filter says served a GET of `path` by `client` (response headers).
+async fn classified_as(client: &Client, path: &str) -> (String, String) {
+    let request = http::Request::get(path)
+        .body(Vec::new().into())
+        .expect("request");
+    let response = client.send(request).await.expect("GET as the controller");
+    assert!(
+        response.status().is_success(),
+        "GET {path}: {}",
+        response.status()
+    );
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    (
+        header("X-Kubernetes-PF-FlowSchema-UID"),
+        header("X-Kubernetes-PF-PriorityLevel-UID"),
+    )
+}
+
+#[tokio::test]
+async fn lease_traffic_is_served_at_leader_election_priority() {
+    let cluster = Cluster::shared();
+    let admin = cluster.admin().await;
+    apply_manifest(&admin).await;
+    let schema: FlowSchema = serde_yaml_ng::from_str(FLOW_SCHEMA).expect("flowschema.yaml");
+    let schemas = Api::<FlowSchema>::all(admin.clone());
+    ignore_exists(schemas.create(&PostParams::default(), &schema).await);
+    let name = schema.metadata.name.as_deref().expect("named");
+    let schema_uid = schemas.get(name).await.expect("FlowSchema").metadata.uid;
+    let level = schema
+        .spec
+        .as_ref()
+        .expect("spec")
+        .priority_level_configuration
+        .name
+        .clone();
+    assert_eq!(level, "leader-election", "kube-controller-manager's own level");
+    let level_uid = Api::<PriorityLevelConfiguration>::all(admin)
+        .get(&level)
+        .await
+        .unwrap_or_else(|e| panic!("the built-in priority level {level}: {e}"))
+        .metadata
+        .uid;
+    let sa = cluster.service_account_client(NAMESPACE, "shardcron").await;
+    let leases = format!("/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases");
+    // APF picks a new FlowSchema up from its informer: allow it a moment.
+    let mut seen = Default::default();
+    for _ in 0..50 {
+        seen = classified_as(&sa, &leases).await;
+        if Some(&seen.0) == schema_uid.as_ref() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        Some(&seen.0),
+        schema_uid.as_ref(),
+        "Lease requests must match {name}"
+    );
+    assert_eq!(Some(&seen.1), level_uid.as_ref(), "and run at {level}");
+    let (other_schema, other_level) = classified_as(&sa, "/apis/batch/v1/jobs?limit=1").await;
+    assert_ne!(
+        Some(&other_schema),
+        schema_uid.as_ref(),
+        "Jobs stay where they were"
+    );
+    assert_ne!(Some(&other_level), level_uid.as_ref());
 }
