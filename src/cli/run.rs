@@ -20,7 +20,6 @@ use crate::telemetry::Metrics;
 use crate::telemetry::http::{self, Readiness};
 use crate::telemetry::logging::{self, LogFormat};
 use crate::telemetry::traces;
-use ::kube::client::ClientBuilder;
 use ::kube::config::{KubeConfigOptions, Kubeconfig};
 use ::kube::runtime::events::Reporter;
 use ::kube::{Client, Config};
@@ -32,7 +31,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tower::util::MapRequestLayer;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -205,13 +203,7 @@ async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
                 .context("no in-cluster config and no usable kubeconfig")?,
         },
     };
-    // Every request carries the W3C trace context of the span it is made in.
-    let builder = ClientBuilder::try_from(config).context("building the Kubernetes client")?;
-    Ok(builder
-        .with_layer(&MapRequestLayer::new(
-            traces::inject::<::kube::client::Body>,
-        ))
-        .build())
+    crate::kube::client::build(config).context("building the Kubernetes client")
 }
 
 async fn start(

@@ -1,11 +1,12 @@
 //! Everything that talks to the Kubernetes API server about CronJobs and
-//! Jobs: the watches ([`watch`], the ring's Leases too), the bulk loads of
+//! Jobs: the shared [`client`], the watches ([`watch`], the ring's Leases too), the bulk loads of
 //! a rebalance ([`bulk`]) and the write gateway ([`gateway`]) with its pure
 //! parts: the rate limit ([`rate`]), the queue discipline ([`queue`]) and
 //! the retry policy ([`retry`]). The own Lease is written by
 //! [`crate::shard::lease`].
 
 pub mod bulk;
+pub mod client;
 pub mod gateway;
 pub mod queue;
 pub mod rate;
