@@ -214,7 +214,10 @@ async fn lease_traffic_is_served_at_leader_election_priority() {
         .priority_level_configuration
         .name
         .clone();
-    assert_eq!(level, "leader-election", "kube-controller-manager's own level");
+    assert_eq!(
+        level, "leader-election",
+        "kube-controller-manager's own level"
+    );
     let level_uid = Api::<PriorityLevelConfiguration>::all(admin)
         .get(&level)
         .await
