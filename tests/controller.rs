@@ -118,7 +118,12 @@ async fn replace_replaces_the_running_job() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(s.active_count("replace").await, 1);
-    assert!(s.has_event("replace", "SuccessfulDelete").await);
+    eventually("the SuccessfulDelete event", EVENT_LAG, || async {
+        s.has_event("replace", "SuccessfulDelete")
+            .await
+            .then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -147,7 +152,12 @@ async fn schedules_after_more_than_100_missed_slots() {
         || async { (s.active_count("missed").await == 1).then_some(()) },
     )
     .await;
-    assert!(s.has_event("missed", "TooManyMissedTimes").await);
+    eventually("the TooManyMissedTimes event", EVENT_LAG, || async {
+        s.has_event("missed", "TooManyMissedTimes")
+            .await
+            .then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -14,6 +14,9 @@ pub const SCHEDULED_ANNOTATION: &str = "batch.kubernetes.io/cronjob-scheduled-ti
 /// Enough for the next minute boundary, the create, and slack for a busy machine.
 pub const ONE_SLOT: Duration = Duration::from_secs(100);
 pub const TWO_SLOTS: Duration = Duration::from_secs(160);
+/// How long an event may trail the write it reports: events are sent after
+/// it, at the write gateway's lowest priority.
+pub const EVENT_LAG: Duration = Duration::from_secs(15);
 
 pub struct Scenario {
     pub ns: TestNamespace,
