@@ -128,6 +128,15 @@ impl Scenario {
         matches!(self.mix, Mix::Herd | Mix::Tenants)
     }
 
+    /// How many minute slots a run watches: a herd's one, else `minutes`.
+    fn slot_minutes(&self) -> u32 {
+        if self.is_herd() {
+            1
+        } else {
+            self.minutes.max(1)
+        }
+    }
+
     /// S4 kills a controller one second before this slot (unix seconds),
     /// the middle one of the window.
     fn kill_slot(&self, from: i64) -> Option<i64> {
@@ -267,11 +276,7 @@ fn kept_run(path: &Path, scenario: &Scenario, limits: ClientLimits) -> anyhow::R
     let run: Run =
         serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))?;
     let minutes = |o: &Observation| (o.to - o.from) / 60 + 1;
-    let expected_minutes = if scenario.is_herd() {
-        1
-    } else {
-        i64::from(scenario.minutes.max(1))
-    };
+    let expected_minutes = i64::from(scenario.slot_minutes());
     if run.observation.cronjobs != scenario.count
         || minutes(&run.observation) != expected_minutes
         || run.limits.qps != limits.qps
@@ -396,7 +401,7 @@ async fn run_on(
         }
         (herd_at, herd_at)
     } else {
-        observe::whole_minutes(10, scenario.minutes)
+        observe::whole_minutes(10, scenario.slot_minutes())
     };
     let big = mix::big_tenant_namespace("a");
     let kill_slot = scenario.kill_slot(from);
