@@ -7,7 +7,7 @@ mod support;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
@@ -111,6 +111,10 @@ async fn controller_service_account_has_least_privilege() {
         ("watch", "batch", "jobs", None),
         ("create", "batch", "jobs", tenant),
         ("delete", "batch", "jobs", tenant),
+        // What upstream's system:controller:cronjob-controller role has for
+        // OwnerReferencesPermissionEnforcement: a Job's ownerReference with
+        // blockOwnerDeletion needs it.
+        ("update", "batch", "cronjobs/finalizers", tenant),
         ("create", "", "events", tenant),
         ("create", "events.k8s.io", "events", tenant),
         ("create", "coordination.k8s.io", "leases", own),
@@ -150,9 +154,24 @@ async fn controller_service_account_has_least_privilege() {
             "{verb} {group}/{resource} in {namespace:?} must be refused"
         );
     }
-    // And for real: a Job in a tenant namespace is allowed, a Lease there is not.
+    // And for real: a Job in a tenant namespace, controlled by a CronJob as
+    // the controller's Jobs are (blockOwnerDeletion, which deploy/local's
+    // OwnerReferencesPermissionEnforcement checks), is allowed; a Lease
+    // there is not.
+    let cronjob: CronJob = serde_json::from_value(json!({
+        "metadata": {"name": "owner"},
+        "spec": {"schedule": "@yearly", "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}}}}
+    }))
+    .unwrap();
+    let cronjob = Api::<CronJob>::namespaced(cluster.admin().await, &ns.name)
+        .create(&PostParams::default(), &cronjob)
+        .await
+        .expect("create the owner CronJob as admin");
     let job: Job = serde_json::from_value(json!({
-        "metadata": {"name": "made-by-sa"},
+        "metadata": {"name": "made-by-sa", "ownerReferences": [{
+            "apiVersion": "batch/v1", "kind": "CronJob", "name": "owner",
+            "uid": cronjob.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
         "spec": {"template": {"spec": {"restartPolicy": "Never",
             "containers": [{"name": "main", "image": "busybox"}]}}}
     }))
@@ -160,7 +179,7 @@ async fn controller_service_account_has_least_privilege() {
     Api::<Job>::namespaced(sa.clone(), &ns.name)
         .create(&PostParams::default(), &job)
         .await
-        .expect("create Job as the controller");
+        .expect("create a CronJob's Job as the controller");
     let lease: Lease = serde_json::from_value(json!({"metadata": {"name": "stray"}})).unwrap();
     match Api::<Lease>::namespaced(sa, &ns.name)
         .create(&PostParams::default(), &lease)
