@@ -128,7 +128,7 @@ async fn a_firing_is_one_trace_from_the_timer_into_kube_apiserver() {
         .into_iter()
         .find(|s| tags(s).get("k8s.verb") == Some(&json!("create")))
         .expect("a kube.request span for the create");
-    assert_eq!(tags(create)["http.response.status_code"], json!("200"));
+    assert_eq!(tags(create)["http.response.status_code"], json!("201"));
     let create_span_id = create["spanID"].as_str().unwrap().to_owned();
 
     // kube-apiserver's span for the POST: in the same trace if it trusts the

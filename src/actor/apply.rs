@@ -177,7 +177,7 @@ async fn apply_plan(
         };
         let result = ctx
             .gateway
-            .delete_job(&deletion.namespace, &deletion.name, priority)
+            .delete_job(&deletion.namespace, &deletion.name, &deletion.uid, priority)
             .await;
         let ok = result.is_ok();
         ctx.metrics

@@ -132,6 +132,17 @@ fn replica_id(args: &RunArgs) -> anyhow::Result<String> {
 
 fn lease_settings(args: &RunArgs, replica_id: String) -> anyhow::Result<LeaseSettings> {
     check_dns_label("--shard-ring-name", &args.shard_ring_name)?;
+    // Validated as it is written: the Lease stores whole seconds, and the
+    // peers judge expiry by what is stored.
+    let duration = args.shard_lease_duration;
+    if duration.subsec_nanos() != 0
+        || Duration::from_secs(crate::shard::lease::lease_duration_seconds(duration) as u64)
+            != duration
+    {
+        anyhow::bail!(
+            "--shard-lease-duration {duration:?}: must be a whole number of seconds, at least 1s (a Lease stores leaseDurationSeconds)"
+        );
+    }
     if args.shard_renew_deadline >= args.shard_lease_duration {
         anyhow::bail!("--shard-renew-deadline must be shorter than --shard-lease-duration");
     }
@@ -187,7 +198,7 @@ fn run_controller(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<()> {
     }
 }
 
-async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
+async fn client(kubeconfig: Option<&PathBuf>, replica_id: &str) -> anyhow::Result<Client> {
     let config = match kubeconfig {
         Some(path) => {
             let file = Kubeconfig::read_from(path)
@@ -203,7 +214,8 @@ async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
                 .context("no in-cluster config and no usable kubeconfig")?,
         },
     };
-    crate::kube::client::build(config).context("building the Kubernetes client")
+    crate::kube::client::build(config, &crate::kube::client::user_agent(replica_id))
+        .context("building the Kubernetes client")
 }
 
 async fn start(
@@ -212,7 +224,7 @@ async fn start(
     default_zone: jiff::tz::TimeZone,
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<()> {
-    let client = client(args.kubeconfig.as_ref()).await?;
+    let client = client(args.kubeconfig.as_ref(), &settings.replica_id).await?;
     let readiness = Arc::new(Readiness::default());
     let fence = SharedFence::new(settings.renew_deadline);
     let metrics_listener = http::listen(args.metrics_bind_address)

@@ -31,12 +31,21 @@ pub struct LoadCounts {
     pub jobs: usize,
 }
 
+/// Why a bulk load stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Api(#[from] ::kube::Error),
+    #[error("listing a page: {0}")]
+    Deadline(super::deadline::Elapsed),
+}
+
 /// Lists every page of `api`, handing each page's objects (without
 /// managedFields) to `page` and waiting for it before asking for the next.
 async fn list_all<K, Taken>(
     api: Api<K>,
     mut page: impl FnMut(Vec<K>) -> Taken,
-) -> Result<(), ::kube::Error>
+) -> Result<(), LoadError>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
     Taken: Future<Output = ()>,
@@ -48,7 +57,9 @@ where
         ..ListParams::default()
     };
     loop {
-        let list = api.list(&params).await?;
+        let list = super::deadline::within(super::deadline::LIST_PAGE, api.list(&params))
+            .await
+            .map_err(LoadError::Deadline)??;
         let next = list.metadata.continue_.clone().filter(|c| !c.is_empty());
         page(
             list.items
@@ -78,7 +89,7 @@ pub async fn load<Taken>(
     namespaces: &[Option<String>],
     owned: impl Fn(&str, &str) -> bool,
     mut deliver: impl FnMut(Loaded) -> Taken,
-) -> Result<LoadCounts, ::kube::Error>
+) -> Result<LoadCounts, LoadError>
 where
     Taken: Future<Output = ()>,
 {

@@ -1,5 +1,6 @@
-//! The Kubernetes client every part of a replica shares: kube's defaults,
-//! minus its built-in retry, plus the trace context on every request.
+//! The Kubernetes client every part of a replica shares: kube's stack,
+//! minus its built-in retry, plus TCP keepalive, a User-Agent that names the
+//! replica, and the trace context on every request.
 //!
 //! kube's client retries 429, 503 and 504 by itself (`Config::default_retry`:
 //! up to 15 times, exponential from 5 ms, honouring `Retry-After`), below
@@ -12,19 +13,91 @@
 //! handed to the layer that knows what the request was for: the gateway's
 //! bounded backoff, the Lease's renew deadline, kube-runtime's watcher
 //! backoff.
+//!
+//! kube's own builder has no TCP keepalive and no read timeout: a connection
+//! whose peer goes silent (a partition, a dead API-server host behind a load
+//! balancer) stays open forever. Keepalive finds such a connection dead
+//! within [`KEEPALIVE_IDLE`] + [`KEEPALIVE_INTERVAL`] x [`KEEPALIVE_PROBES`]
+//! (about a minute); a request's own deadline ([`super::deadline`]) covers
+//! silence that keepalive cannot see (a peer that still answers TCP but no
+//! longer HTTP, such as a stuck proxy).
 
 use crate::telemetry::traces;
-use kube::client::ClientBuilder;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use kube::client::{ClientBuilder, ConfigExt};
 use kube::{Client, Config};
-use tower::util::MapRequestLayer;
+use std::time::Duration;
+use tower::ServiceBuilder;
+use tower::util::{MapErrLayer, MapRequestLayer, MapResponseLayer};
 
-/// Builds the client from `config`, kube's built-in retry turned off.
-pub fn build(mut config: Config) -> Result<Client, kube::Error> {
+/// Idle time before the first keepalive probe.
+pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+/// Time between unanswered probes.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// Unanswered probes before the kernel gives the connection up.
+pub const KEEPALIVE_PROBES: u32 = 3;
+/// Connecting (TCP and TLS) gives up after this long, as kube's default.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The User-Agent of every request: `shardcron/<version> (<os>/<arch>)
+/// replica/<id>`, so that audit logs, APF and the API server's metrics can
+/// tell the replicas apart from each other and from other clients of the
+/// same ServiceAccount (kube's client sends none).
+pub fn user_agent(replica_id: &str) -> String {
+    format!(
+        "shardcron/{} ({}/{}) replica/{replica_id}",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+    )
+}
+
+/// Builds the client from `config`: kube's retry off, keepalive on, the
+/// User-Agent set.
+pub fn build(mut config: Config, user_agent: &str) -> Result<Client, kube::Error> {
     config.default_retry = false;
-    let builder = ClientBuilder::try_from(config)?;
-    Ok(builder
-        .with_layer(&MapRequestLayer::new(traces::inject::<kube::client::Body>))
-        .build())
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    let agent = http::HeaderValue::from_str(user_agent)
+        .map_err(|e| kube::Error::HttpError(http::Error::from(e)))?;
+    config.headers.push((http::header::USER_AGENT, agent));
+    if config.proxy_url.is_some() {
+        // kube's builder knows the proxy protocols; it has no keepalive, and
+        // requests keep their deadlines.
+        tracing::info!("a proxy is configured: TCP keepalive to the API server is off");
+        let builder = ClientBuilder::try_from(config)?;
+        return Ok(builder
+            .with_layer(&MapRequestLayer::new(traces::inject::<kube::client::Body>))
+            .with_layer(&MapResponseLayer::new(record_status))
+            .build());
+    }
+    let mut connector = HttpConnector::new();
+    connector.enforce_http(false);
+    connector.set_connect_timeout(config.connect_timeout);
+    connector.set_keepalive(Some(KEEPALIVE_IDLE));
+    connector.set_keepalive_interval(Some(KEEPALIVE_INTERVAL));
+    connector.set_keepalive_retries(Some(KEEPALIVE_PROBES));
+    connector.set_nodelay(true);
+    let connector = config.rustls_https_connector_with_connector(connector)?;
+    let http: hyper_util::client::legacy::Client<_, kube::client::Body> =
+        hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(connector);
+    let service = ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .layer(MapRequestLayer::new(traces::inject::<kube::client::Body>))
+        .layer(MapResponseLayer::new(record_status))
+        .layer(MapErrLayer::new(tower::BoxError::from))
+        .service(http);
+    Ok(Client::new(service, config.default_namespace))
+}
+
+/// Records the status code kube-apiserver answered on the request's span
+/// (`kube.request`, see the gateway): kube's typed calls return the object,
+/// not the code, so a create's 201 would otherwise be reported as 200.
+fn record_status<B>(response: http::Response<B>) -> http::Response<B> {
+    tracing::Span::current().record("http.response.status_code", response.status().as_str());
+    response
 }
 
 #[cfg(test)]
@@ -36,20 +109,26 @@ mod tests {
 
     /// A loopback server that answers every request as APF does when it
     /// turns one away, counting the requests.
-    async fn throttling_server() -> (String, Arc<AtomicUsize>) {
+    async fn throttling_server() -> (String, Arc<AtomicUsize>, Arc<std::sync::Mutex<String>>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let requests = Arc::new(AtomicUsize::new(0));
         let counted = requests.clone();
+        let seen = Arc::new(std::sync::Mutex::new(String::new()));
+        let last = seen.clone();
         tokio::spawn(async move {
             while let Ok((mut socket, _)) = listener.accept().await {
                 let counted = counted.clone();
+                let last = last.clone();
                 tokio::spawn(async move {
                     let mut buffer = [0u8; 4096];
                     loop {
                         match socket.read(&mut buffer).await {
                             Ok(0) | Err(_) => return,
-                            Ok(_) => {}
+                            Ok(n) => {
+                                *last.lock().unwrap() =
+                                    String::from_utf8_lossy(&buffer[..n]).into_owned();
+                            }
                         }
                         counted.fetch_add(1, Ordering::SeqCst);
                         let body = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429}"#;
@@ -64,18 +143,18 @@ mod tests {
                 });
             }
         });
-        (format!("http://{address}"), requests)
+        (format!("http://{address}"), requests, seen)
     }
 
     #[tokio::test]
     async fn a_throttled_request_fails_at_once_for_the_caller_to_decide() {
-        let (url, requests) = throttling_server().await;
+        let (url, requests, last) = throttling_server().await;
         let config = Config::new(url.parse().unwrap());
         assert!(
             config.default_retry,
             "kube's default, which build turns off"
         );
-        let client = build(config).unwrap();
+        let client = build(config, &user_agent("test")).unwrap();
         let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
         let started = std::time::Instant::now();
         match namespaces.get("default").await {
@@ -84,5 +163,13 @@ mod tests {
         }
         assert_eq!(requests.load(Ordering::SeqCst), 1, "sent once, not retried");
         assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        let request = last.lock().unwrap().to_ascii_lowercase();
+        assert!(
+            request.contains(&format!(
+                "user-agent: shardcron/{} (",
+                env!("CARGO_PKG_VERSION")
+            )) && request.contains(" replica/test\r\n"),
+            "the request names itself: {request}"
+        );
     }
 }

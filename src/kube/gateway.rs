@@ -10,20 +10,25 @@
 //! each time. A 409 Conflict is returned to the caller, which re-reads and
 //! re-decides: the gateway never overwrites blindly.
 
+use super::deadline;
+use super::events::{self, Backlog, Pushed, Queued};
 use super::queue::{FairQueue, Priority};
 use super::rate::TokenBucket;
 use super::retry::{Backoff, Retry};
 use crate::reconcile::{self, ApiError};
+use crate::shard::boot_clock::BootInstant;
 use crate::shard::fence::SharedFence;
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{PriorityLabels, RequestLabels};
 use ::kube::Client;
-use ::kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use ::kube::api::{
+    Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
+};
 use ::kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use tokio::runtime::Handle;
@@ -149,6 +154,7 @@ struct Inner {
     recorder: Recorder,
     metrics: Arc<Metrics>,
     fence: SharedFence,
+    events: Arc<EventQueue>,
 }
 
 /// A handle on the gateway; cheap to clone, usable from any thread.
@@ -178,17 +184,26 @@ impl Gateway {
             ),
             metrics.clone(),
         ));
-        Gateway {
-            inner: Arc::new(Inner {
-                recorder: Recorder::new(client.clone(), reporter),
-                client,
-                runtime,
-                tickets,
-                backoff: Backoff::default(),
-                metrics,
-                fence,
-            }),
+        let events = Arc::new(EventQueue {
+            backlog: Mutex::new(Backlog::new(events::BACKLOG)),
+            ready: tokio::sync::Notify::new(),
+        });
+        let inner = Arc::new(Inner {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            runtime,
+            tickets,
+            backoff: Backoff::default(),
+            metrics,
+            fence,
+            events: events.clone(),
+        });
+        for _ in 0..events::WORKERS {
+            inner
+                .runtime
+                .spawn(send_events(events.clone(), Arc::downgrade(&inner)));
         }
+        Gateway { inner }
     }
 
     /// Waits for this request's turn; returns how long it waited.
@@ -245,7 +260,7 @@ impl Gateway {
             self.turn(priority, namespace).await?;
             // Checked after the wait, right before sending: the wait may
             // have outlasted the Lease (a freeze, a cut from the API server).
-            if !self.inner.fence.lock().may_act(Instant::now()) {
+            if !self.inner.fence.lock().may_act(BootInstant::now()) {
                 return Err(ApiFailure::Fenced);
             }
             // The request's own span: the client layer injects its context
@@ -258,18 +273,27 @@ impl Gateway {
                 attempt,
                 http.response.status_code = tracing::field::Empty,
             );
+            let limit = deadline::of_verb(verb);
             let result = self
                 .inner
                 .runtime
-                .spawn(send(self.inner.client.clone()).instrument(span.clone()))
+                .spawn(
+                    deadline::within(limit, send(self.inner.client.clone()))
+                        .instrument(span.clone()),
+                )
                 .await
                 .map_err(|e| ApiFailure::Transport(format!("request task failed: {e}")))?
-                .map_err(ApiFailure::from);
+                .map_err(|elapsed| ApiFailure::Transport(elapsed.to_string()))
+                .and_then(|answer| answer.map_err(ApiFailure::from));
+            // The client records the answer's code on the span; a request
+            // with no answer has none.
             let code = match &result {
-                Ok(_) => "200".to_owned(),
+                Ok(_) => success_code(verb).to_owned(),
                 Err(failure) => failure.code_label(),
             };
-            span.record("http.response.status_code", code.as_str());
+            if failure_without_answer(&result) {
+                span.record("http.response.status_code", code.as_str());
+            }
             self.inner
                 .metrics
                 .api_requests
@@ -299,19 +323,27 @@ impl Gateway {
         .await
     }
 
-    /// Deletes a Job with background propagation (upstream's policy).
+    /// Deletes a Job with background propagation (upstream's policy), only
+    /// if it is still the object with `uid` (a precondition: a namesake
+    /// created since is left alone, with 409 Conflict).
     pub async fn delete_job(
         &self,
         namespace: &str,
         name: &str,
+        uid: &str,
         priority: Priority,
     ) -> Result<(), ApiFailure> {
         self.request(priority, namespace, "delete", |client| {
             let api = Api::<Job>::namespaced(client, namespace);
             let name = name.to_owned();
+            let preconditions = (!uid.is_empty()).then(|| Preconditions {
+                uid: Some(uid.to_owned()),
+                resource_version: None,
+            });
             async move {
                 let params = DeleteParams {
                     propagation_policy: Some(PropagationPolicy::Background),
+                    preconditions,
                     ..DeleteParams::default()
                 };
                 api.delete(&name, &params).await.map(|_| ())
@@ -362,40 +394,133 @@ impl Gateway {
         .await
     }
 
-    /// Records an Event on a CronJob, without making the caller wait: events
-    /// take the lowest class, and a failure is logged, not returned.
+    /// Records an Event on a CronJob, without making the caller wait: the
+    /// event joins the bounded backlog ([`super::events`]), whose workers
+    /// send it at the lowest class; a failure is logged, not returned.
     pub fn record(&self, regarding: ObjectReference, event: &reconcile::Event) {
-        let gateway = self.clone();
-        let namespace = regarding.namespace.clone().unwrap_or_default();
-        let event = KubeEvent {
-            type_: match event.event_type {
-                reconcile::EventType::Normal => KubeEventType::Normal,
-                reconcile::EventType::Warning => KubeEventType::Warning,
+        let pending = PendingEvent {
+            namespace: regarding.namespace.clone().unwrap_or_default(),
+            regarding,
+            event: KubeEvent {
+                type_: match event.event_type {
+                    reconcile::EventType::Normal => KubeEventType::Normal,
+                    reconcile::EventType::Warning => KubeEventType::Warning,
+                },
+                reason: event.reason.as_str().to_owned(),
+                note: Some(event.message.clone()),
+                action: event.reason.as_str().to_owned(),
+                secondary: None,
             },
-            reason: event.reason.as_str().to_owned(),
-            note: Some(event.message.clone()),
-            action: event.reason.as_str().to_owned(),
-            secondary: None,
+            // In the decision's trace: recording the event is part of what it did.
+            span: tracing::Span::current(),
         };
-        self.inner.runtime.spawn(async move {
-            let recorder = gateway.inner.recorder.clone();
-            let event = Arc::new(event);
-            let regarding = Arc::new(regarding);
-            let result = gateway
-                .request(Priority::Event, &namespace, "event", |_| {
-                    let recorder = recorder.clone();
-                    let event = event.clone();
-                    let regarding = regarding.clone();
-                    async move { recorder.publish(&event, &regarding).await }
-                })
-                .await;
-            if let Err(error) = result {
-                tracing::warn!(%namespace, reason = %event.reason, %error, "could not record event");
+        let pushed = self.inner.events.lock().push(pending);
+        match pushed {
+            Pushed::Queued => {}
+            Pushed::Duplicate | Pushed::QueuedDroppingOldest => {
+                self.inner.metrics.events_dropped.inc();
             }
         }
-        // In the decision's trace: recording the event is part of what it did.
-        .in_current_span());
+        if pushed != Pushed::Duplicate {
+            self.inner.events.ready.notify_one();
+        }
     }
+
+    /// Sends one event; logs a failure.
+    async fn send_event(&self, pending: PendingEvent) {
+        let PendingEvent {
+            namespace,
+            regarding,
+            event,
+            span,
+        } = pending;
+        let recorder = self.inner.recorder.clone();
+        let (event, regarding) = (Arc::new(event), Arc::new(regarding));
+        let result = self
+            .request(Priority::Event, &namespace, "event", |_| {
+                let recorder = recorder.clone();
+                let event = event.clone();
+                let regarding = regarding.clone();
+                async move { recorder.publish(&event, &regarding).await }
+            })
+            .instrument(span)
+            .await;
+        if let Err(error) = result {
+            tracing::warn!(%namespace, reason = %event.reason, %error, "could not record event");
+        }
+    }
+}
+
+/// An event waiting in the backlog.
+struct PendingEvent {
+    namespace: String,
+    regarding: ObjectReference,
+    event: KubeEvent,
+    span: tracing::Span,
+}
+
+impl Queued for PendingEvent {
+    fn kind(&self) -> &str {
+        &self.event.reason
+    }
+
+    fn same_as(&self, other: &Self) -> bool {
+        self.regarding.uid == other.regarding.uid
+            && self.event.reason == other.event.reason
+            && self.event.note == other.event.note
+    }
+}
+
+/// The backlog and the signal its workers wait on.
+struct EventQueue {
+    backlog: Mutex<Backlog<PendingEvent>>,
+    ready: tokio::sync::Notify,
+}
+
+impl EventQueue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Backlog<PendingEvent>> {
+        self.backlog.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Sends the backlog's events one at a time, until the gateway is gone.
+async fn send_events(queue: Arc<EventQueue>, gateway: Weak<Inner>) {
+    loop {
+        let ready = queue.ready.notified();
+        let next = queue.lock().pop();
+        match next {
+            Some(pending) => {
+                let Some(inner) = gateway.upgrade() else {
+                    return;
+                };
+                Gateway { inner }.send_event(pending).await;
+            }
+            None if gateway.strong_count() == 0 => return,
+            None => ready.await,
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Wakes the event workers so they see the gateway gone and end.
+        self.events.ready.notify_waiters();
+    }
+}
+
+/// The status code of a successful answer to `verb` for the request
+/// counter (kube's typed calls return the object, not the code): 201 for a
+/// create. An event may be a create or a patch of its series; it is
+/// counted as 200 (its span has the real code).
+fn success_code(verb: &str) -> &'static str {
+    match verb {
+        "create" => "201",
+        _ => "200",
+    }
+}
+
+fn failure_without_answer<T>(result: &Result<T, ApiFailure>) -> bool {
+    matches!(result, Err(failure) if failure.code().is_none())
 }
 
 /// A merge patch that sets all three status fields (absent ones as `null`,

@@ -2,11 +2,13 @@
 //! Jobs: the shared [`client`], the watches ([`watch`], the ring's Leases too), the bulk loads of
 //! a rebalance ([`bulk`]) and the write gateway ([`gateway`]) with its pure
 //! parts: the rate limit ([`rate`]), the queue discipline ([`queue`]) and
-//! the retry policy ([`retry`]). The own Lease is written by
+//! the retry policy ([`retry`]), and every request's deadline ([`deadline`]). The own Lease is written by
 //! [`crate::shard::lease`].
 
 pub mod bulk;
 pub mod client;
+pub mod deadline;
+pub mod events;
 pub mod gateway;
 pub mod queue;
 pub mod rate;

@@ -1,5 +1,6 @@
 //! Self-fencing: a replica acts only while its own Lease is surely valid,
-//! judged on its own monotonic clock. If it cannot renew within the renew
+//! judged on its own boot clock ([`BootInstant`]: a paused VM's time
+//! counts). If it cannot renew within the renew
 //! deadline (shorter than the Lease duration), it stops acting before any
 //! peer can consider the Lease expired; a process that was frozen and wakes
 //! up late sees the deadline passed and writes nothing. Pure.
@@ -9,15 +10,16 @@
 //! right after a freeze must not let an actor that is still running (and
 //! whose CronJob a peer took over meanwhile) write again.
 
+use super::boot_clock::BootInstant;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Debug, Clone)]
 pub struct Fence {
     renew_deadline: Duration,
     /// When the last renewal that the API server accepted was *sent*: the
     /// Lease is valid from no later than that moment.
-    renewed_at: Option<Instant>,
+    renewed_at: Option<BootInstant>,
     lapsed: bool,
 }
 
@@ -46,14 +48,14 @@ impl Fence {
     /// not the answer, keeps the judgement on the safe side of a slow reply.
     /// Ignored while lapsed, including a lapse this renewal would hide: a
     /// renewal sent after the deadline had passed does not reopen the fence.
-    pub fn renewed(&mut self, sent_at: Instant) {
+    pub fn renewed(&mut self, sent_at: BootInstant) {
         if self.check(sent_at) != FenceState::Lapsed {
             self.renewed_at = Some(self.renewed_at.map_or(sent_at, |t| t.max(sent_at)));
         }
     }
 
     /// Whether this replica may write at `now`.
-    pub fn may_act(&self, now: Instant) -> bool {
+    pub fn may_act(&self, now: BootInstant) -> bool {
         !self.lapsed
             && self
                 .renewed_at
@@ -61,7 +63,7 @@ impl Fence {
     }
 
     /// The state at `now`; notices (and latches) a lapse.
-    pub fn check(&mut self, now: Instant) -> FenceState {
+    pub fn check(&mut self, now: BootInstant) -> FenceState {
         if self.lapsed {
             return FenceState::Lapsed;
         }
@@ -111,7 +113,7 @@ mod tests {
 
     #[test]
     fn acts_only_within_the_renew_deadline_of_the_last_accepted_renewal() {
-        let t0 = Instant::now();
+        let t0 = BootInstant::from_since_boot(Duration::from_secs(1_000));
         let mut fence = Fence::new(Duration::from_secs(10));
         assert!(!fence.may_act(t0), "never renewed");
         assert_eq!(fence.check(t0), FenceState::Waiting);
@@ -132,7 +134,7 @@ mod tests {
 
     #[test]
     fn a_lapse_holds_until_rejoin_even_if_a_renewal_then_succeeds() {
-        let t0 = Instant::now();
+        let t0 = BootInstant::from_since_boot(Duration::from_secs(1_000));
         let mut fence = Fence::new(Duration::from_secs(10));
         fence.renewed(t0);
         assert_eq!(fence.check(t0 + Duration::from_secs(1)), FenceState::Valid);

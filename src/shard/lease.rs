@@ -11,6 +11,7 @@
 //! acting under one name. Lease writes bypass the gateway: they must not
 //! queue behind Job creates, and they are what keeps the fence open.
 
+use super::boot_clock::BootInstant;
 use super::fence::SharedFence;
 use super::membership::LeaseObservation;
 use ::kube::api::{Api, PostParams};
@@ -21,7 +22,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 pub const RING_LABEL: &str = "shardcron.io/ring";
@@ -48,6 +49,14 @@ impl LeaseSettings {
     pub fn selector(&self) -> String {
         format!("{RING_LABEL}={}", self.ring)
     }
+}
+
+/// `leaseDurationSeconds` for `duration`, which [`LeaseSettings`] users
+/// validate to be whole seconds (see `--shard-lease-duration`): the peers
+/// judge expiry by this value, so it must be the one the renew deadline was
+/// checked against.
+pub fn lease_duration_seconds(duration: Duration) -> i32 {
+    i32::try_from(duration.as_secs().max(1)).unwrap_or(i32::MAX)
 }
 
 /// What a Lease tells the membership.
@@ -166,7 +175,7 @@ impl State {
             spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
         }
         spec.holder_identity = holder.map(str::to_owned);
-        spec.lease_duration_seconds = Some(self.settings.duration.as_secs().max(1) as i32);
+        spec.lease_duration_seconds = Some(lease_duration_seconds(self.settings.duration));
         spec.renew_time = Some(now);
         lease.spec = Some(spec);
         lease
@@ -230,7 +239,10 @@ async fn keep(
         acquired: false,
         settings,
     };
-    let attempt_timeout = state.settings.renew_period.max(Duration::from_secs(1));
+    // A renewal may take until the renew deadline: one that commits slowly
+    // still counts (the fence measures from its send), and one still
+    // unanswered at the deadline could not keep the fence open anyway.
+    let attempt_timeout = state.settings.renew_deadline;
     let mut ticks = tokio::time::interval(state.settings.renew_period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -250,7 +262,7 @@ async fn keep(
                 None => return,
             },
         }
-        let sent_at = Instant::now();
+        let sent_at = BootInstant::now();
         let replica = state.settings.replica_id.clone();
         match tokio::time::timeout(attempt_timeout, state.write(Some(&replica))).await {
             Ok(Ok(())) => fence.lock().renewed(sent_at),

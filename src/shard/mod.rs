@@ -1,11 +1,13 @@
 //! Horizontal sharding. Pure parts: the consistent-hash ring ([`ring`]),
 //! membership judged on this replica's monotonic clock ([`membership`]),
-//! self-fencing on the own Lease ([`fence`]), the hand-off rule for owned
+//! self-fencing on the own Lease ([`fence`]) judged on the boot clock
+//! ([`boot_clock`], which counts a paused VM), the hand-off rule for owned
 //! keys ([`handoff`]) and the Job index ([`jobs`]). Imperative shell: the
 //! own Lease's keeper ([`lease`]), the [`supervisor`] that starts, stops
 //! and routes to the CronJob actors this replica owns, and `/debug/shards`
 //! ([`debug`]).
 
+pub mod boot_clock;
 pub mod debug;
 pub mod fence;
 pub mod handoff;

@@ -20,6 +20,7 @@
 //! peer's view still claims it. If its fence lapses it stops every actor
 //! and rejoins from scratch.
 
+use super::boot_clock::BootInstant;
 use super::fence::{Fence, FenceState, SharedFence};
 use super::handoff::{self, KeyDecision, Peer, ViewRings};
 use super::jobs::{JobIndex, JobRoute};
@@ -84,7 +85,7 @@ struct LoadPage(Loaded);
 /// A bulk load finished.
 #[derive(Message)]
 #[rtype(result = "()")]
-struct LoadDone(Result<LoadCounts, ::kube::Error>);
+struct LoadDone(Result<LoadCounts, bulk::LoadError>);
 
 struct Running {
     uid: String,
@@ -158,8 +159,9 @@ pub struct Supervisor {
     scopes: Vec<ScopeState>,
     actors: HashMap<String, Running>,
     keys_by_uid: HashMap<String, String>,
-    /// Actors told to stop that have not reported back (key -> CronJob UID).
-    stopping: HashMap<String, String>,
+    /// Actors told to stop that have not reported back: key -> the CronJob's
+    /// UID and when the stop was asked (`/healthz` judges the oldest).
+    stopping: HashMap<String, (String, Instant)>,
     /// Owned keys whose actor waits for the hand-off, since when.
     waiting_since: HashMap<String, Instant>,
     jobs: JobIndex,
@@ -277,7 +279,8 @@ impl Supervisor {
         if let Some(running) = self.actors.remove(key) {
             running.addr.do_send(Update::Stop);
             self.keys_by_uid.remove(&running.uid);
-            self.stopping.insert(key.to_owned(), running.uid);
+            self.stopping
+                .insert(key.to_owned(), (running.uid, Instant::now()));
         }
         self.waiting_since.remove(key);
         self.not_yet_armed.remove(key);
@@ -440,7 +443,10 @@ impl Supervisor {
             return;
         }
         let now = Instant::now();
-        let state = self.sharding.fence().check(now);
+        let state = self.sharding.fence().check(BootInstant::now());
+        let oldest_stop = self.stopping.values().map(|(_, since)| *since).min();
+        self.readiness
+            .tick(now, state == FenceState::Valid, oldest_stop);
         self.shared
             .metrics
             .lease_valid
@@ -641,7 +647,7 @@ impl Supervisor {
         super::debug::ShardReport {
             replica: sharding.setup.me.clone(),
             ring: sharding.setup.ring_name.clone(),
-            lease_valid: fence.may_act(now),
+            lease_valid: fence.may_act(BootInstant::now()),
             recovering: sharding.recovering,
             view_digest: view.as_deref().map(handoff::view_digest),
             view: view
@@ -873,7 +879,11 @@ impl Handler<Report> for Supervisor {
                 self.check_ready();
             }
             Report::Stopped { key, uid } => {
-                if self.stopping.get(&key) == Some(&uid) {
+                if self
+                    .stopping
+                    .get(&key)
+                    .is_some_and(|(stopping, _)| *stopping == uid)
+                {
                     self.stopping.remove(&key);
                     if self.stopping.is_empty() {
                         // Lost keys have stopped: the view can be published.

@@ -88,6 +88,7 @@ pub struct Metrics {
     pub handoff_wait: Histogram,
     pub lease_valid: Gauge,
     pub spans_dropped: Counter,
+    pub events_dropped: Counter,
 }
 
 /// The exemplar of a skew observation: the trace of that firing.
@@ -230,9 +231,16 @@ impl Metrics {
             "Spans the OTLP collector did not take (it was down or refused them); the controller goes on",
             spans_dropped.clone(),
         );
+        let events_dropped = Counter::default();
+        registry.register(
+            "events_dropped",
+            "Events not recorded because the event queue was full (the oldest of the same reason went first) or an equal one was already queued",
+            events_dropped.clone(),
+        );
         Self {
             registry,
             spans_dropped,
+            events_dropped,
             ring_members,
             owned,
             rebalances,
