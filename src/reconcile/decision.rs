@@ -48,6 +48,13 @@ pub enum Decision {
     StillExists {
         job: String,
     },
+    /// An entry of `status.active` that is not a Job this CronJob controls
+    /// in its namespace: dropped, never looked up or deleted (a departure).
+    ForeignActive {
+        namespace: String,
+        job: String,
+        why: String,
+    },
     /// A live GET failed; the sync stops and is retried with backoff.
     LookupFailed {
         what: String,
@@ -177,6 +184,14 @@ impl fmt::Display for Decision {
                 "{job} is in the live CronJob's status.active: going on with the live CronJob"
             ),
             Missing { job } => write!(f, "{job} is in status.active but gone: removed"),
+            ForeignActive {
+                namespace,
+                job,
+                why,
+            } => write!(
+                f,
+                "{namespace}/{job} is in status.active but {why}: removed, never deleted"
+            ),
             StillExists { job } => write!(
                 f,
                 "{job} is in status.active and not listed, but a live GET found it: kept"

@@ -34,6 +34,9 @@ pub enum Reason {
     FailedCreate,
     UnsupportedSchedule,
     UnParseableCronJobSchedule,
+    /// shardcron's own (not upstream's): an entry of `status.active` that is
+    /// not a Job this CronJob controls in its namespace was dropped.
+    ForeignActiveJob,
 }
 
 impl Reason {
@@ -65,6 +68,7 @@ impl Reason {
             FailedCreate => "FailedCreate",
             UnsupportedSchedule => "UnsupportedSchedule",
             UnParseableCronJobSchedule => "UnParseableCronJobSchedule",
+            ForeignActiveJob => "ForeignActiveJob",
         }
     }
 }
@@ -110,6 +114,13 @@ impl Event {
         Self::new(
             Reason::UnexpectedJob,
             format!("Saw a job that the controller did not create or forgot: {job}"),
+        )
+    }
+
+    pub fn foreign_active_job(namespace: &str, job: &str, why: &str) -> Self {
+        Self::new(
+            Reason::ForeignActiveJob,
+            format!("Dropped {namespace}/{job} from status.active: {why}"),
         )
     }
 

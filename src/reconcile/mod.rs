@@ -58,12 +58,17 @@
 //!   which crashes kube-controller-manager.
 //! - Unknown-time-zone texts: where Go's `LoadLocation` would report an
 //!   I/O error reading zoneinfo, the text is always `unknown time zone X`.
+//! - `status.active` is not trusted: an entry in another namespace, past
+//!   the first [`MAX_UNLISTED_LOOKUPS`] unknown ones, or naming a Job this
+//!   CronJob does not control is dropped with a `ForeignActiveJob` warning,
+//!   never looked up without bound and never deleted by Replace.
+//! - An AlreadyExists on create, for a foreign Job or one already active,
+//!   requeues at the next slot (upstream: no requeue until the next event).
 //!
 //! Everything else is upstream's behaviour, quirks included: for example,
 //! after a switch to the live CronJob (a running child in the live
 //! `status.active` but not in the one read), later changes are made to the
-//! live copy while the status written is the one read; and an AlreadyExists
-//! for a Job already in `status.active` drops the key (no requeue).
+//! live copy while the status written is the one read.
 
 mod decision;
 mod events;
@@ -86,6 +91,7 @@ pub use job::{
     SCHEDULED_TIMESTAMP_ANNOTATION, active_reference, build_job, controller_reference, job_name,
 };
 pub use live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, LiveJob, Lookup};
+pub use sync::MAX_UNLISTED_LOOKUPS;
 pub use template::CompactTemplate;
 pub use update::{AfterUpdate, after_update};
 pub use view::{

@@ -17,7 +17,16 @@ use super::view::{CronJobView, JobSummary, ref_name, ref_namespace, ref_uid};
 use super::{ConcurrencyPolicy, DeleteReason, Deletion, Input, JobToCreate, Requeue, StatusView};
 use crate::schedule::slots::{Missed, Slots};
 use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::ObjectReference;
 use std::collections::HashSet;
+
+/// At most this many entries of `status.active` that are not among the
+/// CronJob's known children are looked up in one decision; the rest are
+/// dropped. Legitimate ones are Jobs created moments ago whose watch event
+/// has not arrived (after a hand-off or a restart): a few at most.
+pub const MAX_UNLISTED_LOOKUPS: usize = 10;
+
+const NOT_CONTROLLED: &str = "it is not a Job controlled by this CronJob";
 
 /// Everything one run decided.
 #[derive(Debug, Clone)]
@@ -241,22 +250,41 @@ impl Engine<'_> {
     }
 
     /// The second loop: active entries that are not among the children.
+    ///
+    /// A departure from upstream, which looks up every such entry wherever
+    /// it points and keeps it if anything by that name exists: an entry in
+    /// another namespace, an entry past the first [`MAX_UNLISTED_LOOKUPS`],
+    /// or one whose Job is not controlled by this CronJob is dropped with a
+    /// `ForeignActiveJob` warning. Whoever may write `cronjobs/status` could
+    /// otherwise make the controller look up, and with Replace delete, any
+    /// Job in the cluster, one GET per entry.
     fn reconcile_missing_active(&mut self) -> Option<Exit> {
         let children: HashSet<&str> = self.input.children.iter().map(|j| j.uid.as_str()).collect();
-        let unlisted: Vec<_> = self
-            .cj
-            .status
-            .active
-            .iter()
-            .filter(|r| !children.contains(ref_uid(r)))
-            .cloned()
-            .collect();
+        let mut unlisted = Vec::new();
+        let mut foreign = Vec::new();
+        for reference in &self.cj.status.active {
+            if children.contains(ref_uid(reference)) {
+                continue;
+            }
+            if ref_namespace(reference) != self.cj.namespace {
+                foreign.push((reference.clone(), "it is in another namespace"));
+            } else if unlisted.len() == MAX_UNLISTED_LOOKUPS {
+                foreign.push((reference.clone(), "too many entries are unknown Jobs"));
+            } else {
+                unlisted.push(reference.clone());
+            }
+        }
+        self.drop_foreign(foreign);
         if let Some(exit) = self.ask_jobs(&unlisted) {
             return Some(exit);
         }
+        let mut foreign = Vec::new();
         for reference in &unlisted {
             let name = ref_name(reference);
             match self.live.job(ref_namespace(reference), name) {
+                Some(JobLookup::Found(job)) if !self.controls(job, reference) => {
+                    foreign.push((reference.clone(), NOT_CONTROLLED));
+                }
                 Some(JobLookup::NotFound) => {
                     self.events.push(Event::missing_job(name));
                     self.decisions.push(Decision::Missing {
@@ -275,7 +303,44 @@ impl Engine<'_> {
                 }
             }
         }
+        self.drop_foreign(foreign);
         None
+    }
+
+    /// Whether `job` (a live answer for `reference`) is this CronJob's: it
+    /// is in the CronJob's namespace, its controller is this CronJob, and
+    /// it is the object the entry names (UID), not a namesake.
+    fn controls(&self, job: &super::live::LiveJob, reference: &ObjectReference) -> bool {
+        job.namespace == self.cj.namespace
+            && job.controller_uid.as_deref() == Some(self.cj.uid.as_str())
+            && (ref_uid(reference).is_empty() || job.uid == ref_uid(reference))
+    }
+
+    /// Removes entries of `status.active` that are not this CronJob's Jobs,
+    /// with one `ForeignActiveJob` warning for all of them (a tenant can
+    /// write thousands).
+    fn drop_foreign(&mut self, foreign: Vec<(ObjectReference, &str)>) {
+        let Some((first, why)) = foreign.first() else {
+            return;
+        };
+        let more = match foreign.len() - 1 {
+            0 => String::new(),
+            n => format!(" (and {n} more entries)"),
+        };
+        self.events.push(Event::foreign_active_job(
+            ref_namespace(first),
+            ref_name(first),
+            &format!("{why}{more}"),
+        ));
+        for (reference, why) in &foreign {
+            self.decisions.push(Decision::ForeignActive {
+                namespace: ref_namespace(reference).to_owned(),
+                job: ref_name(reference).to_owned(),
+                why: (*why).to_owned(),
+            });
+            self.cj.status.active.retain(|r| r != reference);
+        }
+        self.update_status = true;
     }
 
     /// The GETs of these active Jobs that have no answer yet, if any.
@@ -430,6 +495,10 @@ impl Engine<'_> {
                     return Some(self.fail_lookup(format!("job {name}"), error));
                 }
             };
+            if !self.controls(job, reference) {
+                self.drop_foreign(vec![(reference.clone(), NOT_CONTROLLED)]);
+                continue;
+            }
             self.decisions.push(Decision::Replace {
                 job: job.name.clone(),
             });
@@ -512,13 +581,18 @@ impl Engine<'_> {
                 return self.fail_lookup(format!("job {name}"), error.clone());
             }
             CreateResult::AlreadyExists(Ok(job)) => {
+                // Upstream requeues neither case, so nothing would look at
+                // the CronJob again until someone edits it or one of its
+                // Jobs changes: a foreign Job holding one slot's name would
+                // stop every later slot. A departure: the next slot is
+                // examined as usual.
                 if job.controller_uid.as_deref() != Some(self.cj.uid.as_str()) {
                     self.decisions.push(Decision::ExistsForeign { job: name });
-                    return Exit::Requeue(Requeue::Never);
+                    return Exit::Requeue(wake_up(&self.cj.status, self.cj.created));
                 }
                 if self.cj.status.has_uid(&job.uid) {
                     self.decisions.push(Decision::ExistsActive { job: name });
-                    return Exit::Requeue(Requeue::Never);
+                    return Exit::Requeue(wake_up(&self.cj.status, self.cj.created));
                 }
                 self.decisions.push(Decision::ExistsRecorded { job: name });
                 job

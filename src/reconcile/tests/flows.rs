@@ -366,12 +366,13 @@ fn create_errors_branch_as_upstream() {
         resource_version: Some("7".into()),
         controller_uid: controller.map(Into::into),
     };
-    // Someone else's Job holds the name: nothing, and no requeue.
+    // Someone else's Job holds the name: nothing, and (a departure:
+    // upstream does not requeue) the next slot as usual.
     let outcome = create_outcome(CreateResult::AlreadyExists(Ok(existing(
         Some("other"),
         "x",
     ))));
-    assert_eq!(outcome.requeue, Requeue::Never);
+    assert_eq!(outcome.requeue, Requeue::At(ts("2016-05-19T11:00:00Z")));
     assert!(!outcome.status_changed);
     // Ours, not yet recorded: recorded as created, without SuccessfulCreate.
     let outcome = create_outcome(CreateResult::AlreadyExists(Ok(existing(
@@ -396,8 +397,9 @@ fn create_errors_branch_as_upstream() {
 }
 
 #[test]
-fn already_exists_for_an_active_uid_drops_the_key() {
-    // Upstream quirk: `if found { return nil, updateStatus, nil }`: no requeue.
+fn already_exists_for_an_active_uid_waits_for_the_next_slot() {
+    // Upstream: `if found { return nil, updateStatus, nil }`, no requeue,
+    // so the CronJob waits for its next event. A departure: the next slot.
     let mut cj_api = hourly("Allow");
     let mut other = prior_job(&cj_api);
     other.metadata.name = Some("renamed".into());
@@ -414,7 +416,7 @@ fn already_exists_for_an_active_uid_drops_the_key() {
         controller_uid: Some("1a2b3c".into()),
     })));
     let outcome = follow_up(&inp, &LiveAnswers::new(), &results);
-    assert_eq!(outcome.requeue, Requeue::Never);
+    assert_eq!(outcome.requeue, Requeue::At(ts("2016-05-19T11:00:00Z")));
 }
 
 #[test]
@@ -738,4 +740,110 @@ fn decisions_read_as_sentences() {
         ]
     );
     let _: Timestamp = ts("2016-05-19T09:30:00Z");
+}
+
+/// An entry of `status.active` pointing at `namespace/name`, as a tenant
+/// with `cronjobs/status` rights can write one.
+fn forged_reference(namespace: &str, name: &str) -> k8s_openapi::api::core::v1::ObjectReference {
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("batch/v1".into()),
+        kind: Some("Job".into()),
+        namespace: Some(namespace.into()),
+        name: Some(name.into()),
+        uid: Some(format!("uid-of-{name}")),
+        ..Default::default()
+    }
+}
+
+fn with_active(
+    mut cj: CronJob,
+    entries: Vec<k8s_openapi::api::core::v1::ObjectReference>,
+) -> CronJob {
+    cj.status.get_or_insert_with(Default::default).active = Some(entries);
+    cj
+}
+
+#[test]
+fn an_active_entry_in_another_namespace_is_dropped_unseen_and_never_replaced() {
+    let cj = view(&with_active(
+        hourly("Replace"),
+        vec![forged_reference("kube-system", "coredns-backup")],
+    ));
+    // No lookup at all: the plan comes at once.
+    let plan = plan_of(reconcile(
+        &input(&cj, &[], ts(AT_TEN_OH_ONE)),
+        &LiveAnswers::new(),
+    ));
+    assert!(plan.deletes.is_empty(), "{:?}", plan.deletes);
+    assert!(plan.create.is_some(), "the slot itself still runs");
+    assert!(reasons(&plan.expected.events).contains(&Reason::ForeignActiveJob));
+    assert!(
+        plan.expected
+            .status
+            .active
+            .iter()
+            .all(|r| r.namespace.as_deref() == Some("snazzycats")),
+        "{:?}",
+        plan.expected.status.active
+    );
+}
+
+#[test]
+fn an_active_entry_naming_a_job_of_another_controller_is_dropped_not_deleted() {
+    let cj = view(&with_active(
+        hourly("Replace"),
+        vec![forged_reference("snazzycats", "someone-elses")],
+    ));
+    let at = input(&cj, &[], ts(AT_TEN_OH_ONE));
+    let asked = lookups_of(reconcile(&at, &LiveAnswers::new()));
+    assert_eq!(asked, [job_lookup("someone-elses")]);
+    let mut live = LiveAnswers::new();
+    live.set_job(
+        "snazzycats",
+        "someone-elses",
+        JobLookup::Found(LiveJob {
+            namespace: "snazzycats".into(),
+            name: "someone-elses".into(),
+            uid: "uid-of-someone-elses".into(),
+            resource_version: None,
+            controller_uid: Some("another-cronjob".into()),
+        }),
+    );
+    let plan = plan_of(reconcile(&at, &live));
+    assert!(plan.deletes.is_empty(), "{:?}", plan.deletes);
+    assert!(reasons(&plan.expected.events).contains(&Reason::ForeignActiveJob));
+    assert!(
+        !plan
+            .expected
+            .status
+            .active
+            .iter()
+            .any(|r| r.name.as_deref() == Some("someone-elses"))
+    );
+}
+
+#[test]
+fn thousands_of_forged_entries_cost_at_most_ten_lookups_and_one_event() {
+    let forged = (0..5_000)
+        .map(|n| forged_reference("snazzycats", &format!("forged-{n}")))
+        .collect();
+    let cj = view(&with_active(hourly("Replace"), forged));
+    let at = input(&cj, &[], ts(AT_TEN_OH_ONE));
+    let asked = lookups_of(reconcile(&at, &LiveAnswers::new()));
+    assert_eq!(asked.len(), MAX_UNLISTED_LOOKUPS);
+    let mut live = LiveAnswers::new();
+    for lookup in &asked {
+        let Lookup::Job { namespace, name } = lookup else {
+            panic!("{lookup:?}")
+        };
+        live.set_job(namespace, name, JobLookup::NotFound);
+    }
+    let plan = plan_of(reconcile(&at, &live));
+    assert!(plan.deletes.is_empty());
+    assert!(plan.expected.status.active.len() <= 1, "only the new Job");
+    let foreign = reasons(&plan.expected.events)
+        .into_iter()
+        .filter(|r| *r == Reason::ForeignActiveJob)
+        .count();
+    assert_eq!(foreign, 1, "one warning for all of them");
 }
