@@ -141,10 +141,55 @@ struct State {
     view: Option<String>,
     /// A write of ours has succeeded: from now on another incarnation is a usurper.
     acquired: bool,
+    /// Before that: the other incarnation holding our replica id, if any.
+    predecessor: Predecessor,
+}
+
+/// A previous process with this replica id, as seen by a new one that has
+/// not acquired the Lease yet.
+///
+/// Two processes with one replica id (a restarted pod whose predecessor is
+/// only partitioned, or two pods of one StatefulSet ordinal) must never act
+/// at once. The new one takes the Lease over only after it has seen the
+/// Lease unchanged for a full Lease duration on its own clock, as peers
+/// judge expiry, or released (no holder): by then the old process has
+/// fenced itself (its renew deadline is shorter than the duration).
+#[derive(Debug, Default)]
+struct Predecessor {
+    /// The resourceVersion last seen and when it was first seen.
+    seen: Option<(String, BootInstant)>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Wait {
+    /// The Lease is expired for us to take.
+    Done,
+    /// Not yet: at least this long to go.
+    For(Duration),
+}
+
+impl Predecessor {
+    fn observe(&mut self, version: &str, duration: Duration, now: BootInstant) -> Wait {
+        let since = match &self.seen {
+            Some((seen, since)) if seen == version => *since,
+            _ => {
+                self.seen = Some((version.to_owned(), now));
+                now
+            }
+        };
+        let unchanged = now.saturating_duration_since(since);
+        if unchanged >= duration {
+            Wait::Done
+        } else {
+            Wait::For(duration - unchanged)
+        }
+    }
 }
 
 enum RenewError {
     Api(::kube::Error),
+    /// Another live process holds this replica id: wait this long at least.
+    PredecessorActive(Duration),
     KeptChanging,
     Usurped(String),
 }
@@ -196,8 +241,19 @@ impl State {
                     .as_ref()
                     .and_then(|s| s.holder_identity.as_deref())
                     == Some(self.settings.replica_id.as_str());
-                if self.acquired && held_by_us && theirs.is_some_and(|t| *t != self.incarnation) {
-                    return Err(RenewError::Usurped(theirs.cloned().unwrap_or_default()));
+                if held_by_us && theirs.is_some_and(|t| *t != self.incarnation) {
+                    if self.acquired {
+                        return Err(RenewError::Usurped(theirs.cloned().unwrap_or_default()));
+                    }
+                    // Another process holds our name: it may still be acting.
+                    let version = lease.resource_version().unwrap_or_default();
+                    if let Wait::For(left) = self.predecessor.observe(
+                        &version,
+                        self.settings.duration,
+                        BootInstant::now(),
+                    ) {
+                        return Err(RenewError::PredecessorActive(left));
+                    }
                 }
             }
             let desired = self.desired(base.as_ref(), holder);
@@ -237,6 +293,7 @@ async fn keep(
         current: None,
         view: None,
         acquired: false,
+        predecessor: Predecessor::default(),
         settings,
     };
     // A renewal may take until the renew deadline: one that commits slowly
@@ -274,6 +331,13 @@ async fn keep(
             Ok(Err(RenewError::Api(error))) => {
                 tracing::warn!(%error, "could not renew the Lease");
             }
+            Ok(Err(RenewError::PredecessorActive(left))) => {
+                tracing::warn!(
+                    lease = %state.settings.lease_name(),
+                    ?left,
+                    "another process holds this replica id's Lease: waiting until it is released or unrenewed for a full Lease duration"
+                );
+            }
             Ok(Err(RenewError::KeptChanging)) => {
                 tracing::warn!("could not renew the Lease: it changed under every write");
             }
@@ -282,5 +346,45 @@ async fn keep(
                 tracing::warn!(timeout = ?attempt_timeout, "renewing the Lease timed out");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DURATION: Duration = Duration::from_secs(15);
+
+    fn at(seconds: u64) -> BootInstant {
+        BootInstant::from_since_boot(Duration::from_secs(1_000 + seconds))
+    }
+
+    #[test]
+    fn a_new_process_waits_while_its_predecessor_renews() {
+        let mut predecessor = Predecessor::default();
+        assert_eq!(
+            predecessor.observe("1", DURATION, at(0)),
+            Wait::For(DURATION)
+        );
+        assert_eq!(
+            predecessor.observe("1", DURATION, at(10)),
+            Wait::For(Duration::from_secs(5))
+        );
+        // Renewed: the count starts again.
+        assert_eq!(
+            predecessor.observe("2", DURATION, at(12)),
+            Wait::For(DURATION)
+        );
+        assert_eq!(
+            predecessor.observe("2", DURATION, at(26)),
+            Wait::For(Duration::from_secs(1))
+        );
+    }
+
+    #[test]
+    fn a_new_process_takes_over_after_a_full_duration_unrenewed() {
+        let mut predecessor = Predecessor::default();
+        predecessor.observe("7", DURATION, at(0));
+        assert_eq!(predecessor.observe("7", DURATION, at(15)), Wait::Done);
     }
 }
