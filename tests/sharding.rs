@@ -33,10 +33,17 @@ fn max_delay<'a>(slots: impl IntoIterator<Item = &'a Slot>) -> i64 {
     slots.into_iter().map(Slot::delay).max().unwrap_or(0)
 }
 
+/// Job creates the replica has sent; panics if its metrics cannot be read,
+/// so that a check built on it cannot pass on an empty answer.
 fn creates(replica: &support::controller::Controller) -> f64 {
-    replica
-        .metrics_text()
-        .lines()
+    let (code, text) = support::controller::http_get(replica.metrics, "/metrics")
+        .expect("the replica's /metrics must answer");
+    assert_eq!(code, 200, "/metrics: {text}");
+    assert!(
+        text.contains("shardcron_api_requests_total"),
+        "no request counter in /metrics: {text}"
+    );
+    text.lines()
         .filter(|l| l.starts_with("shardcron_api_requests_total{verb=\"create\""))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
