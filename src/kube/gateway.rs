@@ -291,7 +291,10 @@ impl Gateway {
                 Ok(_) => success_code(verb).to_owned(),
                 Err(failure) => failure.code_label(),
             };
-            if failure_without_answer(&result) {
+            if result
+                .as_ref()
+                .is_err_and(|failure| failure.code().is_none())
+            {
                 span.record("http.response.status_code", code.as_str());
             }
             self.inner
@@ -517,10 +520,6 @@ fn success_code(verb: &str) -> &'static str {
         "create" => "201",
         _ => "200",
     }
-}
-
-fn failure_without_answer<T>(result: &Result<T, ApiFailure>) -> bool {
-    matches!(result, Err(failure) if failure.code().is_none())
 }
 
 /// A merge patch that sets all three status fields (absent ones as `null`,
