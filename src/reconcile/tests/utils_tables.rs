@@ -297,7 +297,7 @@ fn upstream_job_already_exists_but_different_owner() {
     let cronjob = view(&cj);
     let applied = fake.sync(&input(&cronjob, &[], just_before_the_hour()));
     assert!(!applied.outcome.status_changed);
-    // Upstream: no requeue. A departure (README): the next slot as usual.
+    // Upstream: no requeue. A departure (docs/parity.md): the next slot as usual.
     assert!(matches!(applied.outcome.requeue, Requeue::At(_)));
 }
 
