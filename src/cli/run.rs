@@ -288,7 +288,7 @@ async fn start(
     let health_addr = health_listener.local_addr()?;
     tokio::spawn(http::serve(
         metrics_listener,
-        http::metrics_router(metrics.clone()).merge(debug::router(supervisor.clone())),
+        http::metrics_router(metrics.clone()).merge(debug::router(supervisor.clone().recipient())),
     ));
     tokio::spawn(http::serve(health_listener, http::health_router(readiness)));
     tracing::info!(%metrics_addr, %health_addr, "serving /metrics, /debug/shards, /healthz and /readyz");

@@ -7,7 +7,6 @@
 //! the CronJobs whose actors run here (sorted), which the fault tests use
 //! to check that every CronJob runs on exactly one replica.
 
-use super::supervisor::Supervisor;
 use actix::prelude::*;
 use axum::Json;
 use axum::Router;
@@ -41,6 +40,8 @@ pub struct MemberReport {
 pub struct ShardReport {
     pub replica: String,
     pub ring: String,
+    /// Where it stands in the ownership protocol (see `shard::ownership`).
+    pub phase: String,
     /// Its own Lease is valid by its clock: it may write.
     pub lease_valid: bool,
     /// Its fence lapsed; it is stopping every actor before rejoining.
@@ -70,14 +71,21 @@ struct Params {
     keys: bool,
 }
 
-pub fn router(supervisor: Addr<Supervisor>) -> Router {
+/// Serves `/debug/shards` from the supervisor (`supervisor`), which only
+/// copies its state: sorting the keys happens here, off its mailbox.
+pub fn router(supervisor: Recipient<DebugShards>) -> Router {
     Router::new().route(
         "/debug/shards",
         get(move |Query(params): Query<Params>| {
             let supervisor = supervisor.clone();
             async move {
                 match supervisor.send(DebugShards { keys: params.keys }).await {
-                    Ok(report) => Json(report).into_response(),
+                    Ok(mut report) => {
+                        if let Some(keys) = report.keys.as_mut() {
+                            keys.sort_unstable();
+                        }
+                        Json(report).into_response()
+                    }
                     Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response(),
                 }
             }

@@ -44,12 +44,15 @@ impl Fence {
         }
     }
 
-    /// A renewal sent at `sent_at` was accepted. Measuring from the send,
-    /// not the answer, keeps the judgement on the safe side of a slow reply.
-    /// Ignored while lapsed, including a lapse this renewal would hide: a
-    /// renewal sent after the deadline had passed does not reopen the fence.
-    pub fn renewed(&mut self, sent_at: BootInstant) {
-        if self.check(sent_at) != FenceState::Lapsed {
+    /// A renewal sent at `sent_at` was accepted, its answer arriving at
+    /// `answered_at`. Measuring from the send, not the answer, keeps the
+    /// judgement on the safe side of a slow reply. It counts only if the
+    /// answer came while the fence was still open: the server may have
+    /// applied it as late as the answer, and once the fence has lapsed a
+    /// peer may have judged the Lease expired before that. A lapse nobody
+    /// checked for is noticed (and latched) here.
+    pub fn renewed(&mut self, sent_at: BootInstant, answered_at: BootInstant) {
+        if self.check(answered_at) != FenceState::Lapsed {
             self.renewed_at = Some(self.renewed_at.map_or(sent_at, |t| t.max(sent_at)));
         }
     }
@@ -117,16 +120,17 @@ mod tests {
         let mut fence = Fence::new(Duration::from_secs(10));
         assert!(!fence.may_act(t0), "never renewed");
         assert_eq!(fence.check(t0), FenceState::Waiting);
-        fence.renewed(t0);
+        fence.renewed(t0, t0);
         assert!(fence.may_act(t0 + Duration::from_millis(9_999)));
         assert!(
             !fence.may_act(t0 + Duration::from_secs(10)),
             "a frozen process wakes up fenced"
         );
-        fence.renewed(t0 + Duration::from_secs(8));
+        // Slow, but answered within the deadline: it counts from its send.
+        fence.renewed(t0 + Duration::from_secs(8), t0 + Duration::from_secs(9));
         assert!(fence.may_act(t0 + Duration::from_secs(17)));
         // A late answer to an older renewal does not move the fence back.
-        fence.renewed(t0);
+        fence.renewed(t0, t0 + Duration::from_secs(9));
         assert!(fence.may_act(t0 + Duration::from_secs(17)));
         fence.release();
         assert!(!fence.may_act(t0 + Duration::from_secs(9)));
@@ -136,16 +140,32 @@ mod tests {
     fn a_lapse_holds_until_rejoin_even_if_a_renewal_then_succeeds() {
         let t0 = BootInstant::from_since_boot(Duration::from_secs(1_000));
         let mut fence = Fence::new(Duration::from_secs(10));
-        fence.renewed(t0);
+        fence.renewed(t0, t0);
         assert_eq!(fence.check(t0 + Duration::from_secs(1)), FenceState::Valid);
         let woke = t0 + Duration::from_secs(30);
         // The first thing after waking is a renewal that succeeds.
-        fence.renewed(woke);
+        fence.renewed(woke, woke);
         assert_eq!(fence.check(woke), FenceState::Lapsed);
         assert!(!fence.may_act(woke), "renewed while actors may still run");
         fence.rejoin();
         assert_eq!(fence.check(woke), FenceState::Waiting);
-        fence.renewed(woke);
+        fence.renewed(woke, woke);
         assert!(fence.may_act(woke + Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn a_renewal_answered_after_the_deadline_does_not_reopen_the_fence() {
+        let t0 = BootInstant::from_since_boot(Duration::from_secs(1_000));
+        let mut fence = Fence::new(Duration::from_secs(10));
+        fence.renewed(t0, t0);
+        // Sent in time, but applied (at the latest) when answered, 6 s after
+        // the deadline: a peer may have taken over meanwhile, and nobody
+        // ticked in between to notice the lapse.
+        fence.renewed(t0 + Duration::from_secs(9), t0 + Duration::from_secs(16));
+        assert!(!fence.may_act(t0 + Duration::from_secs(16)));
+        assert_eq!(
+            fence.check(t0 + Duration::from_secs(16)),
+            FenceState::Lapsed
+        );
     }
 }

@@ -8,7 +8,7 @@
 
 use crate::kube::watch::JobFacts;
 use crate::reconcile::JobSummary;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// A message for the actor of the CronJob with UID `owner_uid`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,18 +77,16 @@ impl JobIndex {
         self.parked.remove(owner_uid).unwrap_or_default()
     }
 
-    /// After a re-list of the namespaces `in_scope` accepts: the Jobs known
-    /// here that the list (`seen`, by UID) no longer showed.
-    pub fn gone_after_relist(
-        &self,
-        in_scope: impl Fn(&str) -> bool,
-        seen: &HashSet<String>,
-    ) -> Vec<String> {
+    /// The UIDs of the Jobs known here in the namespaces `in_scope` accepts
+    /// (what a re-list of those namespaces must show again).
+    pub fn uids_in<'a>(
+        &'a self,
+        in_scope: impl Fn(&str) -> bool + 'a,
+    ) -> impl Iterator<Item = &'a String> + 'a {
         self.homes
             .iter()
-            .filter(|(uid, home)| in_scope(&home.namespace) && !seen.contains(*uid))
-            .map(|(uid, _)| uid.clone())
-            .collect()
+            .filter(move |(_, home)| in_scope(&home.namespace))
+            .map(|(uid, _)| uid)
     }
 
     /// Whether the Job with this UID is remembered.
@@ -242,15 +240,16 @@ mod tests {
     }
 
     #[test]
-    fn a_relist_finds_the_jobs_that_disappeared_in_its_scope() {
+    fn the_jobs_of_a_scope_are_those_of_its_namespaces() {
         let mut index = JobIndex::default();
         index.apply(job("j1", Some("c1")), running(&["c1"]));
         index.apply(job("j2", Some("c1")), running(&["c1"]));
         let mut other = job("j3", Some("c9"));
         other.namespace = "elsewhere".into();
         index.apply(other, running(&["c1"]));
-        let seen = HashSet::from(["j1".to_owned()]);
-        assert_eq!(index.gone_after_relist(|ns| ns == "ns", &seen), ["j2"]);
+        let mut in_scope: Vec<&String> = index.uids_in(|ns| ns == "ns").collect();
+        in_scope.sort();
+        assert_eq!(in_scope, ["j1", "j2"]);
     }
 
     #[test]

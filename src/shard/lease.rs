@@ -4,7 +4,8 @@
 //!
 //! Lease `<ring>.<replica id>` in the controller's namespace, labelled
 //! `shardcron.io/ring=<ring>`, `holderIdentity` = the replica id, the view
-//! in the annotation `shardcron.io/view` and the process's incarnation in
+//! in the annotation `shardcron.io/view` with the publication it belongs
+//! to in `shardcron.io/publication`, and the process's incarnation in
 //! `shardcron.io/incarnation`. Every write carries the resourceVersion last
 //! read, so a second process started with the same replica id is noticed
 //! (a 409 showing another incarnation) and ends this one, rather than both
@@ -28,6 +29,7 @@ use tokio::sync::{mpsc, oneshot};
 pub const RING_LABEL: &str = "shardcron.io/ring";
 pub const VIEW_ANNOTATION: &str = "shardcron.io/view";
 pub const INCARNATION_ANNOTATION: &str = "shardcron.io/incarnation";
+pub const PUBLICATION_ANNOTATION: &str = "shardcron.io/publication";
 
 /// `--shard-*` settings.
 #[derive(Debug, Clone)]
@@ -73,6 +75,7 @@ pub fn observe(lease: &Lease) -> (String, LeaseObservation) {
                 .max(1) as u64,
         ),
         view: lease.annotations().get(VIEW_ANNOTATION).cloned(),
+        publication: lease.annotations().get(PUBLICATION_ANNOTATION).cloned(),
     };
     (lease.name_any(), observation)
 }
@@ -85,8 +88,15 @@ pub enum KeeperReport {
     Usurped { incarnation: String },
 }
 
+/// A view to write on the Lease, and which publication it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publication {
+    pub view: String,
+    pub id: String,
+}
+
 enum Command {
-    Publish(String),
+    Publish(Publication),
     Release(oneshot::Sender<()>),
 }
 
@@ -94,12 +104,19 @@ enum Command {
 #[derive(Clone)]
 pub struct Keeper {
     commands: mpsc::UnboundedSender<Command>,
+    incarnation: String,
 }
 
 impl Keeper {
-    /// Writes `view` on the Lease now (and on every renewal after).
-    pub fn publish(&self, view: String) {
-        let _ = self.commands.send(Command::Publish(view));
+    /// Writes the view on the Lease now (and on every renewal after).
+    pub fn publish(&self, publication: Publication) {
+        let _ = self.commands.send(Command::Publish(publication));
+    }
+
+    /// This process's incarnation, unique to it among every process that
+    /// ever held the replica id.
+    pub fn incarnation(&self) -> &str {
+        &self.incarnation
     }
 
     /// Releases the Lease (no holder, no view) and ends the keeper; resolves
@@ -120,8 +137,19 @@ pub fn start(
     reports: Recipient<KeeperReport>,
 ) -> Keeper {
     let (commands, received) = mpsc::unbounded_channel();
-    tokio::spawn(keep(client, settings, fence, reports, received));
-    Keeper { commands }
+    let incarnation = incarnation();
+    tokio::spawn(keep(
+        client,
+        settings,
+        fence,
+        reports,
+        received,
+        incarnation.clone(),
+    ));
+    Keeper {
+        commands,
+        incarnation,
+    }
 }
 
 fn incarnation() -> String {
@@ -138,7 +166,7 @@ struct State {
     incarnation: String,
     /// The Lease as last written or read (its resourceVersion is the precondition).
     current: Option<Lease>,
-    view: Option<String>,
+    view: Option<Publication>,
     /// A write of ours has succeeded: from now on another incarnation is a usurper.
     acquired: bool,
     /// Before that: the other incarnation holding our replica id, if any.
@@ -211,9 +239,15 @@ impl State {
         let annotations: &mut BTreeMap<String, String> = lease.annotations_mut();
         annotations.insert(INCARNATION_ANNOTATION.to_owned(), self.incarnation.clone());
         match (&self.view, holder) {
-            (Some(view), Some(_)) => annotations.insert(VIEW_ANNOTATION.to_owned(), view.clone()),
-            _ => annotations.remove(VIEW_ANNOTATION),
-        };
+            (Some(publication), Some(_)) => {
+                annotations.insert(VIEW_ANNOTATION.to_owned(), publication.view.clone());
+                annotations.insert(PUBLICATION_ANNOTATION.to_owned(), publication.id.clone());
+            }
+            _ => {
+                annotations.remove(VIEW_ANNOTATION);
+                annotations.remove(PUBLICATION_ANNOTATION);
+            }
+        }
         let mut spec = lease.spec.take().unwrap_or_default();
         if spec.holder_identity.as_deref() != holder {
             spec.acquire_time = holder.map(|_| now.clone());
@@ -286,10 +320,11 @@ async fn keep(
     fence: SharedFence,
     reports: Recipient<KeeperReport>,
     mut commands: mpsc::UnboundedReceiver<Command>,
+    incarnation: String,
 ) {
     let mut state = State {
         api: Api::namespaced(client, &settings.namespace),
-        incarnation: incarnation(),
+        incarnation,
         current: None,
         view: None,
         acquired: false,
@@ -322,7 +357,7 @@ async fn keep(
         let sent_at = BootInstant::now();
         let replica = state.settings.replica_id.clone();
         match tokio::time::timeout(attempt_timeout, state.write(Some(&replica))).await {
-            Ok(Ok(())) => fence.lock().renewed(sent_at),
+            Ok(Ok(())) => fence.lock().renewed(sent_at, BootInstant::now()),
             Ok(Err(RenewError::Usurped(incarnation))) => {
                 fence.lock().release();
                 reports.do_send(KeeperReport::Usurped { incarnation });

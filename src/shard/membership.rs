@@ -23,6 +23,11 @@ pub struct LeaseObservation {
     /// The view the member published: the members of the ring it acts on
     /// (see [`super::handoff`]).
     pub view: Option<String>,
+    /// Which publication of its view this is (see
+    /// [`super::ownership`]): a replica trusts its own view only once the
+    /// watch shows back the publication it asked for, never an older write
+    /// that happens to carry the same members.
+    pub publication: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -41,8 +46,20 @@ pub struct Membership {
 
 impl Membership {
     /// Records Lease `name` as observed at `now`. A renewal restarts its
-    /// expiry; an event that changes nothing (a re-list) does not.
+    /// expiry; an event that changes nothing (a re-list) does not, nor does
+    /// one older than what was seen (a re-list served from a lagging cache):
+    /// resourceVersions of one object are compared as integers when both
+    /// are, as Kubernetes allows since 1.34.
     pub fn observe(&mut self, name: &str, lease: LeaseObservation, now: Instant) {
+        let older = |seen: &Seen| {
+            matches!(
+                (seen.lease.renewal.parse::<u64>(), lease.renewal.parse::<u64>()),
+                (Ok(seen), Ok(new)) if new < seen
+            )
+        };
+        if self.leases.get(name).is_some_and(older) {
+            return;
+        }
         match self.leases.get_mut(name) {
             Some(seen) if seen.lease.renewal == lease.renewal => {
                 seen.lease = lease;
@@ -89,12 +106,17 @@ impl Membership {
             .collect()
     }
 
-    /// The live members at `now` with the views they published.
-    pub fn live_views(&self, now: Instant) -> impl Iterator<Item = (&str, Option<&str>)> {
+    /// The live members at `now` with what their Leases last showed.
+    pub fn live_views(&self, now: Instant) -> impl Iterator<Item = (&str, &LeaseObservation)> {
         self.leases
             .values()
             .filter(move |seen| Self::is_live(seen, now))
-            .filter_map(|seen| Some((seen.lease.holder.as_deref()?, seen.lease.view.as_deref())))
+            .filter_map(|seen| Some((seen.lease.holder.as_deref()?, &seen.lease)))
+    }
+
+    /// The names of every Lease seen.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.leases.keys().map(String::as_str)
     }
 
     /// Every Lease seen, for `/debug/shards`: name, observation, time since
@@ -127,6 +149,7 @@ mod tests {
             renewal: renewal.into(),
             duration: D,
             view: view.map(Into::into),
+            publication: None,
         }
     }
 
@@ -172,11 +195,26 @@ mod tests {
     }
 
     #[test]
+    fn an_older_version_of_a_lease_changes_nothing() {
+        let t0 = Instant::now();
+        let mut m = Membership::default();
+        m.observe("r0", lease("r0", "12", Some("r0,r1")), t0);
+        m.observe("r0", lease("r0", "9", Some("r0")), t0 + D);
+        assert!(m.live(t0 + D).is_empty(), "a stale version is no renewal");
+        let views: Vec<_> = m.live_views(t0).map(|(_, l)| l.view.clone()).collect();
+        assert_eq!(views, [Some("r0,r1".to_string())]);
+    }
+
+    #[test]
     fn views_are_read_only_from_live_members() {
         let t0 = Instant::now();
         let mut m = Membership::default();
         m.observe("r0", lease("r0", "1", Some("abc")), t0);
-        let views = |at| m.live_views(at).collect::<Vec<_>>();
+        let views = |at| {
+            m.live_views(at)
+                .map(|(member, lease)| (member, lease.view.as_deref()))
+                .collect::<Vec<_>>()
+        };
         assert_eq!(views(t0), [("r0", Some("abc"))]);
         assert!(views(t0 + D).is_empty());
     }

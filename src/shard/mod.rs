@@ -2,10 +2,12 @@
 //! membership judged on this replica's monotonic clock ([`membership`]),
 //! self-fencing on the own Lease ([`fence`]) judged on the boot clock
 //! ([`boot_clock`], which counts a paused VM), the hand-off rule for owned
-//! keys ([`handoff`]) and the Job index ([`jobs`]). Imperative shell: the
-//! own Lease's keeper ([`lease`]), the [`supervisor`] that starts, stops
-//! and routes to the CronJob actors this replica owns, and `/debug/shards`
-//! ([`debug`]).
+//! keys ([`handoff`]), the protocol that combines them as a state machine
+//! ([`ownership`], proven by a deterministic simulation in its tests), the
+//! Job index ([`jobs`]) and re-list diffs ([`relist`]). Imperative shell:
+//! the own Lease's keeper ([`lease`]), the [`supervisor`] that feeds the
+//! protocol and starts, stops and routes to the CronJob actors this replica
+//! owns, and `/debug/shards` ([`debug`]).
 
 pub mod boot_clock;
 pub mod debug;
@@ -14,5 +16,7 @@ pub mod handoff;
 pub mod jobs;
 pub mod lease;
 pub mod membership;
+pub mod ownership;
+pub mod relist;
 pub mod ring;
 pub mod supervisor;

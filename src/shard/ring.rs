@@ -52,6 +52,15 @@ pub struct Ring {
     members: Vec<Arc<str>>,
 }
 
+/// A ring is a function of its members.
+impl PartialEq for Ring {
+    fn eq(&self, other: &Self) -> bool {
+        self.members == other.members
+    }
+}
+
+impl Eq for Ring {}
+
 impl Ring {
     /// The ring of `members` (order and duplicates do not matter).
     pub fn new<'a>(members: impl IntoIterator<Item = &'a str>) -> Ring {

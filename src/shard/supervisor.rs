@@ -1,6 +1,8 @@
-//! The supervisor: turns the watch streams into CronJob actors for the
-//! CronJobs this replica owns, routes every event to the actor it concerns,
-//! and moves ownership when the ring changes.
+//! The supervisor: the shell around the ownership protocol
+//! ([`super::ownership`]). It turns the watch streams into inputs of the
+//! protocol, carries out its commands (start, stop and spawn CronJob
+//! actors, publish the view, load gained keys in bulk), and routes every
+//! event to the actor it concerns. It reads the clock once per message.
 //!
 //! It runs on the System's thread; actors run on one Arbiter per core,
 //! assigned in turn. A Job is routed by its controller reference (kind
@@ -8,24 +10,17 @@
 //! CronJob has no actor yet is parked (see [`super::jobs`]) and handed over
 //! when the actor starts. No actor decides anything before the first lists
 //! of both CronJobs and Jobs are complete, as upstream waits for its
-//! informers' caches.
-//!
-//! Ownership (DESIGN.md, "Sharding protocol"; the rules are the pure
-//! [`super::handoff`]): the ring is built from the live members of the
-//! Lease watch plus this replica while its fence is open. Events of
-//! CronJobs the ring gives to others are dropped, so memory follows the
-//! owned share. On a change of ring the supervisor stops the actors of lost
-//! keys, waits until they have stopped, publishes the new view on its
-//! Lease, loads the gained keys in bulk, and starts each one when no live
-//! peer's view still claims it. If its fence lapses it stops every actor
-//! and rejoins from scratch.
+//! informers' caches. Events of CronJobs the ring gives to others are
+//! dropped, so memory follows the owned share.
 
 use super::boot_clock::BootInstant;
-use super::fence::{Fence, FenceState, SharedFence};
-use super::handoff::{self, KeyDecision, Peer, ViewRings};
+use super::debug::{DebugShards, ShardReport};
+use super::fence::{FenceState, SharedFence};
 use super::jobs::{JobIndex, JobRoute};
 use super::lease::{Keeper, KeeperReport};
-use super::membership::{LeaseObservation, Membership};
+use super::membership::LeaseObservation;
+use super::ownership::{self, Command, Input, Ownership};
+use super::relist::Relist;
 use super::ring::Ring;
 use crate::actor::apply::Shared;
 use crate::actor::cronjob::{CronJobActor, Report, Update};
@@ -38,7 +33,7 @@ use ::kube::runtime::watcher::Event;
 use actix::prelude::*;
 use futures::FutureExt as _;
 use k8s_openapi::api::batch::v1::CronJob;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument as _;
@@ -47,8 +42,6 @@ use tracing::Instrument as _;
 const STOP_GRACE: Duration = Duration::from_secs(10);
 /// How often membership is re-judged (Leases expire without an event).
 const TICK: Duration = Duration::from_secs(1);
-/// Before retrying a failed bulk load.
-const LOAD_RETRY: Duration = Duration::from_secs(2);
 
 /// An event of the CronJob watch of scope number `scope`.
 #[derive(Debug, Message)]
@@ -87,21 +80,14 @@ struct LoadPage(Loaded);
 #[rtype(result = "()")]
 struct LoadDone(Result<LoadCounts, bulk::LoadError>);
 
-struct Running {
-    uid: String,
-    addr: Addr<CronJobActor>,
-    started: bool,
-}
-
 /// Where one watched scope (a namespace, or all) stands.
 #[derive(Default)]
 struct ScopeState {
     namespace: Option<String>,
     cronjobs_listed: bool,
     jobs_listed: bool,
-    /// During a (re)list: the keys / Job UIDs seen so far.
-    relisting_cronjobs: Option<HashSet<String>>,
-    relisting_jobs: Option<HashSet<String>>,
+    cronjobs: Relist<String>,
+    jobs: Relist<String>,
 }
 
 impl ScopeState {
@@ -120,36 +106,9 @@ pub struct ShardSetup {
     pub client: Client,
 }
 
-/// The ring as this replica sees it.
-struct Sharding {
-    setup: ShardSetup,
-    membership: Membership,
-    rings: ViewRings,
-    leases_listed: bool,
-    relisting_leases: Option<HashSet<String>>,
-    /// The ring this replica acts on; `None` while it acts on nothing
-    /// (starting, or rejoining after its fence lapsed).
-    target: Option<Arc<Ring>>,
-    /// The view asked of the keeper for `target` (once lost keys stopped).
-    published: Option<String>,
-    /// The fence lapsed: stopping everything before rejoining.
-    recovering: bool,
-    loads_in_flight: usize,
-    /// UIDs (CronJobs and Jobs) the watch saw deleted while a load was in flight.
-    tombstones: HashSet<String>,
-}
-
-impl Sharding {
-    fn owns(&self, namespace: &str, name: &str) -> bool {
-        let me = self.setup.me.as_str();
-        self.target
-            .as_ref()
-            .is_some_and(|ring| ring.owner(namespace, name) == Some(me))
-    }
-
-    fn fence(&self) -> std::sync::MutexGuard<'_, Fence> {
-        self.setup.fence.lock()
-    }
+struct Running {
+    uid: String,
+    addr: Addr<CronJobActor>,
 }
 
 pub struct Supervisor {
@@ -157,22 +116,15 @@ pub struct Supervisor {
     arbiters: Vec<ArbiterHandle>,
     next_arbiter: usize,
     scopes: Vec<ScopeState>,
+    leases: Relist<String>,
+    ownership: Ownership,
+    setup: ShardSetup,
     actors: HashMap<String, Running>,
     keys_by_uid: HashMap<String, String>,
-    /// Actors told to stop that have not reported back: key -> the CronJob's
-    /// UID and when the stop was asked (`/healthz` judges the oldest).
-    stopping: HashMap<String, (String, Instant)>,
-    /// Owned keys whose actor waits for the hand-off, since when.
-    waiting_since: HashMap<String, Instant>,
     jobs: JobIndex,
-    /// The first lists of every scope are complete.
-    synced: bool,
-    /// Actors whose first decision is still to come (readiness).
-    not_yet_armed: HashSet<String>,
+    /// UIDs (CronJobs and Jobs) the watch saw deleted while a load was in flight.
+    tombstones: HashSet<String>,
     readiness: Arc<Readiness>,
-    sharding: Sharding,
-    shutting_down: bool,
-    exiting: bool,
 }
 
 impl Supervisor {
@@ -183,9 +135,10 @@ impl Supervisor {
         arbiters: Vec<ArbiterHandle>,
         scopes: Vec<Option<String>>,
         readiness: Arc<Readiness>,
-        shard: ShardSetup,
+        setup: ShardSetup,
     ) -> Self {
         Self {
+            ownership: Ownership::new(setup.me.clone(), setup.keeper.incarnation()),
             shared,
             arbiters,
             next_arbiter: 0,
@@ -196,100 +149,164 @@ impl Supervisor {
                     ..ScopeState::default()
                 })
                 .collect(),
+            leases: Relist::default(),
+            setup,
             actors: HashMap::new(),
             keys_by_uid: HashMap::new(),
-            stopping: HashMap::new(),
-            waiting_since: HashMap::new(),
             jobs: JobIndex::default(),
-            synced: false,
-            not_yet_armed: HashSet::new(),
+            tombstones: HashSet::new(),
             readiness,
-            sharding: Sharding {
-                setup: shard,
-                membership: Membership::default(),
-                rings: ViewRings::default(),
-                leases_listed: false,
-                relisting_leases: None,
-                target: None,
-                published: None,
-                recovering: false,
-                loads_in_flight: 0,
-                tombstones: HashSet::new(),
-            },
-            shutting_down: false,
-            exiting: false,
         }
     }
 
-    fn key_of(cronjob: &CronJob) -> (String, &str, &str) {
+    fn key_of(cronjob: &CronJob) -> String {
         let namespace = cronjob.metadata.namespace.as_deref().unwrap_or_default();
         let name = cronjob.metadata.name.as_deref().unwrap_or_default();
-        (format!("{namespace}/{name}"), namespace, name)
+        format!("{namespace}/{name}")
     }
 
-    fn split_key(key: &str) -> (&str, &str) {
-        key.split_once('/').unwrap_or((key, ""))
-    }
-
-    fn on_cronjob(&mut self, cronjob: CronJob) {
-        let (key, namespace, name) = Self::key_of(&cronjob);
-        if !self.sharding.owns(namespace, name) {
-            return;
-        }
-        let uid = cronjob.metadata.uid.clone().unwrap_or_default();
-        match self.actors.get(&key) {
-            Some(running) if running.uid == uid => {
-                running.addr.do_send(Update::CronJob(Box::new(cronjob)));
-                return;
+    /// Feeds the protocol one input and carries out what it answers.
+    /// `spawning`: the CronJob a [`Command::Spawn`] is about.
+    fn step(
+        &mut self,
+        input: Input,
+        now: Instant,
+        ctx: &mut Context<Self>,
+        mut spawning: Option<CronJob>,
+    ) {
+        let mut queue = std::collections::VecDeque::from(self.ownership.on(input, now));
+        while let Some(command) = queue.pop_front() {
+            match command {
+                Command::Spawn { key } => {
+                    if !self.spawn(&key, spawning.take()) {
+                        queue.extend(self.ownership.on(Input::SpawnFailed { key }, now));
+                    }
+                }
+                Command::Start { key, waited } => {
+                    if let Some(running) = self.actors.get(&key) {
+                        running.addr.do_send(Update::Start);
+                    }
+                    self.shared
+                        .metrics
+                        .handoff_wait
+                        .observe(waited.as_secs_f64());
+                }
+                Command::Stop { key } => {
+                    if let Some(running) = self.actors.remove(&key) {
+                        running.addr.do_send(Update::Stop);
+                        self.keys_by_uid.remove(&running.uid);
+                    }
+                }
+                Command::RingChanged { target, lost } => self.ring_changed(target, lost),
+                Command::Publish(publication) => self.setup.keeper.publish(publication),
+                Command::Load {
+                    target,
+                    previous,
+                    delay,
+                } => {
+                    if delay.is_zero() {
+                        self.load(target, previous, ctx);
+                    } else {
+                        ctx.run_later(delay, move |supervisor, ctx| {
+                            supervisor.load(target, previous, ctx)
+                        });
+                    }
+                }
+                Command::RejoinFence => self.setup.fence.lock().rejoin(),
+                Command::SetReady => self.readiness.set_ready(),
+                Command::ReleaseAndExit => {
+                    tracing::info!("every actor stopped; releasing the Lease");
+                    let keeper = self.setup.keeper.clone();
+                    let system = System::current();
+                    tokio::spawn(async move {
+                        keeper.release().await;
+                        system.stop();
+                    });
+                }
             }
-            // Deleted and re-created while the watch was away.
-            Some(_) => self.stop_actor(&key),
-            None => {}
         }
-        if self.shutting_down || self.sharding.recovering {
-            return;
-        }
+        self.update_gauges();
+    }
+
+    /// Starts an actor for `key`, waiting for its start; false if the
+    /// CronJob cannot be run.
+    fn spawn(&mut self, key: &str, cronjob: Option<CronJob>) -> bool {
+        let Some(cronjob) = cronjob else {
+            return false;
+        };
+        let uid = cronjob.metadata.uid.clone().unwrap_or_default();
         let children = self.jobs.claim(&uid);
-        let shared = self.shared.clone();
-        let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
-        self.next_arbiter = self.next_arbiter.wrapping_add(1);
-        let actor = match CronJobActor::new(&cronjob, children, shared) {
+        let actor = match CronJobActor::new(&cronjob, children, self.shared.clone()) {
             Ok(actor) => actor,
             Err(error) => {
                 tracing::warn!(cronjob = %key, %error, "not running an unusable CronJob");
-                return;
+                return false;
             }
         };
+        let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
+        self.next_arbiter = self.next_arbiter.wrapping_add(1);
         let addr = CronJobActor::start_in_arbiter(arbiter, move |_| actor);
-        self.not_yet_armed.insert(key.clone());
-        self.waiting_since.insert(key.clone(), Instant::now());
-        self.keys_by_uid.insert(uid.clone(), key.clone());
-        self.actors.insert(
-            key.clone(),
-            Running {
-                uid,
-                addr,
-                started: false,
-            },
-        );
-        self.start_waiting(Some(&key));
+        self.keys_by_uid.insert(uid.clone(), key.to_owned());
+        self.actors.insert(key.to_owned(), Running { uid, addr });
+        true
     }
 
-    fn stop_actor(&mut self, key: &str) {
-        if let Some(running) = self.actors.remove(key) {
-            running.addr.do_send(Update::Stop);
-            self.keys_by_uid.remove(&running.uid);
-            self.stopping
-                .insert(key.to_owned(), (running.uid, Instant::now()));
+    fn ring_changed(&mut self, target: Option<Arc<Ring>>, lost: usize) {
+        let metrics = &self.shared.metrics;
+        metrics
+            .keys_moved
+            .get_or_create(&MovedLabels {
+                direction: MoveDirection::Lost,
+            })
+            .inc_by(lost as u64);
+        metrics
+            .ring_members
+            .set(target.as_ref().map_or(0, |t| t.members().len()) as i64);
+        if let Some(target) = &target {
+            metrics.rebalances.inc();
+            // A span per transition (in traces when exporting): who is in
+            // the ring, what this replica lost; the bulk load of what it
+            // gained is its own span, `shard.load`.
+            let view = super::handoff::encode_view(target);
+            let _transition = tracing::info_span!(
+                "shard.rebalance",
+                shard.ring = %self.setup.ring_name,
+                shard.members = %view,
+                shard.view_digest = %super::handoff::view_digest(&view),
+                shard.keys_lost = lost,
+            )
+            .entered();
         }
-        self.waiting_since.remove(key);
-        self.not_yet_armed.remove(key);
-        self.check_ready();
+        let ownership = &self.ownership;
+        self.jobs
+            .retain_owners(|namespace, name| ownership.owns(namespace, name));
+    }
+
+    fn on_cronjob(&mut self, cronjob: CronJob, now: Instant, ctx: &mut Context<Self>) {
+        let key = Self::key_of(&cronjob);
+        let uid = cronjob.metadata.uid.clone().unwrap_or_default();
+        if self.ownership.has(&key, &uid) {
+            if let Some(running) = self.actors.get(&key) {
+                running.addr.do_send(Update::CronJob(Box::new(cronjob)));
+            }
+            return;
+        }
+        self.step(Input::CronJobSeen { key, uid }, now, ctx, Some(cronjob));
+    }
+
+    fn on_cronjob_deleted(&mut self, cronjob: &CronJob, now: Instant, ctx: &mut Context<Self>) {
+        if self.ownership.loads_in_flight() > 0
+            && let Some(uid) = &cronjob.metadata.uid
+        {
+            self.tombstones.insert(uid.clone());
+        }
+        let key = Self::key_of(cronjob);
+        self.step(Input::CronJobGone { key }, now, ctx, None);
     }
 
     fn on_job(&mut self, mut job: JobFacts, relisted: bool) {
         if let Some(owner) = &job.owner_name
-            && !self.sharding.owns(&job.namespace, owner)
+            && !self.ownership.owns(&job.namespace, owner)
         {
             // Not ours: forget it (withdrawing it from an actor that had it).
             job.owner_uid = None;
@@ -302,22 +319,13 @@ impl Supervisor {
     }
 
     fn on_job_deleted(&mut self, uid: &str) {
-        if self.sharding.loads_in_flight > 0 {
-            self.sharding.tombstones.insert(uid.to_owned());
+        if self.ownership.loads_in_flight() > 0 {
+            self.tombstones.insert(uid.to_owned());
         }
         let keys = &self.keys_by_uid;
         if let Some(route) = self.jobs.delete(uid, |owner| keys.contains_key(owner)) {
             self.send(route, false);
         }
-    }
-
-    fn on_cronjob_deleted(&mut self, cronjob: &CronJob) {
-        if self.sharding.loads_in_flight > 0
-            && let Some(uid) = &cronjob.metadata.uid
-        {
-            self.sharding.tombstones.insert(uid.clone());
-        }
-        self.stop_actor(&Self::key_of(cronjob).0);
     }
 
     fn send(&self, route: JobRoute, relisted: bool) {
@@ -336,234 +344,57 @@ impl Supervisor {
         }
     }
 
-    /// Once every scope has listed both kinds: start what may start.
-    fn maybe_sync(&mut self) {
-        if self.synced
-            || !self
-                .scopes
-                .iter()
-                .all(|s| s.cronjobs_listed && s.jobs_listed)
+    /// Once every scope has listed both kinds, the protocol may start actors.
+    fn maybe_sync(&mut self, now: Instant, ctx: &mut Context<Self>) {
+        if self
+            .scopes
+            .iter()
+            .all(|s| s.cronjobs_listed && s.jobs_listed)
         {
-            return;
+            tracing::info!(owned = self.actors.len(), "initial lists synced");
+            self.step(Input::ListsSynced, now, ctx, None);
         }
-        self.synced = true;
-        tracing::info!(owned = self.actors.len(), "initial lists synced");
-        self.start_waiting(None);
-    }
-
-    /// The live peers with the rings of their views, and our own view as
-    /// the Lease watch last showed it.
-    fn peers(&mut self, now: Instant) -> (Vec<Peer>, Option<String>) {
-        let sharding = &mut self.sharding;
-        let me = sharding.setup.me.as_str();
-        let mut own = None;
-        let mut peers = Vec::new();
-        for (member, view) in sharding.membership.live_views(now) {
-            if member == me {
-                own = view.map(str::to_owned);
-            } else {
-                peers.push(Peer {
-                    name: member.to_owned(),
-                    ring: view.map(|v| sharding.rings.ring(v)),
-                });
-            }
-        }
-        (peers, own)
-    }
-
-    /// Starts the waiting actors the hand-off rule lets run: only `key`, or all.
-    fn start_waiting(&mut self, key: Option<&str>) {
-        let sharding = &self.sharding;
-        let Some(target) = sharding.target.clone() else {
-            return;
-        };
-        if !self.synced
-            || self.shutting_down
-            || sharding.recovering
-            || sharding.loads_in_flight > 0
-            || sharding.published.is_none()
-            || self.waiting_since.is_empty()
-        {
-            return;
-        }
-        let now = Instant::now();
-        let (peers, own_view) = self.peers(now);
-        let me = self.sharding.setup.me.clone();
-        let candidates: Vec<String> = match key {
-            Some(key) if self.waiting_since.contains_key(key) => vec![key.to_owned()],
-            Some(_) => return,
-            None => self.waiting_since.keys().cloned().collect(),
-        };
-        for key in candidates {
-            let (namespace, name) = Self::split_key(&key);
-            match handoff::decide(&me, namespace, name, &target, own_view.as_deref(), &peers) {
-                KeyDecision::Run => {
-                    let Some(running) = self.actors.get_mut(&key) else {
-                        continue;
-                    };
-                    running.started = true;
-                    running.addr.do_send(Update::Start);
-                    if let Some(since) = self.waiting_since.remove(&key) {
-                        self.shared
-                            .metrics
-                            .handoff_wait
-                            .observe(now.duration_since(since).as_secs_f64());
-                    }
-                }
-                // Own view not back yet: the same for every key.
-                KeyDecision::WaitForOwnView => break,
-                KeyDecision::WaitFor(_) | KeyDecision::NotOurs => {}
-            }
-        }
-        self.update_gauges();
     }
 
     fn update_gauges(&self) {
         let metrics = &self.shared.metrics;
-        let waiting = self.waiting_since.len() as i64;
+        let (owned, waiting) = self.ownership.counts();
         metrics.actors.set(self.actors.len() as i64);
         metrics
             .owned
             .get_or_create(&OwnedLabels {
                 state: OwnedState::Waiting,
             })
-            .set(waiting);
+            .set(waiting as i64);
         metrics
             .owned
             .get_or_create(&OwnedLabels {
                 state: OwnedState::Running,
             })
-            .set(self.actors.len() as i64 - waiting);
+            .set((owned - waiting) as i64);
     }
 
-    /// Re-judges the fence and the membership; moves to a new ring if the
-    /// live set changed. Called on every Lease event and every tick.
-    fn rebalance(&mut self, ctx: &mut Context<Self>) {
-        if self.shutting_down {
-            return;
-        }
+    /// Judges the fence and lets the protocol re-judge the membership.
+    fn tick(&mut self, ctx: &mut Context<Self>) {
         let now = Instant::now();
-        let state = self.sharding.fence().check(BootInstant::now());
-        let oldest_stop = self.stopping.values().map(|(_, since)| *since).min();
-        self.readiness
-            .tick(now, state == FenceState::Valid, oldest_stop);
+        let fence = self.setup.fence.lock().check(BootInstant::now());
+        self.readiness.tick(
+            now,
+            fence == FenceState::Valid,
+            self.ownership.oldest_stop(),
+        );
         self.shared
             .metrics
             .lease_valid
-            .set(i64::from(state == FenceState::Valid));
-        match state {
-            FenceState::Lapsed => {
-                if !self.sharding.recovering {
-                    tracing::warn!(
-                        actors = self.actors.len(),
-                        "own Lease not renewed within the renew deadline: stopping every actor"
-                    );
-                    self.sharding.recovering = true;
-                    self.sharding.target = None;
-                    self.sharding.published = None;
-                    self.shared.metrics.ring_members.set(0);
-                    for key in self.actors.keys().cloned().collect::<Vec<_>>() {
-                        self.stop_actor(&key);
-                    }
-                    self.jobs.retain_owners(|_, _| false);
-                }
-                if self.stopping.is_empty() {
-                    tracing::info!("every actor stopped; rejoining the ring");
-                    self.sharding.fence().rejoin();
-                    self.sharding.recovering = false;
-                }
-                self.update_gauges();
-                return;
-            }
-            FenceState::Waiting => return,
-            FenceState::Valid => {}
-        }
-        if !self.sharding.leases_listed {
-            return;
-        }
-        self.sharding.membership.prune(now);
-        let mut live = self.sharding.membership.live(now);
-        live.insert(self.sharding.setup.me.clone());
-        let changed = self.sharding.target.as_ref().is_none_or(|ring| {
-            !ring
-                .members()
-                .iter()
-                .map(|m| &**m)
-                .eq(live.iter().map(String::as_str))
-        });
-        if changed {
-            self.move_to(live, ctx);
-        }
-        if self.sharding.published.is_none()
-            && self.stopping.is_empty()
-            && let Some(target) = &self.sharding.target
-        {
-            let view = handoff::encode_view(target);
-            tracing::info!(view = %view, digest = %handoff::view_digest(&view), "publishing view");
-            self.sharding.setup.keeper.publish(view.clone());
-            self.sharding.published = Some(view);
-        }
-        self.start_waiting(None);
-        self.check_ready();
+            .set(i64::from(fence == FenceState::Valid));
+        self.step(Input::Tick { fence }, now, ctx, None);
     }
 
-    /// The live set changed: stop lost keys, load gained ones.
-    fn move_to(&mut self, live: BTreeSet<String>, ctx: &mut Context<Self>) {
-        let target = Arc::new(Ring::new(live.iter().map(String::as_str)));
-        let previous = self.sharding.target.replace(target.clone());
-        self.sharding.published = None;
-        let metrics = &self.shared.metrics;
-        metrics.rebalances.inc();
-        metrics.ring_members.set(target.members().len() as i64);
-        let lost: Vec<String> = self
-            .actors
-            .keys()
-            .filter(|key| {
-                let (namespace, name) = Self::split_key(key);
-                !self.sharding.owns(namespace, name)
-            })
-            .cloned()
-            .collect();
-        // A span per transition (in traces when exporting): who is in the
-        // ring, what this replica lost; the bulk load of what it gained is
-        // its own span, `shard.load`.
-        let _transition = tracing::info_span!(
-            "shard.rebalance",
-            shard.ring = %self.sharding.setup.ring_name,
-            shard.members = ?live,
-            shard.view_digest = %handoff::view_digest(&handoff::encode_view(&target)),
-            shard.keys_lost = lost.len(),
-        )
-        .entered();
-        tracing::info!(
-            members = ?live,
-            lost = lost.len(),
-            "ring changed"
-        );
-        metrics
-            .keys_moved
-            .get_or_create(&MovedLabels {
-                direction: MoveDirection::Lost,
-            })
-            .inc_by(lost.len() as u64);
-        for key in &lost {
-            self.stop_actor(key);
-        }
-        let sharding = &self.sharding;
-        self.jobs
-            .retain_owners(|namespace, name| sharding.owns(namespace, name));
-        self.load(previous, ctx);
-    }
-
-    /// Loads, in bulk, the CronJobs this replica owns under its target but
-    /// did not own under `previous` (all it owns if `None`).
-    fn load(&mut self, previous: Option<Arc<Ring>>, ctx: &mut Context<Self>) {
-        let Some(target) = self.sharding.target.clone() else {
-            return;
-        };
-        self.sharding.loads_in_flight += 1;
-        let me = self.sharding.setup.me.clone();
-        let client = self.sharding.setup.client.clone();
+    /// Loads, in bulk, the CronJobs owned under `target` but not under
+    /// `previous` (all owned if `None`).
+    fn load(&mut self, target: Arc<Ring>, previous: Option<Arc<Ring>>, ctx: &mut Context<Self>) {
+        let me = self.setup.me.clone();
+        let client = self.setup.client.clone();
         let namespaces: Vec<Option<String>> =
             self.scopes.iter().map(|s| s.namespace.clone()).collect();
         let to = ctx.address();
@@ -592,101 +423,6 @@ impl Supervisor {
             .instrument(span),
         );
     }
-
-    fn check_ready(&mut self) {
-        if self.synced
-            && self.sharding.target.is_some()
-            && self.sharding.loads_in_flight == 0
-            && self.not_yet_armed.is_empty()
-            && !self.readiness.is_ready()
-        {
-            tracing::info!(actors = self.actors.len(), "every owned actor armed; ready");
-            self.readiness.set_ready();
-        }
-    }
-
-    fn maybe_exit(&mut self) {
-        if !self.shutting_down || !self.actors.is_empty() || !self.stopping.is_empty() {
-            return;
-        }
-        if std::mem::replace(&mut self.exiting, true) {
-            return;
-        }
-        tracing::info!("every actor stopped; releasing the Lease");
-        let keeper = self.sharding.setup.keeper.clone();
-        let system = System::current();
-        tokio::spawn(async move {
-            keeper.release().await;
-            system.stop();
-        });
-    }
-
-    /// For `/debug/shards`.
-    fn debug(&mut self, keys: bool) -> super::debug::ShardReport {
-        let now = Instant::now();
-        let sharding = &self.sharding;
-        let fence = sharding.fence().clone();
-        let view = sharding.target.as_ref().map(|r| handoff::encode_view(r));
-        let mut waiting_for: HashMap<String, usize> = HashMap::new();
-        if let Some(target) = sharding.target.clone() {
-            let (peers, own) = self.peers(now);
-            let me = self.sharding.setup.me.clone();
-            for key in self.waiting_since.keys() {
-                let (namespace, name) = Self::split_key(key);
-                let blocker =
-                    match handoff::decide(&me, namespace, name, &target, own.as_deref(), &peers) {
-                        KeyDecision::WaitFor(peer) => peer,
-                        KeyDecision::WaitForOwnView => "own view not published yet".to_owned(),
-                        KeyDecision::Run => "starting".to_owned(),
-                        KeyDecision::NotOurs => "stopping".to_owned(),
-                    };
-                *waiting_for.entry(blocker).or_default() += 1;
-            }
-        }
-        let sharding = &self.sharding;
-        super::debug::ShardReport {
-            replica: sharding.setup.me.clone(),
-            ring: sharding.setup.ring_name.clone(),
-            lease_valid: fence.may_act(BootInstant::now()),
-            recovering: sharding.recovering,
-            view_digest: view.as_deref().map(handoff::view_digest),
-            view: view
-                .map(|v| v.split(',').map(str::to_owned).collect())
-                .unwrap_or_default(),
-            published: sharding.published.is_some(),
-            members: sharding
-                .membership
-                .leases(now)
-                .map(
-                    |(name, lease, since, live, deleted)| super::debug::MemberReport {
-                        lease: name.to_owned(),
-                        holder: lease.holder.clone(),
-                        live,
-                        deleted,
-                        last_renewal_seen_ms: since.as_millis() as u64,
-                        view_digest: lease.view.as_deref().map(handoff::view_digest),
-                    },
-                )
-                .collect(),
-            owned: self.actors.len(),
-            running: self.actors.len() - self.waiting_since.len(),
-            waiting: self.waiting_since.len(),
-            waiting_for,
-            stopping: self.stopping.len(),
-            loads_in_flight: sharding.loads_in_flight,
-            jobs_remembered: self.jobs.len(),
-            keys: keys.then(|| {
-                let mut keys: Vec<String> = self
-                    .actors
-                    .iter()
-                    .filter(|(_, r)| r.started)
-                    .map(|(k, _)| k.clone())
-                    .collect();
-                keys.sort();
-                keys
-            }),
-        }
-    }
 }
 
 impl Actor for Supervisor {
@@ -695,44 +431,37 @@ impl Actor for Supervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        ctx.run_interval(TICK, |supervisor, ctx| supervisor.rebalance(ctx));
+        ctx.run_interval(TICK, |supervisor, ctx| supervisor.tick(ctx));
     }
 }
 
 impl Handler<CronJobWatch> for Supervisor {
     type Result = ();
 
-    fn handle(&mut self, message: CronJobWatch, _: &mut Self::Context) {
+    fn handle(&mut self, message: CronJobWatch, ctx: &mut Self::Context) {
+        let now = Instant::now();
         let scope = message.scope;
         match message.event {
-            Event::Apply(cronjob) => self.on_cronjob(cronjob),
-            Event::Delete(cronjob) => self.on_cronjob_deleted(&cronjob),
-            Event::Init => self.scopes[scope].relisting_cronjobs = Some(HashSet::new()),
+            Event::Apply(cronjob) => self.on_cronjob(cronjob, now, ctx),
+            Event::Delete(cronjob) => self.on_cronjob_deleted(&cronjob, now, ctx),
+            Event::Init => self.scopes[scope].cronjobs.begin(),
             Event::InitApply(cronjob) => {
-                if let Some(seen) = self.scopes[scope].relisting_cronjobs.as_mut() {
-                    seen.insert(Self::key_of(&cronjob).0);
-                }
-                self.on_cronjob(cronjob);
+                self.scopes[scope].cronjobs.saw(&Self::key_of(&cronjob));
+                self.on_cronjob(cronjob, now, ctx);
             }
             Event::InitDone => {
-                let seen = self.scopes[scope]
-                    .relisting_cronjobs
-                    .take()
-                    .unwrap_or_default();
-                let gone: Vec<String> = self
+                let in_scope = &self.scopes[scope];
+                let known: Vec<&String> = self
                     .actors
                     .keys()
-                    .filter(|key| {
-                        let (namespace, _) = Self::split_key(key);
-                        self.scopes[scope].covers(namespace) && !seen.contains(*key)
-                    })
-                    .cloned()
+                    .filter(|key| in_scope.covers(ownership::split_key(key).0))
                     .collect();
+                let gone = self.scopes[scope].cronjobs.finish(known);
                 for key in gone {
-                    self.stop_actor(&key);
+                    self.step(Input::CronJobGone { key }, now, ctx, None);
                 }
                 self.scopes[scope].cronjobs_listed = true;
-                self.maybe_sync();
+                self.maybe_sync(now, ctx);
                 crate::memory::release_free_pages();
             }
         }
@@ -742,29 +471,29 @@ impl Handler<CronJobWatch> for Supervisor {
 impl Handler<JobWatch> for Supervisor {
     type Result = ();
 
-    fn handle(&mut self, message: JobWatch, _: &mut Self::Context) {
+    fn handle(&mut self, message: JobWatch, ctx: &mut Self::Context) {
         let scope = message.scope;
         match message.event {
             Event::Apply(job) => self.on_job(job, false),
             Event::Delete(job) => self.on_job_deleted(&job.uid),
-            Event::Init => self.scopes[scope].relisting_jobs = Some(HashSet::new()),
+            Event::Init => self.scopes[scope].jobs.begin(),
             Event::InitApply(job) => {
-                if let Some(seen) = self.scopes[scope].relisting_jobs.as_mut() {
-                    seen.insert(job.uid.clone());
-                }
+                self.scopes[scope].jobs.saw(&job.uid);
                 self.on_job(job, true);
             }
             Event::InitDone => {
-                let seen = self.scopes[scope].relisting_jobs.take().unwrap_or_default();
-                let in_scope = &self.scopes[scope];
-                let gone = self
+                let ScopeState {
+                    namespace, jobs, ..
+                } = &mut self.scopes[scope];
+                let known = self
                     .jobs
-                    .gone_after_relist(|namespace| in_scope.covers(namespace), &seen);
+                    .uids_in(|ns| namespace.as_deref().is_none_or(|n| n == ns));
+                let gone = jobs.finish(known);
                 for uid in gone {
                     self.on_job_deleted(&uid);
                 }
                 self.scopes[scope].jobs_listed = true;
-                self.maybe_sync();
+                self.maybe_sync(Instant::now(), ctx);
                 crate::memory::release_free_pages();
             }
         }
@@ -776,32 +505,30 @@ impl Handler<LeaseWatch> for Supervisor {
 
     fn handle(&mut self, LeaseWatch(event): LeaseWatch, ctx: &mut Self::Context) {
         let now = Instant::now();
-        let sharding = &mut self.sharding;
-        match event {
-            Event::Apply((name, lease)) => sharding.membership.observe(&name, lease, now),
-            Event::Delete((name, _)) => sharding.membership.deleted(&name),
-            Event::Init => sharding.relisting_leases = Some(HashSet::new()),
+        let inputs = match event {
+            Event::Apply((name, lease)) => vec![Input::LeaseSeen { name, lease }],
+            Event::Delete((name, _)) => vec![Input::LeaseDeleted { name }],
+            Event::Init => {
+                self.leases.begin();
+                vec![]
+            }
             Event::InitApply((name, lease)) => {
-                if let Some(seen) = sharding.relisting_leases.as_mut() {
-                    seen.insert(name.clone());
-                }
-                sharding.membership.observe(&name, lease, now);
+                self.leases.saw(&name);
+                vec![Input::LeaseSeen { name, lease }]
             }
             Event::InitDone => {
-                let seen = sharding.relisting_leases.take().unwrap_or_default();
-                let gone: Vec<String> = sharding
-                    .membership
-                    .leases(now)
-                    .map(|(name, ..)| name.to_owned())
-                    .filter(|name| !seen.contains(name))
-                    .collect();
-                for name in gone {
-                    sharding.membership.deleted(&name);
-                }
-                sharding.leases_listed = true;
+                let known = self.ownership.lease_names();
+                let gone = self.leases.finish(&known);
+                gone.into_iter()
+                    .map(|name| Input::LeaseDeleted { name })
+                    .chain([Input::LeasesListed])
+                    .collect()
             }
+        };
+        for input in inputs {
+            self.step(input, now, ctx, None);
         }
-        self.rebalance(ctx);
+        self.tick(ctx);
     }
 }
 
@@ -809,21 +536,21 @@ impl Handler<LoadPage> for Supervisor {
     type Result = ();
 
     /// The CronJobs' pages come first, the Jobs' after. No actor starts
-    /// before the whole load is done (`start_waiting` waits for
-    /// `loads_in_flight` to drop to 0), so a Job routed to an actor that
-    /// already exists counts as much as one claimed when it is spawned. What
-    /// the watch delivered meanwhile is newer or as new: it wins.
-    fn handle(&mut self, LoadPage(page): LoadPage, _: &mut Self::Context) {
+    /// before the whole load is done (the protocol waits for every load),
+    /// so a Job routed to an actor that already exists counts as much as
+    /// one claimed when it is spawned. What the watch delivered meanwhile
+    /// is newer or as new: it wins.
+    fn handle(&mut self, LoadPage(page): LoadPage, ctx: &mut Self::Context) {
+        let now = Instant::now();
         for cronjob in page.cronjobs {
             let uid = cronjob.metadata.uid.as_deref().unwrap_or_default();
-            if !self.sharding.tombstones.contains(uid)
-                && !self.actors.contains_key(&Self::key_of(&cronjob).0)
+            if !self.tombstones.contains(uid) && !self.actors.contains_key(&Self::key_of(&cronjob))
             {
-                self.on_cronjob(cronjob);
+                self.on_cronjob(cronjob, now, ctx);
             }
         }
         for job in page.jobs {
-            if !self.sharding.tombstones.contains(&job.uid) && !self.jobs.knows(&job.uid) {
+            if !self.tombstones.contains(&job.uid) && !self.jobs.knows(&job.uid) {
                 self.on_job(job, false);
             }
         }
@@ -834,8 +561,7 @@ impl Handler<LoadDone> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, LoadDone(result): LoadDone, ctx: &mut Self::Context) {
-        self.sharding.loads_in_flight -= 1;
-        match result {
+        let ok = match result {
             Ok(counts) => {
                 tracing::info!(
                     cronjobs = counts.cronjobs,
@@ -849,21 +575,16 @@ impl Handler<LoadDone> for Supervisor {
                         direction: MoveDirection::Gained,
                     })
                     .inc_by(counts.cronjobs as u64);
+                true
             }
             Err(error) => {
                 tracing::warn!(%error, "bulk load of gained CronJobs failed; retrying");
-                // Loads everything owned; what is already here is kept.
-                self.sharding.loads_in_flight += 1;
-                ctx.run_later(LOAD_RETRY, |supervisor, ctx| {
-                    supervisor.sharding.loads_in_flight -= 1;
-                    supervisor.load(None, ctx);
-                });
+                false
             }
-        }
-        if self.sharding.loads_in_flight == 0 {
-            self.sharding.tombstones.clear();
-            self.start_waiting(None);
-            self.check_ready();
+        };
+        self.step(Input::LoadDone { ok }, Instant::now(), ctx, None);
+        if self.ownership.loads_in_flight() == 0 {
+            self.tombstones.clear();
             crate::memory::release_free_pages();
         }
     }
@@ -873,27 +594,11 @@ impl Handler<Report> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, report: Report, ctx: &mut Self::Context) {
-        match report {
-            Report::Armed { key } => {
-                self.not_yet_armed.remove(&key);
-                self.check_ready();
-            }
-            Report::Stopped { key, uid } => {
-                if self
-                    .stopping
-                    .get(&key)
-                    .is_some_and(|(stopping, _)| *stopping == uid)
-                {
-                    self.stopping.remove(&key);
-                    if self.stopping.is_empty() {
-                        // Lost keys have stopped: the view can be published.
-                        self.rebalance(ctx);
-                    }
-                }
-                self.update_gauges();
-                self.maybe_exit();
-            }
-        }
+        let input = match report {
+            Report::Armed { key } => Input::ActorArmed { key },
+            Report::Stopped { key, uid } => Input::ActorStopped { key, uid },
+        };
+        self.step(input, Instant::now(), ctx, None);
     }
 }
 
@@ -903,7 +608,7 @@ impl Handler<KeeperReport> for Supervisor {
     fn handle(&mut self, report: KeeperReport, _: &mut Self::Context) {
         let KeeperReport::Usurped { incarnation } = report;
         tracing::error!(
-            replica = %self.sharding.setup.me,
+            replica = %self.setup.me,
             other = %incarnation,
             "another process took this replica's Lease (two replicas with one id?); stopping"
         );
@@ -918,31 +623,34 @@ impl Handler<Shutdown> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
-        if self.shutting_down {
+        if matches!(
+            self.ownership.phase(),
+            ownership::Phase::ShuttingDown | ownership::Phase::Exited
+        ) {
             return;
         }
-        self.shutting_down = true;
         tracing::info!(actors = self.actors.len(), "stopping every actor");
-        for key in self.actors.keys().cloned().collect::<Vec<_>>() {
-            self.stop_actor(&key);
-        }
         // Stopping actors report back; the Lease is released once all have.
         ctx.run_later(STOP_GRACE, |_, _| {
             tracing::warn!("decisions still in flight after the grace period; exiting");
             System::current().stop();
         });
-        self.maybe_exit();
+        self.step(Input::Shutdown, Instant::now(), ctx, None);
     }
 }
 
-impl Handler<super::debug::DebugShards> for Supervisor {
-    type Result = MessageResult<super::debug::DebugShards>;
+impl Handler<DebugShards> for Supervisor {
+    type Result = MessageResult<DebugShards>;
 
-    fn handle(
-        &mut self,
-        message: super::debug::DebugShards,
-        _: &mut Self::Context,
-    ) -> Self::Result {
-        MessageResult(self.debug(message.keys))
+    fn handle(&mut self, message: DebugShards, _: &mut Self::Context) -> Self::Result {
+        let lease_valid = self.setup.fence.lock().may_act(BootInstant::now());
+        let report = self
+            .ownership
+            .report(Instant::now(), lease_valid, message.keys);
+        MessageResult(ShardReport {
+            ring: self.setup.ring_name.clone(),
+            jobs_remembered: self.jobs.len(),
+            ..report
+        })
     }
 }

@@ -1,0 +1,280 @@
+//! Table tests of the ownership protocol, one replica at a time, with the
+//! time passed in. The many-replica interleavings are the simulation's
+//! ([`super::simulation`]).
+
+use super::*;
+
+const D: Duration = Duration::from_secs(15);
+
+fn lease(holder: &str, renewal: u64, publication: Option<&Publication>) -> LeaseObservation {
+    LeaseObservation {
+        holder: Some(holder.into()),
+        renewal: renewal.to_string(),
+        duration: D,
+        view: publication.map(|p| p.view.clone()),
+        publication: publication.map(|p| p.id.clone()),
+    }
+}
+
+fn seen(name: &str, lease: LeaseObservation) -> Input {
+    Input::LeaseSeen {
+        name: name.into(),
+        lease,
+    }
+}
+
+const VALID: Input = Input::Tick {
+    fence: FenceState::Valid,
+};
+
+fn published(commands: &[Command]) -> Option<Publication> {
+    commands.iter().find_map(|c| match c {
+        Command::Publish(p) => Some(p.clone()),
+        _ => None,
+    })
+}
+
+fn started(commands: &[Command]) -> Vec<&str> {
+    commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::Start { key, .. } => Some(key.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn seen_cronjob(key: &str) -> Input {
+    Input::CronJobSeen {
+        key: key.into(),
+        uid: format!("uid-{key}"),
+    }
+}
+
+/// A lone replica "r0" that has joined, published, loaded "ns/a" and
+/// seen its publication back: "ns/a" runs.
+fn serving_alone(t0: Instant) -> (Ownership, Publication) {
+    let mut o = Ownership::new("r0", "i1");
+    o.on(Input::ListsSynced, t0);
+    o.on(Input::LeasesListed, t0);
+    let commands = o.on(VALID, t0);
+    assert!(matches!(commands[0], Command::RingChanged { .. }));
+    assert!(matches!(commands[1], Command::Load { .. }));
+    let publication = published(&commands).expect("nothing to stop: published at once");
+    o.on(seen_cronjob("ns/a"), t0);
+    assert!(started(&o.on(Input::LoadDone { ok: true }, t0)).is_empty());
+    o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
+    assert_eq!(started(&o.on(VALID, t0)), ["ns/a"]);
+    (o, publication)
+}
+
+#[test]
+fn a_replica_joins_only_once_its_fence_is_open_and_the_leases_listed() {
+    let t0 = Instant::now();
+    let mut o = Ownership::new("r0", "i1");
+    o.on(Input::ListsSynced, t0);
+    assert!(o.on(VALID, t0).is_empty(), "Leases not listed yet");
+    o.on(Input::LeasesListed, t0);
+    let waiting = Input::Tick {
+        fence: FenceState::Waiting,
+    };
+    assert!(o.on(waiting, t0).is_empty(), "fence not open yet");
+    assert!(matches!(o.phase(), Phase::Joining));
+    let commands = o.on(VALID, t0);
+    assert!(matches!(o.phase(), Phase::Serving { .. }));
+    assert_eq!(published(&commands).map(|p| p.view), Some("r0".into()));
+}
+
+#[test]
+fn keys_start_only_after_the_load_and_the_echo_of_this_very_publication() {
+    let t0 = Instant::now();
+    let mut o = Ownership::new("r0", "i1");
+    o.on(Input::ListsSynced, t0);
+    o.on(Input::LeasesListed, t0);
+    let publication = published(&o.on(VALID, t0)).unwrap();
+    assert_eq!(publication.id, "i1.1");
+    let commands = o.on(seen_cronjob("ns/a"), t0);
+    assert_eq!(commands, [Command::Spawn { key: "ns/a".into() }]);
+    // The same members from an earlier publication (a previous incarnation,
+    // or before a lapse) are not this publication's echo.
+    let stale = Publication {
+        view: publication.view.clone(),
+        id: "i0.7".into(),
+    };
+    o.on(seen("r0", lease("r0", 1, Some(&stale))), t0);
+    assert!(started(&o.on(Input::LoadDone { ok: true }, t0)).is_empty());
+    o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
+    let commands = o.on(VALID, t0 + Duration::from_secs(1));
+    assert_eq!(
+        commands,
+        [Command::Start {
+            key: "ns/a".into(),
+            waited: Duration::from_secs(1)
+        }]
+    );
+    assert!(o.is_running("ns/a"));
+}
+
+#[test]
+fn a_key_a_live_peer_still_claims_waits_until_the_peer_lets_go() {
+    let t0 = Instant::now();
+    let (mut o, _) = serving_alone(t0);
+    // r1 was there first (its view {r1} claims everything); r0 moves to
+    // {r0, r1} and must not start what r1's published view still gives r1.
+    let r1_alone = Publication {
+        view: "r1".into(),
+        id: "j1.1".into(),
+    };
+    o.on(seen("r1", lease("r1", 3, Some(&r1_alone))), t0);
+    let commands = o.on(VALID, t0);
+    let ours_in_both = |key: &str| Ring::new(["r0", "r1"]).owner("ns", key) == Some("r0");
+    let stopped = commands
+        .iter()
+        .any(|c| matches!(c, Command::Stop { key } if key == "ns/a"));
+    assert_eq!(stopped, !ours_in_both("a"));
+    // Publishing waits for the stop to be reported.
+    assert_eq!(published(&commands).is_some(), ours_in_both("a"));
+    let key = (0..100)
+        .map(|i| format!("k{i}"))
+        .find(|k| ours_in_both(k))
+        .unwrap();
+    let key = format!("ns/{key}");
+    if !ours_in_both("a") {
+        let commands = o.on(
+            Input::ActorStopped {
+                key: "ns/a".into(),
+                uid: "uid-ns/a".into(),
+            },
+            t0,
+        );
+        assert!(published(&commands).is_some(), "published once stopped");
+    }
+    let Phase::Serving { publication, .. } = o.phase().clone() else {
+        panic!("not serving: {}", o.phase().name());
+    };
+    o.on(Input::LoadDone { ok: true }, t0);
+    o.on(seen("r0", lease("r0", 4, Some(&publication))), t0);
+    let commands = o.on(seen_cronjob(&key), t0);
+    assert!(started(&commands).is_empty(), "r1's view still claims it");
+    // r1 publishes {r0, r1}: the key is r0's alone.
+    let r1_both = Publication {
+        view: "r0,r1".into(),
+        id: "j1.2".into(),
+    };
+    o.on(seen("r1", lease("r1", 5, Some(&r1_both))), t0);
+    assert_eq!(started(&o.on(VALID, t0)), [key.as_str()]);
+}
+
+#[test]
+fn a_lapse_stops_everything_and_rejoins_once_stopped() {
+    let t0 = Instant::now();
+    let (mut o, _) = serving_alone(t0);
+    let lapsed = Input::Tick {
+        fence: FenceState::Lapsed,
+    };
+    let commands = o.on(lapsed.clone(), t0);
+    assert_eq!(
+        commands,
+        [
+            Command::Stop { key: "ns/a".into() },
+            Command::RingChanged {
+                target: None,
+                lost: 1
+            }
+        ]
+    );
+    assert!(!o.owns("ns", "a"));
+    assert!(o.on(lapsed.clone(), t0).is_empty(), "still stopping");
+    let commands = o.on(
+        Input::ActorStopped {
+            key: "ns/a".into(),
+            uid: "uid-ns/a".into(),
+        },
+        t0,
+    );
+    assert_eq!(commands, [Command::RejoinFence]);
+    assert!(matches!(o.phase(), Phase::Joining));
+    // The next publication is a new one: an old echo cannot start keys.
+    let commands = o.on(VALID, t0);
+    assert_eq!(published(&commands).map(|p| p.id), Some("i1.2".into()));
+}
+
+#[test]
+fn a_failed_load_is_retried_and_holds_every_start() {
+    let t0 = Instant::now();
+    let mut o = Ownership::new("r0", "i1");
+    o.on(Input::ListsSynced, t0);
+    o.on(Input::LeasesListed, t0);
+    let publication = published(&o.on(VALID, t0)).unwrap();
+    o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
+    o.on(seen_cronjob("ns/a"), t0);
+    let commands = o.on(Input::LoadDone { ok: false }, t0);
+    assert!(matches!(
+        commands.as_slice(),
+        [Command::Load {
+            previous: None,
+            delay: LOAD_RETRY,
+            ..
+        }]
+    ));
+    assert_eq!(o.loads_in_flight(), 1);
+    assert!(started(&o.on(VALID, t0)).is_empty());
+    assert_eq!(started(&o.on(Input::LoadDone { ok: true }, t0)), ["ns/a"]);
+}
+
+#[test]
+fn shutdown_releases_the_lease_once_every_actor_stopped() {
+    let t0 = Instant::now();
+    let (mut o, _) = serving_alone(t0);
+    let commands = o.on(Input::Shutdown, t0);
+    assert_eq!(commands, [Command::Stop { key: "ns/a".into() }]);
+    assert!(o.on(VALID, t0).is_empty(), "a tick changes nothing now");
+    assert!(
+        o.on(seen_cronjob("ns/b"), t0).is_empty(),
+        "nothing new starts"
+    );
+    let commands = o.on(
+        Input::ActorStopped {
+            key: "ns/a".into(),
+            uid: "uid-ns/a".into(),
+        },
+        t0,
+    );
+    assert_eq!(commands, [Command::ReleaseAndExit]);
+    assert!(o.on(Input::Shutdown, t0).is_empty());
+}
+
+#[test]
+fn a_recreated_cronjob_replaces_its_actor_and_readiness_waits_for_arming() {
+    let t0 = Instant::now();
+    let (mut o, _) = serving_alone(t0);
+    assert!(
+        o.on(Input::ActorArmed { key: "ns/a".into() }, t0)
+            .contains(&Command::SetReady)
+    );
+    let commands = o.on(
+        Input::CronJobSeen {
+            key: "ns/a".into(),
+            uid: "other".into(),
+        },
+        t0,
+    );
+    assert_eq!(
+        commands[..2],
+        [
+            Command::Stop { key: "ns/a".into() },
+            Command::Spawn { key: "ns/a".into() }
+        ]
+    );
+    assert!(o.has("ns/a", "other"));
+    // A stale report of the old actor's stop is matched by UID.
+    let commands = o.on(
+        Input::ActorStopped {
+            key: "ns/a".into(),
+            uid: "uid-ns/a".into(),
+        },
+        t0,
+    );
+    assert!(commands.iter().all(|c| !matches!(c, Command::Stop { .. })));
+    assert!(o.oldest_stop().is_none());
+}
