@@ -15,8 +15,9 @@ use k8s_openapi::api::batch::v1::CronJob;
 use kube::runtime::events::Reporter;
 use kube::{Client, Config};
 use serde_json::json;
+use shardcron::actor::apply::Report;
 use shardcron::actor::apply::Shared;
-use shardcron::actor::cronjob::{CronJobActor, Report, Update};
+use shardcron::actor::cronjob::{CronJobActor, Update};
 use shardcron::kube::gateway::{Gateway, Limits};
 use shardcron::shard::fence::SharedFence;
 use shardcron::telemetry::Metrics;
@@ -164,7 +165,7 @@ fn main() {
             Limits::default(),
             Reporter { controller: "bench".into(), instance: None },
             metrics.clone(),
-            SharedFence::new(Duration::from_secs(10)),
+            Arc::new(SharedFence::new(Duration::from_secs(10))),
         );
         let armed = Arc::new(AtomicUsize::new(0));
         let shared = Arc::new(Shared {

@@ -9,8 +9,14 @@
 //! - [`telemetry`]: metrics, health endpoints, logs.
 //! - [`cli`]: the `shardcron` command line.
 //! - [`memory`]: handing the memory of list bursts back to the OS.
+//! - [`boot_clock`]: the clock that counts a paused VM (the fence's).
+//!
+//! Layers import only downwards: schedule < reconcile < kube < actor <
+//! shard < cli, with telemetry, memory and boot_clock beside them all
+//! (`tests/layers.rs` checks it).
 
 pub mod actor;
+pub mod boot_clock;
 pub mod cli;
 pub mod kube;
 pub mod memory;

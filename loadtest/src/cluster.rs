@@ -1,14 +1,21 @@
 //! The imperative shell of a run: a local control plane (deploy/local/up),
 //! shardcron replicas as child processes, and their teardown.
 
-use crate::compare::ClientLimits;
 use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
+
+/// The client settings every controller of a comparison gets.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct ClientLimits {
+    pub qps: f64,
+    pub burst: u32,
+}
 
 /// A control plane started by `deploy/local/up`, torn down on `down` (and,
 /// should this process die first, by up's `--watch-pid` watchdog).
@@ -362,6 +369,8 @@ impl Replica {
                 "--replica-id",
                 name,
                 "--metrics-bind-address",
+                "127.0.0.1:0",
+                "--debug-bind-address",
                 "127.0.0.1:0",
             ])
             .arg("--health-probe-bind-address")

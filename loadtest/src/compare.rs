@@ -1,7 +1,7 @@
 //! The comparison driver: one scenario against each controller on a fresh
 //! control plane of the same build, with the same client QPS and burst.
 
-use crate::cluster::{LocalCluster, Replica};
+use crate::cluster::{ClientLimits, LocalCluster, Replica};
 use crate::mix::{self, Mix};
 use crate::observe::{self, JobWatch, Observation, Process, Window};
 use crate::{apimetrics, create, report};
@@ -199,13 +199,6 @@ impl FromStr for Variant {
                 }),
         }
     }
-}
-
-/// The client settings every controller of a comparison gets.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub struct ClientLimits {
-    pub qps: f64,
-    pub burst: u32,
 }
 
 /// One controller's run of a scenario.

@@ -17,7 +17,8 @@ mod slots;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
-use compare::{ClientLimits, Mode, Scenario, ScenarioName, Settings, Variant};
+use cluster::ClientLimits;
+use compare::{Mode, Scenario, ScenarioName, Settings, Variant};
 use std::path::PathBuf;
 use std::time::Duration;
 

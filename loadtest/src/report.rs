@@ -1,7 +1,8 @@
 //! The report of a comparison: `report.json`, `report.md` (one table) and
 //! two PNG plots (skew CDF per controller, Jobs per second over time).
 
-use crate::compare::{ClientLimits, Run, Scenario};
+use crate::cluster::ClientLimits;
+use crate::compare::{Run, Scenario};
 use crate::scale::ScaleRun;
 use crate::slots::{SlotSummary, percentile};
 use anyhow::Context;

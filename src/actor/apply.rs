@@ -28,11 +28,21 @@ use tracing::Instrument as _;
 /// decision that keeps asking.
 const MAX_LOOKUP_ROUNDS: usize = 4;
 
+/// What an actor tells the supervisor.
+#[derive(Debug, actix::Message)]
+#[rtype(result = "()")]
+pub enum Report {
+    /// Its first decision is done and its timer armed (readiness).
+    Armed { key: String },
+    /// It has stopped.
+    Stopped { key: String, uid: String },
+}
+
 /// What the actor needs besides its own state.
 pub struct Shared {
     pub gateway: Gateway,
     /// The supervisor's mailbox for the actors' reports (one for all).
-    pub reports: actix::Recipient<super::cronjob::Report>,
+    pub reports: actix::Recipient<Report>,
     pub metrics: Arc<Metrics>,
     pub default_zone: TimeZone,
     /// This replica's id, written on the Jobs it creates ([`CREATED_BY_ANNOTATION`]).

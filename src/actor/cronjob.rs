@@ -8,8 +8,9 @@
 //! change that arrives meanwhile is folded into one more decision after it
 //! (as upstream's work queue does for a key being processed).
 
-use super::apply::{self, Applied, Shared, Snapshot};
+use super::apply::{self, Applied, Report, Shared, Snapshot};
 use super::timer::{self, MAX_SLEEP, Wake};
+use crate::kube::resource_version::is_older;
 use crate::reconcile::{AfterUpdate, CronJobView, JobSummary, Requeue, SpecView, after_update};
 use crate::telemetry::metrics::{OkLabel, SyncLabels};
 use actix::prelude::*;
@@ -34,16 +35,6 @@ pub enum Update {
     JobGone { uid: String },
     /// Finish the decision in flight, if any, then stop.
     Stop,
-}
-
-/// What an actor tells the supervisor.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub enum Report {
-    /// Its first decision is done and its timer armed (readiness).
-    Armed { key: String },
-    /// It has stopped.
-    Stopped { key: String, uid: String },
 }
 
 pub struct CronJobActor {
@@ -96,10 +87,18 @@ impl CronJobActor {
     }
 
     /// Takes in a new version of the CronJob; returns the spec it replaced.
-    /// Our own status write coming back through the watch changes nothing.
+    /// Our own status write coming back through the watch changes nothing,
+    /// and neither does an older version than the one held (a re-list from
+    /// a lagging cache must not move the status, `lastScheduleTime` above
+    /// all, backwards).
     fn absorb(&mut self, cronjob: &CronJob) -> Option<Arc<SpecView>> {
         let version = &cronjob.metadata.resource_version;
         if version.is_some() && *version == self.resource_version {
+            return None;
+        }
+        if let (Some(new), Some(held)) = (version, &self.resource_version)
+            && is_older(new, held)
+        {
             return None;
         }
         let spec = if cronjob.metadata.generation.is_some()

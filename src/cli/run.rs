@@ -47,6 +47,12 @@ pub struct RunArgs {
     /// Where `/healthz` and `/readyz` are served.
     #[arg(long, default_value = "0.0.0.0:8081")]
     health_probe_bind_address: SocketAddr,
+    /// Where `/debug/shards` is served. It can list every tenant's
+    /// CronJobs, so it listens on loopback only unless told otherwise:
+    /// reach it with `kubectl port-forward`, which Kubernetes authorizes
+    /// (`pods/portforward`). Port 0: any free port, logged.
+    #[arg(long, default_value = "127.0.0.1:8082")]
+    debug_bind_address: SocketAddr,
     /// The zone of schedules without `spec.timeZone` (upstream: the
     /// kube-controller-manager process zone).
     #[arg(long, default_value = "UTC")]
@@ -233,6 +239,9 @@ async fn start(
     let health_listener = http::listen(args.health_probe_bind_address)
         .await
         .with_context(|| format!("binding {}", args.health_probe_bind_address))?;
+    let debug_listener = http::listen(args.debug_bind_address)
+        .await
+        .with_context(|| format!("binding {}", args.debug_bind_address))?;
 
     let strategy = args.list_strategy.resolve(&client).await;
     let gateway = Gateway::start(
@@ -246,7 +255,7 @@ async fn start(
             instance: Some(settings.replica_id.clone()),
         },
         metrics.clone(),
-        fence.clone(),
+        Arc::new(fence.clone()),
     );
 
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -286,12 +295,17 @@ async fn start(
     };
     let metrics_addr = metrics_listener.local_addr()?;
     let health_addr = health_listener.local_addr()?;
+    let debug_addr = debug_listener.local_addr()?;
     tokio::spawn(http::serve(
         metrics_listener,
-        http::metrics_router(metrics.clone()).merge(debug::router(supervisor.clone().recipient())),
+        http::metrics_router(metrics.clone()),
     ));
     tokio::spawn(http::serve(health_listener, http::health_router(readiness)));
-    tracing::info!(%metrics_addr, %health_addr, "serving /metrics, /debug/shards, /healthz and /readyz");
+    tokio::spawn(http::serve(
+        debug_listener,
+        debug::router(supervisor.clone().recipient()),
+    ));
+    tracing::info!(%metrics_addr, %health_addr, %debug_addr, "serving /metrics, /healthz and /readyz, /debug/shards");
     {
         let to = supervisor.clone();
         watch::leases(
@@ -299,6 +313,7 @@ async fn start(
             &settings.namespace,
             &settings.selector(),
             metrics.clone(),
+            |lease| lease::observe(&lease),
             move |event| to.send(LeaseWatch(event)).map(drop),
         );
     }

@@ -16,8 +16,6 @@ use super::queue::{FairQueue, Priority};
 use super::rate::TokenBucket;
 use super::retry::{Backoff, Retry};
 use crate::reconcile::{self, ApiError};
-use crate::shard::boot_clock::BootInstant;
-use crate::shard::fence::SharedFence;
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{PriorityLabels, RequestLabels};
 use ::kube::Client;
@@ -153,8 +151,14 @@ struct Inner {
     backoff: Backoff,
     recorder: Recorder,
     metrics: Arc<Metrics>,
-    fence: SharedFence,
+    fence: Arc<dyn WriteFence>,
     events: Arc<EventQueue>,
+}
+
+/// Whether this replica may write now. The shard layer's fence answers
+/// (`shard::fence::SharedFence`); the gateway asks before every request.
+pub trait WriteFence: Send + Sync + 'static {
+    fn may_write(&self) -> bool;
 }
 
 /// A handle on the gateway; cheap to clone, usable from any thread.
@@ -171,7 +175,7 @@ impl Gateway {
         limits: Limits,
         reporter: Reporter,
         metrics: Arc<Metrics>,
-        fence: SharedFence,
+        fence: Arc<dyn WriteFence>,
     ) -> Self {
         let (tickets, queued) = mpsc::unbounded_channel();
         let runtime = Handle::current();
@@ -260,7 +264,7 @@ impl Gateway {
             self.turn(priority, namespace).await?;
             // Checked after the wait, right before sending: the wait may
             // have outlasted the Lease (a freeze, a cut from the API server).
-            if !self.inner.fence.lock().may_act(BootInstant::now()) {
+            if !self.inner.fence.may_write() {
                 return Err(ApiFailure::Fenced);
             }
             // The request's own span: the client layer injects its context

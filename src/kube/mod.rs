@@ -2,8 +2,9 @@
 //! Jobs: the shared [`client`], the watches ([`watch`], the ring's Leases too), the bulk loads of
 //! a rebalance ([`bulk`]) and the write gateway ([`gateway`]) with its pure
 //! parts: the rate limit ([`rate`]), the queue discipline ([`queue`]) and
-//! the retry policy ([`retry`]), and every request's deadline ([`deadline`]). The own Lease is written by
-//! [`crate::shard::lease`].
+//! the retry policy ([`retry`]), every request's deadline ([`deadline`]),
+//! and which of two resourceVersions is older ([`resource_version`]). The
+//! own Lease is written by the shard layer.
 
 pub mod bulk;
 pub mod client;
@@ -12,5 +13,6 @@ pub mod events;
 pub mod gateway;
 pub mod queue;
 pub mod rate;
+pub mod resource_version;
 pub mod retry;
 pub mod watch;

@@ -14,7 +14,6 @@
 //! by default), the initial list is a streaming list with bookmarks.
 
 use crate::reconcile::JobSummary;
-use crate::shard::membership::LeaseObservation;
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::ResourceLabels;
 use ::kube::runtime::WatchStreamExt;
@@ -206,20 +205,25 @@ pub fn jobs<Delivered: Future<Output = ()> + Send>(
 }
 
 /// Watches the Leases of one ring (label selector `selector`) in `namespace`,
-/// as membership observations keyed by Lease name.
-pub fn leases<Delivered: Future<Output = ()> + Send>(
+/// each turned by `observe` into what the caller keeps of it.
+pub fn leases<Observed, Delivered>(
     client: Client,
     namespace: &str,
     selector: &str,
     metrics: Arc<Metrics>,
-    deliver: impl FnMut(Event<(String, LeaseObservation)>) -> Delivered + Send + 'static,
-) -> JoinHandle<()> {
+    observe: fn(Lease) -> Observed,
+    deliver: impl FnMut(Event<Observed>) -> Delivered + Send + 'static,
+) -> JoinHandle<()>
+where
+    Observed: Send + 'static,
+    Delivered: Future<Output = ()> + Send,
+{
     spawn_watch(
         Api::<Lease>::namespaced(client, namespace),
         watcher::Config::default().labels(selector).any_semantic(),
         "leases",
         metrics,
-        |lease| crate::shard::lease::observe(&lease),
+        observe,
         deliver,
     )
 }

@@ -10,7 +10,7 @@
 //! right after a freeze must not let an actor that is still running (and
 //! whose CronJob a peer took over meanwhile) write again.
 
-use super::boot_clock::BootInstant;
+use crate::boot_clock::BootInstant;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -97,6 +97,12 @@ impl Fence {
 /// (which checks it before every request) and the supervisor.
 #[derive(Debug, Clone)]
 pub struct SharedFence(Arc<Mutex<Fence>>);
+
+impl crate::kube::gateway::WriteFence for SharedFence {
+    fn may_write(&self) -> bool {
+        self.lock().may_act(BootInstant::now())
+    }
+}
 
 impl SharedFence {
     pub fn new(renew_deadline: Duration) -> Self {

@@ -12,9 +12,9 @@
 //! acting under one name. Lease writes bypass the gateway: they must not
 //! queue behind Job creates, and they are what keeps the fence open.
 
-use super::boot_clock::BootInstant;
 use super::fence::SharedFence;
 use super::membership::LeaseObservation;
+use crate::boot_clock::BootInstant;
 use ::kube::api::{Api, PostParams};
 use ::kube::{Client, ResourceExt};
 use actix::Recipient;

@@ -9,6 +9,7 @@
 //! Lease (no holder) ends membership at once. Pure: the caller feeds
 //! observations and the monotonic time.
 
+use crate::kube::resource_version::is_older;
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
@@ -47,16 +48,10 @@ pub struct Membership {
 impl Membership {
     /// Records Lease `name` as observed at `now`. A renewal restarts its
     /// expiry; an event that changes nothing (a re-list) does not, nor does
-    /// one older than what was seen (a re-list served from a lagging cache):
-    /// resourceVersions of one object are compared as integers when both
-    /// are, as Kubernetes allows since 1.34.
+    /// one older than what was seen (a re-list served from a lagging cache,
+    /// see [`is_older`]).
     pub fn observe(&mut self, name: &str, lease: LeaseObservation, now: Instant) {
-        let older = |seen: &Seen| {
-            matches!(
-                (seen.lease.renewal.parse::<u64>(), lease.renewal.parse::<u64>()),
-                (Ok(seen), Ok(new)) if new < seen
-            )
-        };
+        let older = |seen: &Seen| is_older(&lease.renewal, &seen.lease.renewal);
         if self.leases.get(name).is_some_and(older) {
             return;
         }

@@ -1,7 +1,7 @@
 //! Horizontal sharding. Pure parts: the consistent-hash ring ([`ring`]),
 //! membership judged on this replica's monotonic clock ([`membership`]),
 //! self-fencing on the own Lease ([`fence`]) judged on the boot clock
-//! ([`boot_clock`], which counts a paused VM), the hand-off rule for owned
+//! ([`crate::boot_clock`], which counts a paused VM), the hand-off rule for owned
 //! keys ([`handoff`]), the protocol that combines them as a state machine
 //! ([`ownership`], proven by a deterministic simulation in its tests), the
 //! Job index ([`jobs`]) and re-list diffs ([`relist`]). Imperative shell:
@@ -9,7 +9,6 @@
 //! protocol and starts, stops and routes to the CronJob actors this replica
 //! owns, and `/debug/shards` ([`debug`]).
 
-pub mod boot_clock;
 pub mod debug;
 pub mod fence;
 pub mod handoff;

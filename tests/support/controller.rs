@@ -68,6 +68,8 @@ pub struct Controller {
     pub log: PathBuf,
     pub health: SocketAddr,
     pub metrics: SocketAddr,
+    /// `/debug/shards`.
+    pub debug: SocketAddr,
     extra_args: Vec<String>,
     starts: u32,
 }
@@ -114,6 +116,7 @@ impl Controller {
             kubeconfig,
             health: free_port(),
             metrics: free_port(),
+            debug: free_port(),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             starts: 0,
         }
@@ -159,7 +162,7 @@ impl Controller {
 
     /// `/debug/shards?keys=true`, if the process answers.
     pub fn shards(&self) -> Option<shardcron::shard::debug::ShardReport> {
-        match http_get(self.metrics, "/debug/shards?keys=true") {
+        match http_get(self.debug, "/debug/shards?keys=true") {
             Ok((200, body)) => serde_json::from_str(&body).ok(),
             _ => None,
         }
@@ -181,6 +184,7 @@ impl Controller {
             .args(["--shard-ring-name", &self.ring])
             .arg(format!("--metrics-bind-address={}", self.metrics))
             .arg(format!("--health-probe-bind-address={}", self.health))
+            .arg(format!("--debug-bind-address={}", self.debug))
             .args(&self.extra_args)
             .env("RUST_LOG", "info,shardcron=debug")
             .env("NO_COLOR", "1")

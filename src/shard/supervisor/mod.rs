@@ -12,89 +12,45 @@
 //! of both CronJobs and Jobs are complete, as upstream waits for its
 //! informers' caches. Events of CronJobs the ring gives to others are
 //! dropped, so memory follows the owned share.
+//!
+//! [`intake`] turns the watches into inputs and routes; [`load`] runs the
+//! bulk loads of gained keys.
 
-use super::boot_clock::BootInstant;
+mod intake;
+mod load;
+
+pub use intake::{CronJobWatch, JobWatch, LeaseWatch};
+
 use super::debug::{DebugShards, ShardReport};
 use super::fence::{FenceState, SharedFence};
-use super::jobs::{JobIndex, JobRoute};
+use super::jobs::JobIndex;
 use super::lease::{Keeper, KeeperReport};
-use super::membership::LeaseObservation;
 use super::ownership::{self, Command, Input, Ownership};
 use super::relist::Relist;
 use super::ring::Ring;
-use crate::actor::apply::Shared;
-use crate::actor::cronjob::{CronJobActor, Report, Update};
-use crate::kube::bulk::{self, LoadCounts, Loaded};
-use crate::kube::watch::JobFacts;
+use crate::actor::apply::{Report, Shared};
+use crate::actor::cronjob::{CronJobActor, Update};
+use crate::boot_clock::BootInstant;
 use crate::telemetry::http::Readiness;
 use crate::telemetry::metrics::{MoveDirection, MovedLabels, OwnedLabels, OwnedState};
 use ::kube::Client;
-use ::kube::runtime::watcher::Event;
 use actix::prelude::*;
-use futures::FutureExt as _;
+use intake::ScopeState;
 use k8s_openapi::api::batch::v1::CronJob;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tracing::Instrument as _;
 
 /// How long a graceful stop waits for decisions in flight.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 /// How often membership is re-judged (Leases expire without an event).
 const TICK: Duration = Duration::from_secs(1);
 
-/// An event of the CronJob watch of scope number `scope`.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct CronJobWatch {
-    pub scope: usize,
-    pub event: Event<CronJob>,
-}
-
-/// An event of the Job watch of scope number `scope`.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct JobWatch {
-    pub scope: usize,
-    pub event: Event<JobFacts>,
-}
-
-/// An event of the ring's Lease watch.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct LeaseWatch(pub Event<(String, LeaseObservation)>);
-
 /// SIGTERM: stop every actor (letting decisions in flight finish), release
 /// the Lease, then end the process.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct Shutdown;
-
-/// A page of a bulk load.
-#[derive(Message)]
-#[rtype(result = "()")]
-struct LoadPage(Loaded);
-
-/// A bulk load finished.
-#[derive(Message)]
-#[rtype(result = "()")]
-struct LoadDone(Result<LoadCounts, bulk::LoadError>);
-
-/// Where one watched scope (a namespace, or all) stands.
-#[derive(Default)]
-struct ScopeState {
-    namespace: Option<String>,
-    cronjobs_listed: bool,
-    jobs_listed: bool,
-    cronjobs: Relist<String>,
-    jobs: Relist<String>,
-}
-
-impl ScopeState {
-    fn covers(&self, namespace: &str) -> bool {
-        self.namespace.as_deref().is_none_or(|n| n == namespace)
-    }
-}
 
 /// What the supervisor needs to take part in the ring.
 pub struct ShardSetup {
@@ -142,13 +98,7 @@ impl Supervisor {
             shared,
             arbiters,
             next_arbiter: 0,
-            scopes: scopes
-                .into_iter()
-                .map(|namespace| ScopeState {
-                    namespace,
-                    ..ScopeState::default()
-                })
-                .collect(),
+            scopes: scopes.into_iter().map(ScopeState::new).collect(),
             leases: Relist::default(),
             setup,
             actors: HashMap::new(),
@@ -282,80 +232,6 @@ impl Supervisor {
             .retain_owners(|namespace, name| ownership.owns(namespace, name));
     }
 
-    fn on_cronjob(&mut self, cronjob: CronJob, now: Instant, ctx: &mut Context<Self>) {
-        let key = Self::key_of(&cronjob);
-        let uid = cronjob.metadata.uid.clone().unwrap_or_default();
-        if self.ownership.has(&key, &uid) {
-            if let Some(running) = self.actors.get(&key) {
-                running.addr.do_send(Update::CronJob(Box::new(cronjob)));
-            }
-            return;
-        }
-        self.step(Input::CronJobSeen { key, uid }, now, ctx, Some(cronjob));
-    }
-
-    fn on_cronjob_deleted(&mut self, cronjob: &CronJob, now: Instant, ctx: &mut Context<Self>) {
-        if self.ownership.loads_in_flight() > 0
-            && let Some(uid) = &cronjob.metadata.uid
-        {
-            self.tombstones.insert(uid.clone());
-        }
-        let key = Self::key_of(cronjob);
-        self.step(Input::CronJobGone { key }, now, ctx, None);
-    }
-
-    fn on_job(&mut self, mut job: JobFacts, relisted: bool) {
-        if let Some(owner) = &job.owner_name
-            && !self.ownership.owns(&job.namespace, owner)
-        {
-            // Not ours: forget it (withdrawing it from an actor that had it).
-            job.owner_uid = None;
-            job.owner_name = None;
-        }
-        let keys = &self.keys_by_uid;
-        for route in self.jobs.apply(job, |owner| keys.contains_key(owner)) {
-            self.send(route, relisted);
-        }
-    }
-
-    fn on_job_deleted(&mut self, uid: &str) {
-        if self.ownership.loads_in_flight() > 0 {
-            self.tombstones.insert(uid.to_owned());
-        }
-        let keys = &self.keys_by_uid;
-        if let Some(route) = self.jobs.delete(uid, |owner| keys.contains_key(owner)) {
-            self.send(route, false);
-        }
-    }
-
-    fn send(&self, route: JobRoute, relisted: bool) {
-        let (owner_uid, update) = match route {
-            JobRoute::Deliver { owner_uid, job } => (owner_uid, Update::Job { job, relisted }),
-            JobRoute::Withdraw { owner_uid, job_uid } => {
-                (owner_uid, Update::JobGone { uid: job_uid })
-            }
-        };
-        if let Some(running) = self
-            .keys_by_uid
-            .get(&owner_uid)
-            .and_then(|key| self.actors.get(key))
-        {
-            running.addr.do_send(update);
-        }
-    }
-
-    /// Once every scope has listed both kinds, the protocol may start actors.
-    fn maybe_sync(&mut self, now: Instant, ctx: &mut Context<Self>) {
-        if self
-            .scopes
-            .iter()
-            .all(|s| s.cronjobs_listed && s.jobs_listed)
-        {
-            tracing::info!(owned = self.actors.len(), "initial lists synced");
-            self.step(Input::ListsSynced, now, ctx, None);
-        }
-    }
-
     fn update_gauges(&self) {
         let metrics = &self.shared.metrics;
         let (owned, waiting) = self.ownership.counts();
@@ -389,40 +265,6 @@ impl Supervisor {
             .set(i64::from(fence == FenceState::Valid));
         self.step(Input::Tick { fence }, now, ctx, None);
     }
-
-    /// Loads, in bulk, the CronJobs owned under `target` but not under
-    /// `previous` (all owned if `None`).
-    fn load(&mut self, target: Arc<Ring>, previous: Option<Arc<Ring>>, ctx: &mut Context<Self>) {
-        let me = self.setup.me.clone();
-        let client = self.setup.client.clone();
-        let namespaces: Vec<Option<String>> =
-            self.scopes.iter().map(|s| s.namespace.clone()).collect();
-        let to = ctx.address();
-        let span = tracing::info_span!(
-            "shard.load",
-            shard.cronjobs_gained = tracing::field::Empty,
-            shard.jobs_gained = tracing::field::Empty,
-        );
-        tokio::spawn(
-            async move {
-                let gained = |namespace: &str, name: &str| {
-                    target.owner(namespace, name) == Some(me.as_str())
-                        && previous
-                            .as_ref()
-                            .is_none_or(|p| p.owner(namespace, name) != Some(me.as_str()))
-                };
-                let deliver = |page| to.send(LoadPage(page)).map(drop);
-                let result = bulk::load(client, &namespaces, gained, deliver).await;
-                if let Ok(counts) = &result {
-                    let span = tracing::Span::current();
-                    span.record("shard.cronjobs_gained", counts.cronjobs);
-                    span.record("shard.jobs_gained", counts.jobs);
-                }
-                to.do_send(LoadDone(result));
-            }
-            .instrument(span),
-        );
-    }
 }
 
 impl Actor for Supervisor {
@@ -432,161 +274,6 @@ impl Actor for Supervisor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.run_interval(TICK, |supervisor, ctx| supervisor.tick(ctx));
-    }
-}
-
-impl Handler<CronJobWatch> for Supervisor {
-    type Result = ();
-
-    fn handle(&mut self, message: CronJobWatch, ctx: &mut Self::Context) {
-        let now = Instant::now();
-        let scope = message.scope;
-        match message.event {
-            Event::Apply(cronjob) => self.on_cronjob(cronjob, now, ctx),
-            Event::Delete(cronjob) => self.on_cronjob_deleted(&cronjob, now, ctx),
-            Event::Init => self.scopes[scope].cronjobs.begin(),
-            Event::InitApply(cronjob) => {
-                self.scopes[scope].cronjobs.saw(&Self::key_of(&cronjob));
-                self.on_cronjob(cronjob, now, ctx);
-            }
-            Event::InitDone => {
-                let in_scope = &self.scopes[scope];
-                let known: Vec<&String> = self
-                    .actors
-                    .keys()
-                    .filter(|key| in_scope.covers(ownership::split_key(key).0))
-                    .collect();
-                let gone = self.scopes[scope].cronjobs.finish(known);
-                for key in gone {
-                    self.step(Input::CronJobGone { key }, now, ctx, None);
-                }
-                self.scopes[scope].cronjobs_listed = true;
-                self.maybe_sync(now, ctx);
-                crate::memory::release_free_pages();
-            }
-        }
-    }
-}
-
-impl Handler<JobWatch> for Supervisor {
-    type Result = ();
-
-    fn handle(&mut self, message: JobWatch, ctx: &mut Self::Context) {
-        let scope = message.scope;
-        match message.event {
-            Event::Apply(job) => self.on_job(job, false),
-            Event::Delete(job) => self.on_job_deleted(&job.uid),
-            Event::Init => self.scopes[scope].jobs.begin(),
-            Event::InitApply(job) => {
-                self.scopes[scope].jobs.saw(&job.uid);
-                self.on_job(job, true);
-            }
-            Event::InitDone => {
-                let ScopeState {
-                    namespace, jobs, ..
-                } = &mut self.scopes[scope];
-                let known = self
-                    .jobs
-                    .uids_in(|ns| namespace.as_deref().is_none_or(|n| n == ns));
-                let gone = jobs.finish(known);
-                for uid in gone {
-                    self.on_job_deleted(&uid);
-                }
-                self.scopes[scope].jobs_listed = true;
-                self.maybe_sync(Instant::now(), ctx);
-                crate::memory::release_free_pages();
-            }
-        }
-    }
-}
-
-impl Handler<LeaseWatch> for Supervisor {
-    type Result = ();
-
-    fn handle(&mut self, LeaseWatch(event): LeaseWatch, ctx: &mut Self::Context) {
-        let now = Instant::now();
-        let inputs = match event {
-            Event::Apply((name, lease)) => vec![Input::LeaseSeen { name, lease }],
-            Event::Delete((name, _)) => vec![Input::LeaseDeleted { name }],
-            Event::Init => {
-                self.leases.begin();
-                vec![]
-            }
-            Event::InitApply((name, lease)) => {
-                self.leases.saw(&name);
-                vec![Input::LeaseSeen { name, lease }]
-            }
-            Event::InitDone => {
-                let known = self.ownership.lease_names();
-                let gone = self.leases.finish(&known);
-                gone.into_iter()
-                    .map(|name| Input::LeaseDeleted { name })
-                    .chain([Input::LeasesListed])
-                    .collect()
-            }
-        };
-        for input in inputs {
-            self.step(input, now, ctx, None);
-        }
-        self.tick(ctx);
-    }
-}
-
-impl Handler<LoadPage> for Supervisor {
-    type Result = ();
-
-    /// The CronJobs' pages come first, the Jobs' after. No actor starts
-    /// before the whole load is done (the protocol waits for every load),
-    /// so a Job routed to an actor that already exists counts as much as
-    /// one claimed when it is spawned. What the watch delivered meanwhile
-    /// is newer or as new: it wins.
-    fn handle(&mut self, LoadPage(page): LoadPage, ctx: &mut Self::Context) {
-        let now = Instant::now();
-        for cronjob in page.cronjobs {
-            let uid = cronjob.metadata.uid.as_deref().unwrap_or_default();
-            if !self.tombstones.contains(uid) && !self.actors.contains_key(&Self::key_of(&cronjob))
-            {
-                self.on_cronjob(cronjob, now, ctx);
-            }
-        }
-        for job in page.jobs {
-            if !self.tombstones.contains(&job.uid) && !self.jobs.knows(&job.uid) {
-                self.on_job(job, false);
-            }
-        }
-    }
-}
-
-impl Handler<LoadDone> for Supervisor {
-    type Result = ();
-
-    fn handle(&mut self, LoadDone(result): LoadDone, ctx: &mut Self::Context) {
-        let ok = match result {
-            Ok(counts) => {
-                tracing::info!(
-                    cronjobs = counts.cronjobs,
-                    jobs = counts.jobs,
-                    "loaded gained CronJobs"
-                );
-                self.shared
-                    .metrics
-                    .keys_moved
-                    .get_or_create(&MovedLabels {
-                        direction: MoveDirection::Gained,
-                    })
-                    .inc_by(counts.cronjobs as u64);
-                true
-            }
-            Err(error) => {
-                tracing::warn!(%error, "bulk load of gained CronJobs failed; retrying");
-                false
-            }
-        };
-        self.step(Input::LoadDone { ok }, Instant::now(), ctx, None);
-        if self.ownership.loads_in_flight() == 0 {
-            self.tombstones.clear();
-            crate::memory::release_free_pages();
-        }
     }
 }
 

@@ -1,0 +1,234 @@
+//! What the watches tell the supervisor: CronJobs become inputs of the
+//! ownership protocol (and updates of their actors), Jobs are routed to the
+//! actor of the CronJob that controls them, Leases feed the membership.
+//! Each watched scope's re-lists are diffed ([`super::super::relist`]) so
+//! that what disappeared while a watch was away counts as deleted.
+
+use super::Supervisor;
+use crate::actor::cronjob::Update;
+use crate::kube::watch::JobFacts;
+use crate::shard::jobs::JobRoute;
+use crate::shard::membership::LeaseObservation;
+use crate::shard::ownership::{self, Input};
+use crate::shard::relist::Relist;
+use ::kube::runtime::watcher::Event;
+use actix::prelude::*;
+use k8s_openapi::api::batch::v1::CronJob;
+use std::time::Instant;
+
+/// An event of the CronJob watch of scope number `scope`.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct CronJobWatch {
+    pub scope: usize,
+    pub event: Event<CronJob>,
+}
+
+/// An event of the Job watch of scope number `scope`.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct JobWatch {
+    pub scope: usize,
+    pub event: Event<JobFacts>,
+}
+
+/// An event of the ring's Lease watch.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct LeaseWatch(pub Event<(String, LeaseObservation)>);
+
+/// Where one watched scope (a namespace, or all) stands.
+#[derive(Default)]
+pub(super) struct ScopeState {
+    pub(super) namespace: Option<String>,
+    cronjobs_listed: bool,
+    jobs_listed: bool,
+    cronjobs: Relist<String>,
+    jobs: Relist<String>,
+}
+
+impl ScopeState {
+    pub(super) fn new(namespace: Option<String>) -> Self {
+        Self {
+            namespace,
+            ..Self::default()
+        }
+    }
+
+    fn covers(&self, namespace: &str) -> bool {
+        self.namespace.as_deref().is_none_or(|n| n == namespace)
+    }
+}
+
+impl Supervisor {
+    pub(super) fn on_cronjob(&mut self, cronjob: CronJob, now: Instant, ctx: &mut Context<Self>) {
+        let key = Self::key_of(&cronjob);
+        let uid = cronjob.metadata.uid.clone().unwrap_or_default();
+        if self.ownership.has(&key, &uid) {
+            if let Some(running) = self.actors.get(&key) {
+                running.addr.do_send(Update::CronJob(Box::new(cronjob)));
+            }
+            return;
+        }
+        self.step(Input::CronJobSeen { key, uid }, now, ctx, Some(cronjob));
+    }
+
+    fn on_cronjob_deleted(&mut self, cronjob: &CronJob, now: Instant, ctx: &mut Context<Self>) {
+        if self.ownership.loads_in_flight() > 0
+            && let Some(uid) = &cronjob.metadata.uid
+        {
+            self.tombstones.insert(uid.clone());
+        }
+        let key = Self::key_of(cronjob);
+        self.step(Input::CronJobGone { key }, now, ctx, None);
+    }
+
+    pub(super) fn on_job(&mut self, mut job: JobFacts, relisted: bool) {
+        if let Some(owner) = &job.owner_name
+            && !self.ownership.owns(&job.namespace, owner)
+        {
+            // Not ours: forget it (withdrawing it from an actor that had it).
+            job.owner_uid = None;
+            job.owner_name = None;
+        }
+        let keys = &self.keys_by_uid;
+        for route in self.jobs.apply(job, |owner| keys.contains_key(owner)) {
+            self.send(route, relisted);
+        }
+    }
+
+    fn on_job_deleted(&mut self, uid: &str) {
+        if self.ownership.loads_in_flight() > 0 {
+            self.tombstones.insert(uid.to_owned());
+        }
+        let keys = &self.keys_by_uid;
+        if let Some(route) = self.jobs.delete(uid, |owner| keys.contains_key(owner)) {
+            self.send(route, false);
+        }
+    }
+
+    fn send(&self, route: JobRoute, relisted: bool) {
+        let (owner_uid, update) = match route {
+            JobRoute::Deliver { owner_uid, job } => (owner_uid, Update::Job { job, relisted }),
+            JobRoute::Withdraw { owner_uid, job_uid } => {
+                (owner_uid, Update::JobGone { uid: job_uid })
+            }
+        };
+        if let Some(running) = self
+            .keys_by_uid
+            .get(&owner_uid)
+            .and_then(|key| self.actors.get(key))
+        {
+            running.addr.do_send(update);
+        }
+    }
+
+    /// Once every scope has listed both kinds, the protocol may start actors.
+    fn maybe_sync(&mut self, now: Instant, ctx: &mut Context<Self>) {
+        if self
+            .scopes
+            .iter()
+            .all(|s| s.cronjobs_listed && s.jobs_listed)
+        {
+            tracing::info!(owned = self.actors.len(), "initial lists synced");
+            self.step(Input::ListsSynced, now, ctx, None);
+        }
+    }
+}
+
+impl Handler<CronJobWatch> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, message: CronJobWatch, ctx: &mut Self::Context) {
+        let now = Instant::now();
+        let scope = message.scope;
+        match message.event {
+            Event::Apply(cronjob) => self.on_cronjob(cronjob, now, ctx),
+            Event::Delete(cronjob) => self.on_cronjob_deleted(&cronjob, now, ctx),
+            Event::Init => self.scopes[scope].cronjobs.begin(),
+            Event::InitApply(cronjob) => {
+                self.scopes[scope].cronjobs.saw(&Self::key_of(&cronjob));
+                self.on_cronjob(cronjob, now, ctx);
+            }
+            Event::InitDone => {
+                let in_scope = &self.scopes[scope];
+                let known: Vec<&String> = self
+                    .actors
+                    .keys()
+                    .filter(|key| in_scope.covers(ownership::split_key(key).0))
+                    .collect();
+                let gone = self.scopes[scope].cronjobs.finish(known);
+                for key in gone {
+                    self.step(Input::CronJobGone { key }, now, ctx, None);
+                }
+                self.scopes[scope].cronjobs_listed = true;
+                self.maybe_sync(now, ctx);
+                crate::memory::release_free_pages();
+            }
+        }
+    }
+}
+
+impl Handler<JobWatch> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, message: JobWatch, ctx: &mut Self::Context) {
+        let scope = message.scope;
+        match message.event {
+            Event::Apply(job) => self.on_job(job, false),
+            Event::Delete(job) => self.on_job_deleted(&job.uid),
+            Event::Init => self.scopes[scope].jobs.begin(),
+            Event::InitApply(job) => {
+                self.scopes[scope].jobs.saw(&job.uid);
+                self.on_job(job, true);
+            }
+            Event::InitDone => {
+                let ScopeState {
+                    namespace, jobs, ..
+                } = &mut self.scopes[scope];
+                let known = self
+                    .jobs
+                    .uids_in(|ns| namespace.as_deref().is_none_or(|n| n == ns));
+                let gone = jobs.finish(known);
+                for uid in gone {
+                    self.on_job_deleted(&uid);
+                }
+                self.scopes[scope].jobs_listed = true;
+                self.maybe_sync(Instant::now(), ctx);
+                crate::memory::release_free_pages();
+            }
+        }
+    }
+}
+
+impl Handler<LeaseWatch> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, LeaseWatch(event): LeaseWatch, ctx: &mut Self::Context) {
+        let now = Instant::now();
+        let inputs = match event {
+            Event::Apply((name, lease)) => vec![Input::LeaseSeen { name, lease }],
+            Event::Delete((name, _)) => vec![Input::LeaseDeleted { name }],
+            Event::Init => {
+                self.leases.begin();
+                vec![]
+            }
+            Event::InitApply((name, lease)) => {
+                self.leases.saw(&name);
+                vec![Input::LeaseSeen { name, lease }]
+            }
+            Event::InitDone => {
+                let known = self.ownership.lease_names();
+                let gone = self.leases.finish(&known);
+                gone.into_iter()
+                    .map(|name| Input::LeaseDeleted { name })
+                    .chain([Input::LeasesListed])
+                    .collect()
+            }
+        };
+        for input in inputs {
+            self.step(input, now, ctx, None);
+        }
+        self.tick(ctx);
+    }
+}

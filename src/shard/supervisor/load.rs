@@ -1,0 +1,123 @@
+//! Bulk loads of gained CronJobs (and their Jobs) when the ring changes:
+//! the pages stream into the supervisor; the protocol hears when a load is
+//! done, and starts no actor before every load is.
+
+use super::Supervisor;
+use crate::kube::bulk::{self, LoadCounts, Loaded};
+use crate::shard::ownership::Input;
+use crate::shard::ring::Ring;
+use crate::telemetry::metrics::{MoveDirection, MovedLabels};
+use actix::prelude::*;
+use futures::FutureExt as _;
+use std::sync::Arc;
+use std::time::Instant;
+use tracing::Instrument as _;
+
+/// A page of a bulk load.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct LoadPage(Loaded);
+
+/// A bulk load finished.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct LoadDone(Result<LoadCounts, bulk::LoadError>);
+
+impl Supervisor {
+    /// Loads, in bulk, the CronJobs owned under `target` but not under
+    /// `previous` (all owned if `None`).
+    pub(super) fn load(
+        &mut self,
+        target: Arc<Ring>,
+        previous: Option<Arc<Ring>>,
+        ctx: &mut Context<Self>,
+    ) {
+        let me = self.setup.me.clone();
+        let client = self.setup.client.clone();
+        let namespaces: Vec<Option<String>> =
+            self.scopes.iter().map(|s| s.namespace.clone()).collect();
+        let to = ctx.address();
+        let span = tracing::info_span!(
+            "shard.load",
+            shard.cronjobs_gained = tracing::field::Empty,
+            shard.jobs_gained = tracing::field::Empty,
+        );
+        tokio::spawn(
+            async move {
+                let gained = |namespace: &str, name: &str| {
+                    target.owner(namespace, name) == Some(me.as_str())
+                        && previous
+                            .as_ref()
+                            .is_none_or(|p| p.owner(namespace, name) != Some(me.as_str()))
+                };
+                let deliver = |page| to.send(LoadPage(page)).map(drop);
+                let result = bulk::load(client, &namespaces, gained, deliver).await;
+                if let Ok(counts) = &result {
+                    let span = tracing::Span::current();
+                    span.record("shard.cronjobs_gained", counts.cronjobs);
+                    span.record("shard.jobs_gained", counts.jobs);
+                }
+                to.do_send(LoadDone(result));
+            }
+            .instrument(span),
+        );
+    }
+}
+
+impl Handler<LoadPage> for Supervisor {
+    type Result = ();
+
+    /// The CronJobs' pages come first, the Jobs' after. No actor starts
+    /// before the whole load is done (the protocol waits for every load),
+    /// so a Job routed to an actor that already exists counts as much as
+    /// one claimed when it is spawned. What the watch delivered meanwhile
+    /// is newer or as new: it wins.
+    fn handle(&mut self, LoadPage(page): LoadPage, ctx: &mut Self::Context) {
+        let now = Instant::now();
+        for cronjob in page.cronjobs {
+            let uid = cronjob.metadata.uid.as_deref().unwrap_or_default();
+            if !self.tombstones.contains(uid) && !self.actors.contains_key(&Self::key_of(&cronjob))
+            {
+                self.on_cronjob(cronjob, now, ctx);
+            }
+        }
+        for job in page.jobs {
+            if !self.tombstones.contains(&job.uid) && !self.jobs.knows(&job.uid) {
+                self.on_job(job, false);
+            }
+        }
+    }
+}
+
+impl Handler<LoadDone> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, LoadDone(result): LoadDone, ctx: &mut Self::Context) {
+        let ok = match result {
+            Ok(counts) => {
+                tracing::info!(
+                    cronjobs = counts.cronjobs,
+                    jobs = counts.jobs,
+                    "loaded gained CronJobs"
+                );
+                self.shared
+                    .metrics
+                    .keys_moved
+                    .get_or_create(&MovedLabels {
+                        direction: MoveDirection::Gained,
+                    })
+                    .inc_by(counts.cronjobs as u64);
+                true
+            }
+            Err(error) => {
+                tracing::warn!(%error, "bulk load of gained CronJobs failed; retrying");
+                false
+            }
+        };
+        self.step(Input::LoadDone { ok }, Instant::now(), ctx, None);
+        if self.ownership.loads_in_flight() == 0 {
+            self.tombstones.clear();
+            crate::memory::release_free_pages();
+        }
+    }
+}

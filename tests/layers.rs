@@ -1,0 +1,190 @@
+//! The architecture as a test: the crate's layers import only downwards
+//! (schedule < reconcile < kube < actor < shard < cli; telemetry, memory and
+//! boot_clock beside them all), and no two modules of src/ or loadtest/src
+//! import each other, directly or through others. Reads the sources; no
+//! cluster needed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const LAYERS: [&str; 6] = ["schedule", "reconcile", "kube", "actor", "shard", "cli"];
+const BESIDE: [&str; 3] = ["telemetry", "memory", "boot_clock"];
+
+/// Module path (`shard::ownership`) -> the modules it refers to.
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read a source folder") {
+        let path = entry.expect("a folder entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn module_of(root: &Path, file: &Path) -> Vec<String> {
+    let relative = file.strip_prefix(root).expect("under the root");
+    let mut parts: Vec<String> = relative
+        .with_extension("")
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The code of a file without comments and without its unit tests.
+fn code(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests") {
+        Some(end) => &text[..end],
+        None => text,
+    };
+    text.lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The identifiers of a path starting at `at` in `code` (`a::b::C`).
+fn path_at(code: &str, at: usize) -> Vec<&str> {
+    let rest = &code[at..];
+    let end = rest
+        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+        .unwrap_or(rest.len());
+    rest[..end].split("::").filter(|s| !s.is_empty()).collect()
+}
+
+/// The longest prefix of `path` that is a module of `modules`.
+fn resolve(modules: &BTreeSet<String>, path: &[&str]) -> Option<String> {
+    (1..=path.len())
+        .rev()
+        .map(|n| path[..n].join("::"))
+        .find(|candidate| modules.contains(candidate))
+}
+
+fn graph(root: &Path) -> Graph {
+    let mut files = Vec::new();
+    rust_files(root, &mut files);
+    files.retain(|f| {
+        // Unit-test files are tests, not architecture.
+        !f.components().any(|c| c.as_os_str() == "tests")
+            && f.file_name().is_some_and(|n| n != "tests.rs")
+    });
+    let modules: BTreeSet<String> = files
+        .iter()
+        .map(|f| module_of(root, f).join("::"))
+        .collect();
+    let mut graph = Graph::new();
+    for file in &files {
+        let module = module_of(root, file);
+        let name = module.join("::");
+        let text = code(&std::fs::read_to_string(file).expect("read a source file"));
+        let mut refers = BTreeSet::new();
+        for (at, _) in text.match_indices("crate::") {
+            let path = path_at(&text, at + "crate::".len());
+            if let Some(target) = resolve(&modules, &path) {
+                refers.insert(target);
+            }
+        }
+        for (at, _) in text.match_indices("super::") {
+            let preceded_by_path = text[..at].ends_with("::");
+            if preceded_by_path {
+                continue;
+            }
+            let mut path: Vec<&str> = module[..module.len().saturating_sub(1)]
+                .iter()
+                .map(String::as_str)
+                .collect();
+            path.extend(path_at(&text, at + "super::".len()));
+            if let Some(target) = resolve(&modules, &path) {
+                refers.insert(target);
+            }
+        }
+        refers.remove(&name);
+        // A module may name its ancestors (their re-exports, their docs).
+        refers.retain(|target| !name.starts_with(&format!("{target}::")) && !target.is_empty());
+        graph.insert(name, refers);
+    }
+    graph
+}
+
+/// A cycle through `from`, if any, as the list of modules on it.
+fn cycle(graph: &Graph) -> Option<Vec<String>> {
+    fn visit(
+        graph: &Graph,
+        node: &str,
+        stack: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = stack.iter().position(|n| n == node) {
+            let mut found = stack[at..].to_vec();
+            found.push(node.to_owned());
+            return Some(found);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        stack.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(found) = visit(graph, next, stack, done) {
+                return Some(found);
+            }
+        }
+        stack.pop();
+        done.insert(node.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|node| visit(graph, node, &mut Vec::new(), &mut done))
+}
+
+fn top(module: &str) -> &str {
+    module.split("::").next().unwrap_or(module)
+}
+
+#[test]
+fn layers_import_only_downwards() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = graph(&root);
+    assert!(graph.contains_key("shard::ownership"), "{graph:?}");
+    let mut wrong = Vec::new();
+    for (from, targets) in &graph {
+        for to in targets {
+            let (a, b) = (top(from), top(to));
+            if a == b || BESIDE.contains(&b) {
+                continue;
+            }
+            let layer = |m| LAYERS.iter().position(|l| *l == m);
+            let allowed = match (layer(a), layer(b)) {
+                (Some(from), Some(to)) => from > to,
+                // Beside the layers: may use each other, nothing else.
+                _ => false,
+            };
+            if !allowed {
+                wrong.push(format!("{from} -> {to}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "imports against the layers: {wrong:#?}");
+}
+
+#[test]
+fn no_two_modules_import_each_other() {
+    for folder in ["src", "loadtest/src"] {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
+        let graph = graph(&root);
+        assert!(graph.len() > 5, "{folder}: {graph:?}");
+        if let Some(found) = cycle(&graph) {
+            panic!("{folder}: an import cycle: {}", found.join(" -> "));
+        }
+    }
+}
