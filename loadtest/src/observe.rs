@@ -12,12 +12,11 @@ use kube::api::{Api, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde::{Deserialize, Serialize};
+use shardcron::actor::apply::CREATED_BY_ANNOTATION;
+use shardcron::reconcile::SCHEDULED_TIMESTAMP_ANNOTATION;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-pub const SCHEDULED_ANNOTATION: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
-const CREATED_BY_ANNOTATION: &str = "shardcron.io/created-by";
 
 /// A process whose CPU and memory a run reports.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -142,7 +141,10 @@ fn job_seen(job: &Job, prefix: &str, seen_ms: i64) -> Option<JobSeen> {
         .iter()
         .find(|o| o.controller == Some(true) && o.kind == "CronJob")?;
     let annotations = job.metadata.annotations.as_ref()?;
-    let scheduled: jiff::Timestamp = annotations.get(SCHEDULED_ANNOTATION)?.parse().ok()?;
+    let scheduled: jiff::Timestamp = annotations
+        .get(SCHEDULED_TIMESTAMP_ANNOTATION)?
+        .parse()
+        .ok()?;
     Some(JobSeen {
         namespace: namespace.to_owned(),
         cronjob: cronjob.name.clone(),

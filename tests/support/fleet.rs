@@ -7,17 +7,18 @@
 use super::cluster::{Cluster, TestNamespace};
 use super::controller::Controller;
 use super::eventually;
-use super::scenario::{SCHEDULED_ANNOTATION, cronjob, name_of, scheduled_time};
+use super::scenario::{cronjob, name_of, scheduled_time};
 use jiff::{Timestamp, ToSpan};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
+use shardcron::actor::apply::CREATED_BY_ANNOTATION;
+use shardcron::reconcile::SCHEDULED_TIMESTAMP_ANNOTATION;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-pub const CREATED_BY: &str = "shardcron.io/created-by";
 /// The Lease duration (the default) and the bound on a takeover.
 pub const LEASE: Duration = Duration::from_secs(15);
 
@@ -175,7 +176,7 @@ impl Fleet {
         let mut slots = Vec::new();
         for job in &jobs.items {
             let annotations = job.metadata.annotations.clone().unwrap_or_default();
-            if !annotations.contains_key(SCHEDULED_ANNOTATION) {
+            if !annotations.contains_key(SCHEDULED_TIMESTAMP_ANNOTATION) {
                 continue;
             }
             let name = name_of(job);
@@ -196,7 +197,10 @@ impl Fleet {
                     .as_ref()
                     .map(|t| t.0)
                     .expect("creationTimestamp"),
-                created_by: annotations.get(CREATED_BY).cloned().unwrap_or_default(),
+                created_by: annotations
+                    .get(CREATED_BY_ANNOTATION)
+                    .cloned()
+                    .unwrap_or_default(),
             });
         }
         slots

@@ -8,9 +8,9 @@ use k8s_openapi::api::core::v1::Event;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use shardcron::reconcile::SCHEDULED_TIMESTAMP_ANNOTATION;
 use std::time::Duration;
 
-pub const SCHEDULED_ANNOTATION: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
 /// Enough for the next minute boundary, the create, and slack for a busy machine.
 pub const ONE_SLOT: Duration = Duration::from_secs(100);
 pub const TWO_SLOTS: Duration = Duration::from_secs(160);
@@ -159,7 +159,7 @@ pub fn scheduled_time(job: &Job) -> jiff::Timestamp {
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(SCHEDULED_ANNOTATION))
+        .and_then(|a| a.get(SCHEDULED_TIMESTAMP_ANNOTATION))
         .expect("the scheduled-timestamp annotation");
     text.parse()
         .unwrap_or_else(|e| panic!("annotation {text:?} is not RFC 3339: {e}"))
