@@ -6,8 +6,9 @@
 //! and when it must look again. It holds no state of its own: the actor
 //! passes a snapshot in and applies the result.
 
-use crate::kube::gateway::Gateway;
+use crate::kube::gateway::{ApiFailure, Gateway};
 use crate::kube::queue::Priority;
+use crate::kube::requests::JobRequests;
 use crate::reconcile::{
     self, CreateResult, CronJobView, DeleteReason, EffectResults, Input, JobLookup, JobSummary,
     LiveAnswers, LiveJob, Lookup, Requeue, Step,
@@ -22,6 +23,7 @@ use jiff::tz::TimeZone;
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::ObjectReference;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 /// Upstream needs at most three rounds of GETs; one more guards against a
@@ -63,6 +65,11 @@ pub struct Snapshot {
     pub cronjob: CronJobView,
     pub resource_version: Option<String>,
     pub children: Vec<JobSummary>,
+    /// Cancelled when the actor is told to stop (its CronJob moves to
+    /// another replica): requests not yet sent are abandoned, and the
+    /// decision ends after the request in flight, except that a status
+    /// write recording a Job just created still goes out.
+    pub stop: CancellationToken,
 }
 
 /// The root span of one decision: `cronjob.fire` when the timer fired for
@@ -123,13 +130,38 @@ pub struct Applied {
     pub requeue: Requeue,
 }
 
-/// Runs one decision at `now` and carries it out.
+/// Runs one decision at `now` and carries it out through the gateway.
 pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp) -> Applied {
+    let gateway = ctx.gateway.abandoning_on(snapshot.stop.clone());
+    let env = Env {
+        requests: &gateway,
+        metrics: &ctx.metrics,
+        replica: &ctx.replica,
+        default_zone: &ctx.default_zone,
+    };
+    decide(&env, snapshot, now).await
+}
+
+/// What a decision uses besides its snapshot: where its requests go, and
+/// what it counts and names.
+struct Env<'a, R> {
+    requests: &'a R,
+    metrics: &'a Metrics,
+    replica: &'a str,
+    default_zone: &'a TimeZone,
+}
+
+async fn decide<R: JobRequests + Clone>(
+    env: &Env<'_, R>,
+    snapshot: &Snapshot,
+    now: Timestamp,
+) -> Applied {
+    let gateway = env.requests;
     let input = Input {
         cronjob: &snapshot.cronjob,
         children: &snapshot.children,
         now,
-        default_zone: &ctx.default_zone,
+        default_zone: env.default_zone,
     };
     let mut live = LiveAnswers::new();
     let mut plan = None;
@@ -142,7 +174,10 @@ pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp)
             }
             Step::Lookup(lookups) => {
                 for lookup in lookups {
-                    answer(ctx, &mut live, lookup).await;
+                    answer(gateway, &mut live, lookup).await;
+                }
+                if snapshot.stop.is_cancelled() {
+                    return Applied::abandoned(Vec::new());
                 }
             }
         }
@@ -150,13 +185,13 @@ pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp)
     let Some(plan) = plan else {
         return Applied::retry("the decision kept asking for live reads");
     };
-    let effects = apply_plan(ctx, snapshot, &input, &live, &plan);
+    let effects = apply_plan(env, snapshot, &input, &live, &plan);
     // A decision that is not a firing gets its trace only when it writes or
     // records something: the many Job updates that change nothing would
     // otherwise cost a trace each (see the tracing overhead benchmark).
     if tracing::Span::current().is_none() && !plan.is_noop() {
         effects
-            .instrument(decision_span(&snapshot.cronjob, &ctx.replica, None))
+            .instrument(decision_span(&snapshot.cronjob, env.replica, None))
             .await
     } else {
         effects.await
@@ -164,14 +199,16 @@ pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp)
 }
 
 /// Carries a plan out: deletes, the create, events, the status write.
-async fn apply_plan(
-    ctx: &Shared,
+async fn apply_plan<R: JobRequests + Clone>(
+    env: &Env<'_, R>,
     snapshot: &Snapshot,
     input: &Input<'_>,
     live: &LiveAnswers,
     plan: &reconcile::Plan,
 ) -> Applied {
     tracing::Span::current().record("cronjob.decision", reconcile::slot_outcome(&plan.decisions));
+    let gateway = env.requests;
+    let metrics = env.metrics;
 
     let namespace = &snapshot.cronjob.namespace;
     let mut results = EffectResults::new();
@@ -185,12 +222,14 @@ async fn apply_plan(
                 (Priority::HistoryDelete, DeleteReasonLabel::history)
             }
         };
-        let result = ctx
-            .gateway
+        let result = gateway
             .delete_job(&deletion.namespace, &deletion.name, &deletion.uid, priority)
             .await;
+        if matches!(result, Err(ApiFailure::Abandoned)) {
+            return Applied::abandoned(deleted);
+        }
         let ok = result.is_ok();
-        ctx.metrics
+        metrics
             .jobs_deleted
             .get_or_create(&DeleteLabels {
                 reason,
@@ -211,16 +250,17 @@ async fn apply_plan(
         && let Some(mut job) = create.job.clone()
     {
         let annotations = job.metadata.annotations.get_or_insert_default();
-        annotations.insert(CREATED_BY_ANNOTATION.to_owned(), ctx.replica.clone());
+        annotations.insert(CREATED_BY_ANNOTATION.to_owned(), env.replica.to_owned());
         if let Some(traceparent) = traces::current_traceparent() {
             annotations.insert(TRACEPARENT_ANNOTATION.to_owned(), traceparent);
         }
-        let (result, label) = match ctx.gateway.create_job(namespace, job).await {
+        let (result, label) = match gateway.create_job(namespace, job).await {
+            Err(ApiFailure::Abandoned) => return Applied::abandoned(deleted),
             Ok(job) => {
                 let skew = Timestamp::now().duration_since(create.scheduled_time);
                 tracing::Span::current().record("cronjob.skew_ms", skew.as_millis() as i64);
                 tracing::debug!(job = ?job.metadata.name, skew_ms = skew.as_millis() as i64, "created Job");
-                ctx.metrics.observe_skew(
+                metrics.observe_skew(
                     skew.try_into().unwrap_or_default(),
                     traces::current_trace_id(),
                 );
@@ -231,8 +271,8 @@ async fn apply_plan(
                 )
             }
             Err(error) if error.is_already_exists() => {
-                let existing = ctx
-                    .gateway
+                let existing = gateway
+                    .unabandoned()
                     .get_job(namespace, &create.name)
                     .await
                     .map(|job| LiveJob::from(&job))
@@ -251,7 +291,7 @@ async fn apply_plan(
                 CreateResultLabel::failed,
             ),
         };
-        ctx.metrics
+        metrics
             .jobs_created
             .get_or_create(&CreateLabels { result: label })
             .inc();
@@ -261,7 +301,7 @@ async fn apply_plan(
     let outcome = reconcile::follow_up(input, live, &results);
     let regarding = object_reference(&snapshot.cronjob);
     for event in &outcome.events {
-        ctx.gateway.record(regarding.clone(), event);
+        gateway.record(regarding.clone(), event);
     }
 
     let mut applied = Applied {
@@ -274,8 +314,17 @@ async fn apply_plan(
     let Some(status) = outcome.status_update() else {
         return applied;
     };
-    match ctx
-        .gateway
+    // A status write that records a Job this decision created goes out even
+    // if the actor is stopping: the next owner must see the slot taken, even
+    // after the Job itself is gone (history limit 0, ttlSecondsAfterFinished).
+    let gateway = if applied.created.is_some() {
+        gateway.unabandoned()
+    } else if snapshot.stop.is_cancelled() {
+        return applied;
+    } else {
+        gateway.clone()
+    };
+    match gateway
         .write_status(
             namespace,
             &snapshot.cronjob.name,
@@ -290,11 +339,7 @@ async fn apply_plan(
         Err(error) if error.is_conflict() => {
             // Someone else changed the CronJob: re-read and decide again
             // from what is there, never overwrite it.
-            match ctx
-                .gateway
-                .get_cronjob(namespace, &snapshot.cronjob.name)
-                .await
-            {
+            match gateway.get_cronjob(namespace, &snapshot.cronjob.name).await {
                 Ok(fresh) => {
                     applied.reread = Some(fresh);
                     applied.requeue = Requeue::Backoff(error.to_api_error());
@@ -310,6 +355,18 @@ async fn apply_plan(
 }
 
 impl Applied {
+    /// The actor stopped before the decision wrote anything but `deleted`:
+    /// the CronJob's next owner decides again.
+    fn abandoned(deleted: Vec<String>) -> Self {
+        Applied {
+            written_status: None,
+            reread: None,
+            created: None,
+            deleted,
+            requeue: Requeue::Never,
+        }
+    }
+
     fn retry(why: &str) -> Self {
         Applied {
             written_status: None,
@@ -321,11 +378,10 @@ impl Applied {
     }
 }
 
-async fn answer(ctx: &Shared, live: &mut LiveAnswers, lookup: Lookup) {
+async fn answer(gateway: &impl JobRequests, live: &mut LiveAnswers, lookup: Lookup) {
     match lookup {
         Lookup::CronJob { namespace, name } => {
-            let answer = ctx
-                .gateway
+            let answer = gateway
                 .get_cronjob(&namespace, &name)
                 .await
                 .map_err(|e| e.to_api_error())
@@ -336,7 +392,7 @@ async fn answer(ctx: &Shared, live: &mut LiveAnswers, lookup: Lookup) {
             live.set_cronjob(answer);
         }
         Lookup::Job { namespace, name } => {
-            let answer = match ctx.gateway.get_job(&namespace, &name).await {
+            let answer = match gateway.get_job(&namespace, &name).await {
                 Ok(job) => JobLookup::Found(LiveJob::from(&job)),
                 Err(error) if error.is_not_found() => JobLookup::NotFound,
                 Err(error) => JobLookup::Failed(error.to_api_error()),
@@ -355,5 +411,273 @@ pub fn object_reference(cronjob: &CronJobView) -> ObjectReference {
         name: Some(cronjob.name.clone()),
         uid: Some(cronjob.uid.clone()),
         ..ObjectReference::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The decision's I/O against scripted answers: what a real API server
+    //! cannot be made to answer on cue (conflicts, failures, a stop that
+    //! lands between two requests).
+
+    use super::*;
+    use k8s_openapi::api::batch::v1::Job;
+    use std::cell::RefCell;
+    use std::collections::VecDeque;
+    use std::rc::Rc;
+
+    /// The answers the test scripts, and what was asked.
+    #[derive(Default)]
+    struct Script {
+        creates: VecDeque<Result<Job, ApiFailure>>,
+        statuses: VecDeque<Result<CronJob, ApiFailure>>,
+        cronjob_gets: VecDeque<Result<CronJob, ApiFailure>>,
+        /// Cancelled when the create is answered (a stop landing then).
+        stop_on_create: Option<CancellationToken>,
+        asked: Vec<String>,
+        events: Vec<String>,
+    }
+
+    #[derive(Clone, Default)]
+    struct Scripted {
+        script: Rc<RefCell<Script>>,
+        /// This handle abandons nothing (see `unabandoned`).
+        unabandoned: bool,
+    }
+
+    fn failure(code: u16, reason: &str) -> ApiFailure {
+        ApiFailure::Status {
+            code,
+            reason: reason.into(),
+            message: format!("{code} {reason}"),
+            namespace_terminating: false,
+        }
+    }
+
+    impl Scripted {
+        fn ask(&self, what: &str) {
+            let mark = if self.unabandoned {
+                " (unabandoned)"
+            } else {
+                ""
+            };
+            self.script.borrow_mut().asked.push(format!("{what}{mark}"));
+        }
+    }
+
+    impl JobRequests for Scripted {
+        fn create_job(
+            &self,
+            _namespace: &str,
+            job: Job,
+        ) -> impl Future<Output = Result<Job, ApiFailure>> {
+            self.ask("create");
+            let mut script = self.script.borrow_mut();
+            if let Some(stop) = script.stop_on_create.take() {
+                stop.cancel();
+            }
+            let answer = script.creates.pop_front().unwrap_or(Ok(job));
+            async move { answer }
+        }
+
+        fn delete_job(
+            &self,
+            _: &str,
+            name: &str,
+            _: &str,
+            _: Priority,
+        ) -> impl Future<Output = Result<(), ApiFailure>> {
+            self.ask(&format!("delete {name}"));
+            async { Ok(()) }
+        }
+
+        fn get_job(&self, _: &str, name: &str) -> impl Future<Output = Result<Job, ApiFailure>> {
+            self.ask(&format!("get job {name}"));
+            async { Err(failure(404, "NotFound")) }
+        }
+
+        fn get_cronjob(
+            &self,
+            _: &str,
+            _: &str,
+        ) -> impl Future<Output = Result<CronJob, ApiFailure>> {
+            self.ask("get cronjob");
+            let answer = self
+                .script
+                .borrow_mut()
+                .cronjob_gets
+                .pop_front()
+                .unwrap_or_else(|| Ok(cronjob("9")));
+            async move { answer }
+        }
+
+        fn write_status(
+            &self,
+            _: &str,
+            _: &str,
+            _: Option<&str>,
+            _: &k8s_openapi::api::batch::v1::CronJobStatus,
+        ) -> impl Future<Output = Result<CronJob, ApiFailure>> {
+            self.ask("write status");
+            let answer = self
+                .script
+                .borrow_mut()
+                .statuses
+                .pop_front()
+                .unwrap_or_else(|| Ok(cronjob("8")));
+            async move { answer }
+        }
+
+        fn record(&self, _: ObjectReference, event: &reconcile::Event) {
+            let reason = event.reason.as_str().to_owned();
+            self.script.borrow_mut().events.push(reason);
+        }
+
+        fn unabandoned(&self) -> Self {
+            Scripted {
+                script: self.script.clone(),
+                unabandoned: true,
+            }
+        }
+    }
+
+    /// An every-minute CronJob created an hour ago, never run, at
+    /// resourceVersion `version`.
+    fn cronjob(version: &str) -> CronJob {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "report", "namespace": "team-a", "uid": "c-1",
+                "resourceVersion": version,
+                "creationTimestamp": "2024-03-01T08:30:00Z"
+            },
+            "spec": {
+                "schedule": "* * * * *",
+                "jobTemplate": {"spec": {"template": {"spec": {
+                    "restartPolicy": "OnFailure",
+                    "containers": [{"name": "c", "image": "busybox"}]
+                }}}}
+            }
+        }))
+        .expect("a CronJob")
+    }
+
+    fn snapshot() -> Snapshot {
+        let cronjob = cronjob("7");
+        Snapshot {
+            cronjob: CronJobView::from_api(&cronjob).expect("a usable CronJob"),
+            resource_version: Some("7".into()),
+            children: Vec::new(),
+            stop: CancellationToken::new(),
+        }
+    }
+
+    /// Runs one decision at a moment a slot is due, against `script`.
+    fn run(script: Script, snapshot: &Snapshot) -> (Applied, Script) {
+        let requests = Scripted {
+            script: Rc::new(RefCell::new(script)),
+            unabandoned: false,
+        };
+        let metrics = Metrics::new();
+        let env = Env {
+            requests: &requests,
+            metrics: &metrics,
+            replica: "r0",
+            default_zone: &TimeZone::UTC,
+        };
+        let now: Timestamp = "2024-03-01T09:30:05Z".parse().expect("a time");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let applied = runtime.block_on(decide(&env, snapshot, now));
+        let script = std::mem::take(&mut *requests.script.borrow_mut());
+        (applied, script)
+    }
+
+    #[test]
+    fn a_due_slot_creates_its_job_then_records_it() {
+        let (applied, script) = run(Script::default(), &snapshot());
+        // The write that records a created Job never waits on a stop.
+        assert_eq!(script.asked, ["create", "write status (unabandoned)"]);
+        assert!(applied.created.is_some());
+        assert!(applied.written_status.is_some());
+        assert_eq!(script.events, ["SuccessfulCreate"]);
+    }
+
+    #[test]
+    fn a_status_conflict_rereads_and_never_overwrites() {
+        let script = Script {
+            statuses: [Err(failure(409, "Conflict"))].into(),
+            ..Script::default()
+        };
+        let (applied, script) = run(script, &snapshot());
+        assert_eq!(
+            script.asked,
+            [
+                "create",
+                "write status (unabandoned)",
+                "get cronjob (unabandoned)"
+            ]
+        );
+        assert!(applied.written_status.is_none());
+        assert!(applied.reread.is_some());
+        assert!(matches!(applied.requeue, Requeue::Backoff(_)));
+    }
+
+    #[test]
+    fn a_failed_status_write_is_retried_with_backoff() {
+        let script = Script {
+            statuses: [Err(ApiFailure::Transport("reset".into()))].into(),
+            ..Script::default()
+        };
+        let (applied, _) = run(script, &snapshot());
+        assert!(applied.created.is_some());
+        assert!(matches!(applied.requeue, Requeue::Backoff(_)));
+    }
+
+    #[test]
+    fn a_rejected_create_is_a_warning_and_writes_no_active_job() {
+        let script = Script {
+            creates: [Err(failure(422, "Invalid"))].into(),
+            ..Script::default()
+        };
+        let (applied, script) = run(script, &snapshot());
+        assert!(applied.created.is_none());
+        assert_eq!(script.events, ["FailedCreate"]);
+    }
+
+    #[test]
+    fn a_stop_before_the_create_abandons_the_decision_without_a_trace() {
+        let script = Script {
+            creates: [Err(ApiFailure::Abandoned)].into(),
+            ..Script::default()
+        };
+        let (applied, script) = run(script, &snapshot());
+        assert_eq!(
+            script.asked,
+            ["create"],
+            "nothing after the abandoned create"
+        );
+        assert!(
+            script.events.is_empty(),
+            "no FailedCreate for a create never sent"
+        );
+        assert!(applied.created.is_none() && applied.written_status.is_none());
+        assert!(matches!(applied.requeue, Requeue::Never));
+    }
+
+    #[test]
+    fn a_stop_after_the_create_still_records_the_slot() {
+        // The stop lands while the create is answered: the status write that
+        // records the new Job goes out anyway, on the unabandoned handle.
+        let snapshot = snapshot();
+        let script = Script {
+            stop_on_create: Some(snapshot.stop.clone()),
+            ..Script::default()
+        };
+        let (applied, script) = run(script, &snapshot);
+        assert!(snapshot.stop.is_cancelled());
+        assert_eq!(script.asked, ["create", "write status (unabandoned)"]);
+        assert!(applied.written_status.is_some());
+        assert_eq!(script.events, ["SuccessfulCreate"]);
     }
 }

@@ -17,6 +17,7 @@ use actix::prelude::*;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::CronJob;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 /// What the supervisor tells a CronJob's actor.
@@ -33,7 +34,9 @@ pub enum Update {
     Job { job: JobSummary, relisted: bool },
     /// A child Job was deleted (or is no longer this CronJob's).
     JobGone { uid: String },
-    /// Finish the decision in flight, if any, then stop.
+    /// Stop: the decision in flight, if any, finishes the request it has
+    /// sent (and a status write recording a Job it created), abandons the
+    /// rest, then the actor stops.
     Stop,
 }
 
@@ -48,6 +51,9 @@ pub struct CronJobActor {
     deciding: bool,
     decide_again: bool,
     stopping: bool,
+    /// Cancelled on [`Update::Stop`]: the decision in flight abandons the
+    /// requests it has not sent yet (see [`Snapshot::stop`]).
+    stop: CancellationToken,
     /// Consecutive failed decisions (upstream's per-item exponential backoff).
     failures: u32,
     timer: Option<(SpawnHandle, Timestamp)>,
@@ -74,6 +80,7 @@ impl CronJobActor {
             deciding: false,
             decide_again: false,
             stopping: false,
+            stop: CancellationToken::new(),
             failures: 0,
             timer: None,
             due: None,
@@ -178,6 +185,7 @@ impl CronJobActor {
             cronjob: self.cronjob.clone(),
             resource_version: self.resource_version.clone(),
             children: self.children.clone(),
+            stop: self.stop.clone(),
         };
         // A firing is traced from the start; any other decision only once it
         // turns out to do something (see `decide_and_apply`).
@@ -312,6 +320,7 @@ impl Handler<Update> for CronJobActor {
             Update::JobGone { uid } => self.on_job_gone(&uid, ctx),
             Update::Stop => {
                 self.stopping = true;
+                self.stop.cancel();
                 if !self.deciding {
                     ctx.stop();
                 }

@@ -14,6 +14,7 @@ use super::deadline;
 use super::events::{self, Backlog, Pushed, Queued};
 use super::queue::{FairQueue, Priority};
 use super::rate::TokenBucket;
+use super::requests::JobRequests;
 use super::retry::{Backoff, Retry};
 use crate::reconcile::{self, ApiError};
 use crate::telemetry::Metrics;
@@ -31,6 +32,7 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 /// The cause client-go looks for (`corev1.NamespaceTerminatingCause`).
@@ -57,6 +59,10 @@ pub enum ApiFailure {
     /// This replica's Lease is not surely valid: it must not write.
     #[error("fenced: this replica's Lease is not valid by its own clock")]
     Fenced,
+    /// Its sender stopped (the CronJob moved to another replica) before the
+    /// request's turn came: it was never sent.
+    #[error("abandoned: the CronJob's actor stopped before the request was sent")]
+    Abandoned,
 }
 
 impl ApiFailure {
@@ -165,6 +171,9 @@ pub trait WriteFence: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct Gateway {
     inner: Arc<Inner>,
+    /// Once cancelled, requests still waiting for their turn (or for a
+    /// retry) are abandoned; one already sent finishes.
+    stop: Option<CancellationToken>,
 }
 
 impl Gateway {
@@ -207,7 +216,27 @@ impl Gateway {
                 .runtime
                 .spawn(send_events(events.clone(), Arc::downgrade(&inner)));
         }
-        Gateway { inner }
+        Gateway { inner, stop: None }
+    }
+
+    /// This gateway for one sender that may stop: once `stop` is cancelled,
+    /// its requests still waiting for their turn or for a retry are
+    /// abandoned ([`ApiFailure::Abandoned`], never sent); a request already
+    /// sent finishes. A CronJob handed to another replica so waits for at
+    /// most the request in flight, not for its queue.
+    pub fn abandoning_on(&self, stop: CancellationToken) -> Gateway {
+        Gateway {
+            inner: self.inner.clone(),
+            stop: Some(stop),
+        }
+    }
+
+    /// Resolves when this gateway's sender stops (never without a signal).
+    async fn stopped(&self) {
+        match &self.stop {
+            Some(stop) => stop.cancelled().await,
+            None => std::future::pending().await,
+        }
     }
 
     /// Waits for this request's turn; returns how long it waited.
@@ -231,10 +260,13 @@ impl Gateway {
                 grant,
             })
             .map_err(|_| ApiFailure::Closed)?;
-        granted
-            .instrument(span)
-            .await
-            .map_err(|_| ApiFailure::Closed)?;
+        // Dropping `granted` withdraws the ticket: the dispatcher skips it
+        // without spending a token.
+        tokio::select! {
+            biased;
+            granted = granted.instrument(span) => granted.map_err(|_| ApiFailure::Closed)?,
+            () = self.stopped() => return Err(ApiFailure::Abandoned),
+        }
         let waited = queued_at.elapsed();
         self.inner
             .metrics
@@ -313,7 +345,10 @@ impl Gateway {
             match self.inner.backoff.after_failure(attempt, failure.code()) {
                 Retry::After(delay) => {
                     tracing::debug!(verb, namespace, attempt, error = %failure, ?delay, "retrying");
-                    tokio::time::sleep(delay).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(delay) => {}
+                        () = self.stopped() => return Err(ApiFailure::Abandoned),
+                    }
                 }
                 Retry::Reread | Retry::GiveUp => return Err(failure),
             }
@@ -490,6 +525,65 @@ impl EventQueue {
     }
 }
 
+impl JobRequests for Gateway {
+    fn create_job(
+        &self,
+        namespace: &str,
+        job: Job,
+    ) -> impl Future<Output = Result<Job, ApiFailure>> {
+        Gateway::create_job(self, namespace, job)
+    }
+
+    fn delete_job(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        priority: Priority,
+    ) -> impl Future<Output = Result<(), ApiFailure>> {
+        Gateway::delete_job(self, namespace, name, uid, priority)
+    }
+
+    fn get_job(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Job, ApiFailure>> {
+        Gateway::get_job(self, namespace, name)
+    }
+
+    fn get_cronjob(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<CronJob, ApiFailure>> {
+        Gateway::get_cronjob(self, namespace, name)
+    }
+
+    fn write_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        resource_version: Option<&str>,
+        status: &CronJobStatus,
+    ) -> impl Future<Output = Result<CronJob, ApiFailure>> {
+        Gateway::write_status(self, namespace, name, resource_version, status)
+    }
+
+    fn record(&self, regarding: ObjectReference, event: &reconcile::Event) {
+        Gateway::record(self, regarding, event)
+    }
+
+    /// Without its stop signal: for the one write that must go out even
+    /// when its sender stops.
+    fn unabandoned(&self) -> Gateway {
+        Gateway {
+            inner: self.inner.clone(),
+            stop: None,
+        }
+    }
+}
+
 /// Sends the backlog's events one at a time, until the gateway is gone.
 async fn send_events(queue: Arc<EventQueue>, gateway: Weak<Inner>) {
     loop {
@@ -500,7 +594,7 @@ async fn send_events(queue: Arc<EventQueue>, gateway: Weak<Inner>) {
                 let Some(inner) = gateway.upgrade() else {
                     return;
                 };
-                Gateway { inner }.send_event(pending).await;
+                Gateway { inner, stop: None }.send_event(pending).await;
             }
             None if gateway.strong_count() == 0 => return,
             None => ready.await,
@@ -688,6 +782,18 @@ mod tests {
         );
         let big_granted = big.iter_mut().filter_map(|g| g.try_recv().ok()).count();
         assert_eq!(big_granted, 3, "the rest of the burst goes to the herd");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_abandoned_ticket_costs_no_token() {
+        let tickets = start_dispatcher();
+        // Ten tickets of a stopping actor, abandoned while queued, then
+        // four of another: the burst of 4 goes to the four.
+        let abandoned: Vec<_> = (0..10).map(|_| ticket(&tickets, "moved")).collect();
+        drop(abandoned);
+        let mut kept: Vec<_> = (0..4).map(|_| ticket(&tickets, "staying")).collect();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(kept.iter_mut().all(|g| g.try_recv() == Ok(())));
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,6 +1,7 @@
 //! Everything that talks to the Kubernetes API server about CronJobs and
 //! Jobs: the shared [`client`], the watches ([`watch`], the ring's Leases too), the bulk loads of
-//! a rebalance ([`bulk`]) and the write gateway ([`gateway`]) with its pure
+//! a rebalance ([`bulk`]) and the write gateway ([`gateway`]), which serves
+//! the decision's requests ([`requests`], the seam its tests script), with its pure
 //! parts: the rate limit ([`rate`]), the queue discipline ([`queue`]) and
 //! the retry policy ([`retry`]), every request's deadline ([`deadline`]),
 //! and which of two resourceVersions is older ([`resource_version`]). The
@@ -13,6 +14,7 @@ pub mod events;
 pub mod gateway;
 pub mod queue;
 pub mod rate;
+pub mod requests;
 pub mod resource_version;
 pub mod retry;
 pub mod watch;

@@ -23,8 +23,9 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 pub const RING_LABEL: &str = "shardcron.io/ring";
 pub const VIEW_ANNOTATION: &str = "shardcron.io/view";
@@ -95,22 +96,22 @@ pub struct Publication {
     pub id: String,
 }
 
-enum Command {
-    Publish(Publication),
-    Release(oneshot::Sender<()>),
-}
-
 /// Handle on the keeper task.
 #[derive(Clone)]
+///
+/// Bounded by design: the view to write is one value that the latest
+/// publication replaces (a watch channel), and a release is asked once
+/// (a channel of one).
 pub struct Keeper {
-    commands: mpsc::UnboundedSender<Command>,
+    publication: Arc<watch::Sender<Option<Publication>>>,
+    release: mpsc::Sender<oneshot::Sender<()>>,
     incarnation: String,
 }
 
 impl Keeper {
     /// Writes the view on the Lease now (and on every renewal after).
     pub fn publish(&self, publication: Publication) {
-        let _ = self.commands.send(Command::Publish(publication));
+        self.publication.send_replace(Some(publication));
     }
 
     /// This process's incarnation, unique to it among every process that
@@ -123,10 +124,16 @@ impl Keeper {
     /// when the write is done or has failed.
     pub async fn release(&self) {
         let (done, released) = oneshot::channel();
-        if self.commands.send(Command::Release(done)).is_ok() {
+        if self.release.send(done).await.is_ok() {
             let _ = released.await;
         }
     }
+}
+
+/// What the supervisor asks of the keeper task.
+struct Requests {
+    published: watch::Receiver<Option<Publication>>,
+    released: mpsc::Receiver<oneshot::Sender<()>>,
 }
 
 /// Starts the keeper on the current tokio runtime.
@@ -136,18 +143,23 @@ pub fn start(
     fence: SharedFence,
     reports: Recipient<KeeperReport>,
 ) -> Keeper {
-    let (commands, received) = mpsc::unbounded_channel();
+    let (publication, published) = watch::channel(None);
+    let (release, released) = mpsc::channel(1);
     let incarnation = incarnation();
     tokio::spawn(keep(
         client,
         settings,
         fence,
         reports,
-        received,
+        Requests {
+            published,
+            released,
+        },
         incarnation.clone(),
     ));
     Keeper {
-        commands,
+        publication: Arc::new(publication),
+        release,
         incarnation,
     }
 }
@@ -319,7 +331,7 @@ async fn keep(
     settings: LeaseSettings,
     fence: SharedFence,
     reports: Recipient<KeeperReport>,
-    mut commands: mpsc::UnboundedReceiver<Command>,
+    mut requests: Requests,
     incarnation: String,
 ) {
     let mut state = State {
@@ -340,9 +352,12 @@ async fn keep(
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
-            command = commands.recv() => match command {
-                Some(Command::Publish(view)) => state.view = Some(view),
-                Some(Command::Release(done)) => {
+            changed = requests.published.changed() => match changed {
+                Ok(()) => state.view = requests.published.borrow_and_update().clone(),
+                Err(_) => return,
+            },
+            release = requests.released.recv() => match release {
+                Some(done) => {
                     fence.lock().release();
                     match tokio::time::timeout(attempt_timeout, state.write(None)).await {
                         Ok(Ok(())) => tracing::info!(lease = %state.settings.lease_name(), "released the Lease"),
