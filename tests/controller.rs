@@ -60,9 +60,30 @@ async fn suspended_cronjob_schedules_nothing() {
         json!({}),
     ))
     .await;
+    // The positive control: the same schedule, not suspended, in the same
+    // namespace under the same controller. Without it, a controller that
+    // did nothing at all would pass.
+    s.create(&cronjob("control", "*/1 * * * *", json!({}), json!({})))
+        .await;
     // Past at least one minute boundary.
     tokio::time::sleep(Duration::from_secs(65)).await;
-    assert!(s.all_jobs().await.is_empty());
+    let owners: Vec<String> = s
+        .all_jobs()
+        .await
+        .iter()
+        .filter_map(|job| {
+            let owner = job.metadata.owner_references.as_ref()?.first()?;
+            Some(owner.name.clone())
+        })
+        .collect();
+    assert!(
+        owners.iter().any(|o| o == "control"),
+        "the control CronJob fired: {owners:?}"
+    );
+    assert!(
+        owners.iter().all(|o| o != "suspended"),
+        "the suspended one did not: {owners:?}"
+    );
     assert_eq!(s.active_count("suspended").await, 0);
 }
 
@@ -486,8 +507,10 @@ async fn a_restart_mid_run_neither_duplicates_nor_loses_a_slot() {
             .any(|j| scheduled_time(j).as_second() == next_slot)
     );
     // A graceful restart right after the create changes nothing either.
+    // `restart` returns once /readyz answers, that is once every actor has
+    // made and carried out its first decision: the one that would have
+    // created a duplicate. No sleep needed.
     s.controller.restart().await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(s.live_jobs().await.len(), 2);
     assert_eq!(s.active_count("restarted").await, 2);
 }
