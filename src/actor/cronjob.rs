@@ -10,6 +10,7 @@
 
 use super::apply::{self, Applied, Report, Shared, Snapshot};
 use super::timer::{self, MAX_SLEEP, Wake};
+use crate::kube::requests::JobRequests as _;
 use crate::kube::resource_version::is_older;
 use crate::reconcile::{AfterUpdate, CronJobView, JobSummary, Requeue, SpecView, after_update};
 use crate::telemetry::metrics::{OkLabel, SyncLabels};

@@ -355,119 +355,6 @@ impl Gateway {
         }
     }
 
-    pub async fn create_job(&self, namespace: &str, job: Job) -> Result<Job, ApiFailure> {
-        let job = Arc::new(job);
-        self.request(Priority::CreateJob, namespace, "create", |client| {
-            let api = Api::<Job>::namespaced(client, namespace);
-            let job = job.clone();
-            async move { api.create(&PostParams::default(), &job).await }
-        })
-        .await
-    }
-
-    /// Deletes a Job with background propagation (upstream's policy), only
-    /// if it is still the object with `uid` (a precondition: a namesake
-    /// created since is left alone, with 409 Conflict).
-    pub async fn delete_job(
-        &self,
-        namespace: &str,
-        name: &str,
-        uid: &str,
-        priority: Priority,
-    ) -> Result<(), ApiFailure> {
-        self.request(priority, namespace, "delete", |client| {
-            let api = Api::<Job>::namespaced(client, namespace);
-            let name = name.to_owned();
-            let preconditions = (!uid.is_empty()).then(|| Preconditions {
-                uid: Some(uid.to_owned()),
-                resource_version: None,
-            });
-            async move {
-                let params = DeleteParams {
-                    propagation_policy: Some(PropagationPolicy::Background),
-                    preconditions,
-                    ..DeleteParams::default()
-                };
-                api.delete(&name, &params).await.map(|_| ())
-            }
-        })
-        .await
-    }
-
-    pub async fn get_job(&self, namespace: &str, name: &str) -> Result<Job, ApiFailure> {
-        self.request(Priority::ReplaceDelete, namespace, "get", |client| {
-            let api = Api::<Job>::namespaced(client, namespace);
-            let name = name.to_owned();
-            async move { api.get(&name).await }
-        })
-        .await
-    }
-
-    pub async fn get_cronjob(&self, namespace: &str, name: &str) -> Result<CronJob, ApiFailure> {
-        self.request(Priority::Status, namespace, "get", |client| {
-            let api = Api::<CronJob>::namespaced(client, namespace);
-            let name = name.to_owned();
-            async move { api.get(&name).await }
-        })
-        .await
-    }
-
-    /// Writes the whole controller-owned status through the status
-    /// subresource, as upstream's `UpdateStatus` does, with the
-    /// resourceVersion as precondition: a concurrent change gives 409
-    /// Conflict rather than being overwritten.
-    pub async fn write_status(
-        &self,
-        namespace: &str,
-        name: &str,
-        resource_version: Option<&str>,
-        status: &CronJobStatus,
-    ) -> Result<CronJob, ApiFailure> {
-        let patch = Arc::new(status_patch(resource_version, status));
-        self.request(Priority::Status, namespace, "patch_status", |client| {
-            let api = Api::<CronJob>::namespaced(client, namespace);
-            let name = name.to_owned();
-            let patch = patch.clone();
-            async move {
-                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&*patch))
-                    .await
-            }
-        })
-        .await
-    }
-
-    /// Records an Event on a CronJob, without making the caller wait: the
-    /// event joins the bounded backlog ([`super::events`]), whose workers
-    /// send it at the lowest class; a failure is logged, not returned.
-    pub fn record(&self, regarding: ObjectReference, event: &reconcile::Event) {
-        let pending = PendingEvent {
-            namespace: regarding.namespace.clone().unwrap_or_default(),
-            regarding,
-            event: KubeEvent {
-                type_: match event.event_type {
-                    reconcile::EventType::Normal => KubeEventType::Normal,
-                    reconcile::EventType::Warning => KubeEventType::Warning,
-                },
-                reason: event.reason.as_str().to_owned(),
-                note: Some(event.message.clone()),
-                action: event.reason.as_str().to_owned(),
-                secondary: None,
-            },
-            // In the decision's trace: recording the event is part of what it did.
-            span: tracing::Span::current(),
-        };
-        let pushed = self.inner.events.lock().push(pending);
-        match pushed {
-            Pushed::Queued => {}
-            Pushed::Duplicate | Pushed::QueuedDroppingOldest => {
-                self.inner.metrics.events_dropped.inc();
-            }
-        }
-        if pushed != Pushed::Duplicate {
-            self.inner.events.ready.notify_one();
-        }
-    }
-
     /// Sends one event; logs a failure.
     async fn send_event(&self, pending: PendingEvent) {
         let PendingEvent {
@@ -526,52 +413,117 @@ impl EventQueue {
 }
 
 impl JobRequests for Gateway {
-    fn create_job(
-        &self,
-        namespace: &str,
-        job: Job,
-    ) -> impl Future<Output = Result<Job, ApiFailure>> {
-        Gateway::create_job(self, namespace, job)
+    async fn create_job(&self, namespace: &str, job: Job) -> Result<Job, ApiFailure> {
+        let job = Arc::new(job);
+        self.request(Priority::CreateJob, namespace, "create", |client| {
+            let api = Api::<Job>::namespaced(client, namespace);
+            let job = job.clone();
+            async move { api.create(&PostParams::default(), &job).await }
+        })
+        .await
     }
 
-    fn delete_job(
+    /// Deletes a Job with background propagation (upstream's policy), only
+    /// if it is still the object with `uid` (a precondition: a namesake
+    /// created since is left alone, with 409 Conflict).
+    async fn delete_job(
         &self,
         namespace: &str,
         name: &str,
         uid: &str,
         priority: Priority,
-    ) -> impl Future<Output = Result<(), ApiFailure>> {
-        Gateway::delete_job(self, namespace, name, uid, priority)
+    ) -> Result<(), ApiFailure> {
+        self.request(priority, namespace, "delete", |client| {
+            let api = Api::<Job>::namespaced(client, namespace);
+            let name = name.to_owned();
+            let preconditions = (!uid.is_empty()).then(|| Preconditions {
+                uid: Some(uid.to_owned()),
+                resource_version: None,
+            });
+            async move {
+                let params = DeleteParams {
+                    propagation_policy: Some(PropagationPolicy::Background),
+                    preconditions,
+                    ..DeleteParams::default()
+                };
+                api.delete(&name, &params).await.map(|_| ())
+            }
+        })
+        .await
     }
 
-    fn get_job(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> impl Future<Output = Result<Job, ApiFailure>> {
-        Gateway::get_job(self, namespace, name)
+    async fn get_job(&self, namespace: &str, name: &str) -> Result<Job, ApiFailure> {
+        self.request(Priority::ReplaceDelete, namespace, "get", |client| {
+            let api = Api::<Job>::namespaced(client, namespace);
+            let name = name.to_owned();
+            async move { api.get(&name).await }
+        })
+        .await
     }
 
-    fn get_cronjob(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> impl Future<Output = Result<CronJob, ApiFailure>> {
-        Gateway::get_cronjob(self, namespace, name)
+    async fn get_cronjob(&self, namespace: &str, name: &str) -> Result<CronJob, ApiFailure> {
+        self.request(Priority::Status, namespace, "get", |client| {
+            let api = Api::<CronJob>::namespaced(client, namespace);
+            let name = name.to_owned();
+            async move { api.get(&name).await }
+        })
+        .await
     }
 
-    fn write_status(
+    /// Writes the whole controller-owned status through the status
+    /// subresource, as upstream's `UpdateStatus` does, with the
+    /// resourceVersion as precondition: a concurrent change gives 409
+    /// Conflict rather than being overwritten.
+    async fn write_status(
         &self,
         namespace: &str,
         name: &str,
         resource_version: Option<&str>,
         status: &CronJobStatus,
-    ) -> impl Future<Output = Result<CronJob, ApiFailure>> {
-        Gateway::write_status(self, namespace, name, resource_version, status)
+    ) -> Result<CronJob, ApiFailure> {
+        let patch = Arc::new(status_patch(resource_version, status));
+        self.request(Priority::Status, namespace, "patch_status", |client| {
+            let api = Api::<CronJob>::namespaced(client, namespace);
+            let name = name.to_owned();
+            let patch = patch.clone();
+            async move {
+                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&*patch))
+                    .await
+            }
+        })
+        .await
     }
 
+    /// Records an Event on a CronJob, without making the caller wait: the
+    /// event joins the bounded backlog ([`super::events`]), whose workers
+    /// send it at the lowest class; a failure is logged, not returned.
     fn record(&self, regarding: ObjectReference, event: &reconcile::Event) {
-        Gateway::record(self, regarding, event)
+        let pending = PendingEvent {
+            namespace: regarding.namespace.clone().unwrap_or_default(),
+            regarding,
+            event: KubeEvent {
+                type_: match event.event_type {
+                    reconcile::EventType::Normal => KubeEventType::Normal,
+                    reconcile::EventType::Warning => KubeEventType::Warning,
+                },
+                reason: event.reason.as_str().to_owned(),
+                note: Some(event.message.clone()),
+                action: event.reason.as_str().to_owned(),
+                secondary: None,
+            },
+            // In the decision's trace: recording the event is part of what it did.
+            span: tracing::Span::current(),
+        };
+        let pushed = self.inner.events.lock().push(pending);
+        match pushed {
+            Pushed::Queued => {}
+            Pushed::Duplicate | Pushed::QueuedDroppingOldest => {
+                self.inner.metrics.events_dropped.inc();
+            }
+        }
+        if pushed != Pushed::Duplicate {
+            self.inner.events.ready.notify_one();
+        }
     }
 
     /// Without its stop signal: for the one write that must go out even

@@ -4,11 +4,12 @@
 //! permission missing from deploy/ fails the test.
 
 use super::cluster::Cluster;
+use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub const CONTROLLER_NAMESPACE: &str = "shardcron-system";
@@ -34,7 +35,33 @@ pub fn apply_deploy(cluster: &Cluster) {
     });
 }
 
+/// A port free on 127.0.0.1 for a controller to listen on. Drawn at random
+/// below the kernel's ephemeral range (as deploy/local/lib.sh does), where
+/// outgoing connections, plentiful in these tests, never take their local
+/// ports; never the same twice in one test binary. A clash that still
+/// happens between this check and the controller's bind is retried by
+/// [`Controller::wait_ready`].
 fn free_port() -> SocketAddr {
+    use std::hash::BuildHasher;
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let range =
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let ephemeral_low: u16 = range
+        .split_whitespace()
+        .next()
+        .and_then(|low| low.parse().ok())
+        .unwrap_or(32768);
+    let span = u64::from(ephemeral_low.saturating_sub(10_000).max(1));
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    for attempt in 0u64..1_000 {
+        // std's RandomState has fresh random keys each time: randomness enough.
+        let draw = std::collections::hash_map::RandomState::new().hash_one(attempt);
+        let port = 10_000 + (draw % span) as u16;
+        if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
+            return SocketAddr::from(([127, 0, 0, 1], port));
+        }
+    }
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     listener.local_addr().expect("local addr")
 }
@@ -198,6 +225,7 @@ impl Controller {
     /// Waits for `/readyz` (the first lists synced, every actor armed).
     pub async fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(60);
+        let mut port_retries = 0;
         loop {
             if let Ok((200, _)) = http_get(self.health, "/readyz") {
                 return;
@@ -207,6 +235,16 @@ impl Controller {
                 .as_mut()
                 .and_then(|c| c.try_wait().ok().flatten())
             {
+                // Another process took a port between our check and its
+                // bind: try other ports (a few times).
+                if self.log_text().contains("Address already in use") && port_retries < 3 {
+                    port_retries += 1;
+                    self.health = free_port();
+                    self.metrics = free_port();
+                    self.debug = free_port();
+                    self.spawn();
+                    continue;
+                }
                 panic!("the controller exited with {status}:\n{}", self.log_text());
             }
             assert!(
