@@ -6,7 +6,8 @@
 //! and when it must look again. It holds no state of its own: the actor
 //! passes a snapshot in and applies the result.
 
-use crate::kube::gateway::{ApiFailure, Gateway};
+use crate::kube::failure::ApiFailure;
+use crate::kube::gateway::Gateway;
 use crate::kube::queue::Priority;
 use crate::kube::requests::JobRequests;
 use crate::reconcile::{

@@ -11,6 +11,7 @@ pub mod bulk;
 pub mod client;
 pub mod deadline;
 pub mod events;
+pub mod failure;
 pub mod gateway;
 pub mod queue;
 pub mod rate;

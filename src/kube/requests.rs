@@ -1,9 +1,9 @@
 //! The requests a CronJob's decision makes, as one small interface. The
-//! write gateway serves them for real ([`super::gateway::Gateway`]); the
+//! write gateway serves them for real (`super::gateway::Gateway`); the
 //! tests of `actor::apply` answer them from a script (201, 409, 404, 422,
 //! 500, abandoned), which a real API server cannot be made to do on cue.
 
-use super::gateway::ApiFailure;
+use super::failure::ApiFailure;
 use super::queue::Priority;
 use crate::reconcile;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
@@ -48,7 +48,7 @@ pub trait JobRequests {
     fn record(&self, regarding: ObjectReference, event: &reconcile::Event);
 
     /// The same requests, never abandoned when their sender stops (see
-    /// [`super::gateway::Gateway::abandoning_on`]).
+    /// `Gateway::abandoning_on`).
     fn unabandoned(&self) -> Self
     where
         Self: Sized;

@@ -42,7 +42,7 @@ use super::handoff::{self, KeyDecision, Peer, ViewRings};
 use super::lease::Publication;
 use super::membership::{LeaseObservation, Membership};
 use super::ring::Ring;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -180,7 +180,6 @@ struct OwnedKey {
     uid: String,
     /// `None` once started.
     waiting_since: Option<Instant>,
-    armed: bool,
 }
 
 /// A rule of the protocol broken on purpose, to show that the simulation
@@ -206,10 +205,17 @@ pub struct Ownership {
     membership: Membership,
     rings: ViewRings,
     publications: u64,
-    keys: HashMap<String, OwnedKey>,
+    /// Ordered, so that every run of the same inputs gives the same
+    /// commands in the same order (the simulation replays seeds exactly).
+    keys: BTreeMap<String, OwnedKey>,
+    /// Owned keys whose actor has not made its first decision (readiness),
+    /// and how many owned keys wait to start: kept, not counted, because
+    /// they are asked after every message.
+    unarmed: BTreeSet<String>,
+    waiting: usize,
     /// Actors told to stop that have not reported back: key -> the CronJob's
     /// UID and when the stop was asked.
-    stopping: HashMap<String, (String, Instant)>,
+    stopping: BTreeMap<String, (String, Instant)>,
     loads_in_flight: usize,
     ready: bool,
     #[cfg(test)]
@@ -229,8 +235,10 @@ impl Ownership {
             membership: Membership::default(),
             rings: ViewRings::default(),
             publications: 0,
-            keys: HashMap::new(),
-            stopping: HashMap::new(),
+            keys: BTreeMap::new(),
+            unarmed: BTreeSet::new(),
+            waiting: 0,
+            stopping: BTreeMap::new(),
             loads_in_flight: 0,
             ready: false,
             #[cfg(test)]
@@ -288,12 +296,7 @@ impl Ownership {
 
     /// Owned actors, and how many of them still wait to start.
     pub fn counts(&self) -> (usize, usize) {
-        let waiting = self
-            .keys
-            .values()
-            .filter(|owned| owned.waiting_since.is_some())
-            .count();
-        (self.keys.len(), waiting)
+        (self.keys.len(), self.waiting)
     }
 
     /// The keys whose actors run (unsorted: sorting is the reader's job).
@@ -328,13 +331,11 @@ impl Ownership {
             Input::CronJobSeen { key, uid } => self.cronjob_seen(key, uid, now, &mut commands),
             Input::CronJobGone { key } => self.stop(&key, now, &mut commands),
             Input::SpawnFailed { key } => {
-                self.keys.remove(&key);
+                self.forget(&key);
                 self.check_ready(&mut commands);
             }
             Input::ActorArmed { key } => {
-                if let Some(owned) = self.keys.get_mut(&key) {
-                    owned.armed = true;
-                }
+                self.unarmed.remove(&key);
                 self.check_ready(&mut commands);
             }
             Input::ActorStopped { key, uid } => {
@@ -387,15 +388,26 @@ impl Ownership {
             OwnedKey {
                 uid,
                 waiting_since: Some(now),
-                armed: false,
             },
         );
+        self.unarmed.insert(key.clone());
+        self.waiting += 1;
         out.push(Command::Spawn { key: key.clone() });
         self.start_waiting(Some(&key), now, out);
     }
 
+    /// Drops `key` from the owned keys; returns what was owned.
+    fn forget(&mut self, key: &str) -> Option<OwnedKey> {
+        let owned = self.keys.remove(key)?;
+        self.unarmed.remove(key);
+        if owned.waiting_since.is_some() {
+            self.waiting -= 1;
+        }
+        Some(owned)
+    }
+
     fn stop(&mut self, key: &str, now: Instant, out: &mut Vec<Command>) {
-        if let Some(owned) = self.keys.remove(key) {
+        if let Some(owned) = self.forget(key) {
             self.stopping.insert(key.to_owned(), (owned.uid, now));
             out.push(Command::Stop {
                 key: key.to_owned(),
@@ -404,8 +416,7 @@ impl Ownership {
     }
 
     fn stop_all(&mut self, now: Instant, out: &mut Vec<Command>) {
-        let mut keys: Vec<String> = self.keys.keys().cloned().collect();
-        keys.sort();
+        let keys: Vec<String> = self.keys.keys().cloned().collect();
         for key in keys {
             self.stop(&key, now, out);
         }
@@ -498,7 +509,7 @@ impl Ownership {
         self.phase = Phase::Stopping {
             target: target.clone(),
         };
-        let mut lost: Vec<String> = self
+        let lost: Vec<String> = self
             .keys
             .keys()
             .filter(|key| {
@@ -507,7 +518,6 @@ impl Ownership {
             })
             .cloned()
             .collect();
-        lost.sort();
         tracing::info!(members = ?live, lost = lost.len(), "ring changed");
         for key in &lost {
             self.stop(key, now, out);
@@ -559,10 +569,10 @@ impl Ownership {
             return;
         };
         let target = target.clone();
-        if !self.synced || self.loads_in_flight > 0 {
+        if !self.synced || self.loads_in_flight > 0 || self.waiting == 0 {
             return;
         }
-        let mut candidates: Vec<String> = match only {
+        let candidates: Vec<String> = match only {
             Some(key)
                 if self
                     .keys
@@ -582,7 +592,6 @@ impl Ownership {
         if candidates.is_empty() {
             return;
         }
-        candidates.sort();
         let (peers, own_view) = self.peers(now);
         for key in candidates {
             let (namespace, name) = split_key(&key);
@@ -600,6 +609,7 @@ impl Ownership {
                         .get_mut(&key)
                         .and_then(|owned| owned.waiting_since.take())
                     {
+                        self.waiting -= 1;
                         out.push(Command::Start {
                             waited: now.saturating_duration_since(since),
                             key,
@@ -618,7 +628,7 @@ impl Ownership {
             && self.synced
             && self.phase.target().is_some()
             && self.loads_in_flight == 0
-            && self.keys.values().all(|owned| owned.armed)
+            && self.unarmed.is_empty()
         {
             tracing::info!(actors = self.keys.len(), "every owned actor armed; ready");
             self.ready = true;

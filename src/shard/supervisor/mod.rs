@@ -175,7 +175,6 @@ impl Supervisor {
                 }
             }
         }
-        self.update_gauges();
     }
 
     /// Starts an actor for `key`, waiting for its start; false if the
@@ -264,6 +263,8 @@ impl Supervisor {
             .lease_valid
             .set(i64::from(fence == FenceState::Valid));
         self.step(Input::Tick { fence }, now, ctx, None);
+        // Once a second: fresh enough for a gauge, and no work per event.
+        self.update_gauges();
     }
 }
 
