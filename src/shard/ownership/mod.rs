@@ -183,8 +183,8 @@ struct OwnedKey {
 }
 
 /// A rule of the protocol broken on purpose, to show that the simulation
-/// finds the violation it causes.
-#[cfg(test)]
+/// finds the violation it causes. Only tests can plant one
+/// ([`Ownership::with_flaw`]); elsewhere every rule holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flaw {
     /// Start a key without asking whether a live peer's view still claims it.
@@ -252,14 +252,15 @@ impl Ownership {
         self
     }
 
-    #[cfg(test)]
+    /// Whether `flaw` was planted (never outside tests).
     fn flawed(&self, flaw: Flaw) -> bool {
-        self.flaw == Some(flaw)
-    }
-
-    #[cfg(not(test))]
-    fn flawed(&self, _: ()) -> bool {
-        false
+        #[cfg(test)]
+        return self.flaw == Some(flaw);
+        #[cfg(not(test))]
+        {
+            let _ = flaw;
+            false
+        }
     }
 
     pub fn phase(&self) -> &Phase {
@@ -478,7 +479,7 @@ impl Ownership {
             self.move_to(&live, now, out);
         }
         if let Phase::Stopping { target } = &self.phase
-            && (self.stopping.is_empty() || self.flawed(flaw::PUBLISH_WHILE_STOPPING))
+            && (self.stopping.is_empty() || self.flawed(Flaw::PublishWhileStopping))
         {
             self.publications += 1;
             let publication = Publication {
@@ -541,7 +542,7 @@ impl Ownership {
             Phase::Serving { publication, .. } => Some(publication),
             _ => None,
         };
-        let ignore_peers = self.flawed(flaw::IGNORE_PEERS);
+        let ignore_peers = self.flawed(Flaw::IgnorePeers);
         let mut echoed = None;
         let mut peers = Vec::new();
         for (member, lease) in self.membership.live_views(now) {
@@ -699,18 +700,4 @@ impl Ownership {
 /// `namespace/name` split in two.
 pub fn split_key(key: &str) -> (&str, &str) {
     key.split_once('/').unwrap_or((key, ""))
-}
-
-/// The flaws as the build knows them: real in tests, a unit elsewhere so
-/// that production code names them without carrying them.
-#[cfg(test)]
-mod flaw {
-    pub use super::Flaw;
-    pub const IGNORE_PEERS: Flaw = Flaw::IgnorePeers;
-    pub const PUBLISH_WHILE_STOPPING: Flaw = Flaw::PublishWhileStopping;
-}
-#[cfg(not(test))]
-mod flaw {
-    pub const IGNORE_PEERS: () = ();
-    pub const PUBLISH_WHILE_STOPPING: () = ();
 }
