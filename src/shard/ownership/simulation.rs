@@ -10,7 +10,9 @@
 //! Faults, in the first [`FAULTS_UNTIL`] of every run: a replica's VM
 //! paused (its monotonic clock stops, its boot clock runs on), a replica
 //! cut off (its requests black-holed, its watch silent, until it heals), a
-//! process killed and restarted with the same replica id (a new
+//! replica whose Lease watch alone is silent while its requests go through
+//! (how a black hole heals: new connections work at once, the watch's old
+//! one stays silent until its idle timeout), a process killed and restarted with the same replica id (a new
 //! incarnation), a graceful restart, slow Lease writes, stuck actor stops.
 //! Each replica's clocks drift by up to ±2 %.
 //!
@@ -19,8 +21,9 @@
 //!   reported stopped, in a live process whose fence lets it write);
 //! - **publication**: no view is published while own actors are stopping.
 //!
-//! Checked at the end (**liveness**): once the faults stop, within
-//! [`SETTLE`] every key runs on exactly one replica.
+//! Checked at the end (**liveness**): within [`SETTLE`] of the last fault's
+//! end (a VM resumed, a cut healed, a watch speaking again, a process
+//! restarted) every key runs on exactly one replica.
 //!
 //! A failure names its seed; [`replay`] runs one seed again, exactly.
 //! `SHARDCRON_SIM_SEEDS=N` runs N seeds instead of the default.
@@ -30,7 +33,7 @@ use crate::boot_clock::BootInstant;
 use crate::shard::fence::Fence;
 use crate::shard::lease::Publication;
 use crate::shard::membership::LeaseObservation;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 const REPLICAS: usize = 3;
@@ -53,7 +56,6 @@ const TICK_MS: u64 = 1_000;
 const FAULTS_UNTIL: u64 = 120_000;
 /// After the faults stop, every key runs on exactly one replica within this.
 const SETTLE: u64 = 60_000;
-const END: u64 = FAULTS_UNTIL + SETTLE + 10_000;
 
 /// SplitMix64: small, fast, and the same on every machine.
 struct Rng(u64);
@@ -100,6 +102,8 @@ enum Event {
     WatchDelivers {
         index: usize,
     },
+    /// A silent watch may deliver what it held back.
+    WatchResumes,
     /// The initial lists (CronJobs, Jobs, Leases) are complete.
     Listed,
     ActorStopped {
@@ -121,6 +125,10 @@ enum Event {
         ms: u64,
     },
     Heal,
+    /// The Lease watch delivers nothing for `ms` while requests go through.
+    WatchSilent {
+        ms: u64,
+    },
     Kill,
     Restart,
     Shutdown,
@@ -181,6 +189,8 @@ struct Process {
     /// Next log entry its watch delivers; delivery times never go backwards.
     watch_next: usize,
     watch_last_at: u64,
+    /// Entries its silent watch holds back, in order.
+    held: VecDeque<usize>,
     listed: bool,
 }
 
@@ -193,8 +203,17 @@ struct Replica {
     paused_until: Option<u64>,
     paused_since: u64,
     cut_until: Option<u64>,
+    /// The Lease watch alone is silent until then.
+    watch_silent_until: Option<u64>,
     process: Option<Process>,
     incarnations: u64,
+}
+
+/// Moves a fault's end to `until` unless it already ends later: a shorter
+/// fault landing inside a longer one must not end it early (a watch's events
+/// held back by the longer one would then come out of order).
+fn extend(end: &mut Option<u64>, until: u64) {
+    *end = Some(end.map_or(until, |current| current.max(until)));
 }
 
 struct World {
@@ -216,6 +235,8 @@ struct World {
     violation: Option<String>,
     /// When every key last had exactly one writer, continuously since.
     settled_since: Option<u64>,
+    /// When the last fault ended (a resume, a heal, a restart).
+    faults_end: u64,
 }
 
 /// What a run found.
@@ -236,6 +257,7 @@ impl World {
                 paused_until: None,
                 paused_since: 0,
                 cut_until: None,
+                watch_silent_until: None,
                 process: None,
                 incarnations: 0,
             })
@@ -256,6 +278,7 @@ impl World {
             trace: None,
             violation: None,
             settled_since: None,
+            faults_end: 0,
         }
     }
 
@@ -294,6 +317,16 @@ impl World {
         });
     }
 
+    /// Until when replica `replica`'s watch delivers nothing, if it is silent now.
+    fn watch_silent(&self, replica: usize) -> Option<u64> {
+        let r = &self.replicas[replica];
+        [r.cut_until, r.watch_silent_until]
+            .into_iter()
+            .flatten()
+            .filter(|&until| self.now < until)
+            .max()
+    }
+
     fn cut(&self, replica: usize) -> bool {
         self.replicas[replica]
             .cut_until
@@ -320,6 +353,7 @@ impl World {
             predecessor: None,
             watch_next: self.log.len(),
             watch_last_at: self.now,
+            held: VecDeque::new(),
             listed: false,
         });
         let list_after = self.rng.between(50, 2_000);
@@ -526,6 +560,24 @@ impl World {
         }
     }
 
+    /// Replica `replica`'s watch delivers log entry `index`.
+    fn deliver(&mut self, replica: usize, index: usize) {
+        let (name, lease) = self.log[index].clone();
+        if let Some(process) = self.replicas[replica].process.as_mut() {
+            process.watch_next = process.watch_next.max(index + 1);
+        }
+        let lease = Self::observation(&lease);
+        let me = self.replicas[replica].name.clone();
+        self.trace(|| {
+            format!(
+                "{me} sees {name} v{} {:?} {:?}",
+                lease.renewal, lease.holder, lease.publication
+            )
+        });
+        self.feed(replica, Input::LeaseSeen { name, lease });
+        self.tick(replica);
+    }
+
     fn observation(lease: &ServerLease) -> LeaseObservation {
         LeaseObservation {
             holder: lease.holder.clone(),
@@ -583,28 +635,31 @@ impl World {
                 }
             }
             Event::WatchDelivers { index } => {
-                if self.cut(replica) {
-                    // A silent watch: delivered after the heal, in order
-                    // (these events keep the order they had).
-                    let until = self.replicas[replica].cut_until.unwrap_or(self.now);
-                    let after = until - self.now + 1;
-                    self.schedule(replica, after, Event::WatchDelivers { index });
+                let silent = self.watch_silent(replica);
+                if let Some(process) = self.replicas[replica].process.as_mut()
+                    && (silent.is_some() || !process.held.is_empty())
+                {
+                    // A silent watch: held back, delivered in order once it
+                    // speaks again.
+                    process.held.push_back(index);
+                    let after = silent.map_or(0, |until| until - self.now + 1);
+                    self.schedule(replica, after, Event::WatchResumes);
                     return;
                 }
-                let (name, lease) = self.log[index].clone();
-                if let Some(process) = self.replicas[replica].process.as_mut() {
-                    process.watch_next = process.watch_next.max(index + 1);
+                self.deliver(replica, index);
+            }
+            Event::WatchResumes => {
+                if self.watch_silent(replica).is_some() {
+                    return; // extended: a later resume comes
                 }
-                let lease = Self::observation(&lease);
-                let me = self.replicas[replica].name.clone();
-                self.trace(|| {
-                    format!(
-                        "{me} sees {name} v{} {:?} {:?}",
-                        lease.renewal, lease.holder, lease.publication
-                    )
-                });
-                self.feed(replica, Input::LeaseSeen { name, lease });
-                self.tick(replica);
+                let held = self.replicas[replica]
+                    .process
+                    .as_mut()
+                    .map(|p| std::mem::take(&mut p.held))
+                    .unwrap_or_default();
+                for index in held {
+                    self.deliver(replica, index);
+                }
             }
             Event::Listed => {
                 if self.cut(replica) {
@@ -660,9 +715,24 @@ impl World {
                 }
             }
             Event::Cut { ms } => {
-                self.replicas[replica].cut_until = Some(self.now + ms);
+                extend(&mut self.replicas[replica].cut_until, self.now + ms);
+                if self.rng.chance(50) {
+                    // Healed, its watch still on the silent connection.
+                    let extra = self.rng.between(1_000, 40_000);
+                    extend(
+                        &mut self.replicas[replica].watch_silent_until,
+                        self.now + ms + extra,
+                    );
+                }
                 self.trace(|| format!("r{replica} cut off for {ms} ms"));
                 self.schedule_for(replica, 0, ms, Event::Heal);
+            }
+            Event::WatchSilent { ms } => {
+                extend(
+                    &mut self.replicas[replica].watch_silent_until,
+                    self.now + ms,
+                );
+                self.trace(|| format!("r{replica}'s watch silent for {ms} ms"));
             }
             Event::Heal => {}
             Event::Kill => {
@@ -735,7 +805,7 @@ impl World {
         let mut at = self.rng.between(5_000, 20_000);
         while at < FAULTS_UNTIL {
             let replica = self.rng.below(REPLICAS as u64) as usize;
-            let event = match self.rng.below(6) {
+            let event = match self.rng.below(7) {
                 0 => Event::Pause {
                     ms: self.rng.between(3_000, 30_000),
                 },
@@ -744,6 +814,9 @@ impl World {
                 },
                 2 => Event::Kill,
                 3 => Event::Shutdown,
+                4 => Event::WatchSilent {
+                    ms: self.rng.between(3_000, 60_000),
+                },
                 _ => Event::Pause {
                     ms: self.rng.between(500, 12_000),
                 },
@@ -760,6 +833,21 @@ impl World {
         }
     }
 
+    /// When the faults are over: none is injected after [`FAULTS_UNTIL`], and
+    /// the last one (a pause, a cut, a silent watch, a restart) has ended.
+    fn quiet_from(&self) -> u64 {
+        self.replicas
+            .iter()
+            .filter_map(|r| r.watch_silent_until)
+            .chain([FAULTS_UNTIL, self.faults_end])
+            .max()
+            .unwrap_or(FAULTS_UNTIL)
+    }
+
+    fn end(&self) -> u64 {
+        self.quiet_from() + SETTLE + 10_000
+    }
+
     fn run(mut self) -> Outcome {
         for replica in 0..REPLICAS {
             let after = self.rng.between(0, 3_000);
@@ -768,7 +856,7 @@ impl World {
         self.inject_faults();
         let mut events = 0;
         while let Some(next) = self.queue.pop() {
-            if next.at > END {
+            if next.at > self.end() {
                 break;
             }
             self.now = next.at;
@@ -795,6 +883,9 @@ impl World {
                 }
             }
             self.handle(replica, next.event);
+            if is_fault {
+                self.faults_end = self.faults_end.max(self.now);
+            }
             self.check_safety();
             if let Some(violation) = self.violation.take() {
                 return Outcome {
@@ -808,11 +899,11 @@ impl World {
         }
         let settled = self
             .settled_since
-            .is_some_and(|since| since <= FAULTS_UNTIL + SETTLE);
+            .is_some_and(|since| since <= self.quiet_from() + SETTLE);
         Outcome {
             violation: (!settled).then(|| {
                 format!(
-                    "not every key runs on exactly one replica {} s after the faults stopped\n{}",
+                    "not every key runs on exactly one replica {} s after the last fault ended\n{}",
                     SETTLE / 1000,
                     self.trace_text()
                 )
