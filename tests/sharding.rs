@@ -18,8 +18,8 @@ use kube::api::{Api, DeleteParams};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 use support::controller::CONTROLLER_NAMESPACE;
+use support::controller::http_get;
 use support::fleet::*;
-use support::proxy::Proxy;
 
 /// Enough that every replica of three owns some: with 12, one of them owned
 /// none in about 1 run in 100 ((2/3)^12), and the test had nothing to fault.
@@ -130,20 +130,7 @@ async fn a_frozen_replica_writes_nothing_for_the_keys_it_lost() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replica_cut_from_the_api_server_stops_acting_and_is_replaced() {
     let mut fleet = Fleet::new("shard-cut", 2, CRONJOBS).await;
-    // r2 reaches the API server only through a proxy the test controls.
-    let mut cut_off = fleet.prepare(2).await;
-    let upstream: std::net::SocketAddr = cut_off
-        .server()
-        .trim_start_matches("https://")
-        .parse()
-        .expect("the API server's address");
-    let proxy = Proxy::start(upstream).await;
-    cut_off.set_server(&format!("https://{}", proxy.addr));
-    cut_off.launch();
-    cut_off.wait_ready().await;
-    fleet.replicas.push(cut_off);
-    fleet.converged(Duration::from_secs(60)).await;
-
+    let proxy = fleet.add_behind_proxy().await;
     let at = at_second(40, Duration::from_secs(5)).await;
     let lost = fleet.keys_of(2);
     proxy.cut();
@@ -175,6 +162,107 @@ async fn a_replica_cut_from_the_api_server_stops_acting_and_is_replaced() {
     );
     let next = next_minute(Timestamp::now() + 5.seconds());
     fleet.all_slots_through(next).await;
+}
+
+/// A black hole, not a reset: the proxy goes silent both ways for twice the
+/// Lease duration, over a slot, then lets new connections through while the
+/// old ones stay silent. Only the replica's own deadlines can find it (the
+/// proxy's kernel still answers keepalive).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_behind_a_black_hole_says_so_and_serves_again_after() {
+    let mut fleet = Fleet::new("shard-stall", 2, CRONJOBS).await;
+    let proxy = fleet.add_behind_proxy().await;
+    let at = at_second(40, Duration::from_secs(5)).await;
+    let lost = fleet.keys_of(2);
+    proxy.stall();
+    let stalled = Instant::now();
+    let unready = support::eventually("r2's /readyz to fail", Duration::from_secs(20), || async {
+        let (code, _) = http_get(fleet.replicas[2].health, "/readyz").ok()?;
+        (code == 503).then(|| stalled.elapsed())
+    })
+    .await;
+    let slot = next_minute(at);
+    let slots = fleet.all_slots_through(slot).await;
+    let during: Vec<&Slot> = slots.iter().filter(|s| s.scheduled == slot).collect();
+    tokio::time::sleep((2 * LEASE).saturating_sub(stalled.elapsed())).await;
+    let (code, _) = http_get(fleet.replicas[2].health, "/readyz").expect("r2 answers");
+    assert_eq!(code, 503, "r2 claimed to be ready behind the black hole");
+    proxy.restore();
+    let healed = Instant::now();
+    let rejoined = fleet.converged(Duration::from_secs(120)).await;
+    let next = next_minute(Timestamp::now() + 5.seconds());
+    let slots = fleet.all_slots_through(next).await;
+    let after: Vec<&Slot> = slots.iter().filter(|s| s.scheduled == next).collect();
+    let (live, why) = http_get(fleet.replicas[2].health, "/healthz").expect("r2 answers");
+    fleet.figure(&format!(
+        "r2 behind a black hole for {:.0} s: /readyz failed {:.1} s in (renew deadline 10 s); its {} CronJobs' slot max delay {} s; rejoined {:.1} s after the heal; next slot max delay {} s",
+        (healed - stalled).as_secs_f64(),
+        unready.as_secs_f64(),
+        lost.len(),
+        max_delay(during.iter().filter(|s| lost.contains(&s.cronjob)).copied()),
+        rejoined.as_secs_f64(),
+        max_delay(after.iter().copied()),
+    ));
+    assert!(!lost.is_empty(), "r2 owned nothing");
+    assert!(
+        unready <= Duration::from_secs(12),
+        "unready after {unready:?}"
+    );
+    assert!(during.iter().all(|s| s.created_by != "r2"), "{during:?}");
+    assert!(
+        max_delay(during.iter().copied()) <= UNDISTURBED,
+        "{during:?}"
+    );
+    assert!(
+        after.iter().any(|s| s.created_by == "r2"),
+        "r2 serves nothing after the heal: {after:?}"
+    );
+    assert!(max_delay(after.iter().copied()) <= UNDISTURBED, "{after:?}");
+    assert_eq!(live, 200, "r2's /healthz after the heal: {why}");
+}
+
+/// A second process started with a running replica's id (a pod recreated
+/// while its predecessor is only partitioned, two pods of one ordinal, a
+/// mistake): it waits while the first renews the Lease, never acts beside
+/// it, and takes over only once the first has stopped renewing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_process_with_a_replicas_id_waits_for_the_first() {
+    let mut fleet = Fleet::new("shard-twin", 2, CRONJOBS).await;
+    let mut twin = fleet.prepare(1).await;
+    twin.log = twin.log.with_extension("twin.log");
+    twin.launch();
+    let at = at_second(40, Duration::from_secs(5)).await;
+    let slot = next_minute(at);
+    // Through a slot and 10 s past it, the twin is never ready.
+    while Timestamp::now() < slot + 10.seconds() {
+        if let Ok((code, _)) = http_get(twin.health, "/readyz") {
+            assert_ne!(code, 200, "the twin is ready while r1 still renews");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let slots = fleet.all_slots_through(slot).await;
+    let twin_creates = creates(&twin);
+    fleet.replicas[1].kill();
+    let killed = Instant::now();
+    twin.wait_ready().await;
+    let took_over = killed.elapsed();
+    fleet.replicas[1] = twin;
+    fleet.converged(Duration::from_secs(60)).await;
+    let next = next_minute(Timestamp::now() + 5.seconds());
+    let after = fleet.all_slots_through(next).await;
+    fleet.figure(&format!(
+        "a twin of r1 beside it over a slot: {} create requests, slot max delay {} s; ready {:.1} s after r1 was killed (Lease {} s); {} slots in all, none twice",
+        twin_creates as u64,
+        max_delay(slots.iter().filter(|s| s.scheduled == slot)),
+        took_over.as_secs_f64(),
+        LEASE.as_secs(),
+        after.len(),
+    ));
+    assert_eq!(twin_creates, 0.0, "the twin created Jobs beside r1");
+    assert!(
+        max_delay(slots.iter().filter(|s| s.scheduled == slot)) <= UNDISTURBED,
+        "{slots:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -18,9 +18,12 @@
 //! whose peer goes silent (a partition, a dead API-server host behind a load
 //! balancer) stays open forever. Keepalive finds such a connection dead
 //! within [`KEEPALIVE_IDLE`] + [`KEEPALIVE_INTERVAL`] x [`KEEPALIVE_PROBES`]
-//! (about a minute); a request's own deadline ([`super::deadline`]) covers
-//! silence that keepalive cannot see (a peer that still answers TCP but no
-//! longer HTTP, such as a stuck proxy).
+//! (about a minute). Silence that keepalive cannot see (a peer that still
+//! answers TCP but no longer HTTP, such as a stuck proxy or load balancer)
+//! is found by deadlines: every request's response headers within
+//! [`super::deadline::RESPONSE_HEADERS`] (this client), a gateway request's
+//! whole exchange within its verb's deadline, a watch's body by its idle
+//! timeout ([`super::watch`]).
 
 use crate::telemetry::traces;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -29,6 +32,7 @@ use kube::client::{ClientBuilder, ConfigExt};
 use kube::{Client, Config};
 use std::time::Duration;
 use tower::ServiceBuilder;
+use tower::timeout::TimeoutLayer;
 use tower::util::{MapErrLayer, MapRequestLayer, MapResponseLayer};
 
 /// Idle time before the first keepalive probe.
@@ -53,8 +57,8 @@ pub fn user_agent(replica_id: &str) -> String {
     )
 }
 
-/// Builds the client from `config`: kube's retry off, keepalive on, the
-/// User-Agent set.
+/// Builds the client from `config`: kube's retry off, keepalive on, a
+/// deadline on every response's headers, the User-Agent set.
 pub fn build(mut config: Config, user_agent: &str) -> Result<Client, kube::Error> {
     config.default_retry = false;
     config.connect_timeout = Some(CONNECT_TIMEOUT);
@@ -69,6 +73,7 @@ pub fn build(mut config: Config, user_agent: &str) -> Result<Client, kube::Error
         return Ok(builder
             .with_layer(&MapRequestLayer::new(traces::inject::<kube::client::Body>))
             .with_layer(&MapResponseLayer::new(record_status))
+            .with_layer(&TimeoutLayer::new(super::deadline::RESPONSE_HEADERS))
             .build());
     }
     let mut connector = HttpConnector::new();
@@ -87,6 +92,7 @@ pub fn build(mut config: Config, user_agent: &str) -> Result<Client, kube::Error
         .layer(config.extra_headers_layer()?)
         .layer(MapRequestLayer::new(traces::inject::<kube::client::Body>))
         .layer(MapResponseLayer::new(record_status))
+        .layer(TimeoutLayer::new(super::deadline::RESPONSE_HEADERS))
         .layer(MapErrLayer::new(tower::BoxError::from))
         .service(http);
     Ok(Client::new(service, config.default_namespace))

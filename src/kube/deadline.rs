@@ -24,6 +24,16 @@ pub const WRITE: Duration = Duration::from_secs(30);
 /// One page (500 objects) of a rebalance's bulk load.
 pub const LIST_PAGE: Duration = Duration::from_secs(60);
 
+/// Every request's response headers, on the client itself: the one bound
+/// that also covers the requests no caller times, above all a watch being
+/// (re-)established. kube-apiserver answers a watch's headers at once and
+/// a LIST page or a request held in an APF queue within about 15 s; a
+/// request whose headers have not come by then is talking to a black hole.
+/// (A watch's body is bounded by its own idle timeout, see
+/// [`super::watch`]; a gateway request's whole exchange by the deadlines
+/// above.)
+pub const RESPONSE_HEADERS: Duration = Duration::from_secs(30);
+
 /// The deadline of a gateway request by its verb.
 pub fn of_verb(verb: &str) -> Duration {
     match verb {
@@ -56,6 +66,7 @@ mod tests {
             assert_eq!(of_verb(verb), WRITE);
         }
         assert!(GET < WRITE && WRITE < LIST_PAGE);
+        assert!(RESPONSE_HEADERS <= WRITE);
     }
 
     #[tokio::test(start_paused = true)]

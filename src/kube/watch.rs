@@ -12,6 +12,20 @@
 //! receiver uses to drop objects that disappeared while it was not looking.
 //! Where the server supports it (Kubernetes 1.34 and later serve WatchList
 //! by default), the initial list is a streaming list with bookmarks.
+//!
+//! A watch whose connection goes silent (a black hole: no reset, no close)
+//! is found by kube-runtime's idle timeout, the watch's server-side timeout
+//! plus 5 s, after which it is resumed on a new connection; re-establishing
+//! it is bounded by the client's deadline on response headers
+//! ([`super::deadline::RESPONSE_HEADERS`]). The ring's Leases are watched
+//! with a server-side timeout of [`LEASE_WATCH_TIMEOUT_SECONDS`]: every
+//! replica renews every few seconds, so a Lease watch silent for longer is
+//! dead, and a replica that cannot see its peers cannot hand keys back to
+//! them (it waits for the echo of its own publication). CronJobs and Jobs
+//! keep the server's default (290 s, found silent after 295 s): their
+//! initial list, streamed through the same watch, must fit in it at 10^5
+//! objects, and a stale CronJob or Job watch only delays what the actors
+//! learn, never who may act.
 
 use crate::reconcile::JobSummary;
 use crate::telemetry::Metrics;
@@ -26,6 +40,11 @@ use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
+
+/// The server-side timeout of the Lease watch: the server ends it after this
+/// long and it is resumed from the last resourceVersion; a watch silent for
+/// 5 s longer is dead and re-established.
+pub const LEASE_WATCH_TIMEOUT_SECONDS: u32 = 15;
 
 /// How the initial list (and each re-list) is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -220,7 +239,10 @@ where
 {
     spawn_watch(
         Api::<Lease>::namespaced(client, namespace),
-        watcher::Config::default().labels(selector).any_semantic(),
+        watcher::Config::default()
+            .labels(selector)
+            .any_semantic()
+            .timeout(LEASE_WATCH_TIMEOUT_SECONDS),
         "leases",
         metrics,
         observe,

@@ -7,6 +7,7 @@
 use super::cluster::{Cluster, TestNamespace};
 use super::controller::Controller;
 use super::eventually;
+use super::proxy::Proxy;
 use super::scenario::{cronjob, name_of, scheduled_time};
 use jiff::{Timestamp, ToSpan};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
@@ -94,7 +95,26 @@ impl Fleet {
         index
     }
 
-    /// Replica `index`, prepared but not started (to point it at a proxy first).
+    /// Starts one more replica that reaches the API server only through a
+    /// proxy the test controls, waits until it is ready and the ring has
+    /// converged, and returns the proxy.
+    pub async fn add_behind_proxy(&mut self) -> Proxy {
+        let mut replica = self.prepare(self.replicas.len()).await;
+        let upstream: std::net::SocketAddr = replica
+            .server()
+            .trim_start_matches("https://")
+            .parse()
+            .expect("the API server's address");
+        let proxy = Proxy::start(upstream).await;
+        replica.set_server(&format!("https://{}", proxy.addr));
+        replica.launch();
+        replica.wait_ready().await;
+        self.replicas.push(replica);
+        self.converged(Duration::from_secs(60)).await;
+        proxy
+    }
+
+    /// Replica `index`, prepared but not started.
     pub async fn prepare(&self, index: usize) -> Controller {
         Controller::replica(
             Cluster::shared(),
