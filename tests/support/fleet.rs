@@ -51,38 +51,52 @@ impl Slot {
 }
 
 impl Fleet {
-    /// `replicas` replicas (ready), then `cronjobs` CronJobs at `*/1 * * * *`.
+    /// `replicas` replicas (ready), then `cronjobs` CronJobs at `*/1 * * * *`
+    /// that keep every Job (for the checks).
     pub async fn new(test: &str, replicas: usize, cronjobs: usize) -> Fleet {
+        let mut fleet = Fleet::empty(test).await;
+        for _ in 0..replicas {
+            fleet.add().await;
+        }
+        // Pods succeed after 1 s (kwok); every Job is kept for the checks.
+        let spec = json!({"successfulJobsHistoryLimit": 100, "failedJobsHistoryLimit": 100});
+        fleet
+            .create_cronjobs(cronjobs, |name| {
+                cronjob(name, "*/1 * * * *", spec.clone(), json!({}))
+            })
+            .await;
+        fleet
+    }
+
+    /// A namespace and no replicas, no CronJobs yet.
+    pub async fn empty(test: &str) -> Fleet {
         let cluster = Cluster::shared();
         let ns = cluster.namespace(test).await;
         let admin = cluster.admin().await;
-        let mut fleet = Fleet {
+        Fleet {
             jobs: Api::namespaced(admin.clone(), &ns.name),
             admin,
             ns,
             replicas: Vec::new(),
-            names: (0..cronjobs).map(|i| format!("c{i:02}")).collect(),
+            names: Vec::new(),
             first_slot: Timestamp::UNIX_EPOCH,
             test: test.to_owned(),
-        };
-        for _ in 0..replicas {
-            fleet.add().await;
         }
-        let cronjobs_api: Api<CronJob> = Api::namespaced(fleet.admin.clone(), &fleet.ns.name);
-        for name in &fleet.names {
-            // Pods succeed after 1 s (kwok); every Job is kept for the checks.
-            let spec = json!({"successfulJobsHistoryLimit": 100, "failedJobsHistoryLimit": 100});
-            cronjobs_api
-                .create(
-                    &PostParams::default(),
-                    &cronjob(name, "*/1 * * * *", spec, json!({})),
-                )
+    }
+
+    /// Creates `count` CronJobs `c00`, `c01`, ... made by `make`, and waits
+    /// until the ring runs each on exactly one replica.
+    pub async fn create_cronjobs(&mut self, count: usize, make: impl Fn(&str) -> CronJob) {
+        let cronjobs: Api<CronJob> = Api::namespaced(self.admin.clone(), &self.ns.name);
+        self.names = (0..count).map(|i| format!("c{i:02}")).collect();
+        for name in &self.names {
+            cronjobs
+                .create(&PostParams::default(), &make(name))
                 .await
                 .expect("create CronJob");
         }
-        fleet.first_slot = next_minute(Timestamp::now() + 5.seconds());
-        fleet.converged(Duration::from_secs(60)).await;
-        fleet
+        self.first_slot = next_minute(Timestamp::now() + 5.seconds());
+        self.converged(Duration::from_secs(60)).await;
     }
 
     /// Starts one more replica and waits until it is ready.
