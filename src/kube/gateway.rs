@@ -14,7 +14,7 @@ use super::deadline;
 use super::events::{self, Backlog, Pushed, Queued};
 use super::failure::ApiFailure;
 use super::queue::{FairQueue, Priority};
-use super::rate::TokenBucket;
+use super::rate::{AdaptiveRate, TokenBucket};
 use super::requests::JobRequests;
 use super::retry::{Backoff, Retry};
 use crate::reconcile;
@@ -28,6 +28,7 @@ use ::kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Re
 use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
@@ -68,6 +69,8 @@ struct Inner {
     metrics: Arc<Metrics>,
     fence: Arc<dyn WriteFence>,
     events: Arc<EventQueue>,
+    /// 429s so far, for the dispatcher's [`AdaptiveRate`].
+    throttled: Arc<AtomicU64>,
 }
 
 /// Whether this replica may write now. The shard layer's fence answers
@@ -97,13 +100,10 @@ impl Gateway {
     ) -> Self {
         let (tickets, queued) = mpsc::unbounded_channel();
         let runtime = Handle::current();
+        let throttled = Arc::new(AtomicU64::new(0));
         runtime.spawn(dispatch(
             queued,
-            TokenBucket::new(
-                limits.qps,
-                limits.burst,
-                tokio::time::Instant::now().into_std(),
-            ),
+            Pace::new(limits, throttled.clone()),
             metrics.clone(),
         ));
         let events = Arc::new(EventQueue {
@@ -119,6 +119,7 @@ impl Gateway {
             metrics,
             fence,
             events: events.clone(),
+            throttled,
         });
         for _ in 0..events::WORKERS {
             inner
@@ -251,6 +252,9 @@ impl Gateway {
                 Ok(value) => return Ok(value),
                 Err(failure) => failure,
             };
+            if failure.code() == Some(429) {
+                self.inner.throttled.fetch_add(1, Ordering::Relaxed);
+            }
             match self.inner.backoff.after_failure(attempt, failure.code()) {
                 Retry::After(delay) => {
                     tracing::debug!(verb, namespace, attempt, error = %failure, ?delay, "retrying");
@@ -522,11 +526,45 @@ fn gather_deadline(
         .min(last_new_namespace + GATHER_SETTLE)
 }
 
+/// The dispatcher's pace: the token bucket, refilled at the adaptive rate,
+/// which learns of 429s through a counter the requests bump.
+struct Pace {
+    bucket: TokenBucket,
+    rate: AdaptiveRate,
+    throttled: Arc<AtomicU64>,
+    seen: u64,
+}
+
+impl Pace {
+    fn new(limits: Limits, throttled: Arc<AtomicU64>) -> Self {
+        let now = tokio::time::Instant::now().into_std();
+        Pace {
+            bucket: TokenBucket::new(limits.qps, limits.burst, now),
+            rate: AdaptiveRate::new(limits.qps),
+            throttled,
+            seen: 0,
+        }
+    }
+
+    /// A token at `now`, or how long until one.
+    fn try_take(&mut self, now: Instant, metrics: &Metrics) -> Result<(), Duration> {
+        let throttled = self.throttled.load(Ordering::Relaxed);
+        if throttled != self.seen {
+            self.seen = throttled;
+            self.rate.throttled(now);
+        }
+        let qps = self.rate.qps(now);
+        self.bucket.set_qps(qps, now);
+        metrics.rate_limit.set(qps);
+        self.bucket.try_take(now)
+    }
+}
+
 /// Grants turns: the most urgent class first, namespaces in turn, one per
 /// token. A ticket whose requester went away is skipped without a token.
 async fn dispatch(
     mut incoming: mpsc::UnboundedReceiver<Ticket>,
-    mut bucket: TokenBucket,
+    mut pace: Pace,
     metrics: Arc<Metrics>,
 ) {
     let mut queue: FairQueue<oneshot::Sender<()>> = FairQueue::default();
@@ -578,7 +616,7 @@ async fn dispatch(
                 .set(queue.depth(priority) as i64);
         }
         // tokio's clock, so that tests can pause it.
-        match bucket.try_take(tokio::time::Instant::now().into_std()) {
+        match pace.try_take(tokio::time::Instant::now().into_std(), &metrics) {
             Ok(()) => {
                 while let Some((_, _, grant)) = queue.pop() {
                     if grant.send(()).is_ok() {
@@ -622,9 +660,51 @@ mod tests {
     /// test got one of the burst's tokens.
     fn start_dispatcher() -> mpsc::UnboundedSender<Ticket> {
         let (tickets, queued) = mpsc::unbounded_channel();
-        let bucket = TokenBucket::new(0.001, 4, tokio::time::Instant::now().into_std());
-        tokio::spawn(dispatch(queued, bucket, Arc::new(Metrics::new())));
+        let limits = Limits {
+            qps: 0.001,
+            burst: 4,
+        };
+        let pace = Pace::new(limits, Arc::new(AtomicU64::new(0)));
+        tokio::spawn(dispatch(queued, pace, Arc::new(Metrics::new())));
         tickets
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_429_halves_the_pace_of_grants_until_the_rate_climbs_back() {
+        let (tickets, queued) = mpsc::unbounded_channel();
+        let throttled = Arc::new(AtomicU64::new(0));
+        let limits = Limits {
+            qps: 10.0,
+            burst: 1,
+        };
+        let metrics = Arc::new(Metrics::new());
+        let pace = Pace::new(limits, throttled.clone());
+        tokio::spawn(dispatch(queued, pace, metrics.clone()));
+        // Ten grants in a row, one every 100 ms at 10 qps.
+        let granted_in = |count: usize| {
+            let tickets = tickets.clone();
+            async move {
+                let started = tokio::time::Instant::now();
+                let grants: Vec<_> = (0..count).map(|_| ticket(&tickets, "ns")).collect();
+                for grant in grants {
+                    grant.await.expect("granted");
+                }
+                started.elapsed()
+            }
+        };
+        granted_in(1).await; // the burst's token
+        let full = granted_in(10).await;
+        throttled.fetch_add(1, Ordering::Relaxed);
+        let halved = granted_in(10).await;
+        assert!(
+            halved.as_secs_f64() > 1.6 * full.as_secs_f64(),
+            "{halved:?} against {full:?}"
+        );
+        assert!(metrics.rate_limit.get() < 10.0);
+        tokio::time::sleep(AdaptiveRate::RECOVERY).await;
+        let recovered = granted_in(10).await;
+        assert!(recovered.as_secs_f64() < 1.1 * full.as_secs_f64());
+        assert_eq!(metrics.rate_limit.get(), 10.0);
     }
 
     #[tokio::test(start_paused = true)]

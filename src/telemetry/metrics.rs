@@ -79,6 +79,7 @@ pub struct Metrics {
     pub syncs: Family<SyncLabels, Counter>,
     pub api_requests: Family<RequestLabels, Counter>,
     pub queue_depth: Family<PriorityLabels, Gauge>,
+    pub rate_limit: Gauge<f64, std::sync::atomic::AtomicU64>,
     pub queue_wait: Family<PriorityLabels, Histogram, fn() -> Histogram>,
     pub watch_restarts: Family<ResourceLabels, Counter>,
     pub ring_members: Gauge,
@@ -176,6 +177,12 @@ impl Metrics {
             "Requests waiting in the gateway for a rate-limit token, by class",
             queue_depth.clone(),
         );
+        let rate_limit = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "gateway_rate_limit_qps",
+            "The gateway's request rate now: --kube-api-qps, halved on each burst of 429s and climbing back without",
+            rate_limit.clone(),
+        );
         let queue_wait: Family<PriorityLabels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(|| Histogram::new(millis_to_minute()));
         registry.register(
@@ -254,6 +261,7 @@ impl Metrics {
             syncs,
             api_requests,
             queue_depth,
+            rate_limit,
             queue_wait,
             watch_restarts,
         }
