@@ -12,6 +12,7 @@ mod support;
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -459,6 +460,117 @@ async fn a_foreign_job_holding_the_name_is_not_adopted() {
     assert_eq!(owners.len(), 1);
     assert_eq!(owners[0].kind, "ConfigMap", "the Job was adopted");
     assert_eq!(s.active_count("foreign").await, 0);
+}
+
+/// A Job that runs for a while, owned by nothing.
+fn bare_job(name: &str) -> Job {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"template": {
+            "metadata": {"annotations": long_running()},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+        }}
+    }))
+    .unwrap()
+}
+
+/// A tenant allowed to write its own CronJobs' status (and nothing else)
+/// points `status.active` at another namespace's Job and at a Job of its
+/// own namespace that the CronJob does not control. Under Replace,
+/// upstream's controller deletes whatever the list names at the next slot;
+/// shardcron, which has the same rights in every namespace, drops both
+/// entries with a warning and deletes neither.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenant_cannot_get_other_jobs_deleted_through_status_active() {
+    let s = scenario("hostile-status").await;
+    let cluster = Cluster::shared();
+    let elsewhere = cluster.namespace("hostile-victim").await;
+    let precious = Api::<Job>::namespaced(s.admin.clone(), &elsewhere.name)
+        .create(&PostParams::default(), &bare_job("precious"))
+        .await
+        .expect("create the other namespace's Job");
+    let bystander = s
+        .jobs
+        .create(&PostParams::default(), &bare_job("bystander"))
+        .await
+        .expect("create the uncontrolled Job");
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "cronjob-status"},
+        "rules": [{"apiGroups": ["batch"], "resources": ["cronjobs", "cronjobs/status"],
+                   "verbs": ["get", "patch", "update"]}]
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(s.admin.clone(), &s.ns.name)
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("create the tenant's Role");
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "cronjob-status"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cronjob-status"},
+        "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": s.ns.name}]
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(s.admin.clone(), &s.ns.name)
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("bind it");
+    let tenant: Api<CronJob> = Api::namespaced(
+        cluster.service_account_client(&s.ns.name, "tenant").await,
+        &s.ns.name,
+    );
+    s.create(&cronjob(
+        "hostile",
+        "*/1 * * * *",
+        json!({"concurrencyPolicy": "Replace"}),
+        long_running(),
+    ))
+    .await;
+    let reference = |job: &Job| {
+        json!({"apiVersion": "batch/v1", "kind": "Job",
+               "namespace": job.metadata.namespace, "name": job.metadata.name,
+               "uid": job.metadata.uid})
+    };
+    let hostile = json!({"status": {"active": [reference(&precious), reference(&bystander)]}});
+    eventually(
+        "the tenant's status write (once its RoleBinding takes effect)",
+        Duration::from_secs(30),
+        || async {
+            tenant
+                .patch_status("hostile", &PatchParams::default(), &Patch::Merge(&hostile))
+                .await
+                .ok()
+        },
+    )
+    .await;
+    // The slot's Job under Replace, and the warnings.
+    eventually(
+        "the slot's Job and ForeignActiveJob",
+        ONE_SLOT,
+        || async {
+            let created = s
+                .live_jobs()
+                .await
+                .iter()
+                .any(|j| name_of(j).starts_with("hostile-"));
+            (created && s.has_event("hostile", "ForeignActiveJob").await).then_some(())
+        },
+    )
+    .await;
+    let still = |job: &Job, api: Api<Job>| {
+        let (name, uid) = (name_of(job), job.metadata.uid.clone());
+        async move {
+            let now = api.get(&name).await.expect("the Job still exists");
+            assert_eq!(now.metadata.uid, uid, "{name} was replaced");
+            assert!(now.metadata.deletion_timestamp.is_none(), "{name} is being deleted");
+        }
+    };
+    still(&precious, Api::namespaced(s.admin.clone(), &elsewhere.name)).await;
+    still(&bystander, s.jobs.clone()).await;
+    let active = s.get("hostile").await.status.and_then(|st| st.active).unwrap_or_default();
+    assert!(
+        active.iter().all(|r| r.name.as_deref().is_some_and(|n| n.starts_with("hostile-"))),
+        "the foreign entries stayed: {active:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
