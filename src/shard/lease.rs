@@ -23,6 +23,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -172,8 +173,34 @@ fn incarnation() -> String {
     format!("{:016x}", twox_hash::XxHash64::oneshot(0, seed.as_bytes()))
 }
 
-struct State {
-    api: Api<Lease>,
+/// The Lease requests the keeper makes: kube's `Api<Lease>` in the
+/// process, scripted answers in the tests.
+trait LeaseRequests: Send + Sync + 'static {
+    fn get(&self, name: &str) -> impl Future<Output = ::kube::Result<Option<Lease>>> + Send;
+    fn create(&self, lease: &Lease) -> impl Future<Output = ::kube::Result<Lease>> + Send;
+    fn replace(
+        &self,
+        name: &str,
+        lease: &Lease,
+    ) -> impl Future<Output = ::kube::Result<Lease>> + Send;
+}
+
+impl LeaseRequests for Api<Lease> {
+    async fn get(&self, name: &str) -> ::kube::Result<Option<Lease>> {
+        self.get_opt(name).await
+    }
+
+    async fn create(&self, lease: &Lease) -> ::kube::Result<Lease> {
+        Api::create(self, &PostParams::default(), lease).await
+    }
+
+    async fn replace(&self, name: &str, lease: &Lease) -> ::kube::Result<Lease> {
+        Api::replace(self, name, &PostParams::default(), lease).await
+    }
+}
+
+struct State<A> {
+    api: A,
     settings: LeaseSettings,
     incarnation: String,
     /// The Lease as last written or read (its resourceVersion is the precondition).
@@ -234,7 +261,7 @@ enum RenewError {
     Usurped(String),
 }
 
-impl State {
+impl<A: LeaseRequests> State<A> {
     fn desired(&self, base: Option<&Lease>, holder: Option<&str>) -> Lease {
         let now = MicroTime(Timestamp::now());
         let mut lease = base.cloned().unwrap_or_else(|| Lease {
@@ -278,7 +305,7 @@ impl State {
         for _ in 0..2 {
             let base = match self.current.take() {
                 Some(lease) => Some(lease),
-                None => self.api.get_opt(&name).await.map_err(RenewError::Api)?,
+                None => self.api.get(&name).await.map_err(RenewError::Api)?,
             };
             if let Some(lease) = &base {
                 let theirs = lease.annotations().get(INCARNATION_ANNOTATION);
@@ -304,12 +331,8 @@ impl State {
             }
             let desired = self.desired(base.as_ref(), holder);
             let result = match base {
-                Some(_) => {
-                    self.api
-                        .replace(&name, &PostParams::default(), &desired)
-                        .await
-                }
-                None => self.api.create(&PostParams::default(), &desired).await,
+                Some(_) => self.api.replace(&name, &desired).await,
+                None => self.api.create(&desired).await,
             };
             match result {
                 Ok(written) => {
@@ -402,8 +425,248 @@ async fn keep(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
 
     const DURATION: Duration = Duration::from_secs(15);
+
+    /// The API server's answer to the keeper's next request.
+    enum Answer {
+        /// To a GET: the Lease, or none.
+        Found(Option<Box<Lease>>),
+        /// To a create or replace: written (with the next resourceVersion).
+        Written,
+        /// To any request: this HTTP status.
+        Fails(u16),
+    }
+
+    /// Scripted answers, in order, and the requests asked.
+    #[derive(Default)]
+    struct Scripted {
+        answers: Mutex<VecDeque<Answer>>,
+        asked: Mutex<Vec<&'static str>>,
+        version: Mutex<u64>,
+    }
+
+    fn status(code: u16) -> ::kube::Error {
+        let reason = match code {
+            404 => "NotFound",
+            409 => "Conflict",
+            429 => "TooManyRequests",
+            _ => "InternalError",
+        };
+        ::kube::Error::Api(
+            ::kube::core::Status::failure("scripted", reason)
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    impl Scripted {
+        fn answer(&self, verb: &'static str) -> Answer {
+            self.asked.lock().unwrap().push(verb);
+            self.answers
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or_else(|| panic!("no answer scripted for a {verb}"))
+        }
+
+        fn written(&self, lease: &Lease) -> Lease {
+            let mut version = self.version.lock().unwrap();
+            *version += 1;
+            let mut lease = lease.clone();
+            lease.metadata.resource_version = Some(version.to_string());
+            lease
+        }
+
+        fn write(&self, verb: &'static str, lease: &Lease) -> ::kube::Result<Lease> {
+            match self.answer(verb) {
+                Answer::Written => Ok(self.written(lease)),
+                Answer::Fails(code) => Err(status(code)),
+                Answer::Found(_) => panic!("a {verb} answered like a GET"),
+            }
+        }
+    }
+
+    impl LeaseRequests for Arc<Scripted> {
+        async fn get(&self, _name: &str) -> ::kube::Result<Option<Lease>> {
+            match self.answer("get") {
+                Answer::Found(lease) => Ok(lease.map(|l| *l)),
+                Answer::Fails(code) => Err(status(code)),
+                Answer::Written => panic!("a get answered like a write"),
+            }
+        }
+
+        async fn create(&self, lease: &Lease) -> ::kube::Result<Lease> {
+            self.write("create", lease)
+        }
+
+        async fn replace(&self, _name: &str, lease: &Lease) -> ::kube::Result<Lease> {
+            self.write("replace", lease)
+        }
+    }
+
+    fn keeper_state(answers: Vec<Answer>) -> (State<Arc<Scripted>>, Arc<Scripted>) {
+        let script = Arc::new(Scripted {
+            answers: Mutex::new(answers.into()),
+            ..Scripted::default()
+        });
+        let state = State {
+            api: script.clone(),
+            settings: LeaseSettings {
+                namespace: "shardcron-system".into(),
+                ring: "ring".into(),
+                replica_id: "r0".into(),
+                duration: DURATION,
+                renew_period: Duration::from_secs(2),
+                renew_deadline: Duration::from_secs(10),
+            },
+            incarnation: "mine".into(),
+            current: None,
+            view: None,
+            acquired: false,
+            predecessor: Predecessor::default(),
+        };
+        (state, script)
+    }
+
+    /// The Lease `r0` as written by incarnation `incarnation`.
+    fn held_by(incarnation: &str, version: u64) -> Box<Lease> {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "ring.r0", "namespace": "shardcron-system",
+                         "resourceVersion": version.to_string(),
+                         "annotations": {INCARNATION_ANNOTATION: incarnation}},
+            "spec": {"holderIdentity": "r0", "leaseDurationSeconds": 15}
+        }))
+        .map(Box::new)
+        .expect("a Lease")
+    }
+
+    fn renew(state: &mut State<Arc<Scripted>>) -> Result<(), RenewError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(state.write(Some("r0")))
+    }
+
+    fn code(result: &Result<(), RenewError>) -> Option<u16> {
+        match result {
+            Err(RenewError::Api(::kube::Error::Api(status))) => Some(status.code),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn the_keeper_answers_each_api_answer() {
+        use Answer::*;
+        // (case, answers, requests made, outcome, acquired after)
+        type Check = fn(&Result<(), RenewError>) -> bool;
+        type Case = (&'static str, Vec<Answer>, Vec<&'static str>, Check, bool);
+        let cases: Vec<Case> = vec![
+            (
+                "no Lease yet: created",
+                vec![Found(None), Written],
+                vec!["get", "create"],
+                |r| r.is_ok(),
+                true,
+            ),
+            (
+                "ours: renewed",
+                vec![Found(Some(held_by("mine", 4))), Written],
+                vec!["get", "replace"],
+                |r| r.is_ok(),
+                true,
+            ),
+            (
+                "409 Conflict: read again, then renewed",
+                vec![
+                    Found(Some(held_by("mine", 4))),
+                    Fails(409),
+                    Found(Some(held_by("mine", 5))),
+                    Written,
+                ],
+                vec!["get", "replace", "get", "replace"],
+                |r| r.is_ok(),
+                true,
+            ),
+            (
+                "deleted by hand (404 on replace): read again, created",
+                vec![
+                    Found(Some(held_by("mine", 4))),
+                    Fails(404),
+                    Found(None),
+                    Written,
+                ],
+                vec!["get", "replace", "get", "create"],
+                |r| r.is_ok(),
+                true,
+            ),
+            (
+                "conflicts twice: given up until the next tick",
+                vec![
+                    Found(Some(held_by("mine", 4))),
+                    Fails(409),
+                    Found(Some(held_by("mine", 5))),
+                    Fails(409),
+                ],
+                vec!["get", "replace", "get", "replace"],
+                |r| matches!(r, Err(RenewError::KeptChanging)),
+                false,
+            ),
+            (
+                "429 on the write: not renewed, left to the next tick (no retry inside the renew deadline)",
+                vec![Found(Some(held_by("mine", 4))), Fails(429)],
+                vec!["get", "replace"],
+                |r| code(r) == Some(429),
+                false,
+            ),
+            (
+                "500 on the read",
+                vec![Fails(500)],
+                vec!["get"],
+                |r| code(r) == Some(500),
+                false,
+            ),
+            (
+                "another live process with our id: wait, write nothing",
+                vec![Found(Some(held_by("theirs", 4)))],
+                vec!["get"],
+                |r| matches!(r, Err(RenewError::PredecessorActive(left)) if *left == DURATION),
+                false,
+            ),
+        ];
+        for (case, answers, asked, outcome, acquired) in cases {
+            let (mut state, script) = keeper_state(answers);
+            let result = renew(&mut state);
+            assert!(outcome(&result), "{case}: unexpected outcome");
+            assert_eq!(*script.asked.lock().unwrap(), asked, "{case}");
+            assert_eq!(state.acquired, acquired, "{case}");
+            assert!(
+                script.answers.lock().unwrap().is_empty(),
+                "{case}: answers left"
+            );
+        }
+    }
+
+    #[test]
+    fn once_acquired_another_incarnation_means_usurped() {
+        let (mut state, _) = keeper_state(vec![Answer::Found(None), Answer::Written]);
+        assert!(renew(&mut state).is_ok());
+        // Our write is forgotten (a timeout), and the next read shows
+        // another process with our id.
+        state.current = None;
+        state
+            .api
+            .answers
+            .lock()
+            .unwrap()
+            .push_back(Answer::Found(Some(held_by("theirs", 9))));
+        match renew(&mut state) {
+            Err(RenewError::Usurped(by)) => assert_eq!(by, "theirs"),
+            _ => panic!("a usurper must end this process"),
+        }
+    }
 
     fn at(seconds: u64) -> BootInstant {
         BootInstant::from_since_boot(Duration::from_secs(1_000 + seconds))
