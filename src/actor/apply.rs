@@ -8,8 +8,7 @@
 
 use crate::kube::failure::ApiFailure;
 use crate::kube::gateway::Gateway;
-use crate::kube::queue::Priority;
-use crate::kube::requests::JobRequests;
+use crate::kube::requests::{DeleteFor, JobRequests};
 use crate::reconcile::{
     self, CreateResult, CronJobView, DeleteReason, EffectResults, Input, JobLookup, JobSummary,
     LiveAnswers, LiveJob, Lookup, Requeue, Step,
@@ -139,17 +138,20 @@ pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp)
         metrics: &ctx.metrics,
         replica: &ctx.replica,
         default_zone: &ctx.default_zone,
+        clock: Timestamp::now,
     };
     decide(&env, snapshot, now).await
 }
 
-/// What a decision uses besides its snapshot: where its requests go, and
-/// what it counts and names.
+/// What a decision uses besides its snapshot: where its requests go, what
+/// it counts and names, and the clock that times a Job's creation (its skew
+/// from the slot; the decision itself runs at the `now` it is given).
 struct Env<'a, R> {
     requests: &'a R,
     metrics: &'a Metrics,
     replica: &'a str,
     default_zone: &'a TimeZone,
+    clock: fn() -> Timestamp,
 }
 
 async fn decide<R: JobRequests + Clone>(
@@ -216,15 +218,13 @@ async fn apply_plan<R: JobRequests + Clone>(
     let mut deleted = Vec::new();
     let mut replace_failed = false;
     for deletion in &plan.deletes {
-        let (priority, reason) = match deletion.why {
+        let (why, reason) = match deletion.why {
             DeleteReason::Replace if replace_failed => continue,
-            DeleteReason::Replace => (Priority::ReplaceDelete, DeleteReasonLabel::replace),
-            DeleteReason::HistoryLimit { .. } => {
-                (Priority::HistoryDelete, DeleteReasonLabel::history)
-            }
+            DeleteReason::Replace => (DeleteFor::Replace, DeleteReasonLabel::replace),
+            DeleteReason::HistoryLimit { .. } => (DeleteFor::History, DeleteReasonLabel::history),
         };
         let result = gateway
-            .delete_job(&deletion.namespace, &deletion.name, &deletion.uid, priority)
+            .delete_job(&deletion.namespace, &deletion.name, &deletion.uid, why)
             .await;
         if matches!(result, Err(ApiFailure::Abandoned)) {
             return Applied::abandoned(deleted);
@@ -258,7 +258,7 @@ async fn apply_plan<R: JobRequests + Clone>(
         let (result, label) = match gateway.create_job(namespace, job).await {
             Err(ApiFailure::Abandoned) => return Applied::abandoned(deleted),
             Ok(job) => {
-                let skew = Timestamp::now().duration_since(create.scheduled_time);
+                let skew = (env.clock)().duration_since(create.scheduled_time);
                 tracing::Span::current().record("cronjob.skew_ms", skew.as_millis() as i64);
                 tracing::debug!(job = ?job.metadata.name, skew_ms = skew.as_millis() as i64, "created Job");
                 metrics.observe_skew(
@@ -486,7 +486,7 @@ mod tests {
             _: &str,
             name: &str,
             _: &str,
-            _: Priority,
+            _: DeleteFor,
         ) -> impl Future<Output = Result<(), ApiFailure>> {
             self.ask(&format!("delete {name}"));
             async { Ok(()) }
@@ -572,8 +572,9 @@ mod tests {
         }
     }
 
-    /// Runs one decision at a moment a slot is due, against `script`.
-    fn run(script: Script, snapshot: &Snapshot) -> (Applied, Script) {
+    /// Runs one decision at a moment a slot is due, against `script`;
+    /// returns what it applied, the script as it ended, and the metrics.
+    fn run(script: Script, snapshot: &Snapshot) -> (Applied, Script, String) {
         let requests = Scripted {
             script: Rc::new(RefCell::new(script)),
             unabandoned: false,
@@ -584,6 +585,7 @@ mod tests {
             metrics: &metrics,
             replica: "r0",
             default_zone: &TimeZone::UTC,
+            clock: || "2024-03-01T09:30:06Z".parse().expect("a time"),
         };
         let now: Timestamp = "2024-03-01T09:30:05Z".parse().expect("a time");
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -591,14 +593,19 @@ mod tests {
             .expect("a runtime");
         let applied = runtime.block_on(decide(&env, snapshot, now));
         let script = std::mem::take(&mut *requests.script.borrow_mut());
-        (applied, script)
+        (applied, script, metrics.encode())
     }
 
     #[test]
     fn a_due_slot_creates_its_job_then_records_it() {
-        let (applied, script) = run(Script::default(), &snapshot());
+        let (applied, script, metrics) = run(Script::default(), &snapshot());
         // The write that records a created Job never waits on a stop.
         assert_eq!(script.asked, ["create", "write status (unabandoned)"]);
+        // Created at the injected clock's 09:30:06, for the 09:30 slot.
+        assert!(
+            metrics.contains("shardcron_job_creation_skew_seconds_sum 6.0"),
+            "{metrics}"
+        );
         assert!(applied.created.is_some());
         assert!(applied.written_status.is_some());
         assert_eq!(script.events, ["SuccessfulCreate"]);
@@ -610,7 +617,7 @@ mod tests {
             statuses: [Err(failure(409, "Conflict"))].into(),
             ..Script::default()
         };
-        let (applied, script) = run(script, &snapshot());
+        let (applied, script, _) = run(script, &snapshot());
         assert_eq!(
             script.asked,
             [
@@ -630,7 +637,7 @@ mod tests {
             statuses: [Err(ApiFailure::Transport("reset".into()))].into(),
             ..Script::default()
         };
-        let (applied, _) = run(script, &snapshot());
+        let (applied, ..) = run(script, &snapshot());
         assert!(applied.created.is_some());
         assert!(matches!(applied.requeue, Requeue::Backoff(_)));
     }
@@ -641,7 +648,7 @@ mod tests {
             creates: [Err(failure(422, "Invalid"))].into(),
             ..Script::default()
         };
-        let (applied, script) = run(script, &snapshot());
+        let (applied, script, _) = run(script, &snapshot());
         assert!(applied.created.is_none());
         assert_eq!(script.events, ["FailedCreate"]);
     }
@@ -652,7 +659,7 @@ mod tests {
             creates: [Err(ApiFailure::Abandoned)].into(),
             ..Script::default()
         };
-        let (applied, script) = run(script, &snapshot());
+        let (applied, script, _) = run(script, &snapshot());
         assert_eq!(
             script.asked,
             ["create"],
@@ -675,7 +682,7 @@ mod tests {
             stop_on_create: Some(snapshot.stop.clone()),
             ..Script::default()
         };
-        let (applied, script) = run(script, &snapshot);
+        let (applied, script, _) = run(script, &snapshot);
         assert!(snapshot.stop.is_cancelled());
         assert_eq!(script.asked, ["create", "write status (unabandoned)"]);
         assert!(applied.written_status.is_some());

@@ -1,5 +1,7 @@
-//! How long each kind of request may take before it counts as failed: one
-//! table, so that no request can wait forever on a peer that went silent.
+//! How long a request may take before it counts as failed, so that no
+//! request can wait forever on a peer that went silent. Which gateway
+//! request gets which is in the verbs' table
+//! ([`super::requests::Verb::terms`]).
 //!
 //! A request past its deadline is dropped (its connection with it: an HTTP/1
 //! connection with a request in flight is never reused) and reported as a
@@ -34,14 +36,6 @@ pub const LIST_PAGE: Duration = Duration::from_secs(60);
 /// above.)
 pub const RESPONSE_HEADERS: Duration = Duration::from_secs(30);
 
-/// The deadline of a gateway request by its verb.
-pub fn of_verb(verb: &str) -> Duration {
-    match verb {
-        "get" => GET,
-        _ => WRITE,
-    }
-}
-
 /// The request did not complete within its deadline.
 #[derive(Debug, Clone, Copy, thiserror::Error)]
 #[error("no answer within {0:?}")]
@@ -61,10 +55,6 @@ mod tests {
 
     #[test]
     fn reads_are_shorter_than_writes_and_pages_longest() {
-        assert_eq!(of_verb("get"), GET);
-        for verb in ["create", "delete", "patch_status", "event"] {
-            assert_eq!(of_verb(verb), WRITE);
-        }
         assert!(GET < WRITE && WRITE < LIST_PAGE);
         assert!(RESPONSE_HEADERS <= WRITE);
     }

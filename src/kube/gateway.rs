@@ -15,7 +15,7 @@ use super::events::{self, Backlog, Pushed, Queued};
 use super::failure::ApiFailure;
 use super::queue::{FairQueue, Priority};
 use super::rate::{AdaptiveRate, TokenBucket};
-use super::requests::JobRequests;
+use super::requests::{DeleteFor, JobRequests, Verb};
 use super::retry::{Backoff, Retry};
 use crate::reconcile;
 use crate::telemetry::Metrics;
@@ -151,7 +151,7 @@ impl Gateway {
 
     /// Waits for this request's turn; returns how long it waited.
     async fn turn(&self, priority: Priority, namespace: &str) -> Result<Duration, ApiFailure> {
-        let queued_at = Instant::now();
+        let queued_at = tokio::time::Instant::now();
         let labels = PriorityLabels {
             priority: priority.label(),
         };
@@ -190,9 +190,8 @@ impl Gateway {
     /// afresh for every attempt.
     async fn request<T, F, Fut>(
         &self,
-        priority: Priority,
+        verb: Verb,
         namespace: &str,
-        verb: &'static str,
         send: F,
     ) -> Result<T, ApiFailure>
     where
@@ -200,10 +199,11 @@ impl Gateway {
         F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, ::kube::Error>> + Send + 'static,
     {
+        let terms = verb.terms();
         let mut attempt = 0;
         loop {
             attempt += 1;
-            self.turn(priority, namespace).await?;
+            self.turn(terms.priority, namespace).await?;
             // Checked after the wait, right before sending: the wait may
             // have outlasted the Lease (a freeze, a cut from the API server).
             if !self.inner.fence.may_write() {
@@ -214,17 +214,16 @@ impl Gateway {
             let span = crate::child_span!(
                 "kube.request",
                 otel.kind = "client",
-                k8s.verb = verb,
+                k8s.verb = terms.label,
                 k8s.namespace.name = namespace,
                 attempt,
                 http.response.status_code = tracing::field::Empty,
             );
-            let limit = deadline::of_verb(verb);
             let result = self
                 .inner
                 .runtime
                 .spawn(
-                    deadline::within(limit, send(self.inner.client.clone()))
+                    deadline::within(terms.deadline, send(self.inner.client.clone()))
                         .instrument(span.clone()),
                 )
                 .await
@@ -234,7 +233,7 @@ impl Gateway {
             // The client records the answer's code on the span; a request
             // with no answer has none.
             let code = match &result {
-                Ok(_) => success_code(verb).to_owned(),
+                Ok(_) => terms.success.to_owned(),
                 Err(failure) => failure.code_label(),
             };
             if result
@@ -246,7 +245,10 @@ impl Gateway {
             self.inner
                 .metrics
                 .api_requests
-                .get_or_create(&RequestLabels { verb, code })
+                .get_or_create(&RequestLabels {
+                    verb: terms.label,
+                    code,
+                })
                 .inc();
             let failure = match result {
                 Ok(value) => return Ok(value),
@@ -257,7 +259,7 @@ impl Gateway {
             }
             match self.inner.backoff.after_failure(attempt, failure.code()) {
                 Retry::After(delay) => {
-                    tracing::debug!(verb, namespace, attempt, error = %failure, ?delay, "retrying");
+                    tracing::debug!(verb = terms.label, namespace, attempt, error = %failure, ?delay, "retrying");
                     tokio::select! {
                         () = tokio::time::sleep(delay) => {}
                         () = self.stopped() => return Err(ApiFailure::Abandoned),
@@ -279,7 +281,7 @@ impl Gateway {
         let recorder = self.inner.recorder.clone();
         let (event, regarding) = (Arc::new(event), Arc::new(regarding));
         let result = self
-            .request(Priority::Event, &namespace, "event", |_| {
+            .request(Verb::Event, &namespace, |_| {
                 let recorder = recorder.clone();
                 let event = event.clone();
                 let regarding = regarding.clone();
@@ -328,7 +330,7 @@ impl EventQueue {
 impl JobRequests for Gateway {
     async fn create_job(&self, namespace: &str, job: Job) -> Result<Job, ApiFailure> {
         let job = Arc::new(job);
-        self.request(Priority::CreateJob, namespace, "create", |client| {
+        self.request(Verb::CreateJob, namespace, |client| {
             let api = Api::<Job>::namespaced(client, namespace);
             let job = job.clone();
             async move { api.create(&PostParams::default(), &job).await }
@@ -344,9 +346,9 @@ impl JobRequests for Gateway {
         namespace: &str,
         name: &str,
         uid: &str,
-        priority: Priority,
+        why: DeleteFor,
     ) -> Result<(), ApiFailure> {
-        self.request(priority, namespace, "delete", |client| {
+        self.request(why.verb(), namespace, |client| {
             let api = Api::<Job>::namespaced(client, namespace);
             let name = name.to_owned();
             let preconditions = (!uid.is_empty()).then(|| Preconditions {
@@ -366,7 +368,7 @@ impl JobRequests for Gateway {
     }
 
     async fn get_job(&self, namespace: &str, name: &str) -> Result<Job, ApiFailure> {
-        self.request(Priority::ReplaceDelete, namespace, "get", |client| {
+        self.request(Verb::GetJob, namespace, |client| {
             let api = Api::<Job>::namespaced(client, namespace);
             let name = name.to_owned();
             async move { api.get(&name).await }
@@ -375,7 +377,7 @@ impl JobRequests for Gateway {
     }
 
     async fn get_cronjob(&self, namespace: &str, name: &str) -> Result<CronJob, ApiFailure> {
-        self.request(Priority::Status, namespace, "get", |client| {
+        self.request(Verb::GetCronJob, namespace, |client| {
             let api = Api::<CronJob>::namespaced(client, namespace);
             let name = name.to_owned();
             async move { api.get(&name).await }
@@ -395,7 +397,7 @@ impl JobRequests for Gateway {
         status: &CronJobStatus,
     ) -> Result<CronJob, ApiFailure> {
         let patch = Arc::new(status_patch(resource_version, status));
-        self.request(Priority::Status, namespace, "patch_status", |client| {
+        self.request(Verb::WriteStatus, namespace, |client| {
             let api = Api::<CronJob>::namespaced(client, namespace);
             let name = name.to_owned();
             let patch = patch.clone();
@@ -471,17 +473,6 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // Wakes the event workers so they see the gateway gone and end.
         self.events.ready.notify_waiters();
-    }
-}
-
-/// The status code of a successful answer to `verb` for the request
-/// counter (kube's typed calls return the object, not the code): 201 for a
-/// create. An event may be a create or a patch of its series; it is
-/// counted as 200 (its span has the real code).
-fn success_code(verb: &str) -> &'static str {
-    match verb {
-        "create" => "201",
-        _ => "200",
     }
 }
 

@@ -3,12 +3,86 @@
 //! tests of `actor::apply` answer them from a script (201, 409, 404, 422,
 //! 500, abandoned), which a real API server cannot be made to do on cue.
 
+use super::deadline;
 use super::failure::ApiFailure;
 use super::queue::Priority;
 use crate::reconcile;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use std::future::Future;
+use std::time::Duration;
+
+/// Every kind of request the gateway sends. [`Verb::terms`] is the one
+/// table of what each waits behind (its class), how long it may take, and
+/// how it is counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    /// The firing itself.
+    CreateJob,
+    /// A running Job deleted so that Replace can create the slot's.
+    DeleteReplaced,
+    /// A Job read back: after AlreadyExists, or before Replace deletes it.
+    /// It decides a create or a delete that waits for it, so it waits as
+    /// they do.
+    GetJob,
+    /// The CronJob read again after a status conflict, for the status write
+    /// that follows.
+    GetCronJob,
+    WriteStatus,
+    /// A finished Job past the history limit.
+    DeleteHistory,
+    Event,
+}
+
+/// What [`Verb::terms`] says of a verb.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Terms {
+    pub priority: Priority,
+    pub deadline: Duration,
+    /// The `verb` label of `shardcron_api_requests_total`.
+    pub label: &'static str,
+    /// The status code of a success, for the same counter (kube's typed
+    /// calls return the object, not the code). An event may be a create or
+    /// a patch of its series; it counts as 200 (its span has the real code).
+    pub success: &'static str,
+}
+
+impl Verb {
+    pub const fn terms(self) -> Terms {
+        use Priority as P;
+        let (priority, deadline, label, success) = match self {
+            Verb::CreateJob => (P::CreateJob, deadline::WRITE, "create", "201"),
+            Verb::DeleteReplaced => (P::ReplaceDelete, deadline::WRITE, "delete", "200"),
+            Verb::GetJob => (P::ReplaceDelete, deadline::GET, "get", "200"),
+            Verb::GetCronJob => (P::Status, deadline::GET, "get", "200"),
+            Verb::WriteStatus => (P::Status, deadline::WRITE, "patch_status", "200"),
+            Verb::DeleteHistory => (P::HistoryDelete, deadline::WRITE, "delete", "200"),
+            Verb::Event => (P::Event, deadline::WRITE, "event", "200"),
+        };
+        Terms {
+            priority,
+            deadline,
+            label,
+            success,
+        }
+    }
+}
+
+/// Why a Job is deleted, which sets its verb's class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteFor {
+    Replace,
+    History,
+}
+
+impl DeleteFor {
+    pub fn verb(self) -> Verb {
+        match self {
+            DeleteFor::Replace => Verb::DeleteReplaced,
+            DeleteFor::History => Verb::DeleteHistory,
+        }
+    }
+}
 
 pub trait JobRequests {
     fn create_job(
@@ -23,7 +97,7 @@ pub trait JobRequests {
         namespace: &str,
         name: &str,
         uid: &str,
-        priority: Priority,
+        why: DeleteFor,
     ) -> impl Future<Output = Result<(), ApiFailure>>;
 
     fn get_job(&self, namespace: &str, name: &str)
@@ -52,4 +126,52 @@ pub trait JobRequests {
     fn unabandoned(&self) -> Self
     where
         Self: Sized;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [Verb; 7] = [
+        Verb::CreateJob,
+        Verb::DeleteReplaced,
+        Verb::GetJob,
+        Verb::GetCronJob,
+        Verb::WriteStatus,
+        Verb::DeleteHistory,
+        Verb::Event,
+    ];
+
+    #[test]
+    fn the_firing_goes_first_events_last_and_reads_wait_as_what_they_decide() {
+        for verb in ALL {
+            let terms = verb.terms();
+            assert!(
+                Verb::CreateJob.terms().priority <= terms.priority,
+                "{verb:?}"
+            );
+            assert!(terms.priority <= Verb::Event.terms().priority, "{verb:?}");
+        }
+        assert_eq!(
+            Verb::GetJob.terms().priority,
+            Verb::DeleteReplaced.terms().priority
+        );
+        assert_eq!(
+            Verb::GetCronJob.terms().priority,
+            Verb::WriteStatus.terms().priority
+        );
+        assert_eq!(DeleteFor::Replace.verb(), Verb::DeleteReplaced);
+        assert_eq!(DeleteFor::History.verb(), Verb::DeleteHistory);
+    }
+
+    #[test]
+    fn reads_have_the_shorter_deadline_and_only_a_create_answers_201() {
+        for verb in ALL {
+            let terms = verb.terms();
+            let read = terms.label == "get";
+            let expected = if read { deadline::GET } else { deadline::WRITE };
+            assert_eq!(terms.deadline, expected, "{verb:?}");
+            assert_eq!(terms.success == "201", verb == Verb::CreateJob, "{verb:?}");
+        }
+    }
 }
