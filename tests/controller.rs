@@ -543,32 +543,38 @@ async fn a_tenant_cannot_get_other_jobs_deleted_through_status_active() {
     )
     .await;
     // The slot's Job under Replace, and the warnings.
-    eventually(
-        "the slot's Job and ForeignActiveJob",
-        ONE_SLOT,
-        || async {
-            let created = s
-                .live_jobs()
-                .await
-                .iter()
-                .any(|j| name_of(j).starts_with("hostile-"));
-            (created && s.has_event("hostile", "ForeignActiveJob").await).then_some(())
-        },
-    )
+    eventually("the slot's Job and ForeignActiveJob", ONE_SLOT, || async {
+        let created = s
+            .live_jobs()
+            .await
+            .iter()
+            .any(|j| name_of(j).starts_with("hostile-"));
+        (created && s.has_event("hostile", "ForeignActiveJob").await).then_some(())
+    })
     .await;
     let still = |job: &Job, api: Api<Job>| {
         let (name, uid) = (name_of(job), job.metadata.uid.clone());
         async move {
             let now = api.get(&name).await.expect("the Job still exists");
             assert_eq!(now.metadata.uid, uid, "{name} was replaced");
-            assert!(now.metadata.deletion_timestamp.is_none(), "{name} is being deleted");
+            assert!(
+                now.metadata.deletion_timestamp.is_none(),
+                "{name} is being deleted"
+            );
         }
     };
     still(&precious, Api::namespaced(s.admin.clone(), &elsewhere.name)).await;
     still(&bystander, s.jobs.clone()).await;
-    let active = s.get("hostile").await.status.and_then(|st| st.active).unwrap_or_default();
+    let active = s
+        .get("hostile")
+        .await
+        .status
+        .and_then(|st| st.active)
+        .unwrap_or_default();
     assert!(
-        active.iter().all(|r| r.name.as_deref().is_some_and(|n| n.starts_with("hostile-"))),
+        active
+            .iter()
+            .all(|r| r.name.as_deref().is_some_and(|n| n.starts_with("hostile-"))),
         "the foreign entries stayed: {active:?}"
     );
 }
