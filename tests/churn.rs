@@ -23,14 +23,12 @@ use jiff::{Timestamp, ToSpan};
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::watcher::{self, Event};
 use serde_json::json;
-use shardcron::actor::apply::CREATED_BY_ANNOTATION;
-use shardcron::reconcile::SCHEDULED_TIMESTAMP_ANNOTATION;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::fleet::*;
 use support::proxy::Proxy;
-use support::scenario::{cronjob, name_of, scheduled_time};
+use support::scenario::cronjob;
 
 const REPLICAS: usize = 3;
 const CRONJOBS: usize = 24;
@@ -38,35 +36,20 @@ const CRONJOBS: usize = 24;
 /// Every Job the watch saw, by CronJob and slot.
 #[derive(Debug, Default)]
 struct Record {
-    /// (CronJob, slot) -> Job UID -> (created, created by).
-    slots: BTreeMap<(String, Timestamp), BTreeMap<String, (Timestamp, String)>>,
+    /// (CronJob, slot) -> Job UID -> the Job's slot record.
+    slots: BTreeMap<(String, Timestamp), BTreeMap<String, Slot>>,
     /// Re-lists after the first list: a Job created and deleted in the gap
     /// would be missed, so the run would prove nothing.
     relists: u32,
 }
 
 fn record(job: &Job, into: &mut Record) {
-    let annotations = job.metadata.annotations.clone().unwrap_or_default();
-    if !annotations.contains_key(SCHEDULED_TIMESTAMP_ANNOTATION) {
-        return;
+    if let Some(slot) = Slot::of(job) {
+        into.slots
+            .entry((slot.cronjob.clone(), slot.scheduled))
+            .or_default()
+            .insert(job.metadata.uid.clone().unwrap_or_default(), slot);
     }
-    let name = name_of(job);
-    let cronjob = name
-        .rsplit_once('-')
-        .map_or(name.clone(), |(c, _)| c.to_owned());
-    let created = job
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map_or(Timestamp::UNIX_EPOCH, |t| t.0);
-    let by = annotations
-        .get(CREATED_BY_ANNOTATION)
-        .cloned()
-        .unwrap_or_default();
-    into.slots
-        .entry((cronjob, scheduled_time(job)))
-        .or_default()
-        .insert(job.metadata.uid.clone().unwrap_or_default(), (created, by));
 }
 
 /// Watches the namespace's Jobs into `into` until the test ends.
@@ -215,7 +198,7 @@ async fn ten_minutes_of_faults_never_run_a_slot_twice_with_no_history() {
     let delays: Vec<i64> = expected
         .iter()
         .filter_map(|slot| {
-            let first = record.slots.get(slot)?.values().map(|(c, _)| *c).min()?;
+            let first = record.slots.get(slot)?.values().map(|s| s.created).min()?;
             Some(first.as_second() - slot.1.as_second())
         })
         .collect();

@@ -44,6 +44,31 @@ pub struct Slot {
 }
 
 impl Slot {
+    /// The slot `job` was created for, if it is a CronJob's (it has the
+    /// scheduled-timestamp annotation).
+    pub fn of(job: &Job) -> Option<Slot> {
+        let annotations = job.metadata.annotations.as_ref()?;
+        annotations.get(SCHEDULED_TIMESTAMP_ANNOTATION)?;
+        let name = name_of(job);
+        let cronjob = name
+            .rsplit_once('-')
+            .map_or(name.clone(), |(c, _)| c.to_owned());
+        Some(Slot {
+            cronjob,
+            scheduled: scheduled_time(job),
+            created: job
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0)
+                .expect("creationTimestamp"),
+            created_by: annotations
+                .get(CREATED_BY_ANNOTATION)
+                .cloned()
+                .unwrap_or_default(),
+        })
+    }
+
     /// Seconds from the slot to the Job's creation (1 s resolution).
     pub fn delay(&self) -> i64 {
         self.created.as_second() - self.scheduled.as_second()
@@ -208,34 +233,14 @@ impl Fleet {
             .expect("list Jobs");
         let mut seen = BTreeSet::new();
         let mut slots = Vec::new();
-        for job in &jobs.items {
-            let annotations = job.metadata.annotations.clone().unwrap_or_default();
-            if !annotations.contains_key(SCHEDULED_TIMESTAMP_ANNOTATION) {
-                continue;
-            }
-            let name = name_of(job);
-            let cronjob = name
-                .rsplit_once('-')
-                .map_or(name.clone(), |(c, _)| c.to_owned());
-            let scheduled = scheduled_time(job);
+        for slot in jobs.items.iter().filter_map(Slot::of) {
             assert!(
-                seen.insert((cronjob.clone(), scheduled)),
-                "two Jobs for {cronjob} at {scheduled}"
+                seen.insert((slot.cronjob.clone(), slot.scheduled)),
+                "two Jobs for {} at {}",
+                slot.cronjob,
+                slot.scheduled
             );
-            slots.push(Slot {
-                cronjob,
-                scheduled,
-                created: job
-                    .metadata
-                    .creation_timestamp
-                    .as_ref()
-                    .map(|t| t.0)
-                    .expect("creationTimestamp"),
-                created_by: annotations
-                    .get(CREATED_BY_ANNOTATION)
-                    .cloned()
-                    .unwrap_or_default(),
-            });
+            slots.push(slot);
         }
         slots
     }
