@@ -6,6 +6,7 @@
 mod support;
 
 use jiff::{Timestamp, ToSpan};
+use shardcron_harness::net::http_get;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use support::cluster::Cluster;
@@ -38,7 +39,7 @@ async fn the_replicas_ride_out_an_apiserver_restart() {
         converged.as_secs_f64()
     ));
     for replica in fleet.live() {
-        let (code, _) = support::controller::http_get(replica.health, "/readyz").unwrap();
+        let (code, _) = http_get(replica.health, "/readyz").unwrap();
         assert_eq!(code, 200, "{} not ready", replica.replica);
     }
 }

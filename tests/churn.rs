@@ -23,6 +23,7 @@ use jiff::{Timestamp, ToSpan};
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::watcher::{self, Event};
 use serde_json::json;
+use shardcron_harness::replica::Signal;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -133,9 +134,9 @@ async fn ten_minutes_of_faults_never_run_a_slot_twice_with_no_history() {
                 "killed, restarted"
             }
             1 => {
-                replica.signal("STOP");
+                replica.signal(Signal::Stop);
                 tokio::time::sleep(2 * LEASE).await;
-                replica.signal("CONT");
+                replica.signal(Signal::Cont);
                 "frozen for twice the Lease"
             }
             2 => {

@@ -1,8 +1,8 @@
 //! The architecture as a test: the crate's layers import only downwards
 //! (schedule < reconcile < kube < actor < shard < cli; telemetry, memory and
 //! boot_clock beside them all), and no two modules of src/ or loadtest/src
-//! import each other, directly or through others. Reads the sources; no
-//! cluster needed.
+//! (nor deploy/local/harness/src) import each other, directly or through
+//! others. Reads the sources; no cluster needed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -179,10 +179,11 @@ fn layers_import_only_downwards() {
 
 #[test]
 fn no_two_modules_import_each_other() {
-    for folder in ["src", "loadtest/src"] {
+    for folder in ["src", "loadtest/src", "deploy/local/harness/src"] {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
         let graph = graph(&root);
-        assert!(graph.len() > 5, "{folder}: {graph:?}");
+        // The parser found the modules (the harness has four).
+        assert!(graph.len() >= 4, "{folder}: {graph:?}");
         if let Some(found) = cycle(&graph) {
             panic!("{folder}: an import cycle: {}", found.join(" -> "));
         }

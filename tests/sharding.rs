@@ -15,10 +15,11 @@ mod support;
 use jiff::{Timestamp, ToSpan};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams};
+use shardcron_harness::cluster::CONTROLLER_NAMESPACE;
+use shardcron_harness::net::http_get;
+use shardcron_harness::replica::Signal;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
-use support::controller::CONTROLLER_NAMESPACE;
-use support::controller::http_get;
 use support::fleet::*;
 
 /// Enough that every replica of three owns some: with 12, one of them owned
@@ -36,8 +37,8 @@ fn max_delay<'a>(slots: impl IntoIterator<Item = &'a Slot>) -> i64 {
 /// Job creates the replica has sent; panics if its metrics cannot be read,
 /// so that a check built on it cannot pass on an empty answer.
 fn creates(replica: &support::controller::Controller) -> f64 {
-    let (code, text) = support::controller::http_get(replica.metrics, "/metrics")
-        .expect("the replica's /metrics must answer");
+    let (code, text) =
+        http_get(replica.metrics, "/metrics").expect("the replica's /metrics must answer");
     assert_eq!(code, 200, "/metrics: {text}");
     // The request counter has no line before the first request; the skew
     // histogram always has: it shows the page really was the metrics.
@@ -95,11 +96,11 @@ async fn a_frozen_replica_writes_nothing_for_the_keys_it_lost() {
     let at = at_second(45, Duration::from_secs(5)).await;
     let lost = fleet.keys_of(1);
     let creates_before = creates(victim);
-    victim.signal("STOP");
+    victim.signal(Signal::Stop);
     let frozen = Instant::now();
     // Frozen across the next slot, for twice the Lease duration.
     tokio::time::sleep(2 * LEASE).await;
-    victim.signal("CONT");
+    victim.signal(Signal::Cont);
     let frozen_for = frozen.elapsed();
     let woke = Timestamp::now();
     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -229,7 +230,8 @@ async fn a_replica_behind_a_black_hole_says_so_and_serves_again_after() {
 async fn a_second_process_with_a_replicas_id_waits_for_the_first() {
     let mut fleet = Fleet::new("shard-twin", 2, CRONJOBS).await;
     let mut twin = fleet.prepare(1).await;
-    twin.log = twin.log.with_extension("twin.log");
+    let twin_log = twin.spec().log.with_extension("twin.log");
+    twin.spec_mut().log = twin_log;
     twin.launch();
     let at = at_second(40, Duration::from_secs(5)).await;
     let slot = next_minute(at);
@@ -280,7 +282,7 @@ async fn scaling_1_3_5_2_keeps_every_slot_once() {
             .filter(|&i| fleet.replicas[i].is_running())
             .collect();
         for &i in running.iter().skip(target) {
-            let status = fleet.replicas[i].stop().expect("running");
+            let status = fleet.replicas[i].stop().await.expect("running");
             assert!(status.success(), "r{i} exited with {status}");
         }
         let converged = fleet.converged(Duration::from_secs(60)).await;
@@ -313,7 +315,7 @@ async fn a_rolling_restart_hands_off_at_once() {
     let mut handoffs = Vec::new();
     for i in 0..3 {
         let stopped = Instant::now();
-        let status = fleet.replicas[i].stop().expect("running");
+        let status = fleet.replicas[i].stop().await.expect("running");
         assert!(status.success(), "r{i} exited with {status}");
         let handoff = fleet.converged(Duration::from_secs(30)).await;
         handoffs.push(handoff.min(stopped.elapsed()));

@@ -6,11 +6,11 @@
 mod support;
 
 use serde_json::{Value, json};
+use shardcron_harness::net::http_get;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 use support::cluster::Cluster;
-use support::controller::http_get;
 use support::eventually;
 use support::scenario::*;
 
@@ -29,6 +29,7 @@ fn otlp_endpoint() -> String {
     Cluster::shared()
         .env("SHARDCRON_OTLP_ENDPOINT")
         .expect("SHARDCRON_OTLP_ENDPOINT in DIR/env")
+        .to_owned()
 }
 
 /// `GET path` on Jaeger's query API, as JSON (None until it answers 200).

@@ -1,12 +1,13 @@
 //! The comparison driver: one scenario against each controller on a fresh
 //! control plane of the same build, with the same client QPS and burst.
 
-use crate::cluster::{ClientLimits, LocalCluster, Replica};
+use crate::cluster::{self, ClientLimits, LocalCluster};
 use crate::mix::{self, Mix};
 use crate::observe::{self, JobWatch, Observation, Process, Window};
 use crate::{apimetrics, create, report};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
+use shardcron_harness::Replica;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -161,7 +162,10 @@ impl Victim {
                 }
                 Ok(())
             }
-            Victim::Replica(replica) => replica.kill().await,
+            Victim::Replica(mut replica) => {
+                replica.kill();
+                Ok(())
+            }
         }
     }
 }
@@ -213,7 +217,6 @@ pub struct Run {
 }
 
 pub struct Settings {
-    pub repo: PathBuf,
     pub out: PathBuf,
     pub shardcron_bin: PathBuf,
     pub limits: ClientLimits,
@@ -301,13 +304,7 @@ async fn run_variant(
         "--kube-api-qps={} --kube-api-burst={}",
         settings.limits.qps, settings.limits.burst
     );
-    let mut cluster = LocalCluster::up(
-        &settings.repo,
-        &dir,
-        variant == Variant::Upstream,
-        &kcm_args,
-    )
-    .await?;
+    let mut cluster = LocalCluster::up(&dir, variant == Variant::Upstream, &kcm_args).await?;
     let mut replicas = Vec::new();
     let result = run_on(&mut cluster, scenario, variant, settings, &mut replicas).await;
     let logs = settings.out.join(format!("logs-{variant}"));
@@ -365,8 +362,8 @@ async fn run_on(
             }
             for replica in replicas.iter() {
                 processes.push(Process {
-                    name: replica.name.clone(),
-                    pid: replica.pid()?,
+                    name: replica.id().to_owned(),
+                    pid: cluster::pid(replica)?,
                 });
             }
             cluster.pid("kube-controller-manager")?
@@ -399,7 +396,7 @@ async fn run_on(
     let big = mix::big_tenant_namespace("a");
     let kill_slot = scenario.kill_slot(from);
     let victim_name = match &victim {
-        Some(Victim::Replica(replica)) => Some(replica.name.clone()),
+        Some(Victim::Replica(replica)) => Some(replica.id().to_owned()),
         _ => None,
     };
     let window = Window {
@@ -447,8 +444,8 @@ async fn leader_elected_pair(
 ) -> anyhow::Result<(u32, tokio::process::Child, u32)> {
     let elect = [("--leader-elect", "true")];
     let first = cluster.restart_kcm(&elect)?;
-    let first_log = cluster.dir.join("kube-controller-manager.log");
-    let second_log = cluster.dir.join("kube-controller-manager-standby.log");
+    let first_log = cluster.dir().join("kube-controller-manager.log");
+    let second_log = cluster.dir().join("kube-controller-manager-standby.log");
     let standby = cluster.start_kcm_standby(&elect, &second_log)?;
     let second = standby
         .id()
@@ -468,14 +465,6 @@ async fn leader_elected_pair(
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     bail!("neither kube-controller-manager acquired its lease within 60 s")
-}
-
-/// The repository root: the loadtest crate's parent.
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_owned)
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -212,7 +212,7 @@ async fn main() -> anyhow::Result<()> {
                 scenario.set_minutes(minutes)?;
             }
             let controllers = scenario.controllers(controllers)?;
-            let repo = compare::repo_root();
+            let repo = shardcron_harness::repo_root();
             let out = out.unwrap_or_else(|| {
                 let name = scenario.name;
                 repo.join(format!("loadtest/results/{name:?}-{mode:?}-qps{qps}").to_lowercase())
@@ -223,7 +223,6 @@ async fn main() -> anyhow::Result<()> {
                 } else {
                     PathBuf::new()
                 },
-                repo,
                 out: out.clone(),
                 limits: ClientLimits { qps, burst },
                 create_qps,
@@ -262,10 +261,9 @@ async fn main() -> anyhow::Result<()> {
             out,
             shardcron_bin: bin,
         } => {
-            let repo = compare::repo_root();
+            let repo = shardcron_harness::repo_root();
             let out = out.unwrap_or_else(|| repo.join("loadtest/results/trace-overhead"));
-            let report =
-                overhead::run(&repo, &out, &shardcron_bin(bin)?, count, minutes.max(1)).await?;
+            let report = overhead::run(&out, &shardcron_bin(bin)?, count, minutes.max(1)).await?;
             for side in [&report.off, &report.on] {
                 let s = &side.observation.slots;
                 println!(

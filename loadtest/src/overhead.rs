@@ -5,12 +5,13 @@
 //! Both see the same machine load in the same minutes, so the ratio of
 //! their CPU per firing is the cost of tracing.
 
-use crate::cluster::{LocalCluster, Replica};
+use crate::cluster::{self, LocalCluster};
 use crate::mix::{self, Mix};
 use crate::observe::{self, JobWatch, Observation, Process, Window};
 use crate::{apimetrics, create};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+use shardcron_harness::{Replica, ReplicaSpec};
 use std::path::Path;
 use std::time::Duration;
 
@@ -34,7 +35,6 @@ pub struct OverheadReport {
 }
 
 pub async fn run(
-    repo: &Path,
     out: &Path,
     bin: &Path,
     count: usize,
@@ -42,7 +42,7 @@ pub async fn run(
 ) -> anyhow::Result<OverheadReport> {
     std::fs::create_dir_all(out)?;
     let dir = out.join("cluster");
-    let cluster = LocalCluster::up(repo, &dir, false, "").await?;
+    let cluster = LocalCluster::up(&dir, false, "").await?;
     let mut replicas = Vec::new();
     let result = run_on(&cluster, bin, count, minutes, &mut replicas).await;
     let report = cluster
@@ -72,12 +72,7 @@ async fn run_on(
     for (group, tracing) in [("off", false), ("on", true)] {
         let plan = mix::plan(Mix::EveryMinute, count, 2, group, mix::Anchor::default());
         create::create(client, &plan, 100.0).await?;
-        let mut args = vec![
-            "--kubeconfig".to_owned(),
-            credentials.display().to_string(),
-            "--shard-ring-name".into(),
-            format!("overhead-{group}"),
-        ];
+        let mut args = vec!["--shard-ring-name".to_owned(), format!("overhead-{group}")];
         for namespace in mix::namespaces_of(&plan) {
             args.extend(["--namespace".to_owned(), namespace]);
         }
@@ -86,12 +81,18 @@ async fn run_on(
             args.extend(["--otlp-endpoint".to_owned(), otlp.to_owned()]);
             env.push(("OTEL_TRACES_SAMPLER".to_owned(), "always_on".to_owned()));
         }
-        let log = cluster.dir.join(format!("shardcron-{group}.log"));
-        let (replica, _) =
-            Replica::start(bin, &format!("tracing-{group}"), &args, &env, &log).await?;
+        let spec = ReplicaSpec {
+            bin: bin.to_owned(),
+            id: format!("tracing-{group}"),
+            kubeconfig: credentials.clone(),
+            args,
+            env,
+            log: cluster.dir().join(format!("shardcron-{group}.log")),
+        };
+        let replica = Replica::start(spec, cluster::READY_WITHIN).await?;
         let process = Process {
             name: format!("shardcron-tracing-{group}"),
-            pid: replica.pid()?,
+            pid: cluster::pid(&replica)?,
         };
         replicas.push(replica);
         let prefix = format!("{}{group}-", mix::NAMESPACE_PREFIX);

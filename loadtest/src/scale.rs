@@ -11,7 +11,7 @@
 //! present in both, cancel out.
 
 use crate::apimetrics;
-use crate::cluster::{LocalCluster, Replica};
+use crate::cluster::{self, LocalCluster};
 use crate::compare::{Scenario, Settings, Variant};
 use crate::mix::{self, Anchor};
 use crate::procstat::{self, ProcSample};
@@ -74,13 +74,7 @@ pub async fn run(
         "--kube-api-qps={} --kube-api-burst={} --authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
         settings.limits.qps, settings.limits.burst
     );
-    let mut cluster = LocalCluster::up(
-        &settings.repo,
-        &settings.out.join("cluster"),
-        false,
-        &kcm_args,
-    )
-    .await?;
+    let mut cluster = LocalCluster::up(&settings.out.join("cluster"), false, &kcm_args).await?;
     let result = run_on(&mut cluster, scenario, variants, settings).await;
     cluster
         .finish(
@@ -199,7 +193,7 @@ async fn measure(
                 .await?;
             let pids = replicas
                 .iter()
-                .map(Replica::pid)
+                .map(cluster::pid)
                 .collect::<Result<_, _>>()?;
             (pids, replicas)
         }
@@ -229,7 +223,7 @@ async fn measure(
         }
         Variant::Shardcron(_) => {
             for replica in replicas {
-                replica.stop().await?;
+                cluster::stop(replica).await?;
             }
         }
     }
