@@ -1,14 +1,19 @@
 //! Bulk loads of the CronJobs (and their Jobs) a replica gains in a
-//! rebalance: paginated LISTs served from the API server's watch cache
-//! (`resourceVersion=0`), filtered as they stream in, rather than one GET
-//! per CronJob.
+//! rebalance: paginated LISTs, filtered as they stream in, rather than one
+//! GET per CronJob.
 //!
-//! A cache-served list may be older than what the watch has delivered; the
-//! supervisor therefore lets a watch copy win over a listed one and ignores
-//! listed objects the watch saw deleted meanwhile.
+//! The first page is a consistent read (no `resourceVersion`): it is no
+//! older than the moment of asking, so never older than what the previous
+//! owner wrote before it let the key go. (A `resourceVersion=0` read from
+//! the watch cache could be; kube-rs leaves `0` out of a paginated list
+//! anyway.) Later pages are read at the first page's snapshot.
+//!
+//! The list and the watch race each other; the supervisor lets a watch copy
+//! win over a listed one and ignores listed objects the watch saw deleted
+//! meanwhile.
 
 use super::watch::JobFacts;
-use ::kube::api::{Api, ListParams, VersionMatch};
+use ::kube::api::{Api, ListParams};
 use ::kube::{Client, Resource};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use serde::de::DeserializeOwned;
@@ -52,8 +57,6 @@ where
 {
     let mut params = ListParams {
         limit: Some(PAGE),
-        resource_version: Some("0".to_owned()),
-        version_match: Some(VersionMatch::NotOlderThan),
         ..ListParams::default()
     };
     loop {
@@ -70,11 +73,7 @@ where
         .await;
         match next {
             // A continued page is read at the first page's snapshot.
-            Some(token) => {
-                params.continue_token = Some(token);
-                params.resource_version = None;
-                params.version_match = None;
-            }
+            Some(token) => params.continue_token = Some(token),
             None => return Ok(()),
         }
     }
@@ -140,4 +139,152 @@ where
         .await?;
     }
     Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kube::scripted::{self, Answer};
+    use serde_json::{Value, json};
+
+    fn list(kind: &str, items: Vec<Value>, next: &str) -> Answer {
+        Answer::Json(
+            200,
+            json!({
+                "kind": format!("{kind}List"), "apiVersion": "batch/v1",
+                "metadata": {"resourceVersion": "7", "continue": next},
+                "items": items,
+            }),
+        )
+    }
+
+    fn cronjob(namespace: &str, name: &str) -> Value {
+        json!({
+            "metadata": {"namespace": namespace, "name": name, "uid": format!("uid-{name}"),
+                         "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {}}}},
+        })
+    }
+
+    fn job(name: &str, owner: Option<(&str, &str)>) -> Value {
+        let owners: Vec<Value> = owner
+            .map(|(kind, name)| {
+                json!({"apiVersion": "batch/v1", "kind": kind, "name": name,
+                       "uid": format!("uid-{name}"), "controller": true})
+            })
+            .into_iter()
+            .collect();
+        json!({
+            "metadata": {"namespace": "a", "name": name, "uid": format!("uid-{name}"),
+                         "ownerReferences": owners},
+            "spec": {"template": {}},
+        })
+    }
+
+    /// Runs a load of every namespace owning the names that start with
+    /// `keep`; what was delivered and what was asked.
+    async fn load_with(
+        script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,
+    ) -> (Result<LoadCounts, LoadError>, Vec<Loaded>, Vec<String>) {
+        let (client, asked) = scripted::client(script);
+        let mut pages = Vec::new();
+        let result = load(
+            client,
+            &[None],
+            |_, name| name.starts_with("keep"),
+            |page| {
+                pages.push(page);
+                async {}
+            },
+        )
+        .await;
+        (result, pages, asked.all())
+    }
+
+    #[tokio::test]
+    async fn a_load_reads_every_page_and_hands_over_only_what_this_replica_owns() {
+        let (result, pages, asked) = load_with(|request| {
+            let uri = &request.uri;
+            if uri.starts_with("/apis/batch/v1/cronjobs") && !uri.contains("continue=") {
+                list(
+                    "CronJob",
+                    vec![cronjob("a", "keep-1"), cronjob("a", "drop-1")],
+                    "next-page",
+                )
+            } else if uri.starts_with("/apis/batch/v1/cronjobs") {
+                list("CronJob", vec![cronjob("b", "keep-2")], "")
+            } else {
+                list(
+                    "Job",
+                    vec![
+                        job("keep-1-100", Some(("CronJob", "keep-1"))),
+                        job("drop-1-100", Some(("CronJob", "drop-1"))),
+                        job("keep-by-hand", None),
+                        job("keep-1-by-a-set", Some(("ReplicaSet", "keep-1"))),
+                    ],
+                    "",
+                )
+            }
+        })
+        .await;
+        let counts = result.expect("the load succeeds");
+        assert_eq!((counts.cronjobs, counts.jobs), (2, 1));
+        let cronjobs: Vec<&str> = pages
+            .iter()
+            .flat_map(|p| &p.cronjobs)
+            .map(|c| c.metadata.name.as_deref().unwrap_or_default())
+            .collect();
+        assert_eq!(cronjobs, ["keep-1", "keep-2"]);
+        assert!(
+            pages
+                .iter()
+                .flat_map(|p| &p.cronjobs)
+                .all(|c| c.metadata.managed_fields.is_none()),
+            "managedFields are dropped as pages arrive"
+        );
+        let jobs: Vec<&str> = pages
+            .iter()
+            .flat_map(|p| &p.jobs)
+            .map(|j| &*j.uid)
+            .collect();
+        assert_eq!(jobs, ["uid-keep-1-100"]);
+        // Every page is consistent: the first names no version (never the
+        // watch cache's possibly older `0`), a continued one is read at the
+        // first page's snapshot.
+        assert_eq!(asked.len(), 3, "{asked:?}");
+        assert!(asked[0].ends_with("?&limit=500"), "{asked:?}");
+        assert!(asked[1].contains("continue=next-page"), "{asked:?}");
+        assert!(
+            asked.iter().all(|a| !a.contains("resourceVersion")),
+            "{asked:?}"
+        );
+        assert!(asked[2].starts_with("GET /apis/batch/v1/jobs?"));
+    }
+
+    #[tokio::test]
+    async fn a_failed_page_ends_the_load_with_the_servers_error() {
+        let (result, _, asked) = load_with(|request| {
+            let uri = &request.uri;
+            if uri.starts_with("/apis/batch/v1/cronjobs") {
+                list("CronJob", vec![cronjob("a", "keep-1")], "")
+            } else {
+                scripted::status(500, "InternalError")
+            }
+        })
+        .await;
+        match result {
+            Err(LoadError::Api(::kube::Error::Api(status))) => assert_eq!(status.code, 500),
+            other => panic!("expected the server's 500, got {other:?}"),
+        }
+        assert_eq!(asked.len(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_page_ends_the_load_at_its_deadline() {
+        let started = tokio::time::Instant::now();
+        let (result, pages, _) = load_with(|_| Answer::Silence).await;
+        assert!(matches!(result, Err(LoadError::Deadline(_))), "{result:?}");
+        assert!(pages.is_empty());
+        assert_eq!(started.elapsed(), crate::kube::deadline::LIST_PAGE);
+    }
 }

@@ -5,7 +5,8 @@
 //! parts: the rate limit ([`rate`]), the queue discipline ([`queue`]) and
 //! the retry policy ([`retry`]), every request's deadline ([`deadline`]),
 //! and which of two resourceVersions is older ([`resource_version`]). The
-//! own Lease is written by the shard layer.
+//! own Lease is written by the shard layer. The shell's unit tests run
+//! against a scripted server (`scripted`, test builds only).
 
 pub mod bulk;
 pub mod client;
@@ -18,4 +19,6 @@ pub mod rate;
 pub mod requests;
 pub mod resource_version;
 pub mod retry;
+#[cfg(test)]
+pub mod scripted;
 pub mod watch;

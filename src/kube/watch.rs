@@ -52,7 +52,8 @@ pub enum ListStrategy {
     /// A streaming list (`sendInitialEvents`) if the server is 1.34 or later, else paginated lists.
     Auto,
     Streaming,
-    /// Paginated LISTs served from the watch cache (`resourceVersion=0`).
+    /// Paginated consistent LISTs (kube-rs sends no `resourceVersion=0` with
+    /// a page size: the watch cache used to ignore limits).
     Paginated,
 }
 
@@ -85,7 +86,7 @@ impl ListStrategy {
     fn config(self) -> watcher::Config {
         match self {
             ListStrategy::Streaming => watcher::Config::default().streaming_lists(),
-            _ => watcher::Config::default().any_semantic().page_size(500),
+            _ => watcher::Config::default().page_size(500),
         }
     }
 }
@@ -248,4 +249,112 @@ where
         observe,
         deliver,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kube::scripted::{self, Answer};
+    use serde_json::json;
+
+    fn version(minor: &str) -> Answer {
+        Answer::Json(
+            200,
+            json!({
+                "major": "1", "minor": minor, "gitVersion": format!("v1.{minor}"),
+                "gitCommit": "", "gitTreeState": "clean", "buildDate": "",
+                "goVersion": "", "compiler": "gc", "platform": "linux/amd64",
+            }),
+        )
+    }
+
+    #[tokio::test]
+    async fn auto_lists_by_streaming_from_kubernetes_1_34_on() {
+        for (minor, expected) in [
+            ("36", ListStrategy::Streaming),
+            ("34+", ListStrategy::Streaming),
+            ("33", ListStrategy::Paginated),
+        ] {
+            let (client, _) = scripted::client(move |_| version(minor));
+            assert_eq!(
+                ListStrategy::Auto.resolve(&client).await,
+                expected,
+                "{minor}"
+            );
+        }
+        let (client, _) = scripted::client(|_| scripted::status(503, "ServiceUnavailable"));
+        assert_eq!(
+            ListStrategy::Auto.resolve(&client).await,
+            ListStrategy::Paginated,
+            "an unknown version lists page by page, which every server serves"
+        );
+        let (client, asked) = scripted::client(|_| version("36"));
+        assert_eq!(
+            ListStrategy::Paginated.resolve(&client).await,
+            ListStrategy::Paginated
+        );
+        assert!(asked.all().is_empty(), "a chosen strategy asks nothing");
+    }
+
+    #[tokio::test]
+    async fn the_lease_watch_selects_the_ring_and_asks_the_server_to_end_it_soon() {
+        let (client, asked) = scripted::client(|request| {
+            if request.uri.contains("watch=true") {
+                return Answer::Silence;
+            }
+            Answer::Json(
+                200,
+                json!({
+                    "kind": "LeaseList", "apiVersion": "coordination.k8s.io/v1",
+                    "metadata": {"resourceVersion": "9"},
+                    "items": [{"metadata": {"name": "r0", "namespace": "system",
+                                            "managedFields": [{"manager": "r0"}]}}],
+                }),
+            )
+        });
+        let (sender, mut events) = tokio::sync::mpsc::channel(8);
+        let watch = leases(
+            client,
+            "system",
+            "shardcron.io/ring=ring",
+            Arc::new(Metrics::new()),
+            |lease| lease.metadata,
+            move |event| {
+                let sender = sender.clone();
+                async move {
+                    let _ = sender.send(event).await;
+                }
+            },
+        );
+        assert!(matches!(events.recv().await, Some(Event::Init)));
+        match events.recv().await {
+            Some(Event::InitApply(meta)) => {
+                assert_eq!(meta.name.as_deref(), Some("r0"));
+                assert!(meta.managed_fields.is_none());
+            }
+            _ => panic!("expected the listed Lease"),
+        }
+        assert!(matches!(events.recv().await, Some(Event::InitDone)));
+        // The watch that follows the list is made, and is silent.
+        let started = tokio::time::Instant::now();
+        let watching = loop {
+            if let Some(request) = asked.all().into_iter().find(|r| r.contains("watch=true")) {
+                break request;
+            }
+            assert!(started.elapsed() < std::time::Duration::from_secs(5));
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        };
+        let listed = &asked.all()[0];
+        for request in [listed, &watching] {
+            assert!(
+                request.starts_with("GET /apis/coordination.k8s.io/v1/namespaces/system/leases?")
+            );
+            assert!(
+                request.contains("labelSelector=shardcron.io%2Fring%3Dring"),
+                "{request}"
+            );
+        }
+        assert!(watching.contains(&format!("timeoutSeconds={LEASE_WATCH_TIMEOUT_SECONDS}")));
+        watch.abort();
+    }
 }
