@@ -373,12 +373,11 @@ async fn keep(
     let mut ticks = tokio::time::interval(state.settings.renew_period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // In this order: after a renewal that took its whole deadline the
+        // tick is always due, and a fair choice could put a release (the
+        // process waiting to exit) off again and again.
         tokio::select! {
-            _ = ticks.tick() => {}
-            changed = requests.published.changed() => match changed {
-                Ok(()) => state.view = requests.published.borrow_and_update().clone(),
-                Err(_) => return,
-            },
+            biased;
             release = requests.released.recv() => match release {
                 Some(done) => {
                     fence.lock().release();
@@ -391,6 +390,11 @@ async fn keep(
                 }
                 None => return,
             },
+            changed = requests.published.changed() => match changed {
+                Ok(()) => state.view = requests.published.borrow_and_update().clone(),
+                Err(_) => return,
+            },
+            _ = ticks.tick() => {}
         }
         let sent_at = BootInstant::now();
         let replica = state.settings.replica_id.clone();
@@ -425,6 +429,7 @@ async fn keep(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use actix::{Actor, Handler};
     use std::collections::VecDeque;
     use std::sync::Mutex;
 
@@ -666,6 +671,44 @@ mod tests {
             Err(RenewError::Usurped(by)) => assert_eq!(by, "theirs"),
             _ => panic!("a usurper must end this process"),
         }
+    }
+
+    /// Takes the keeper's reports (none are expected here).
+    struct Reports;
+
+    impl Actor for Reports {
+        type Context = actix::Context<Self>;
+    }
+
+    impl Handler<KeeperReport> for Reports {
+        type Result = ();
+        fn handle(&mut self, _: KeeperReport, _: &mut Self::Context) {}
+    }
+
+    /// The keeper's loop against a black hole, on a paused clock: each
+    /// renewal is given up at the renew deadline and the next one sent at
+    /// once; the fence never opens; and a release, asked while a renewal
+    /// hangs, is done within two deadlines (the hanging renewal, then the
+    /// release's own write), so a stopping process never waits for silence.
+    #[actix::test]
+    async fn a_keeper_facing_a_black_hole_gives_up_at_each_deadline_and_still_releases() {
+        tokio::time::pause();
+        let (client, asked) =
+            crate::kube::scripted::client(|_| crate::kube::scripted::Answer::Silence);
+        let settings = keeper_state(Vec::new()).0.settings;
+        let deadline = settings.renew_deadline;
+        let fence = SharedFence::new(deadline);
+        let keeper = start(client, settings, fence.clone(), Reports.start().recipient());
+        tokio::time::sleep(2 * deadline + deadline / 2).await;
+        let gets = asked.all();
+        assert_eq!(gets.len(), 3, "a GET at 0 s, 10 s and 20 s: {gets:?}");
+        assert!(gets.iter().all(|r| r.starts_with("GET ")));
+        assert!(!fence.lock().may_act(BootInstant::now()));
+        let asked_at = tokio::time::Instant::now();
+        keeper.release().await;
+        let took = asked_at.elapsed();
+        assert!(took <= 2 * deadline, "released after {took:?}");
+        assert_eq!(asked.all().len(), 4, "one more GET, for the release");
     }
 
     fn at(seconds: u64) -> BootInstant {
