@@ -140,7 +140,7 @@ impl Handler<CronJobWatch> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, message: CronJobWatch, ctx: &mut Self::Context) {
-        let now = Instant::now();
+        let now = super::now();
         let scope = message.scope;
         match message.event {
             Event::Apply(cronjob) => self.on_cronjob(cronjob, now, ctx),
@@ -194,7 +194,7 @@ impl Handler<JobWatch> for Supervisor {
                     self.on_job_deleted(&uid);
                 }
                 self.scopes[scope].jobs_listed = true;
-                self.maybe_sync(Instant::now(), ctx);
+                self.maybe_sync(super::now(), ctx);
                 crate::memory::release_free_pages();
             }
         }
@@ -205,7 +205,7 @@ impl Handler<LeaseWatch> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, LeaseWatch(event): LeaseWatch, ctx: &mut Self::Context) {
-        let now = Instant::now();
+        let now = super::now();
         let inputs = match event {
             Event::Apply((name, lease)) => vec![Input::LeaseSeen { name, lease }],
             Event::Delete((name, _)) => vec![Input::LeaseDeleted { name }],

@@ -10,7 +10,6 @@ use crate::telemetry::metrics::{MoveDirection, MovedLabels};
 use actix::prelude::*;
 use futures::FutureExt as _;
 use std::sync::Arc;
-use std::time::Instant;
 use tracing::Instrument as _;
 
 /// A page of a bulk load.
@@ -73,7 +72,7 @@ impl Handler<LoadPage> for Supervisor {
     /// one claimed when it is spawned. What the watch delivered meanwhile
     /// is newer or as new: it wins.
     fn handle(&mut self, LoadPage(page): LoadPage, ctx: &mut Self::Context) {
-        let now = Instant::now();
+        let now = super::now();
         for cronjob in page.cronjobs {
             let uid = cronjob.metadata.uid.as_deref().unwrap_or_default();
             if !self.tombstones.contains(uid) && !self.actors.contains_key(&Self::key_of(&cronjob))
@@ -114,7 +113,7 @@ impl Handler<LoadDone> for Supervisor {
                 false
             }
         };
-        self.step(Input::LoadDone { ok }, Instant::now(), ctx, None);
+        self.step(Input::LoadDone { ok }, super::now(), ctx, None);
         if self.ownership.loads_in_flight() == 0 {
             self.tombstones.clear();
             crate::memory::release_free_pages();

@@ -18,6 +18,8 @@
 
 mod intake;
 mod load;
+#[cfg(test)]
+mod tests;
 
 pub use intake::{CronJobWatch, JobWatch, LeaseWatch};
 
@@ -45,6 +47,12 @@ use std::time::{Duration, Instant};
 const STOP_GRACE: Duration = Duration::from_secs(10);
 /// How often membership is re-judged (Leases expire without an event).
 const TICK: Duration = Duration::from_secs(1);
+
+/// The supervisor's clock, read once per message: tokio's, so that a test
+/// on a paused runtime moves it.
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
 
 /// SIGTERM: stop every actor (letting decisions in flight finish), release
 /// the Lease, then end the process.
@@ -251,7 +259,7 @@ impl Supervisor {
 
     /// Judges the fence and lets the protocol re-judge the membership.
     fn tick(&mut self, ctx: &mut Context<Self>) {
-        let now = Instant::now();
+        let now = now();
         let fence = self.setup.fence.lock().check(BootInstant::now());
         self.readiness.tick(
             now,
@@ -286,7 +294,7 @@ impl Handler<Report> for Supervisor {
             Report::Armed { key } => Input::ActorArmed { key },
             Report::Stopped { key, uid } => Input::ActorStopped { key, uid },
         };
-        self.step(input, Instant::now(), ctx, None);
+        self.step(input, now(), ctx, None);
     }
 }
 
@@ -323,7 +331,7 @@ impl Handler<Shutdown> for Supervisor {
             tracing::warn!("decisions still in flight after the grace period; exiting");
             System::current().stop();
         });
-        self.step(Input::Shutdown, Instant::now(), ctx, None);
+        self.step(Input::Shutdown, now(), ctx, None);
     }
 }
 
@@ -332,9 +340,7 @@ impl Handler<DebugShards> for Supervisor {
 
     fn handle(&mut self, message: DebugShards, _: &mut Self::Context) -> Self::Result {
         let lease_valid = self.setup.fence.lock().may_act(BootInstant::now());
-        let report = self
-            .ownership
-            .report(Instant::now(), lease_valid, message.keys);
+        let report = self.ownership.report(now(), lease_valid, message.keys);
         MessageResult(ShardReport {
             ring: self.setup.ring_name.clone(),
             jobs_remembered: self.jobs.len(),
