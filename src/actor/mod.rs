@@ -5,3 +5,6 @@
 pub mod apply;
 pub mod cronjob;
 pub mod timer;
+
+#[cfg(test)]
+mod tests;

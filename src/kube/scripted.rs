@@ -17,6 +17,13 @@ pub struct Request {
     pub body: Vec<u8>,
 }
 
+impl Request {
+    /// The path without the query.
+    pub fn path(&self) -> &str {
+        self.uri.split('?').next().unwrap_or_default()
+    }
+}
+
 /// One answer of the script.
 pub enum Answer {
     /// A status code and a JSON body.
@@ -43,6 +50,14 @@ pub struct Asked(Arc<Mutex<Vec<String>>>);
 impl Asked {
     pub fn all(&self) -> Vec<String> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The requests as `METHOD path`, without their queries.
+    pub fn paths(&self) -> Vec<String> {
+        let all = self.all();
+        all.iter()
+            .map(|a| a.split('?').next().unwrap_or_default().to_owned())
+            .collect()
     }
 }
 

@@ -46,7 +46,10 @@ pub fn free_port() -> SocketAddr {
 pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    // One write: `write!` on a bare stream sends each piece on its own, and
+    // a server that answers after the first piece and closes resets the
+    // connection under the unread rest (CI saw that reset).
+    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
     let code = response
@@ -81,8 +84,13 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let server = std::thread::spawn(move || {
             let (mut stream, _) = listener.accept().unwrap();
-            let mut request = [0u8; 256];
-            let _ = stream.read(&mut request).unwrap();
+            // Read the whole request before answering, as a real server
+            // does: closing with unread bytes would reset the connection.
+            let mut request = Vec::new();
+            let mut byte = [0u8; 1];
+            while !request.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap() == 1 {
+                request.push(byte[0]);
+            }
             stream
                 .write_all(b"HTTP/1.0 503 Service Unavailable\r\nX: y\r\n\r\nnot ready")
                 .unwrap();

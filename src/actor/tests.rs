@@ -1,0 +1,202 @@
+//! A CronJob's actor on the scripted API seam: the real gateway over a
+//! scripted API server, the actor started and stopped as the supervisor
+//! does it. The decision's own cases are in `apply`'s and `reconcile`'s
+//! tables; this checks that the actor carries a decision out and reports.
+
+use super::apply::{Report, Shared};
+use super::cronjob::{CronJobActor, Update};
+use crate::kube::gateway::{Gateway, Limits, WriteFence};
+use crate::kube::scripted::{self, Answer};
+use crate::telemetry::Metrics;
+use ::kube::runtime::events::Reporter;
+use actix::prelude::*;
+use jiff::{Timestamp, ToSpan};
+use k8s_openapi::api::batch::v1::CronJob;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+struct MayWrite;
+
+impl WriteFence for MayWrite {
+    fn may_write(&self) -> bool {
+        true
+    }
+}
+
+/// Stands in for the supervisor: passes the actor's reports to the test.
+struct Reports(mpsc::UnboundedSender<Report>);
+
+impl Actor for Reports {
+    type Context = Context<Self>;
+}
+
+impl Handler<Report> for Reports {
+    type Result = ();
+
+    fn handle(&mut self, report: Report, _: &mut Self::Context) {
+        let _ = self.0.send(report);
+    }
+}
+
+/// An every-minute CronJob created 90 s ago: a slot is due at once.
+fn cronjob(created: Timestamp) -> CronJob {
+    serde_json::from_value(json!({
+        "metadata": {"namespace": "team-a", "name": "nightly", "uid": "uid-nightly",
+                     "resourceVersion": "5", "generation": 1,
+                     "creationTimestamp": created.to_string()},
+        "spec": {"schedule": "* * * * *",
+                 "jobTemplate": {"spec": {"template": {"spec": {"containers": []}}}}},
+    }))
+    .expect("a CronJob")
+}
+
+/// Echoes a write back as the server's answer, with a UID and a version.
+fn echo(request: &scripted::Request, code: u16) -> Answer {
+    let Ok(mut object) = serde_json::from_slice::<Value>(&request.body) else {
+        return scripted::status(400, "BadRequest");
+    };
+    object["metadata"]["uid"] = json!("uid-job");
+    object["metadata"]["resourceVersion"] = json!("6");
+    Answer::Json(code, object)
+}
+
+/// Starts the actor of `cronjob` on a gateway over `script`.
+fn start(
+    cronjob: &CronJob,
+    script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,
+) -> (
+    Addr<CronJobActor>,
+    scripted::Asked,
+    mpsc::UnboundedReceiver<Report>,
+) {
+    let (client, asked) = scripted::client(script);
+    let metrics = Arc::new(Metrics::new());
+    let reporter = Reporter {
+        controller: "shardcron".into(),
+        instance: Some("r0".into()),
+    };
+    let gateway = Gateway::start(
+        client,
+        Limits::default(),
+        reporter,
+        metrics.clone(),
+        Arc::new(MayWrite),
+    );
+    let (sender, reports) = mpsc::unbounded_channel();
+    let shared = Arc::new(Shared {
+        gateway,
+        reports: Reports(sender).start().recipient(),
+        metrics,
+        default_zone: jiff::tz::TimeZone::UTC,
+        replica: "r0".into(),
+    });
+    let actor = CronJobActor::new(cronjob, Vec::new(), shared).expect("a usable CronJob");
+    (actor.start(), asked, reports)
+}
+
+#[actix::test]
+async fn started_it_creates_the_due_slots_job_records_it_in_status_and_reports_armed() {
+    let created = Timestamp::now() - 90.seconds();
+    let bodies = Arc::new(Mutex::new(Vec::<Value>::new()));
+    let written = bodies.clone();
+    let (actor, asked, mut reports) = start(&cronjob(created), move |request| {
+        let keep = || {
+            let body = serde_json::from_slice(&request.body).unwrap_or_default();
+            written.lock().unwrap_or_else(|e| e.into_inner()).push(body);
+        };
+        match request.method.as_str() {
+            "POST" if request.path().ends_with("/namespaces/team-a/jobs") => {
+                keep();
+                echo(request, 201)
+            }
+            "PATCH" if request.path().ends_with("/cronjobs/nightly/status") => {
+                keep();
+                echo(request, 200)
+            }
+            // Events.
+            "POST" => echo(request, 201),
+            _ => scripted::status(404, "NotFound"),
+        }
+    });
+    actor.do_send(Update::Start);
+    let report = tokio::time::timeout(Duration::from_secs(20), reports.recv()).await;
+    assert!(
+        matches!(report, Ok(Some(Report::Armed { ref key })) if key == "team-a/nightly"),
+        "{report:?}"
+    );
+
+    let asked = asked.paths();
+    let writes: Vec<&String> = asked.iter().filter(|a| !a.contains("/events")).collect();
+    assert_eq!(
+        writes,
+        [
+            "POST /apis/batch/v1/namespaces/team-a/jobs",
+            "PATCH /apis/batch/v1/namespaces/team-a/cronjobs/nightly/status"
+        ],
+        "{asked:?}"
+    );
+    // The Job is named by its slot (minutes since the epoch, as upstream),
+    // a minute boundary since the CronJob's creation, and the status write
+    // records it as the last schedule and as active.
+    let bodies = bodies.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let job_name = bodies[0]["metadata"]["name"].as_str().unwrap_or_default();
+    let minutes: i64 = job_name
+        .strip_prefix("nightly-")
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("a slot's Job name: {job_name}"));
+    let slot = Timestamp::from_second(minutes * 60).expect("a slot");
+    assert!(created < slot && slot <= Timestamp::now(), "{slot}");
+    let status = &bodies[1]["status"];
+    assert_eq!(
+        status["lastScheduleTime"],
+        json!(slot.to_string()),
+        "{status}"
+    );
+    assert_eq!(status["active"][0]["name"], json!(job_name), "{status}");
+    actor.do_send(Update::Stop);
+    let stopped = tokio::time::timeout(Duration::from_secs(5), reports.recv()).await;
+    assert!(matches!(stopped, Ok(Some(Report::Stopped { ref uid, .. })) if uid == "uid-nightly"));
+}
+
+#[actix::test]
+async fn stopped_while_its_create_gets_no_answer_it_stops_within_the_writes_deadline() {
+    tokio::time::pause();
+    let (actor, asked, mut reports) = start(&cronjob(Timestamp::now() - 90.seconds()), |request| {
+        if request.method == "POST" && request.path().ends_with("/jobs") {
+            Answer::Silence
+        } else {
+            echo(request, 201)
+        }
+    });
+    actor.do_send(Update::Start);
+    let create_sent = async {
+        while !asked.paths().iter().any(|a| a.ends_with("/jobs")) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), create_sent)
+        .await
+        .expect("the due slot's create is sent");
+    let stopping = tokio::time::Instant::now();
+    actor.do_send(Update::Stop);
+    loop {
+        match tokio::time::timeout(Duration::from_secs(120), reports.recv()).await {
+            Ok(Some(Report::Stopped { .. })) => break,
+            Ok(Some(Report::Armed { .. })) => continue,
+            other => panic!("no Stopped report: {other:?}"),
+        }
+    }
+    // The request already sent finishes (or times out); nothing after it
+    // is sent: no retry of the create, no status write.
+    assert!(
+        stopping.elapsed() <= crate::kube::deadline::WRITE,
+        "{:?}",
+        stopping.elapsed()
+    );
+    let asked = asked.paths();
+    let creates = asked.iter().filter(|a| a.ends_with("/jobs")).count();
+    assert_eq!(creates, 1, "{asked:?}");
+    assert!(!asked.iter().any(|a| a.contains("/status")), "{asked:?}");
+}
