@@ -1,0 +1,132 @@
+//! The workers that send the recorded Events: each takes the next from
+//! the bounded backlog ([`crate::kube::events`]) and sends it through the
+//! gateway at the lowest class, until the gateway is gone.
+
+use super::{Gateway, Inner};
+use crate::kube::events::{self, Backlog, Pushed, Queued};
+use crate::kube::requests::Verb;
+use crate::reconcile;
+use ::kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType};
+use k8s_openapi::api::core::v1::ObjectReference;
+use std::sync::{Arc, Mutex, Weak};
+use tracing::Instrument as _;
+
+/// An event waiting in the backlog.
+struct PendingEvent {
+    namespace: String,
+    regarding: ObjectReference,
+    event: KubeEvent,
+    span: tracing::Span,
+}
+
+impl Queued for PendingEvent {
+    fn kind(&self) -> &str {
+        &self.event.reason
+    }
+
+    fn same_as(&self, other: &Self) -> bool {
+        self.regarding.uid == other.regarding.uid
+            && self.event.reason == other.event.reason
+            && self.event.note == other.event.note
+    }
+}
+
+/// The backlog and the signal its workers wait on.
+pub(super) struct EventQueue {
+    backlog: Mutex<Backlog<PendingEvent>>,
+    ready: tokio::sync::Notify,
+}
+
+impl EventQueue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Backlog<PendingEvent>> {
+        self.backlog.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn new() -> Self {
+        EventQueue {
+            backlog: Mutex::new(Backlog::new(events::BACKLOG)),
+            ready: tokio::sync::Notify::new(),
+        }
+    }
+}
+
+impl Gateway {
+    /// Queues an Event on a CronJob for the workers; counts one dropped.
+    pub(super) fn queue_event(&self, regarding: ObjectReference, event: &reconcile::Event) {
+        let pending = PendingEvent {
+            namespace: regarding.namespace.clone().unwrap_or_default(),
+            regarding,
+            event: KubeEvent {
+                type_: match event.event_type {
+                    reconcile::EventType::Normal => KubeEventType::Normal,
+                    reconcile::EventType::Warning => KubeEventType::Warning,
+                },
+                reason: event.reason.as_str().to_owned(),
+                note: Some(event.message.clone()),
+                action: event.reason.as_str().to_owned(),
+                secondary: None,
+            },
+            // In the decision's trace: recording the event is part of what it did.
+            span: tracing::Span::current(),
+        };
+        let pushed = self.inner.events.lock().push(pending);
+        match pushed {
+            Pushed::Queued => {}
+            Pushed::Duplicate | Pushed::QueuedDroppingOldest => {
+                self.inner.metrics.events_dropped.inc();
+            }
+        }
+        if pushed != Pushed::Duplicate {
+            self.inner.events.ready.notify_one();
+        }
+    }
+
+    /// Sends one event; logs a failure.
+    async fn send_event(&self, pending: PendingEvent) {
+        let PendingEvent {
+            namespace,
+            regarding,
+            event,
+            span,
+        } = pending;
+        let recorder = self.inner.recorder.clone();
+        let (event, regarding) = (Arc::new(event), Arc::new(regarding));
+        let result = self
+            .request(Verb::Event, &namespace, |_| {
+                let recorder = recorder.clone();
+                let event = event.clone();
+                let regarding = regarding.clone();
+                async move { recorder.publish(&event, &regarding).await }
+            })
+            .instrument(span)
+            .await;
+        if let Err(error) = result {
+            tracing::warn!(%namespace, reason = %event.reason, %error, "could not record event");
+        }
+    }
+}
+
+/// Sends the backlog's events one at a time, until the gateway is gone.
+pub(super) async fn send_events(queue: Arc<EventQueue>, gateway: Weak<Inner>) {
+    loop {
+        let ready = queue.ready.notified();
+        let next = queue.lock().pop();
+        match next {
+            Some(pending) => {
+                let Some(inner) = gateway.upgrade() else {
+                    return;
+                };
+                Gateway { inner, stop: None }.send_event(pending).await;
+            }
+            None if gateway.strong_count() == 0 => return,
+            None => ready.await,
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Wakes the event workers so they see the gateway gone and end.
+        self.events.ready.notify_waiters();
+    }
+}

@@ -1,0 +1,266 @@
+//! The write gateway: every request the actors make to the API server goes
+//! through here.
+//!
+//! A request first waits for its turn: a dispatcher task ([`dispatch`])
+//! holds the fair queue (strict classes, round-robin across namespaces) and
+//! the token bucket (`--kube-api-qps`, `--kube-api-burst`), and grants one
+//! request per token. The request then runs on the process's multi-threaded
+//! runtime (not on the actor's Arbiter thread), and a transient failure
+//! (429, 5xx, no answer) is retried with bounded backoff, taking a new turn
+//! each time. A 409 Conflict is returned to the caller, which re-reads and
+//! re-decides: the gateway never overwrites blindly.
+//!
+//! Here: the request's path (turn, fence, deadline, retry, metrics).
+//! `dispatch`: the turns. `verbs`: each request a decision makes, built
+//! for [`JobRequests`](super::requests::JobRequests). `event_workers`: the
+//! Events, sent from their backlog at the lowest class.
+
+mod dispatch;
+mod event_workers;
+mod verbs;
+
+use super::deadline;
+use super::events;
+use super::failure::ApiFailure;
+use super::queue::Priority;
+use super::requests::Verb;
+use super::retry::{Backoff, Retry};
+use crate::telemetry::Metrics;
+use crate::telemetry::metrics::{PriorityLabels, RequestLabels};
+use ::kube::Client;
+use ::kube::runtime::events::{Recorder, Reporter};
+use dispatch::{Pace, Ticket, dispatch};
+use event_workers::{EventQueue, send_events};
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::runtime::Handle;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+/// Client-side limits, as kube-controller-manager's `--kube-api-qps` and
+/// `--kube-api-burst`.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub qps: f64,
+    pub burst: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            qps: 20.0,
+            burst: 30,
+        }
+    }
+}
+
+struct Inner {
+    client: Client,
+    runtime: Handle,
+    tickets: mpsc::UnboundedSender<Ticket>,
+    backoff: Backoff,
+    recorder: Recorder,
+    metrics: Arc<Metrics>,
+    fence: Arc<dyn WriteFence>,
+    events: Arc<EventQueue>,
+    /// 429s so far, for the dispatcher's adaptive rate.
+    throttled: Arc<AtomicU64>,
+}
+
+/// Whether this replica may write now. The shard layer's fence answers
+/// (`shard::fence::SharedFence`); the gateway asks before every request.
+pub trait WriteFence: Send + Sync + 'static {
+    fn may_write(&self) -> bool;
+}
+
+/// A handle on the gateway; cheap to clone, usable from any thread.
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+    /// Once cancelled, requests still waiting for their turn (or for a
+    /// retry) are abandoned; one already sent finishes.
+    stop: Option<CancellationToken>,
+}
+
+impl Gateway {
+    /// Starts the dispatcher on the current tokio runtime, which also runs
+    /// every request.
+    pub fn start(
+        client: Client,
+        limits: Limits,
+        reporter: Reporter,
+        metrics: Arc<Metrics>,
+        fence: Arc<dyn WriteFence>,
+    ) -> Self {
+        let (tickets, queued) = mpsc::unbounded_channel();
+        let runtime = Handle::current();
+        let throttled = Arc::new(AtomicU64::new(0));
+        runtime.spawn(dispatch(
+            queued,
+            Pace::new(limits, throttled.clone()),
+            metrics.clone(),
+        ));
+        let events = Arc::new(EventQueue::new());
+        let inner = Arc::new(Inner {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            runtime,
+            tickets,
+            backoff: Backoff::default(),
+            metrics,
+            fence,
+            events: events.clone(),
+            throttled,
+        });
+        for _ in 0..events::WORKERS {
+            inner
+                .runtime
+                .spawn(send_events(events.clone(), Arc::downgrade(&inner)));
+        }
+        Gateway { inner, stop: None }
+    }
+
+    /// This gateway for one sender that may stop: once `stop` is cancelled,
+    /// its requests still waiting for their turn or for a retry are
+    /// abandoned ([`ApiFailure::Abandoned`], never sent); a request already
+    /// sent finishes. A CronJob handed to another replica so waits for at
+    /// most the request in flight, not for its queue.
+    pub fn abandoning_on(&self, stop: CancellationToken) -> Gateway {
+        Gateway {
+            inner: self.inner.clone(),
+            stop: Some(stop),
+        }
+    }
+
+    /// Resolves when this gateway's sender stops (never without a signal).
+    async fn stopped(&self) {
+        match &self.stop {
+            Some(stop) => stop.cancelled().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Waits for this request's turn; returns how long it waited.
+    async fn turn(&self, priority: Priority, namespace: &str) -> Result<Duration, ApiFailure> {
+        let queued_at = tokio::time::Instant::now();
+        let labels = PriorityLabels {
+            priority: priority.label(),
+        };
+        let span = crate::child_span!(
+            "gateway.wait",
+            gateway.priority = priority.label(),
+            k8s.namespace.name = namespace,
+            gateway.queued_ahead = self.inner.metrics.queue_depth.get_or_create(&labels).get(),
+        );
+        let (grant, granted) = oneshot::channel();
+        self.inner
+            .tickets
+            .send(Ticket {
+                priority,
+                namespace: namespace.to_owned(),
+                grant,
+            })
+            .map_err(|_| ApiFailure::Closed)?;
+        // Dropping `granted` withdraws the ticket: the dispatcher skips it
+        // without spending a token.
+        tokio::select! {
+            biased;
+            granted = granted.instrument(span) => granted.map_err(|_| ApiFailure::Closed)?,
+            () = self.stopped() => return Err(ApiFailure::Abandoned),
+        }
+        let waited = queued_at.elapsed();
+        self.inner
+            .metrics
+            .queue_wait
+            .get_or_create(&labels)
+            .observe(waited.as_secs_f64());
+        Ok(waited)
+    }
+
+    /// One request, with its turns and retries. `send` builds the request
+    /// afresh for every attempt.
+    async fn request<T, F, Fut>(
+        &self,
+        verb: Verb,
+        namespace: &str,
+        send: F,
+    ) -> Result<T, ApiFailure>
+    where
+        T: Send + 'static,
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, ::kube::Error>> + Send + 'static,
+    {
+        let terms = verb.terms();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            self.turn(terms.priority, namespace).await?;
+            // Checked after the wait, right before sending: the wait may
+            // have outlasted the Lease (a freeze, a cut from the API server).
+            if !self.inner.fence.may_write() {
+                return Err(ApiFailure::Fenced);
+            }
+            // The request's own span: the client layer injects its context
+            // (`traceparent`) into the HTTP request.
+            let span = crate::child_span!(
+                "kube.request",
+                otel.kind = "client",
+                k8s.verb = terms.label,
+                k8s.namespace.name = namespace,
+                attempt,
+                http.response.status_code = tracing::field::Empty,
+            );
+            let result = self
+                .inner
+                .runtime
+                .spawn(
+                    deadline::within(terms.deadline, send(self.inner.client.clone()))
+                        .instrument(span.clone()),
+                )
+                .await
+                .map_err(|e| ApiFailure::Transport(format!("request task failed: {e}")))?
+                .map_err(|elapsed| ApiFailure::Transport(elapsed.to_string()))
+                .and_then(|answer| answer.map_err(ApiFailure::from));
+            // The client records the answer's code on the span; a request
+            // with no answer has none.
+            let code = match &result {
+                Ok(_) => terms.success.to_owned(),
+                Err(failure) => failure.code_label(),
+            };
+            if result
+                .as_ref()
+                .is_err_and(|failure| failure.code().is_none())
+            {
+                span.record("http.response.status_code", code.as_str());
+            }
+            self.inner
+                .metrics
+                .api_requests
+                .get_or_create(&RequestLabels {
+                    verb: terms.label,
+                    code,
+                })
+                .inc();
+            let failure = match result {
+                Ok(value) => return Ok(value),
+                Err(failure) => failure,
+            };
+            if failure.code() == Some(429) {
+                self.inner.throttled.fetch_add(1, Ordering::Relaxed);
+            }
+            match self.inner.backoff.after_failure(attempt, failure.code()) {
+                Retry::After(delay) => {
+                    tracing::debug!(verb = terms.label, namespace, attempt, error = %failure, ?delay, "retrying");
+                    tokio::select! {
+                        () = tokio::time::sleep(delay) => {}
+                        () = self.stopped() => return Err(ApiFailure::Abandoned),
+                    }
+                }
+                Retry::Reread | Retry::GiveUp => return Err(failure),
+            }
+        }
+    }
+}

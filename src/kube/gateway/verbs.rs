@@ -1,0 +1,126 @@
+//! The requests a decision makes ([`JobRequests`]), as the gateway sends
+//! them: each through [`Gateway::request`] under its [`Verb`]'s terms.
+
+use super::Gateway;
+use crate::kube::failure::ApiFailure;
+use crate::kube::requests::{DeleteFor, JobRequests, Verb};
+use crate::reconcile;
+use ::kube::api::{
+    Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
+};
+use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
+use k8s_openapi::api::core::v1::ObjectReference;
+use std::sync::Arc;
+
+impl JobRequests for Gateway {
+    async fn create_job(&self, namespace: &str, job: Job) -> Result<Job, ApiFailure> {
+        let job = Arc::new(job);
+        self.request(Verb::CreateJob, namespace, |client| {
+            let api = Api::<Job>::namespaced(client, namespace);
+            let job = job.clone();
+            async move { api.create(&PostParams::default(), &job).await }
+        })
+        .await
+    }
+
+    /// Deletes a Job with background propagation (upstream's policy), only
+    /// if it is still the object with `uid` (a precondition: a namesake
+    /// created since is left alone, with 409 Conflict).
+    async fn delete_job(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        why: DeleteFor,
+    ) -> Result<(), ApiFailure> {
+        self.request(why.verb(), namespace, |client| {
+            let api = Api::<Job>::namespaced(client, namespace);
+            let name = name.to_owned();
+            let preconditions = (!uid.is_empty()).then(|| Preconditions {
+                uid: Some(uid.to_owned()),
+                resource_version: None,
+            });
+            async move {
+                let params = DeleteParams {
+                    propagation_policy: Some(PropagationPolicy::Background),
+                    preconditions,
+                    ..DeleteParams::default()
+                };
+                api.delete(&name, &params).await.map(|_| ())
+            }
+        })
+        .await
+    }
+
+    async fn get_job(&self, namespace: &str, name: &str) -> Result<Job, ApiFailure> {
+        self.request(Verb::GetJob, namespace, |client| {
+            let api = Api::<Job>::namespaced(client, namespace);
+            let name = name.to_owned();
+            async move { api.get(&name).await }
+        })
+        .await
+    }
+
+    async fn get_cronjob(&self, namespace: &str, name: &str) -> Result<CronJob, ApiFailure> {
+        self.request(Verb::GetCronJob, namespace, |client| {
+            let api = Api::<CronJob>::namespaced(client, namespace);
+            let name = name.to_owned();
+            async move { api.get(&name).await }
+        })
+        .await
+    }
+
+    /// Writes the whole controller-owned status through the status
+    /// subresource, as upstream's `UpdateStatus` does, with the
+    /// resourceVersion as precondition: a concurrent change gives 409
+    /// Conflict rather than being overwritten.
+    async fn write_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        resource_version: Option<&str>,
+        status: &CronJobStatus,
+    ) -> Result<CronJob, ApiFailure> {
+        let patch = Arc::new(status_patch(resource_version, status));
+        self.request(Verb::WriteStatus, namespace, |client| {
+            let api = Api::<CronJob>::namespaced(client, namespace);
+            let name = name.to_owned();
+            let patch = patch.clone();
+            async move {
+                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&*patch))
+                    .await
+            }
+        })
+        .await
+    }
+
+    /// Records an Event on a CronJob, without making the caller wait: the
+    /// event joins the bounded backlog ([`crate::kube::events`]), whose
+    /// workers send it at the lowest class; a failure is logged, not
+    /// returned.
+    fn record(&self, regarding: ObjectReference, event: &reconcile::Event) {
+        self.queue_event(regarding, event);
+    }
+
+    /// Without its stop signal: for the one write that must go out even
+    /// when its sender stops.
+    fn unabandoned(&self) -> Gateway {
+        Gateway {
+            inner: self.inner.clone(),
+            stop: None,
+        }
+    }
+}
+
+/// A merge patch that sets all three status fields (absent ones as `null`,
+/// so they are cleared) with the resourceVersion as a precondition.
+fn status_patch(resource_version: Option<&str>, status: &CronJobStatus) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": { "resourceVersion": resource_version },
+        "status": {
+            "active": status.active,
+            "lastScheduleTime": status.last_schedule_time,
+            "lastSuccessfulTime": status.last_successful_time,
+        }
+    })
+}
