@@ -179,11 +179,15 @@ fn layers_import_only_downwards() {
 
 #[test]
 fn no_two_modules_import_each_other() {
-    for folder in ["src", "loadtest/src", "deploy/local/harness/src"] {
+    // Each folder with the fewest modules the parser must find in it.
+    for (folder, at_least) in [
+        ("src", 40),
+        ("loadtest/src", 6),
+        ("deploy/local/harness/src", 4),
+    ] {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
         let graph = graph(&root);
-        // The parser found the modules (the harness has four).
-        assert!(graph.len() >= 4, "{folder}: {graph:?}");
+        assert!(graph.len() >= at_least, "{folder}: {graph:?}");
         if let Some(found) = cycle(&graph) {
             panic!("{folder}: an import cycle: {}", found.join(" -> "));
         }

@@ -6,16 +6,13 @@
 //! thread, the own Lease's keeper, and SIGTERM / Ctrl-C for a graceful
 //! stop (which releases the Lease, so peers take over at once).
 
-use crate::actor::apply::Shared;
 use crate::kube::gateway::{Gateway, Limits};
 use crate::kube::watch::{self, ListStrategy};
 use crate::schedule::load_named_zone;
 use crate::shard::debug;
 use crate::shard::fence::SharedFence;
 use crate::shard::lease::{self, LeaseSettings};
-use crate::shard::supervisor::{
-    CronJobWatch, JobWatch, LeaseWatch, ShardSetup, Shutdown, Supervisor,
-};
+use crate::shard::supervisor::{CronJobWatch, JobWatch, LeaseWatch, Parts, Shutdown, Supervisor};
 use crate::telemetry::Metrics;
 use crate::telemetry::http::{self, Readiness};
 use crate::telemetry::logging::{self, LogFormat};
@@ -265,34 +262,17 @@ async fn start(
     } else {
         args.namespaces.iter().cloned().map(Some).collect()
     };
-    let supervisor = {
-        let (metrics, scopes, client) = (metrics.clone(), scopes.clone(), client.clone());
-        let readiness = readiness.clone();
-        let settings = settings.clone();
-        Supervisor::create(move |ctx| {
-            let shared = Arc::new(Shared {
-                gateway,
-                reports: ctx.address().recipient(),
-                metrics,
-                default_zone,
-                replica: settings.replica_id.clone(),
-            });
-            let keeper = lease::start(
-                client.clone(),
-                settings.clone(),
-                fence.clone(),
-                ctx.address().recipient(),
-            );
-            let shard = ShardSetup {
-                me: settings.replica_id,
-                ring_name: settings.ring,
-                fence,
-                keeper,
-                client,
-            };
-            Supervisor::new(shared, arbiters, scopes, readiness, shard)
-        })
-    };
+    let supervisor = Supervisor::start_with(Parts {
+        client: client.clone(),
+        lease: settings.clone(),
+        fence,
+        gateway,
+        metrics: metrics.clone(),
+        default_zone,
+        arbiters,
+        scopes: scopes.clone(),
+        readiness: readiness.clone(),
+    });
     let metrics_addr = metrics_listener.local_addr()?;
     let health_addr = health_listener.local_addr()?;
     let debug_addr = debug_listener.local_addr()?;

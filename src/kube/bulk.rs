@@ -252,7 +252,7 @@ mod tests {
         // watch cache's possibly older `0`), a continued one is read at the
         // first page's snapshot.
         assert_eq!(asked.len(), 3, "{asked:?}");
-        assert!(asked[0].ends_with("?&limit=500"), "{asked:?}");
+        assert!(asked[0].contains("limit=500"), "{asked:?}");
         assert!(asked[1].contains("continue=next-page"), "{asked:?}");
         assert!(
             asked.iter().all(|a| !a.contains("resourceVersion")),

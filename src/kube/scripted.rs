@@ -20,8 +20,12 @@ pub struct Request {
 impl Request {
     /// The path without the query.
     pub fn path(&self) -> &str {
-        self.uri.split('?').next().unwrap_or_default()
+        without_query(&self.uri)
     }
+}
+
+fn without_query(uri: &str) -> &str {
+    uri.split('?').next().unwrap_or_default()
 }
 
 /// One answer of the script.
@@ -55,9 +59,7 @@ impl Asked {
     /// The requests as `METHOD path`, without their queries.
     pub fn paths(&self) -> Vec<String> {
         let all = self.all();
-        all.iter()
-            .map(|a| a.split('?').next().unwrap_or_default().to_owned())
-            .collect()
+        all.iter().map(|a| without_query(a).to_owned()).collect()
     }
 }
 

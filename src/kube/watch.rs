@@ -326,15 +326,19 @@ mod tests {
                 }
             },
         );
-        assert!(matches!(events.recv().await, Some(Event::Init)));
-        match events.recv().await {
-            Some(Event::InitApply(meta)) => {
+        // Bounded: a list the watcher cannot use would be retried forever.
+        let within = std::time::Duration::from_secs(5);
+        let next = tokio::time::timeout(within, events.recv()).await;
+        assert!(matches!(next, Ok(Some(Event::Init))));
+        match tokio::time::timeout(within, events.recv()).await {
+            Ok(Some(Event::InitApply(meta))) => {
                 assert_eq!(meta.name.as_deref(), Some("r0"));
                 assert!(meta.managed_fields.is_none());
             }
             _ => panic!("expected the listed Lease"),
         }
-        assert!(matches!(events.recv().await, Some(Event::InitDone)));
+        let next = tokio::time::timeout(within, events.recv()).await;
+        assert!(matches!(next, Ok(Some(Event::InitDone))));
         // The watch that follows the list is made, and is silent.
         let started = tokio::time::Instant::now();
         let watching = loop {

@@ -693,19 +693,36 @@ mod tests {
     #[actix::test]
     async fn a_keeper_facing_a_black_hole_gives_up_at_each_deadline_and_still_releases() {
         tokio::time::pause();
-        let (client, asked) =
-            crate::kube::scripted::client(|_| crate::kube::scripted::Answer::Silence);
+        let began = tokio::time::Instant::now();
+        let sent_at = Arc::new(Mutex::new(Vec::new()));
+        let record = sent_at.clone();
+        let (client, asked) = crate::kube::scripted::client(move |_| {
+            record.lock().unwrap().push(began.elapsed());
+            crate::kube::scripted::Answer::Silence
+        });
         let settings = keeper_state(Vec::new()).0.settings;
         let deadline = settings.renew_deadline;
         let fence = SharedFence::new(deadline);
         let keeper = start(client, settings, fence.clone(), Reports.start().recipient());
         tokio::time::sleep(2 * deadline + deadline / 2).await;
         let gets = asked.all();
-        assert_eq!(gets.len(), 3, "a GET at 0 s, 10 s and 20 s: {gets:?}");
-        assert!(gets.iter().all(|r| r.starts_with("GET ")));
+        assert!(gets.iter().all(|r| r.starts_with("GET ")), "{gets:?}");
+        // Each renewal sent as the previous one is given up (to the timer's
+        // millisecond).
+        let sent_at = sent_at.lock().unwrap().clone();
+        let expected = [Duration::ZERO, deadline, 2 * deadline];
+        assert_eq!(sent_at.len(), expected.len(), "{sent_at:?}");
+        for (sent, due) in sent_at.iter().zip(expected) {
+            assert!(
+                sent.abs_diff(due) < Duration::from_millis(10),
+                "{sent_at:?}"
+            );
+        }
         assert!(!fence.lock().may_act(BootInstant::now()));
         let asked_at = tokio::time::Instant::now();
-        keeper.release().await;
+        tokio::time::timeout(3 * deadline, keeper.release())
+            .await
+            .expect("the release ends");
         let took = asked_at.elapsed();
         assert!(took <= 2 * deadline, "released after {took:?}");
         assert_eq!(asked.all().len(), 4, "one more GET, for the release");

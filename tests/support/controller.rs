@@ -4,7 +4,6 @@
 //! first), so a permission missing from deploy/ fails the test.
 
 use super::cluster::Cluster;
-use shardcron_harness::replica::Signal;
 use shardcron_harness::{Replica, ReplicaSpec};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -137,11 +136,6 @@ impl Controller {
         if let Err(e) = self.process.wait_ready(WITHIN).await {
             panic!("{e:#}");
         }
-    }
-
-    /// Sends a signal to the process.
-    pub fn signal(&self, signal: Signal) {
-        self.process.signal(signal);
     }
 
     /// `/debug/shards?keys=true`, if the process answers.

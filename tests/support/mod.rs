@@ -2,13 +2,9 @@
 //! deploy/local and, for tests that talk to Kubernetes, a real control plane.
 #![allow(dead_code)]
 
+pub use shardcron_harness::repo_root;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// The repository root (where Cargo.toml is).
-pub fn repo_root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Builds (or reuses from the cache) a deploy/local component and returns its path.
 pub fn local_binary(name: &str) -> PathBuf {

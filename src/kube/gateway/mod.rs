@@ -1,7 +1,7 @@
 //! The write gateway: every request the actors make to the API server goes
 //! through here.
 //!
-//! A request first waits for its turn: a dispatcher task ([`dispatch`])
+//! A request first waits for its turn: a dispatcher task (`dispatch`)
 //! holds the fair queue (strict classes, round-robin across namespaces) and
 //! the token bucket (`--kube-api-qps`, `--kube-api-burst`), and grants one
 //! request per token. The request then runs on the process's multi-threaded

@@ -26,13 +26,15 @@ pub use intake::{CronJobWatch, JobWatch, LeaseWatch};
 use super::debug::{DebugShards, ShardReport};
 use super::fence::{FenceState, SharedFence};
 use super::jobs::JobIndex;
-use super::lease::{Keeper, KeeperReport};
+use super::lease::{self, Keeper, KeeperReport, LeaseSettings};
 use super::ownership::{self, Command, Input, Ownership};
 use super::relist::Relist;
 use super::ring::Ring;
 use crate::actor::apply::{Report, Shared};
 use crate::actor::cronjob::{CronJobActor, Update};
 use crate::boot_clock::BootInstant;
+use crate::kube::gateway::Gateway;
+use crate::telemetry::Metrics;
 use crate::telemetry::http::Readiness;
 use crate::telemetry::metrics::{MoveDirection, MovedLabels, OwnedLabels, OwnedState};
 use ::kube::Client;
@@ -60,14 +62,32 @@ fn now() -> Instant {
 #[rtype(result = "()")]
 pub struct Shutdown;
 
-/// What the supervisor needs to take part in the ring.
-pub struct ShardSetup {
-    pub me: String,
-    pub ring_name: String,
-    pub fence: SharedFence,
-    pub keeper: Keeper,
-    /// For bulk loads.
+/// What a replica's supervisor is started with.
+pub struct Parts {
+    /// For the Lease keeper and the bulk loads.
     pub client: Client,
+    pub lease: LeaseSettings,
+    pub fence: SharedFence,
+    pub gateway: Gateway,
+    pub metrics: Arc<Metrics>,
+    /// For CronJobs without `spec.timeZone`.
+    pub default_zone: jiff::tz::TimeZone,
+    /// Where actors run, assigned in turn.
+    pub arbiters: Vec<ArbiterHandle>,
+    /// The namespaces watched (`None`: all), in the order of the scope
+    /// numbers the watch messages carry.
+    pub scopes: Vec<Option<String>>,
+    pub readiness: Arc<Readiness>,
+}
+
+/// What the supervisor needs to take part in the ring.
+struct ShardSetup {
+    me: String,
+    ring_name: String,
+    fence: SharedFence,
+    keeper: Keeper,
+    /// For bulk loads.
+    client: Client,
 }
 
 struct Running {
@@ -92,9 +112,35 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    /// `scopes`: the namespaces watched (`None`: all), in the order of the
-    /// scope numbers the watch messages carry.
-    pub fn new(
+    /// Starts the supervisor on the current Arbiter, with its Lease keeper;
+    /// its actors report to it.
+    pub fn start_with(parts: Parts) -> Addr<Self> {
+        Supervisor::create(move |ctx| {
+            let shared = Arc::new(Shared {
+                gateway: parts.gateway,
+                reports: ctx.address().recipient(),
+                metrics: parts.metrics,
+                default_zone: parts.default_zone,
+                replica: parts.lease.replica_id.clone(),
+            });
+            let keeper = lease::start(
+                parts.client.clone(),
+                parts.lease.clone(),
+                parts.fence.clone(),
+                ctx.address().recipient(),
+            );
+            let shard = ShardSetup {
+                me: parts.lease.replica_id,
+                ring_name: parts.lease.ring,
+                fence: parts.fence,
+                keeper,
+                client: parts.client,
+            };
+            Supervisor::new(shared, parts.arbiters, parts.scopes, parts.readiness, shard)
+        })
+    }
+
+    fn new(
         shared: Arc<Shared>,
         arbiters: Vec<ArbiterHandle>,
         scopes: Vec<Option<String>>,

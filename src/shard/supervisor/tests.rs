@@ -6,10 +6,9 @@
 //! order.
 
 use super::*;
-use crate::kube::gateway::{Gateway, Limits};
+use crate::kube::gateway::Limits;
 use crate::kube::scripted::{self, Answer};
-use crate::shard::lease::{self, LeaseSettings, VIEW_ANNOTATION};
-use crate::telemetry::Metrics;
+use crate::shard::lease::VIEW_ANNOTATION;
 use ::kube::runtime::events::Reporter;
 use ::kube::runtime::watcher::Event;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -117,38 +116,17 @@ async fn alone_in_its_ring_it_publishes_starts_on_the_echo_and_is_ready() {
         metrics.clone(),
         Arc::new(fence.clone()),
     );
-    let supervisor = {
-        let readiness = readiness.clone();
-        Supervisor::create(move |ctx| {
-            let shared = Arc::new(Shared {
-                gateway,
-                reports: ctx.address().recipient(),
-                metrics,
-                default_zone: jiff::tz::TimeZone::UTC,
-                replica: "r0".into(),
-            });
-            let keeper = lease::start(
-                client.clone(),
-                settings.clone(),
-                fence.clone(),
-                ctx.address().recipient(),
-            );
-            let shard = ShardSetup {
-                me: "r0".into(),
-                ring_name: "ring".into(),
-                fence,
-                keeper,
-                client,
-            };
-            Supervisor::new(
-                shared,
-                vec![Arbiter::current()],
-                vec![None],
-                readiness,
-                shard,
-            )
-        })
-    };
+    let supervisor = Supervisor::start_with(Parts {
+        client,
+        lease: settings,
+        fence,
+        gateway,
+        metrics,
+        default_zone: jiff::tz::TimeZone::UTC,
+        arbiters: vec![Arbiter::current()],
+        scopes: vec![None],
+        readiness: readiness.clone(),
+    });
     // The first lists: no Lease of the ring yet, one CronJob, no Job.
     supervisor.do_send(LeaseWatch(Event::Init));
     supervisor.do_send(LeaseWatch(Event::InitDone));
@@ -183,25 +161,22 @@ async fn alone_in_its_ring_it_publishes_starts_on_the_echo_and_is_ready() {
             .and_then(|s| s.holder_identity.as_deref()),
         Some("r0")
     );
-    // ...but runs nothing, and is not ready, until the watch echoes it.
-    let report = supervisor.send(DebugShards { keys: true }).await.unwrap();
-    assert_eq!(report.running, 0, "{report:?}");
+    // ...but, its load done, runs nothing and is not ready until the
+    // watch echoes it.
+    let mut report = supervisor.send(DebugShards { keys: true }).await.unwrap();
+    for _ in 0..1_000 {
+        if report.loads_in_flight == 0 && report.owned == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        report = supervisor.send(DebugShards { keys: true }).await.unwrap();
+    }
+    assert_eq!((report.loads_in_flight, report.owned), (0, 1), "{report:?}");
+    assert_eq!((report.running, report.waiting), (0, 1), "{report:?}");
     assert!(readiness.readiness().is_err());
 
     supervisor.do_send(LeaseWatch(Event::Apply(lease::observe(&written))));
-    let mut why = "";
-    for _ in 0..1_000 {
-        match readiness.readiness() {
-            Ok(()) => break,
-            Err(reason) => why = reason,
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let report = supervisor.send(DebugShards { keys: true }).await.unwrap();
-    assert!(
-        readiness.readiness().is_ok(),
-        "not ready: {why}; {report:?}"
-    );
+    eventually("readiness after the echo", || readiness.readiness().ok()).await;
     let report = supervisor.send(DebugShards { keys: true }).await.unwrap();
     assert_eq!(report.view, ["r0"]);
     assert_eq!((report.owned, report.running), (1, 1), "{report:?}");
