@@ -196,7 +196,7 @@ fn main() {
             let build_started = Instant::now();
             let cronjob = realistic_cronjob(i, &created);
             building += build_started.elapsed();
-            let actor = CronJobActor::new(&cronjob, Vec::new(), shared.clone())
+            let actor = CronJobActor::new(&cronjob, Vec::new(), None, shared.clone())
                 .expect("actor");
             let addr = CronJobActor::start_in_arbiter(&arbiters[i % 2].handle(), move |_| actor);
             addr.do_send(Update::Start);

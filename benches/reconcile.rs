@@ -83,6 +83,7 @@ fn bench(c: &mut Criterion) {
         let input = Input {
             cronjob: &view,
             children: &kids,
+            known_slot: None,
             now,
             default_zone: &utc,
         };

@@ -36,8 +36,15 @@ const MAX_LOOKUP_ROUNDS: usize = 4;
 pub enum Report {
     /// Its first decision is done and its timer armed (readiness).
     Armed { key: String },
-    /// It has stopped.
-    Stopped { key: String, uid: String },
+    /// It has stopped. `unrecorded`: the latest slot a Job of its CronJob
+    /// is known to have been made for, when the status it last saw does not
+    /// record it (a status write lost after a create): the supervisor hands
+    /// it to the CronJob's next actor in this process.
+    Stopped {
+        key: String,
+        uid: String,
+        unrecorded: Option<Timestamp>,
+    },
 }
 
 /// What the actor needs besides its own state.
@@ -65,6 +72,9 @@ pub struct Snapshot {
     pub cronjob: CronJobView,
     pub resource_version: Option<String>,
     pub children: Vec<JobSummary>,
+    /// The latest slot a Job of this CronJob is known to have been made for
+    /// (see [`reconcile::Input::known_slot`]).
+    pub known_slot: Option<Timestamp>,
     /// Cancelled when the actor is told to stop (its CronJob moves to
     /// another replica): requests not yet sent are abandoned, and the
     /// decision ends after the request in flight, except that a status
@@ -163,6 +173,7 @@ async fn decide<R: JobRequests + Clone>(
     let input = Input {
         cronjob: &snapshot.cronjob,
         children: &snapshot.children,
+        known_slot: snapshot.known_slot,
         now,
         default_zone: env.default_zone,
     };
@@ -568,6 +579,7 @@ mod tests {
             cronjob: CronJobView::from_api(&cronjob).expect("a usable CronJob"),
             resource_version: Some("7".into()),
             children: Vec::new(),
+            known_slot: None,
             stop: CancellationToken::new(),
         }
     }

@@ -46,6 +46,11 @@ pub struct CronJobActor {
     resource_version: Option<String>,
     generation: Option<i64>,
     children: Vec<JobSummary>,
+    /// The latest slot a Job of this CronJob is known to have been made
+    /// for: from the Jobs created and seen, kept after they are deleted,
+    /// so that a status write lost after a create cannot let the slot be
+    /// started again once its Job is gone (see `reconcile::Input::known_slot`).
+    known_slot: Option<Timestamp>,
     shared: Arc<Shared>,
     started: bool,
     armed_once: bool,
@@ -64,17 +69,26 @@ pub struct CronJobActor {
 }
 
 impl CronJobActor {
+    /// `known_slot`: what an earlier actor of this CronJob in this process
+    /// knew and the status did not record (see [`Report::Stopped`]).
     pub fn new(
         cronjob: &CronJob,
         children: Vec<JobSummary>,
+        known_slot: Option<Timestamp>,
         shared: Arc<Shared>,
     ) -> Result<Self, crate::reconcile::ViewError> {
         let view = CronJobView::from_api(cronjob)?;
+        let known_slot = children
+            .iter()
+            .filter_map(|c| c.scheduled)
+            .chain(known_slot)
+            .max();
         Ok(Self {
             cronjob: view,
             resource_version: cronjob.metadata.resource_version.clone(),
             generation: cronjob.metadata.generation,
             children,
+            known_slot,
             shared,
             started: false,
             armed_once: false,
@@ -153,6 +167,7 @@ impl CronJobActor {
     }
 
     fn on_job(&mut self, job: JobSummary, relisted: bool, ctx: &mut Context<Self>) {
+        self.know_slot(job.scheduled);
         match self.children.iter_mut().find(|c| c.uid == job.uid) {
             Some(known) if relisted && *known == job => return,
             Some(known) => *known = job,
@@ -171,6 +186,10 @@ impl CronJobActor {
         }
     }
 
+    fn know_slot(&mut self, slot: Option<Timestamp>) {
+        self.known_slot = self.known_slot.max(slot);
+    }
+
     /// Runs a decision now, or right after the one in flight.
     fn decide(&mut self, ctx: &mut Context<Self>) {
         if self.deciding {
@@ -186,6 +205,7 @@ impl CronJobActor {
             cronjob: self.cronjob.clone(),
             resource_version: self.resource_version.clone(),
             children: self.children.clone(),
+            known_slot: self.known_slot,
             stop: self.stop.clone(),
         };
         // A firing is traced from the start; any other decision only once it
@@ -219,10 +239,11 @@ impl CronJobActor {
             self.absorb(&fresh);
         }
         self.children.retain(|c| !applied.deleted.contains(&c.uid));
-        if let Some(created) = applied.created
-            && !self.children.iter().any(|c| c.uid == created.uid)
-        {
-            self.children.push(created);
+        if let Some(created) = applied.created {
+            self.know_slot(created.scheduled);
+            if !self.children.iter().any(|c| c.uid == created.uid) {
+                self.children.push(created);
+            }
         }
         let result = match applied.requeue {
             Requeue::Backoff(_) => OkLabel::failed,
@@ -297,9 +318,14 @@ impl Actor for CronJobActor {
     type Context = Context<Self>;
 
     fn stopped(&mut self, _: &mut Self::Context) {
+        let recorded = self.cronjob.status.last_schedule_time;
+        let unrecorded = self
+            .known_slot
+            .filter(|slot| recorded.is_none_or(|r| *slot > r));
         self.shared.reports.do_send(Report::Stopped {
             key: self.key(),
             uid: std::mem::take(&mut self.cronjob.uid),
+            unrecorded,
         });
     }
 }

@@ -13,15 +13,24 @@ use actix::prelude::*;
 use jiff::{Timestamp, ToSpan};
 use k8s_openapi::api::batch::v1::CronJob;
 use serde_json::{Value, json};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-struct MayWrite;
+/// The replica's fence, shut by the test when it likes (a lapse).
+#[derive(Clone, Default)]
+struct Fence(Arc<AtomicBool>);
 
-impl WriteFence for MayWrite {
+impl WriteFence for Fence {
     fn may_write(&self) -> bool {
-        true
+        !self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl Fence {
+    fn shut(&self) {
+        self.0.store(true, Ordering::SeqCst);
     }
 }
 
@@ -71,6 +80,20 @@ fn start(
     scripted::Asked,
     mpsc::UnboundedReceiver<Report>,
 ) {
+    start_with(cronjob, None, Fence::default(), script)
+}
+
+/// [`start`], the actor knowing `known_slot` and writing behind `fence`.
+fn start_with(
+    cronjob: &CronJob,
+    known_slot: Option<Timestamp>,
+    fence: Fence,
+    script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,
+) -> (
+    Addr<CronJobActor>,
+    scripted::Asked,
+    mpsc::UnboundedReceiver<Report>,
+) {
     let (client, asked) = scripted::client(script);
     let metrics = Arc::new(Metrics::new());
     let reporter = Reporter {
@@ -82,7 +105,7 @@ fn start(
         Limits::default(),
         reporter,
         metrics.clone(),
-        Arc::new(MayWrite),
+        Arc::new(fence),
     );
     let (sender, reports) = mpsc::unbounded_channel();
     let shared = Arc::new(Shared {
@@ -92,7 +115,8 @@ fn start(
         default_zone: jiff::tz::TimeZone::UTC,
         replica: "r0".into(),
     });
-    let actor = CronJobActor::new(cronjob, Vec::new(), shared).expect("a usable CronJob");
+    let actor =
+        CronJobActor::new(cronjob, Vec::new(), known_slot, shared).expect("a usable CronJob");
     (actor.start(), asked, reports)
 }
 
@@ -142,11 +166,7 @@ async fn started_it_creates_the_due_slots_job_records_it_in_status_and_reports_a
     // records it as the last schedule and as active.
     let bodies = bodies.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let job_name = bodies[0]["metadata"]["name"].as_str().unwrap_or_default();
-    let minutes: i64 = job_name
-        .strip_prefix("nightly-")
-        .and_then(|m| m.parse().ok())
-        .unwrap_or_else(|| panic!("a slot's Job name: {job_name}"));
-    let slot = Timestamp::from_second(minutes * 60).expect("a slot");
+    let slot = slot_of(job_name);
     assert!(created < slot && slot <= Timestamp::now(), "{slot}");
     let status = &bodies[1]["status"];
     assert_eq!(
@@ -197,4 +217,91 @@ async fn stopped_while_its_create_gets_no_answer_it_stops_within_the_writes_dead
     let creates = asked.iter().filter(|a| a.ends_with("/jobs")).count();
     assert_eq!(creates, 1, "{asked:?}");
     assert!(!asked.iter().any(|a| a.contains("/status")), "{asked:?}");
+}
+
+/// The slot named by a Job's name (`<cronjob>-<Unix minutes>`).
+fn slot_of(job_name: &str) -> Timestamp {
+    job_name
+        .rsplit_once('-')
+        .and_then(|(_, minutes)| minutes.parse::<i64>().ok())
+        .and_then(|minutes| Timestamp::from_second(minutes * 60).ok())
+        .unwrap_or_else(|| panic!("a slot's Job name: {job_name}"))
+}
+
+/// The duplicate the churn test found: the fence lapses between a create
+/// and the status write that records it; the actor stops; by the time the
+/// replica runs the CronJob again, its Job has finished and been deleted
+/// (no history kept), so neither the listed status nor a Job shows the
+/// slot. The stopped actor reports the slot, and the next one records it
+/// instead of creating its Job again.
+#[actix::test]
+async fn a_slot_whose_status_write_was_fenced_is_recorded_by_the_next_actor_not_started_again() {
+    let cronjob = cronjob(Timestamp::now() - 90.seconds());
+    let fence = Fence::default();
+    let lapse = fence.clone();
+    let created_name = Arc::new(Mutex::new(String::new()));
+    let name = created_name.clone();
+    let (first, asked, mut reports) = start_with(&cronjob, None, fence, move |request| {
+        if request.method == "POST" && request.path().ends_with("/jobs") {
+            let body: Value = serde_json::from_slice(&request.body).unwrap_or_default();
+            let job_name = body["metadata"]["name"].as_str().unwrap_or_default();
+            *name.lock().unwrap_or_else(|e| e.into_inner()) = job_name.to_owned();
+            lapse.shut();
+            echo(request, 201)
+        } else {
+            echo(request, 200)
+        }
+    });
+    first.do_send(Update::Start);
+    let armed = tokio::time::timeout(Duration::from_secs(20), reports.recv()).await;
+    assert!(matches!(armed, Ok(Some(Report::Armed { .. }))), "{armed:?}");
+    first.do_send(Update::Stop);
+    let stopped = match tokio::time::timeout(Duration::from_secs(20), reports.recv()).await {
+        Ok(Some(Report::Stopped { unrecorded, .. })) => unrecorded,
+        other => panic!("no Stopped report: {other:?}"),
+    };
+    let created: Vec<String> = asked
+        .paths()
+        .into_iter()
+        .filter(|a| !a.contains("/events"))
+        .collect();
+    assert_eq!(created, ["POST /apis/batch/v1/namespaces/team-a/jobs"]);
+    let slot = stopped.expect("the stopped actor reports the unrecorded slot");
+    let job_name = created_name
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    assert_eq!(slot, slot_of(&job_name));
+
+    // The next actor, from the same listed CronJob and no Job at all.
+    let written = Arc::new(Mutex::new(Vec::<Value>::new()));
+    let keep = written.clone();
+    let (next, asked, mut reports) =
+        start_with(&cronjob, Some(slot), Fence::default(), move |request| {
+            if request.method == "PATCH" {
+                let body = serde_json::from_slice(&request.body).unwrap_or_default();
+                keep.lock().unwrap_or_else(|e| e.into_inner()).push(body);
+            }
+            echo(request, 201)
+        });
+    next.do_send(Update::Start);
+    let armed = tokio::time::timeout(Duration::from_secs(20), reports.recv()).await;
+    assert!(matches!(armed, Ok(Some(Report::Armed { .. }))), "{armed:?}");
+    let writes: Vec<String> = asked
+        .paths()
+        .into_iter()
+        .filter(|a| !a.contains("/events"))
+        .collect();
+    assert_eq!(
+        writes,
+        ["PATCH /apis/batch/v1/namespaces/team-a/cronjobs/nightly/status"],
+        "no second create"
+    );
+    let written = written.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert_eq!(
+        written[0]["status"]["lastScheduleTime"],
+        json!(slot.to_string()),
+        "{written:?}"
+    );
+    next.do_send(Update::Stop);
 }

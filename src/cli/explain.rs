@@ -100,6 +100,8 @@ fn explain(cronjob: &CronJobView, jobs: &[Job], now: Timestamp) -> Explained {
     let input = Input {
         cronjob,
         children: &summaries,
+        // Only the Jobs given are known here.
+        known_slot: None,
         now,
         default_zone: &TimeZone::UTC,
     };

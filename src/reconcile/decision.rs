@@ -20,6 +20,15 @@ pub enum Decision {
         job: String,
         error: String,
     },
+    /// A Job of this CronJob, no longer running, is known to have been made
+    /// for `slot` (it is listed with that scheduled timestamp, or this
+    /// replica made or saw it before it was deleted) but `lastScheduleTime`
+    /// is older: the status write after its create was lost. The status now
+    /// records the slot, so it is never started twice (a departure;
+    /// upstream would start it again once the Job is gone).
+    RecordedKnownSlot {
+        slot: Timestamp,
+    },
     /// A finished Job left `status.active`.
     SawCompleted {
         job: String,
@@ -163,6 +172,10 @@ impl fmt::Display for Decision {
                 )
             }
             DeleteFailed { job, error } => write!(f, "deleting {job} failed: {error}"),
+            RecordedKnownSlot { slot } => write!(
+                f,
+                "a Job was made for slot {slot} but lastScheduleTime is older (a lost status write): recorded"
+            ),
             SawCompleted { job, finished } => write!(
                 f,
                 "{job} finished ({}): removed from status.active",

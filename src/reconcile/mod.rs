@@ -12,7 +12,7 @@
 //! # use shardcron::reconcile::*;
 //! # use jiff::tz::TimeZone;
 //! # fn demo(cronjob: &CronJobView, children: &[JobSummary], now: jiff::Timestamp) {
-//! let input = Input { cronjob, children, now, default_zone: &TimeZone::UTC };
+//! let input = Input { cronjob, children, known_slot: None, now, default_zone: &TimeZone::UTC };
 //! let mut live = LiveAnswers::new();
 //! let plan = loop {
 //!     match reconcile(&input, &live) {
@@ -62,6 +62,10 @@
 //!   the first [`MAX_UNLISTED_LOOKUPS`] unknown ones, or naming a Job this
 //!   CronJob does not control is dropped with a `ForeignActiveJob` warning,
 //!   never looked up without bound and never deleted by Replace.
+//! - A slot later than `lastScheduleTime` that a finished child's
+//!   scheduled-timestamp annotation or [`Input::known_slot`] shows was
+//!   started is recorded, not started again (a status write lost after a
+//!   create; upstream runs the work twice once the Job is gone).
 //! - An AlreadyExists on create, for a foreign Job or one already active,
 //!   requeues at the next slot (upstream: no requeue until the next event).
 //!
@@ -109,6 +113,11 @@ pub struct Input<'a> {
     pub cronjob: &'a CronJobView,
     /// The Jobs this CronJob controls, as listed (the watch cache).
     pub children: &'a [JobSummary],
+    /// The latest slot this controller knows a Job of this CronJob was made
+    /// for, whether or not that Job still exists (the actor remembers the
+    /// Jobs it created and saw). A status write lost after a create leaves
+    /// `lastScheduleTime` behind it; see [`Decision::RecordedKnownSlot`].
+    pub known_slot: Option<Timestamp>,
     pub now: Timestamp,
     /// The zone of schedules without `spec.timeZone` (upstream: the
     /// kube-controller-manager process zone; UTC unless configured).

@@ -83,6 +83,7 @@ pub(crate) fn run(
         events: Vec::new(),
         decisions: Vec::new(),
     };
+    engine.record_known_slot();
     // sync(): history first, then the schedule (upstream tests this order).
     engine.cleanup_finished_jobs();
     let requeue = match engine.sync_cron_job() {
@@ -132,6 +133,46 @@ impl Engine<'_> {
         self.cj.status.remove_uid(uid);
         self.events.push(Event::successful_delete(name));
         true
+    }
+
+    /// Before anything else: a Job known to have been made for a slot later
+    /// than `lastScheduleTime`, and no longer running, means the status
+    /// write that followed its create was lost (a replica fenced or stopped
+    /// between the two, a failed write). The Job's name stops being a lock
+    /// as soon as the Job is deleted (history limit 0,
+    /// `ttlSecondsAfterFinished`), so the status must record the slot or it
+    /// would be started again. A Job still running is left to upstream's
+    /// own path (the live GET of the CronJob, then the create's
+    /// AlreadyExists records it as active), which also tells a stale read
+    /// from a lost write. Known slots later than `now` are ignored: only a
+    /// hand-made Job can claim one, and it must not make the CronJob skip
+    /// real slots.
+    fn record_known_slot(&mut self) {
+        let input = self.input;
+        let now = input.now;
+        let recorded = self.cj.status.last_schedule_time;
+        let running: Vec<Timestamp> = input
+            .children
+            .iter()
+            .filter(|job| job.finished.is_none())
+            .filter_map(|job| job.scheduled)
+            .collect();
+        let finished = input
+            .children
+            .iter()
+            .filter(|job| job.finished.is_some())
+            .filter_map(|job| job.scheduled);
+        let remembered = input.known_slot.filter(|slot| !running.contains(slot));
+        let Some(slot) = finished
+            .chain(remembered)
+            .filter(|slot| *slot <= now && recorded.is_none_or(|r| *slot > r))
+            .max()
+        else {
+            return;
+        };
+        self.cj.status.last_schedule_time = Some(slot);
+        self.update_status = true;
+        self.decisions.push(Decision::RecordedKnownSlot { slot });
     }
 
     fn cleanup_finished_jobs(&mut self) {
@@ -194,6 +235,8 @@ impl Engine<'_> {
                             self.decisions.push(Decision::SwitchedToLiveCronJob {
                                 job: job.name.clone(),
                             });
+                            // The live copy must not start a known slot either.
+                            self.record_known_slot();
                         }
                         Ok(_) => {
                             self.events.push(Event::unexpected_job(&job.name));

@@ -217,6 +217,11 @@ pub struct JobSummary {
     /// differs from `finished == Some(Complete)` only for a Job that has both
     /// conditions True with `Failed` first, which upstream also tells apart.
     pub succeeded: bool,
+    /// The slot it was made for: its scheduled-timestamp annotation, which
+    /// every Job made by this controller (and upstream's since 1.28) has.
+    /// What a lost status write failed to record (see `sync`'s
+    /// `record_known_slot`).
+    pub scheduled: Option<Timestamp>,
 }
 
 impl From<&Job> for JobSummary {
@@ -245,6 +250,12 @@ impl From<&Job> for JobSummary {
             completion_time: status.and_then(|s| s.completion_time.as_ref()).map(|t| t.0),
             finished,
             succeeded,
+            scheduled: job
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(super::job::SCHEDULED_TIMESTAMP_ANNOTATION))
+                .and_then(|stamp| stamp.parse::<Timestamp>().ok()),
         }
     }
 }

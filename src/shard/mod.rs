@@ -4,7 +4,9 @@
 //! ([`crate::boot_clock`], which counts a paused VM), the hand-off rule for owned
 //! keys ([`handoff`]), the protocol that combines them as a state machine
 //! ([`ownership`], proven by a deterministic simulation in its tests), the
-//! Job index ([`jobs`]) and re-list diffs ([`relist`]). Imperative shell:
+//! Job index ([`jobs`]), re-list diffs ([`relist`]) and the slots started
+//! but not recorded, kept from one actor to the next ([`unrecorded`]).
+//! Imperative shell:
 //! the own Lease's keeper ([`lease`]), the [`supervisor`] that feeds the
 //! protocol and starts, stops and routes to the CronJob actors this replica
 //! owns, and `/debug/shards` ([`debug`]).
@@ -19,3 +21,4 @@ pub mod ownership;
 pub mod relist;
 pub mod ring;
 pub mod supervisor;
+pub mod unrecorded;

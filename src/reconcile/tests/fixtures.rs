@@ -278,6 +278,7 @@ pub fn input<'a>(
     Input {
         cronjob,
         children,
+        known_slot: None,
         now,
         default_zone: &UTC,
     }

@@ -1,9 +1,11 @@
 //! Tests of the decision core: upstream's own tables
 //! (pkg/controller/cronjob/cronjob_controllerv2_test.go and utils_test.go),
-//! the lookup and follow-up flows, event texts, and properties.
+//! the lookup and follow-up flows, a lost status write, event texts, and
+//! properties.
 
 mod fixtures;
 mod flows;
+mod lost_status_write;
 mod messages;
 mod properties;
 mod sync_table;

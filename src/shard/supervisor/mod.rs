@@ -30,6 +30,7 @@ use super::lease::{self, Keeper, KeeperReport, LeaseSettings};
 use super::ownership::{self, Command, Input, Ownership};
 use super::relist::Relist;
 use super::ring::Ring;
+use super::unrecorded::UnrecordedSlots;
 use crate::actor::apply::{Report, Shared};
 use crate::actor::cronjob::{CronJobActor, Update};
 use crate::boot_clock::BootInstant;
@@ -106,6 +107,8 @@ pub struct Supervisor {
     actors: HashMap<String, Running>,
     keys_by_uid: HashMap<String, String>,
     jobs: JobIndex,
+    /// Slots started but not recorded, from stopped actors to their CronJobs' next.
+    unrecorded: UnrecordedSlots,
     /// UIDs (CronJobs and Jobs) the watch saw deleted while a load was in flight.
     tombstones: HashSet<String>,
     readiness: Arc<Readiness>,
@@ -158,6 +161,7 @@ impl Supervisor {
             actors: HashMap::new(),
             keys_by_uid: HashMap::new(),
             jobs: JobIndex::default(),
+            unrecorded: UnrecordedSlots::default(),
             tombstones: HashSet::new(),
             readiness,
         }
@@ -239,7 +243,8 @@ impl Supervisor {
         };
         let uid = cronjob.metadata.uid.clone().unwrap_or_default();
         let children = self.jobs.claim(&uid);
-        let actor = match CronJobActor::new(&cronjob, children, self.shared.clone()) {
+        let known_slot = self.unrecorded.take(&uid);
+        let actor = match CronJobActor::new(&cronjob, children, known_slot, self.shared.clone()) {
             Ok(actor) => actor,
             Err(error) => {
                 tracing::warn!(cronjob = %key, %error, "not running an unusable CronJob");
@@ -338,7 +343,17 @@ impl Handler<Report> for Supervisor {
     fn handle(&mut self, report: Report, ctx: &mut Self::Context) {
         let input = match report {
             Report::Armed { key } => Input::ActorArmed { key },
-            Report::Stopped { key, uid } => Input::ActorStopped { key, uid },
+            Report::Stopped {
+                key,
+                uid,
+                unrecorded,
+            } => {
+                if let Some(slot) = unrecorded {
+                    tracing::warn!(cronjob = %key, %slot, "a started slot is not recorded in the CronJob's status yet; remembered for its next actor here");
+                    self.unrecorded.remember(&uid, slot);
+                }
+                Input::ActorStopped { key, uid }
+            }
         };
         self.step(input, now(), ctx, None);
     }
