@@ -7,16 +7,13 @@
 //! upstream and for shardcron's shards alike.
 
 use super::schedule_setup::NamedZone;
-use super::view::CronJobView;
+use super::view::{CronJobView, SCHEDULED_TIMESTAMP_ANNOTATION};
 use crate::schedule::format_rfc3339;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-
-/// `batchv1.CronJobScheduledTimestampAnnotation`.
-pub const SCHEDULED_TIMESTAMP_ANNOTATION: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
 
 /// Upstream's `getJobName`: `<cronjob>-<scheduled.Unix()/60>` (Go's division
 /// truncates toward zero, so does Rust's).

@@ -91,16 +91,14 @@ mod tests;
 pub use decision::{Decision, slot_outcome};
 pub use events::{Event, EventType, Reason, rfc1123z_utc};
 pub use history::{OverHistoryLimit, by_start_time, over_limit};
-pub use job::{
-    SCHEDULED_TIMESTAMP_ANNOTATION, active_reference, build_job, controller_reference, job_name,
-};
+pub use job::{active_reference, build_job, controller_reference, job_name};
 pub use live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, LiveJob, Lookup};
 pub use sync::MAX_UNLISTED_LOOKUPS;
 pub use template::CompactTemplate;
 pub use update::{AfterUpdate, after_update};
 pub use view::{
-    ConcurrencyPolicy, CronJobView, Finished, JobSummary, SpecView, StatusView, ViewError,
-    controller_of, is_child_by_name,
+    ConcurrencyPolicy, CronJobView, Finished, JobSummary, SCHEDULED_TIMESTAMP_ANNOTATION, SpecView,
+    StatusView, ViewError, controller_of, is_child_by_name,
 };
 
 use jiff::Timestamp;

@@ -205,6 +205,11 @@ impl Finished {
     }
 }
 
+/// `batchv1.CronJobScheduledTimestampAnnotation`: the slot a Job was made
+/// for, written on it by [`build_job`](super::build_job) and read back into
+/// [`JobSummary::scheduled`].
+pub const SCHEDULED_TIMESTAMP_ANNOTATION: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
+
 /// What the controller reads of one child Job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobSummary {
@@ -254,7 +259,7 @@ impl From<&Job> for JobSummary {
                 .metadata
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(super::job::SCHEDULED_TIMESTAMP_ANNOTATION))
+                .and_then(|a| a.get(SCHEDULED_TIMESTAMP_ANNOTATION))
                 .and_then(|stamp| stamp.parse::<Timestamp>().ok()),
         }
     }

@@ -101,6 +101,16 @@ impl Membership {
             .collect()
     }
 
+    /// The next instant a live member's Lease expires, unless renewed
+    /// before: when membership must be judged again, not a tick later.
+    pub fn next_expiry(&self, now: Instant) -> Option<Instant> {
+        self.leases
+            .values()
+            .filter(|seen| Self::is_live(seen, now))
+            .map(|seen| seen.changed_at + seen.lease.duration)
+            .min()
+    }
+
     /// The live members at `now` with what their Leases last showed.
     pub fn live_views(&self, now: Instant) -> impl Iterator<Item = (&str, &LeaseObservation)> {
         self.leases
@@ -161,6 +171,21 @@ mod tests {
         let later = t0 + D;
         assert_eq!(m.live(later), BTreeSet::from(["r1".to_string()]));
         assert!(m.live(t0 + Duration::from_secs(25)).is_empty());
+    }
+
+    #[test]
+    fn the_next_expiry_is_the_earliest_live_lease_running_out() {
+        let t0 = Instant::now();
+        let mut m = Membership::default();
+        assert_eq!(m.next_expiry(t0), None);
+        m.observe("r0", lease("r0", "1", None), t0);
+        m.observe("r1", lease("r1", "1", None), t0 + Duration::from_secs(3));
+        assert_eq!(m.next_expiry(t0), Some(t0 + D));
+        // Live until then, and not at that instant.
+        assert_eq!(m.live(t0 + D - Duration::from_nanos(1)).len(), 2);
+        assert_eq!(m.live(t0 + D), BTreeSet::from(["r1".to_string()]));
+        assert_eq!(m.next_expiry(t0 + D), Some(t0 + Duration::from_secs(18)));
+        assert_eq!(m.next_expiry(t0 + Duration::from_secs(18)), None);
     }
 
     #[test]

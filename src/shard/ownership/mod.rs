@@ -290,6 +290,12 @@ impl Ownership {
         self.loads_in_flight
     }
 
+    /// When the membership must be judged next, apart from the periodic
+    /// [`Input::Tick`]: the instant the first live peer's Lease runs out.
+    pub fn next_expiry(&self, now: Instant) -> Option<Instant> {
+        self.membership.next_expiry(now)
+    }
+
     /// When the longest-stopping actor was told to stop.
     pub fn oldest_stop(&self) -> Option<Instant> {
         self.stopping.values().map(|(_, since)| *since).min()

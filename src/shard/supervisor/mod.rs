@@ -112,6 +112,8 @@ pub struct Supervisor {
     /// UIDs (CronJobs and Jobs) the watch saw deleted while a load was in flight.
     tombstones: HashSet<String>,
     readiness: Arc<Readiness>,
+    /// The instant of the one-off tick armed for a peer's Lease expiry.
+    expiry_armed: Option<Instant>,
 }
 
 impl Supervisor {
@@ -164,6 +166,7 @@ impl Supervisor {
             unrecorded: UnrecordedSlots::default(),
             tombstones: HashSet::new(),
             readiness,
+            expiry_armed: None,
         }
     }
 
@@ -324,6 +327,25 @@ impl Supervisor {
         self.step(Input::Tick { fence }, now, ctx, None);
         // Once a second: fresh enough for a gauge, and no work per event.
         self.update_gauges();
+        self.arm_expiry(now, ctx);
+    }
+
+    /// A peer's Lease that runs out before the next periodic tick is judged
+    /// at that very instant, not up to a tick later: a failover is that
+    /// much shorter.
+    fn arm_expiry(&mut self, now: Instant, ctx: &mut Context<Self>) {
+        let Some(expiry) = self.ownership.next_expiry(now) else {
+            return;
+        };
+        let wait = expiry.saturating_duration_since(now);
+        if wait >= TICK || self.expiry_armed.is_some_and(|armed| armed <= expiry) {
+            return;
+        }
+        self.expiry_armed = Some(expiry);
+        ctx.run_later(wait, |supervisor, ctx| {
+            supervisor.expiry_armed = None;
+            supervisor.tick(ctx);
+        });
     }
 }
 
