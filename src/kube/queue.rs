@@ -12,6 +12,8 @@ use std::collections::{HashMap, VecDeque};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Priority {
     CreateJob,
+    /// What a slot's start may wait for besides its create: Replace's
+    /// deletes and the decision's live reads.
     ReplaceDelete,
     Status,
     HistoryDelete,
@@ -27,6 +29,12 @@ impl Priority {
         Priority::HistoryDelete,
         Priority::Event,
     ];
+
+    /// Whether the class may spend the bucket's last tokens, the reserve
+    /// kept for a slot's start (see `gateway::dispatch`).
+    pub fn may_use_reserve(self) -> bool {
+        matches!(self, Priority::CreateJob | Priority::ReplaceDelete)
+    }
 
     /// The metric label of the class.
     pub fn label(self) -> &'static str {
@@ -128,6 +136,13 @@ impl<T> FairQueue<T> {
             let (namespace, item) = self.classes[priority as usize].pop()?;
             Some((priority, namespace, item))
         })
+    }
+
+    /// The class of the next write, if any.
+    pub fn next_priority(&self) -> Option<Priority> {
+        Priority::ALL
+            .into_iter()
+            .find(|priority| self.classes[*priority as usize].len > 0)
     }
 
     pub fn len(&self) -> usize {

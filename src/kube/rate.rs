@@ -50,12 +50,19 @@ impl TokenBucket {
     /// Takes a token if one is available at `now`; otherwise says how long
     /// until one will be.
     pub fn try_take(&mut self, now: Instant) -> Result<(), Duration> {
+        self.try_take_keeping(0, now)
+    }
+
+    /// Takes a token only if `reserve` more would still be held (at most
+    /// `burst - 1` are kept back); otherwise says how long until then.
+    pub fn try_take_keeping(&mut self, reserve: u32, now: Instant) -> Result<(), Duration> {
         self.refill(now);
-        if self.tokens >= 1.0 {
+        let needed = (f64::from(reserve) + 1.0).min(self.burst);
+        if self.tokens >= needed {
             self.tokens -= 1.0;
             Ok(())
         } else {
-            let missing = 1.0 - self.tokens;
+            let missing = needed - self.tokens;
             Err(Duration::from_secs_f64((missing / self.qps).min(1e9)))
         }
     }
@@ -190,6 +197,38 @@ mod tests {
         let t1 = t0 + Duration::from_millis(1050);
         let taken = (0..100).take_while(|_| bucket.try_take(t1).is_ok()).count();
         assert_eq!(taken, 20);
+    }
+
+    #[test]
+    fn a_reserve_is_kept_back_from_some_takers_and_refills_at_the_same_rate() {
+        let t0 = Instant::now();
+        let mut bucket = TokenBucket::new(20.0, 30, t0);
+        let low = (0..100)
+            .take_while(|_| bucket.try_take_keeping(15, t0).is_ok())
+            .count();
+        assert_eq!(low, 15, "the last 15 of the burst are kept back");
+        assert_eq!(
+            bucket.try_take_keeping(15, t0),
+            Err(Duration::from_millis(50))
+        );
+        // Who may use the reserve finds it there at once.
+        let urgent = (0..100).take_while(|_| bucket.try_take(t0).is_ok()).count();
+        assert_eq!(urgent, 15);
+        // Kept back from an empty bucket, the others wait for the reserve to
+        // refill first, then get the full rate again.
+        let t1 = t0 + Duration::from_millis(750);
+        assert!(bucket.try_take_keeping(15, t1).is_err());
+        for quarter in 1..=2 {
+            let t2 = t1 + Duration::from_millis(250 * quarter);
+            let low = (0..100)
+                .take_while(|_| bucket.try_take_keeping(15, t2).is_ok())
+                .count();
+            assert_eq!(low, 5, "20 per second");
+        }
+        // A reserve larger than the burst keeps back all but one token.
+        let mut small = TokenBucket::new(1.0, 2, t0);
+        assert!(small.try_take_keeping(5, t0).is_ok());
+        assert!(small.try_take_keeping(5, t0).is_err());
     }
 
     #[test]

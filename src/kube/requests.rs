@@ -54,7 +54,11 @@ impl Verb {
             Verb::CreateJob => (P::CreateJob, deadline::WRITE, "create", "201"),
             Verb::DeleteReplaced => (P::ReplaceDelete, deadline::WRITE, "delete", "200"),
             Verb::GetJob => (P::ReplaceDelete, deadline::GET, "get", "200"),
-            Verb::GetCronJob => (P::Status, deadline::GET, "get", "200"),
+            // Both reads come before a decision's create (the CronJob's
+            // before `UnexpectedJob`, a Job's before `MissingJob` and
+            // Replace): behind the status writes, they would hold a slot's
+            // start back behind a whole herd's writes.
+            Verb::GetCronJob => (P::ReplaceDelete, deadline::GET, "get", "200"),
             Verb::WriteStatus => (P::Status, deadline::WRITE, "patch_status", "200"),
             Verb::DeleteHistory => (P::HistoryDelete, deadline::WRITE, "delete", "200"),
             Verb::Event => (P::Event, deadline::WRITE, "event", "200"),
@@ -143,7 +147,7 @@ mod tests {
     ];
 
     #[test]
-    fn the_firing_goes_first_events_last_and_reads_wait_as_what_they_decide() {
+    fn the_firing_goes_first_events_last_and_reads_before_a_create_next() {
         for verb in ALL {
             let terms = verb.terms();
             assert!(
@@ -158,8 +162,9 @@ mod tests {
         );
         assert_eq!(
             Verb::GetCronJob.terms().priority,
-            Verb::WriteStatus.terms().priority
+            Verb::DeleteReplaced.terms().priority
         );
+        assert!(Verb::GetCronJob.terms().priority < Verb::WriteStatus.terms().priority);
         assert_eq!(DeleteFor::Replace.verb(), Verb::DeleteReplaced);
         assert_eq!(DeleteFor::History.verb(), Verb::DeleteHistory);
     }

@@ -52,6 +52,13 @@ fn gather_deadline(
 /// which learns of 429s through a counter the requests bump.
 pub(super) struct Pace {
     bucket: TokenBucket,
+    /// Tokens only Job creates and what they wait for may spend: half the
+    /// burst. A backlog of status writes, history deletes and events would
+    /// otherwise keep the bucket empty, and a slot due meanwhile (keys
+    /// gained from a dead replica, a CronJob on its own minute) would start
+    /// at the refill rate instead of at once. The others still get the
+    /// whole refill rate; only the reserve itself is kept from them.
+    reserve: u32,
     rate: AdaptiveRate,
     throttled: Arc<AtomicU64>,
     seen: u64,
@@ -62,14 +69,20 @@ impl Pace {
         let now = tokio::time::Instant::now().into_std();
         Pace {
             bucket: TokenBucket::new(limits.qps, limits.burst, now),
+            reserve: limits.burst / 2,
             rate: AdaptiveRate::new(limits.qps),
             throttled,
             seen: 0,
         }
     }
 
-    /// A token at `now`, or how long until one.
-    fn try_take(&mut self, now: Instant, metrics: &Metrics) -> Result<(), Duration> {
+    /// A token at `now` for a request of class `next`, or how long until one.
+    fn try_take(
+        &mut self,
+        next: Priority,
+        now: Instant,
+        metrics: &Metrics,
+    ) -> Result<(), Duration> {
         let throttled = self.throttled.load(Ordering::Relaxed);
         if throttled != self.seen {
             self.seen = throttled;
@@ -78,7 +91,12 @@ impl Pace {
         let qps = self.rate.qps(now);
         self.bucket.set_qps(qps, now);
         metrics.rate_limit.set(qps);
-        self.bucket.try_take(now)
+        let keep = if next.may_use_reserve() {
+            0
+        } else {
+            self.reserve
+        };
+        self.bucket.try_take_keeping(keep, now)
     }
 }
 
@@ -137,8 +155,11 @@ pub(super) async fn dispatch(
                 })
                 .set(queue.depth(priority) as i64);
         }
+        let Some(next) = queue.next_priority() else {
+            continue;
+        };
         // tokio's clock, so that tests can pause it.
-        match pace.try_take(tokio::time::Instant::now().into_std(), &metrics) {
+        match pace.try_take(next, tokio::time::Instant::now().into_std(), &metrics) {
             Ok(()) => {
                 while let Some((_, _, grant)) = queue.pop() {
                     if grant.send(()).is_ok() {
@@ -165,12 +186,20 @@ pub(super) async fn dispatch(
 mod tests {
     use super::*;
 
-    /// Queues one ticket as an actor would; the receiver fires on its grant.
+    /// Queues one create as an actor would; the receiver fires on its grant.
     fn ticket(tickets: &mpsc::UnboundedSender<Ticket>, namespace: &str) -> oneshot::Receiver<()> {
+        ticket_of(tickets, Priority::CreateJob, namespace)
+    }
+
+    fn ticket_of(
+        tickets: &mpsc::UnboundedSender<Ticket>,
+        priority: Priority,
+        namespace: &str,
+    ) -> oneshot::Receiver<()> {
         let (grant, granted) = oneshot::channel();
         tickets
             .send(Ticket {
-                priority: Priority::CreateJob,
+                priority,
                 namespace: namespace.to_owned(),
                 grant,
             })
@@ -257,6 +286,29 @@ mod tests {
         let mut kept: Vec<_> = (0..4).map(|_| ticket(&tickets, "staying")).collect();
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(kept.iter_mut().all(|g| g.try_recv() == Ok(())));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_backlog_of_lesser_writes_leaves_half_the_burst_for_a_slots_start() {
+        let tickets = start_dispatcher();
+        // A backlog of status writes and events: half the burst of 4 goes.
+        let mut backlog: Vec<_> = (0..10)
+            .map(|i| ticket_of(&tickets, Priority::ALL[2 + i % 3], "busy"))
+            .collect();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let granted = backlog.iter_mut().filter_map(|g| g.try_recv().ok()).count();
+        assert_eq!(granted, 2);
+        // A create and the read before it find the other half at once.
+        let mut start = [
+            ticket_of(&tickets, Priority::ReplaceDelete, "due"),
+            ticket(&tickets, "due"),
+        ];
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(start.iter_mut().all(|g| g.try_recv() == Ok(())));
+        assert_eq!(
+            backlog.iter_mut().filter_map(|g| g.try_recv().ok()).count(),
+            0
+        );
     }
 
     #[tokio::test(start_paused = true)]
