@@ -10,8 +10,8 @@ use crate::kube::failure::ApiFailure;
 use crate::kube::gateway::Gateway;
 use crate::kube::requests::{DeleteFor, JobRequests};
 use crate::reconcile::{
-    self, CreateResult, CronJobView, DeleteReason, EffectResults, Input, JobLookup, JobSummary,
-    LiveAnswers, LiveJob, Lookup, Requeue, Step,
+    self, CreateResult, CronJobView, DeleteReason, Deletion, EffectResults, Input, JobLookup,
+    JobSummary, LiveAnswers, LiveJob, Lookup, Requeue, Step,
 };
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{
@@ -227,36 +227,24 @@ async fn apply_plan<R: JobRequests + Clone>(
     let namespace = &snapshot.cronjob.namespace;
     let mut results = EffectResults::new();
     let mut deleted = Vec::new();
+    // Replace's deletes, then the create, then the history deletes. A failed
+    // Replace delete cancels the create; a history delete never affects it,
+    // and in the lowest write class it would hold the slot's start back
+    // behind a herd's backlog of writes. Upstream sends the history deletes
+    // first; the outcome, the status and the events are the same.
+    let (replaces, history): (Vec<&Deletion>, Vec<&Deletion>) =
+        plan.deletes.iter().partition(|d| d.blocks_create());
     let mut replace_failed = false;
-    for deletion in &plan.deletes {
-        let (why, reason) = match deletion.why {
-            DeleteReason::Replace if replace_failed => continue,
-            DeleteReason::Replace => (DeleteFor::Replace, DeleteReasonLabel::replace),
-            DeleteReason::HistoryLimit { .. } => (DeleteFor::History, DeleteReasonLabel::history),
-        };
-        let result = gateway
-            .delete_job(&deletion.namespace, &deletion.name, &deletion.uid, why)
-            .await;
-        if matches!(result, Err(ApiFailure::Abandoned)) {
-            return Applied::abandoned(deleted);
-        }
-        let ok = result.is_ok();
-        metrics
-            .jobs_deleted
-            .get_or_create(&DeleteLabels {
-                reason,
-                result: if ok { OkLabel::ok } else { OkLabel::failed },
-            })
-            .inc();
-        match result {
-            Ok(()) => deleted.push(deletion.uid.clone()),
-            Err(error) => {
-                replace_failed |= deletion.blocks_create();
-                results.delete_failed(&deletion.name, error.to_api_error());
+    for deletion in replaces {
+        match delete(env, deletion, &mut results, &mut deleted).await {
+            Deleted::Abandoned => return Applied::abandoned(deleted),
+            Deleted::Failed => {
+                replace_failed = true;
+                break;
             }
+            Deleted::Done => {}
         }
     }
-
     let mut created = None;
     if let Some(create) = plan.create.as_ref().filter(|_| !replace_failed)
         && let Some(mut job) = create.job.clone()
@@ -308,6 +296,23 @@ async fn apply_plan<R: JobRequests + Clone>(
             .get_or_create(&CreateLabels { result: label })
             .inc();
         results.set_create(result);
+    }
+
+    for (sent, deletion) in history.iter().enumerate() {
+        if delete(env, deletion, &mut results, &mut deleted).await == Deleted::Abandoned {
+            if created.is_none() {
+                return Applied::abandoned(deleted);
+            }
+            // Stopping after a create: its status write still goes out, and
+            // the deletes not sent are left to the next owner.
+            for unsent in &history[sent..] {
+                results.delete_failed(
+                    &unsent.name,
+                    reconcile::ApiError::new("not sent: the CronJob moved to another replica"),
+                );
+            }
+            break;
+        }
     }
 
     let outcome = reconcile::follow_up(input, live, &results);
@@ -364,6 +369,56 @@ async fn apply_plan<R: JobRequests + Clone>(
         Err(error) => applied.requeue = Requeue::Backoff(error.to_api_error()),
     }
     applied
+}
+
+/// How one delete went.
+#[derive(Debug, PartialEq, Eq)]
+enum Deleted {
+    Done,
+    Failed,
+    /// Not sent: the actor is stopping.
+    Abandoned,
+}
+
+/// One delete of a plan, counted, its failure recorded in `results`.
+async fn delete<R: JobRequests>(
+    env: &Env<'_, R>,
+    deletion: &Deletion,
+    results: &mut EffectResults,
+    deleted: &mut Vec<String>,
+) -> Deleted {
+    let (why, reason) = match deletion.why {
+        DeleteReason::Replace => (DeleteFor::Replace, DeleteReasonLabel::replace),
+        DeleteReason::HistoryLimit { .. } => (DeleteFor::History, DeleteReasonLabel::history),
+    };
+    let result = env
+        .requests
+        .delete_job(&deletion.namespace, &deletion.name, &deletion.uid, why)
+        .await;
+    if matches!(result, Err(ApiFailure::Abandoned)) {
+        return Deleted::Abandoned;
+    }
+    env.metrics
+        .jobs_deleted
+        .get_or_create(&DeleteLabels {
+            reason,
+            result: if result.is_ok() {
+                OkLabel::ok
+            } else {
+                OkLabel::failed
+            },
+        })
+        .inc();
+    match result {
+        Ok(()) => {
+            deleted.push(deletion.uid.clone());
+            Deleted::Done
+        }
+        Err(error) => {
+            results.delete_failed(&deletion.name, error.to_api_error());
+            Deleted::Failed
+        }
+    }
 }
 
 impl Applied {
@@ -446,6 +501,9 @@ mod tests {
         cronjob_gets: VecDeque<Result<CronJob, ApiFailure>>,
         /// Cancelled when the create is answered (a stop landing then).
         stop_on_create: Option<CancellationToken>,
+        /// That stop has landed: deletes not yet sent are abandoned, as the
+        /// gateway abandons them.
+        stopped: bool,
         asked: Vec<String>,
         events: Vec<String>,
     }
@@ -487,6 +545,7 @@ mod tests {
             let mut script = self.script.borrow_mut();
             if let Some(stop) = script.stop_on_create.take() {
                 stop.cancel();
+                script.stopped = true;
             }
             let answer = script.creates.pop_front().unwrap_or(Ok(job));
             async move { answer }
@@ -499,8 +558,11 @@ mod tests {
             _: &str,
             _: DeleteFor,
         ) -> impl Future<Output = Result<(), ApiFailure>> {
+            if self.script.borrow().stopped && !self.unabandoned {
+                return futures::future::ready(Err(ApiFailure::Abandoned));
+            }
             self.ask(&format!("delete {name}"));
-            async { Ok(()) }
+            futures::future::ready(Ok(()))
         }
 
         fn get_job(&self, _: &str, name: &str) -> impl Future<Output = Result<Job, ApiFailure>> {
@@ -699,5 +761,50 @@ mod tests {
         assert_eq!(script.asked, ["create", "write status (unabandoned)"]);
         assert!(applied.written_status.is_some());
         assert_eq!(script.events, ["SuccessfulCreate"]);
+    }
+
+    /// The snapshot with no successful Job kept and one finished child.
+    fn with_a_finished_child() -> Snapshot {
+        let mut cronjob = cronjob("7");
+        cronjob.spec.successful_jobs_history_limit = Some(0);
+        Snapshot {
+            cronjob: CronJobView::from_api(&cronjob).expect("a usable CronJob"),
+            children: vec![JobSummary {
+                name: "report-old".into(),
+                uid: "j-old".into(),
+                start_time: None,
+                completion_time: Some("2024-03-01T09:29:30Z".parse().expect("a time")),
+                finished: Some(reconcile::Finished::Complete),
+                succeeded: true,
+                scheduled: Some("2024-03-01T09:29:00Z".parse().expect("a time")),
+            }],
+            ..snapshot()
+        }
+    }
+
+    #[test]
+    fn history_deletes_go_after_the_create_so_they_never_hold_a_slot_back() {
+        let (applied, script, _) = run(Script::default(), &with_a_finished_child());
+        assert_eq!(
+            script.asked,
+            ["create", "delete report-old", "write status (unabandoned)"]
+        );
+        assert_eq!(applied.deleted, ["j-old"]);
+        // Events in upstream's order, whatever the order of the requests.
+        assert_eq!(script.events, ["SuccessfulDelete", "SuccessfulCreate"]);
+    }
+
+    #[test]
+    fn a_stop_after_the_create_leaves_the_history_deletes_to_the_next_owner() {
+        let snapshot = with_a_finished_child();
+        let script = Script {
+            stop_on_create: Some(snapshot.stop.clone()),
+            ..Script::default()
+        };
+        let (applied, script, _) = run(script, &snapshot);
+        assert_eq!(script.asked, ["create", "write status (unabandoned)"]);
+        assert!(applied.deleted.is_empty());
+        assert!(applied.written_status.is_some());
+        assert_eq!(script.events, ["FailedDelete", "SuccessfulCreate"]);
     }
 }
