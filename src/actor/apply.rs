@@ -1,8 +1,9 @@
 //! One decision carried out: the pure decision core asks, this answers.
 //!
 //! [`decide_and_apply`] answers the decision's live GETs, performs its
-//! deletes and its create through the gateway in upstream's order, records
-//! the events, writes the status, and returns what the actor must remember
+//! deletes and its create through the gateway (Replace's deletes, the
+//! create, then the history deletes), records the events in upstream's
+//! order, writes the status, and returns what the actor must remember
 //! and when it must look again. It holds no state of its own: the actor
 //! passes a snapshot in and applies the result.
 
@@ -212,7 +213,8 @@ async fn decide<R: JobRequests + Clone>(
     }
 }
 
-/// Carries a plan out: deletes, the create, events, the status write.
+/// Carries a plan out: Replace's deletes, the create, history deletes,
+/// events, the status write.
 async fn apply_plan<R: JobRequests + Clone>(
     env: &Env<'_, R>,
     snapshot: &Snapshot,
