@@ -1,9 +1,9 @@
 //! One decision carried out: the pure decision core asks, this answers.
 //!
 //! [`decide_and_apply`] answers the decision's live GETs, performs its
-//! deletes and its create through the gateway (Replace's deletes, the
-//! create, then the history deletes), records the events in upstream's
-//! order, writes the status, and returns what the actor must remember
+//! writes through the gateway (Replace's deletes, the create, the status,
+//! then the history deletes), records the events in upstream's order, and
+//! returns what the actor must remember
 //! and when it must look again. It holds no state of its own: the actor
 //! passes a snapshot in and applies the result.
 
@@ -213,8 +213,8 @@ async fn decide<R: JobRequests + Clone>(
     }
 }
 
-/// Carries a plan out: Replace's deletes, the create, history deletes,
-/// events, the status write.
+/// Carries a plan out: Replace's deletes, the create, the status write,
+/// history deletes, events.
 async fn apply_plan<R: JobRequests + Clone>(
     env: &Env<'_, R>,
     snapshot: &Snapshot,
@@ -229,11 +229,11 @@ async fn apply_plan<R: JobRequests + Clone>(
     let namespace = &snapshot.cronjob.namespace;
     let mut results = EffectResults::new();
     let mut deleted = Vec::new();
-    // Replace's deletes, then the create, then the history deletes. A failed
-    // Replace delete cancels the create; a history delete never affects it,
-    // and in the lowest write class it would hold the slot's start back
-    // behind a herd's backlog of writes. Upstream sends the history deletes
-    // first; the outcome, the status and the events are the same.
+    // Replace's deletes, then the create, then (below) the status and the
+    // history deletes. A failed Replace delete cancels the create; a history
+    // delete never affects it, and in the lowest write class it would hold
+    // the slot's start back behind a herd's backlog of writes. Upstream
+    // sends the history deletes first.
     let (replaces, history): (Vec<&Deletion>, Vec<&Deletion>) =
         plan.deletes.iter().partition(|d| d.blocks_create());
     let mut replace_failed = false;
@@ -300,49 +300,75 @@ async fn apply_plan<R: JobRequests + Clone>(
         results.set_create(result);
     }
 
+    // The status before the history deletes: it records the new Job (or a
+    // known slot) at once, while those deletes may wait seconds in the
+    // lowest write class, and a replica that lapses meanwhile must not
+    // leave its slot unrecorded. Their success is assumed here, as in the
+    // plan; a failed one leaves a finished Job that the next decision
+    // removes from `status.active` (upstream removes it one sync earlier).
+    let recorded = reconcile::follow_up(input, live, &results);
+    let moves_last_schedule =
+        recorded.status.last_schedule_time > input.cronjob.status.last_schedule_time;
+    let mut applied = Applied {
+        written_status: None,
+        reread: None,
+        created,
+        deleted: Vec::new(),
+        requeue: recorded.requeue.clone(),
+    };
+    let mut keep_evidence = false;
+    if let Some(status) = recorded.status_update() {
+        // A status write that records a slot (a Job this decision created,
+        // or one a lost write left unrecorded) goes out even if the actor
+        // is stopping: the next owner must see the slot taken, even after
+        // the Job itself is gone (history limit 0, ttlSecondsAfterFinished).
+        let records_a_slot = applied.created.is_some() || moves_last_schedule;
+        let writer = if records_a_slot {
+            Some(gateway.unabandoned())
+        } else if snapshot.stop.is_cancelled() {
+            None
+        } else {
+            Some(gateway.clone())
+        };
+        if let Some(writer) = writer {
+            write_status(&writer, snapshot, status, recorded.status, &mut applied).await;
+            // Not recorded: the Jobs that show the slot stay for the next try.
+            keep_evidence = records_a_slot && applied.written_status.is_none();
+        }
+    }
+
     for (sent, deletion) in history.iter().enumerate() {
-        if delete(env, deletion, &mut results, &mut deleted).await == Deleted::Abandoned {
-            if created.is_none() {
-                return Applied::abandoned(deleted);
-            }
-            // Stopping after a create: its status write still goes out, and
-            // the deletes not sent are left to the next owner.
+        if keep_evidence
+            || delete(env, deletion, &mut results, &mut deleted).await == Deleted::Abandoned
+        {
+            // Stopping, or the slot is not recorded yet: the deletes not
+            // sent are left to the next decision (or the next owner).
             for unsent in &history[sent..] {
-                results.delete_failed(
-                    &unsent.name,
-                    reconcile::ApiError::new("not sent: the CronJob moved to another replica"),
-                );
+                results.delete_not_sent(&unsent.name);
             }
             break;
         }
     }
+    applied.deleted = deleted;
 
     let outcome = reconcile::follow_up(input, live, &results);
     let regarding = object_reference(&snapshot.cronjob);
     for event in &outcome.events {
         gateway.record(regarding.clone(), event);
     }
+    applied
+}
 
-    let mut applied = Applied {
-        written_status: None,
-        reread: None,
-        created,
-        deleted,
-        requeue: outcome.requeue.clone(),
-    };
-    let Some(status) = outcome.status_update() else {
-        return applied;
-    };
-    // A status write that records a Job this decision created goes out even
-    // if the actor is stopping: the next owner must see the slot taken, even
-    // after the Job itself is gone (history limit 0, ttlSecondsAfterFinished).
-    let gateway = if applied.created.is_some() {
-        gateway.unabandoned()
-    } else if snapshot.stop.is_cancelled() {
-        return applied;
-    } else {
-        gateway.clone()
-    };
+/// Writes the status `status` (the API form of `view`) with the snapshot's
+/// resourceVersion as precondition, and notes the result in `applied`.
+async fn write_status<R: JobRequests>(
+    gateway: &R,
+    snapshot: &Snapshot,
+    status: k8s_openapi::api::batch::v1::CronJobStatus,
+    view: reconcile::StatusView,
+    applied: &mut Applied,
+) {
+    let namespace = &snapshot.cronjob.namespace;
     match gateway
         .write_status(
             namespace,
@@ -353,7 +379,7 @@ async fn apply_plan<R: JobRequests + Clone>(
         .await
     {
         Ok(written) => {
-            applied.written_status = Some((outcome.status, written.metadata.resource_version));
+            applied.written_status = Some((view, written.metadata.resource_version));
         }
         Err(error) if error.is_conflict() => {
             // Someone else changed the CronJob: re-read and decide again
@@ -370,7 +396,6 @@ async fn apply_plan<R: JobRequests + Clone>(
         // requeue is dropped.
         Err(error) => applied.requeue = Requeue::Backoff(error.to_api_error()),
     }
-    applied
 }
 
 /// How one delete went.
@@ -787,9 +812,11 @@ mod tests {
     #[test]
     fn history_deletes_go_after_the_create_so_they_never_hold_a_slot_back() {
         let (applied, script, _) = run(Script::default(), &with_a_finished_child());
+        // The status first: it records the new Job at once, while a history
+        // delete may wait behind a herd's backlog.
         assert_eq!(
             script.asked,
-            ["create", "delete report-old", "write status (unabandoned)"]
+            ["create", "write status (unabandoned)", "delete report-old"]
         );
         assert_eq!(applied.deleted, ["j-old"]);
         // Events in upstream's order, whatever the order of the requests.
@@ -807,6 +834,38 @@ mod tests {
         assert_eq!(script.asked, ["create", "write status (unabandoned)"]);
         assert!(applied.deleted.is_empty());
         assert!(applied.written_status.is_some());
-        assert_eq!(script.events, ["FailedDelete", "SuccessfulCreate"]);
+        // No event for a delete never sent.
+        assert_eq!(script.events, ["SuccessfulCreate"]);
+    }
+
+    #[test]
+    fn a_slot_recorded_from_its_job_is_written_even_when_stopping_and_its_job_kept_if_not() {
+        // Nothing due (the 09:30 Job exists, finished, and lastScheduleTime
+        // is unset: its status write was lost); the actor is stopping.
+        let mut snapshot = with_a_finished_child();
+        snapshot.children[0].scheduled = Some("2024-03-01T09:30:00Z".parse().expect("a time"));
+        snapshot.stop.cancel();
+        let stopped = Script {
+            stopped: true,
+            ..Script::default()
+        };
+        let (applied, script, _) = run(stopped, &snapshot);
+        assert_eq!(script.asked, ["write status (unabandoned)"]);
+        assert!(applied.written_status.is_some());
+        assert!(script.events.is_empty(), "{:?}", script.events);
+
+        // The write fails: the Job that shows the slot is not deleted.
+        let snapshot = Snapshot {
+            stop: CancellationToken::new(),
+            ..snapshot
+        };
+        let script = Script {
+            statuses: [Err(failure(500, "InternalError"))].into(),
+            ..Script::default()
+        };
+        let (applied, script, _) = run(script, &snapshot);
+        assert_eq!(script.asked, ["write status (unabandoned)"]);
+        assert!(applied.deleted.is_empty());
+        assert!(matches!(applied.requeue, Requeue::Backoff(_)));
     }
 }

@@ -78,12 +78,8 @@ impl CronJobActor {
         shared: Arc<Shared>,
     ) -> Result<Self, crate::reconcile::ViewError> {
         let view = CronJobView::from_api(cronjob)?;
-        let known_slot = children
-            .iter()
-            .filter_map(|c| c.scheduled)
-            .chain(known_slot)
-            .max();
-        Ok(Self {
+        let listed: Vec<Option<Timestamp>> = children.iter().map(|c| c.scheduled).collect();
+        let mut actor = Self {
             cronjob: view,
             resource_version: cronjob.metadata.resource_version.clone(),
             generation: cronjob.metadata.generation,
@@ -99,7 +95,11 @@ impl CronJobActor {
             failures: 0,
             timer: None,
             due: None,
-        })
+        };
+        for slot in listed {
+            actor.know_slot(slot);
+        }
+        Ok(actor)
     }
 
     /// `namespace/name`, built when needed rather than kept (memory per actor
@@ -186,8 +186,13 @@ impl CronJobActor {
         }
     }
 
+    /// Remembers a slot a Job was made for. A slot more than a minute
+    /// ahead of this clock is no firing of ours or a peer's (only a
+    /// hand-made Job can claim one) and would hide the real ones after it.
     fn know_slot(&mut self, slot: Option<Timestamp>) {
-        self.known_slot = self.known_slot.max(slot);
+        let horizon = Timestamp::now().checked_add(jiff::SignedDuration::from_secs(60));
+        let plausible = slot.filter(|slot| horizon.is_ok_and(|h| *slot <= h));
+        self.known_slot = self.known_slot.max(plausible);
     }
 
     /// Runs a decision now, or right after the one in flight.

@@ -15,7 +15,7 @@
 
 use super::view::{CronJobView, controller_of};
 use k8s_openapi::api::batch::v1::Job;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 /// An error answer from the API server. `message` is the error text as
@@ -144,6 +144,7 @@ pub enum CreateResult {
 #[derive(Debug, Clone, Default)]
 pub struct EffectResults {
     pub(crate) delete_failures: HashMap<String, ApiError>,
+    pub(crate) deletes_not_sent: HashSet<String>,
     pub(crate) create: Option<CreateResult>,
 }
 
@@ -155,6 +156,12 @@ impl EffectResults {
     /// The delete of `job` (by name, as in [`Deletion::name`](super::Deletion)) failed.
     pub fn delete_failed(&mut self, job: &str, error: ApiError) {
         self.delete_failures.insert(job.to_owned(), error);
+    }
+
+    /// The delete of `job` was never sent (the decision stopped first): no
+    /// event, and its Job stays where it was.
+    pub fn delete_not_sent(&mut self, job: &str) {
+        self.deletes_not_sent.insert(job.to_owned());
     }
 
     pub fn set_create(&mut self, result: CreateResult) {

@@ -122,6 +122,12 @@ impl Engine<'_> {
             uid: uid.to_owned(),
             why,
         });
+        if self
+            .results
+            .is_some_and(|r| r.deletes_not_sent.contains(name))
+        {
+            return false;
+        }
         if let Some(error) = self.delete_failure(name).cloned() {
             self.events.push(Event::failed_delete(&error.message));
             self.decisions.push(Decision::DeleteFailed {
