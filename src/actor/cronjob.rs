@@ -323,10 +323,8 @@ impl Actor for CronJobActor {
     type Context = Context<Self>;
 
     fn stopped(&mut self, _: &mut Self::Context) {
-        let recorded = self.cronjob.status.last_schedule_time;
-        let unrecorded = self
-            .known_slot
-            .filter(|slot| recorded.is_none_or(|r| *slot > r));
+        let status = &self.cronjob.status;
+        let unrecorded = self.known_slot.filter(|slot| status.does_not_record(*slot));
         self.shared.reports.do_send(Report::Stopped {
             key: self.key(),
             uid: std::mem::take(&mut self.cronjob.uid),

@@ -156,7 +156,6 @@ impl Engine<'_> {
     fn record_known_slot(&mut self) {
         let input = self.input;
         let now = input.now;
-        let recorded = self.cj.status.last_schedule_time;
         let running: Vec<Timestamp> = input
             .children
             .iter()
@@ -171,7 +170,7 @@ impl Engine<'_> {
         let remembered = input.known_slot.filter(|slot| !running.contains(slot));
         let Some(slot) = finished
             .chain(remembered)
-            .filter(|slot| *slot <= now && recorded.is_none_or(|r| *slot > r))
+            .filter(|slot| *slot <= now && self.cj.status.does_not_record(*slot))
             .max()
         else {
             return;

@@ -114,6 +114,12 @@ impl StatusView {
         }
     }
 
+    /// Whether `slot` is later than `lastScheduleTime` (or there is none):
+    /// a slot started there is not recorded yet.
+    pub fn does_not_record(&self, slot: Timestamp) -> bool {
+        Some(slot) > self.last_schedule_time
+    }
+
     /// Upstream's `inActiveList`: an entry with this UID (a missing UID is `""`).
     pub(crate) fn has_uid(&self, uid: &str) -> bool {
         self.active.iter().any(|r| ref_uid(r) == uid)
