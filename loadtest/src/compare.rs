@@ -214,6 +214,11 @@ pub struct Run {
     /// actor armed); shardcron only.
     pub ready_seconds: Option<f64>,
     pub observation: Observation,
+    /// Lease lapses the replicas still running at the end counted
+    /// (`shardcron_lease_lapses_total`, summed); shardcron only, and none
+    /// if one of them did not answer (reports from before it: none).
+    #[serde(default)]
+    pub lease_lapses: Option<u64>,
 }
 
 pub struct Settings {
@@ -428,11 +433,33 @@ async fn run_on(
     let (killed, observation) = tokio::join!(kill, observe::observe(client, watch, &window));
     killed?;
     let observation = observation?;
+    let lease_lapses = match variant {
+        Variant::Shardcron(_) => lease_lapses(replicas),
+        Variant::Upstream => None,
+    };
     Ok(Run {
         variant: variant.to_string(),
         limits: settings.limits,
         ready_seconds,
         observation,
+        lease_lapses,
+    })
+}
+
+/// The sum of the replicas' `shardcron_lease_lapses_total`, or none if one
+/// of them does not serve it (a scrape that failed is not a zero).
+fn lease_lapses(replicas: &[Replica]) -> Option<u64> {
+    replicas
+        .iter()
+        .map(|replica| counter(&replica.metrics_text(), "shardcron_lease_lapses_total"))
+        .sum()
+}
+
+/// An unlabelled counter's value in a Prometheus text page.
+fn counter(page: &str, name: &str) -> Option<u64> {
+    page.lines().find_map(|line| {
+        let value = line.strip_prefix(name)?.strip_prefix(' ')?;
+        value.trim().parse::<f64>().ok().map(|v| v as u64)
     })
 }
 
@@ -500,6 +527,15 @@ mod tests {
         let s2_full = Scenario::new(ScenarioName::S2, Mode::Full);
         assert!(kept_run(&path, &s2_full, limits).is_err(), "another count");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_counter_is_read_from_its_own_line_and_a_missing_one_is_none() {
+        let page = "# HELP shardcron_lease_lapses Times ...\n\
+                    shardcron_lease_lapses_total_other 7\n\
+                    shardcron_lease_lapses_total 2\n";
+        assert_eq!(counter(page, "shardcron_lease_lapses_total"), Some(2));
+        assert_eq!(counter("", "shardcron_lease_lapses_total"), None);
     }
 
     #[test]

@@ -91,11 +91,11 @@ pub fn markdown(scenario: &Scenario, runs: &[Run]) -> String {
     let mut out = heading(scenario, runs.first().map(|r| r.limits));
     let _ = writeln!(
         out,
-        "| controller | slots | missed | duplicates | skew p50 s | skew p99 s | skew max s | small tenants p99 s | ready s | controller CPU s | CPU ms/slot | KCM CPU s | peak RSS MiB | API requests | API exec s | APF wait s | API 429s |"
+        "| controller | slots | missed | duplicates | skew p50 s | skew p99 s | skew max s | small tenants p99 s | ready s | controller CPU s | CPU ms/slot | KCM CPU s | peak RSS MiB | API requests | API exec s | APF wait s | API 429s | Lease lapses |"
     );
     let _ = writeln!(
         out,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for run in runs {
         let o = &run.observation;
@@ -103,7 +103,7 @@ pub fn markdown(scenario: &Scenario, runs: &[Run]) -> String {
         let api = api_load(run);
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.0} | {:.0} | {:.2} | {:.2} | {:.0} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.0} | {:.0} | {:.2} | {:.2} | {:.0} | {} |",
             run.variant,
             o.slots.expected,
             o.slots.missed,
@@ -124,6 +124,9 @@ pub fn markdown(scenario: &Scenario, runs: &[Run]) -> String {
             api.execution_seconds,
             api.wait_seconds,
             api.rejected,
+            run.lease_lapses
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "-".into()),
         );
     }
     if runs.iter().any(|r| r.observation.failover.is_some()) {
@@ -137,7 +140,9 @@ pub fn markdown(scenario: &Scenario, runs: &[Run]) -> String {
          the sum of the replicas for shardcron; KCM CPU is shown for every run so the \
          difference can be read. API requests, execution time, time queued (APF wait) \
          and requests turned away with 429: kube-apiserver's APF counters for the \
-         controller's FlowSchema.\n",
+         controller's FlowSchema. Lease lapses: the times a shardcron replica's \
+         renew deadline passed unrenewed, summed over the replicas running at the \
+         end (a killed one is not counted).\n",
     );
     out
 }

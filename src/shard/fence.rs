@@ -21,6 +21,8 @@ pub struct Fence {
     /// Lease is valid from no later than that moment.
     renewed_at: Option<BootInstant>,
     lapsed: bool,
+    /// Lapses noticed since the process started (a release is not one).
+    lapses: u64,
 }
 
 /// Where the fence stands.
@@ -41,6 +43,7 @@ impl Fence {
             renew_deadline,
             renewed_at: None,
             lapsed: false,
+            lapses: 0,
         }
     }
 
@@ -75,9 +78,16 @@ impl Fence {
             Some(_) if self.may_act(now) => FenceState::Valid,
             Some(_) => {
                 self.lapsed = true;
+                self.lapses += 1;
                 FenceState::Lapsed
             }
         }
+    }
+
+    /// How many times the renew deadline passed unrenewed since start: the
+    /// replica stopped acting and had to rejoin. A release is not counted.
+    pub fn lapses(&self) -> u64 {
+        self.lapses
     }
 
     /// Every actor has stopped after a lapse: renewals count again.
@@ -157,6 +167,10 @@ mod tests {
         assert_eq!(fence.check(woke), FenceState::Waiting);
         fence.renewed(woke, woke);
         assert!(fence.may_act(woke + Duration::from_secs(1)));
+        assert_eq!(fence.lapses(), 1, "latched once, however often checked");
+        fence.release();
+        assert_eq!(fence.check(woke), FenceState::Lapsed);
+        assert_eq!(fence.lapses(), 1, "a release is not a lapse");
     }
 
     #[test]

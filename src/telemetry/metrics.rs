@@ -88,6 +88,7 @@ pub struct Metrics {
     pub keys_moved: Family<MovedLabels, Counter>,
     pub handoff_wait: Histogram,
     pub lease_valid: Gauge,
+    pub lease_lapses: Counter,
     pub spans_dropped: Counter,
     pub events_dropped: Counter,
 }
@@ -232,6 +233,12 @@ impl Metrics {
             "1 while this replica's own Lease is valid by its clock and it may write, else 0",
             lease_valid.clone(),
         );
+        let lease_lapses = Counter::default();
+        registry.register(
+            "lease_lapses",
+            "Times this replica's renew deadline passed without a renewal, so it stopped acting and rejoined",
+            lease_lapses.clone(),
+        );
         let spans_dropped = Counter::default();
         registry.register(
             "trace_spans_dropped",
@@ -254,6 +261,7 @@ impl Metrics {
             keys_moved,
             handoff_wait,
             lease_valid,
+            lease_lapses,
             creation_skew,
             jobs_created,
             jobs_deleted,

@@ -314,7 +314,10 @@ impl Supervisor {
     /// Judges the fence and lets the protocol re-judge the membership.
     fn tick(&mut self, ctx: &mut Context<Self>) {
         let now = now();
-        let fence = self.setup.fence.lock().check(BootInstant::now());
+        let (fence, lapses) = {
+            let mut fence = self.setup.fence.lock();
+            (fence.check(BootInstant::now()), fence.lapses())
+        };
         self.readiness.tick(
             now,
             fence == FenceState::Valid,
@@ -324,6 +327,10 @@ impl Supervisor {
             .metrics
             .lease_valid
             .set(i64::from(fence == FenceState::Valid));
+        let counted = self.shared.metrics.lease_lapses.get();
+        if lapses > counted {
+            self.shared.metrics.lease_lapses.inc_by(lapses - counted);
+        }
         self.step(Input::Tick { fence }, now, ctx, None);
         // Once a second: fresh enough for a gauge, and no work per event.
         self.update_gauges();
