@@ -12,10 +12,11 @@
 //! win over a listed one and ignores listed objects the watch saw deleted
 //! meanwhile.
 
+use super::lean_job::LeanJob;
 use super::watch::JobFacts;
 use ::kube::api::{Api, ListParams};
 use ::kube::{Client, Resource};
-use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::batch::v1::CronJob;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 
@@ -94,7 +95,7 @@ where
 {
     let mut counts = LoadCounts::default();
     for namespace in namespaces {
-        let (cronjobs, jobs): (Api<CronJob>, Api<Job>) = match namespace {
+        let (cronjobs, jobs): (Api<CronJob>, Api<LeanJob>) = match namespace {
             Some(ns) => (
                 Api::namespaced(client.clone(), ns),
                 Api::namespaced(client.clone(), ns),
@@ -119,7 +120,7 @@ where
             })
         })
         .await?;
-        list_all(jobs, |page: Vec<Job>| {
+        list_all(jobs, |page: Vec<LeanJob>| {
             let jobs: Vec<JobFacts> = page
                 .into_iter()
                 .map(JobFacts::from)

@@ -14,6 +14,7 @@ pub mod deadline;
 pub mod events;
 pub mod failure;
 pub mod gateway;
+pub mod lean_job;
 pub mod queue;
 pub mod rate;
 pub mod requests;

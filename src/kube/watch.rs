@@ -27,6 +27,7 @@
 //! objects, and a stale CronJob or Job watch only delays what the actors
 //! learn, never who may act.
 
+use super::lean_job::LeanJob;
 use crate::reconcile::JobSummary;
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::ResourceLabels;
@@ -34,7 +35,7 @@ use ::kube::runtime::WatchStreamExt;
 use ::kube::runtime::watcher::{self, Event};
 use ::kube::{Api, Client, Resource};
 use futures::StreamExt;
-use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::coordination::v1::Lease;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
@@ -92,7 +93,7 @@ impl ListStrategy {
 }
 
 /// What the supervisor needs to route a Job: its controller, if that is a
-/// CronJob. The Job itself rides along and is summarized
+/// CronJob. The Job itself (as a [`LeanJob`]) rides along and is summarized
 /// ([`JobFacts::summary`]) only if its CronJob is owned by this replica, so
 /// the other replicas' Jobs cost neither a summary nor memory.
 #[derive(Debug, Clone)]
@@ -104,7 +105,7 @@ pub struct JobFacts {
     pub owner_uid: Option<String>,
     /// That CronJob's name: its ring key is `namespace/owner_name`.
     pub owner_name: Option<String>,
-    pub job: Box<Job>,
+    pub job: Box<LeanJob>,
 }
 
 impl JobFacts {
@@ -113,9 +114,9 @@ impl JobFacts {
     }
 }
 
-impl From<Job> for JobFacts {
-    fn from(job: Job) -> Self {
-        let owner = crate::reconcile::controller_of(&job).filter(|r| r.kind == "CronJob");
+impl From<LeanJob> for JobFacts {
+    fn from(job: LeanJob) -> Self {
+        let owner = crate::reconcile::controller_in(&job.metadata).filter(|r| r.kind == "CronJob");
         Self {
             namespace: job.metadata.namespace.clone().unwrap_or_default(),
             uid: job.metadata.uid.clone().unwrap_or_default(),
@@ -215,7 +216,7 @@ pub fn jobs<Delivered: Future<Output = ()> + Send>(
     deliver: impl FnMut(Event<JobFacts>) -> Delivered + Send + 'static,
 ) -> JoinHandle<()> {
     spawn_watch(
-        api::<Job>(client, namespace),
+        api::<LeanJob>(client, namespace),
         strategy.config(),
         "jobs",
         metrics,

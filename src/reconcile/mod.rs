@@ -98,7 +98,7 @@ pub use template::CompactTemplate;
 pub use update::{AfterUpdate, after_update};
 pub use view::{
     ConcurrencyPolicy, CronJobView, Finished, JobSummary, SCHEDULED_TIMESTAMP_ANNOTATION, SpecView,
-    StatusView, ViewError, controller_of, is_child_by_name,
+    StatusView, ViewError, controller_in, controller_of, is_child_by_name,
 };
 
 use jiff::Timestamp;

@@ -11,7 +11,7 @@ use super::template::CompactTemplate;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -235,34 +235,40 @@ pub struct JobSummary {
     pub scheduled: Option<Timestamp>,
 }
 
-impl From<&Job> for JobSummary {
-    fn from(job: &Job) -> Self {
-        let status = job.status.as_ref();
-        let conditions = status
-            .and_then(|s| s.conditions.as_deref())
-            .unwrap_or_default();
-        let is_true = |c: &&k8s_openapi::api::batch::v1::JobCondition| c.status == "True";
-        let finished = conditions
-            .iter()
-            .filter(is_true)
-            .find_map(|c| match c.type_.as_str() {
-                "Complete" => Some(Finished::Complete),
-                "Failed" => Some(Finished::Failed),
-                _ => None,
-            });
-        let succeeded = conditions
-            .iter()
-            .filter(is_true)
-            .any(|c| c.type_ == "Complete");
+impl JobSummary {
+    /// The summary of a Job with metadata `meta`, the given start and
+    /// completion times, and conditions as `(type, status)` pairs: one
+    /// reading for the full Job a GET or a create returns and for the lean
+    /// one the watches decode.
+    pub fn new<'a>(
+        meta: &ObjectMeta,
+        start_time: Option<Timestamp>,
+        completion_time: Option<Timestamp>,
+        conditions: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Self {
+        let mut finished = None;
+        let mut succeeded = false;
+        for (kind, _) in conditions
+            .into_iter()
+            .filter(|(_, status)| *status == "True")
+        {
+            let outcome = match kind {
+                "Complete" => Finished::Complete,
+                "Failed" => Finished::Failed,
+                _ => continue,
+            };
+            // The first True terminal condition says how it finished.
+            finished.get_or_insert(outcome);
+            succeeded |= outcome == Finished::Complete;
+        }
         Self {
-            name: job.metadata.name.clone().unwrap_or_default(),
-            uid: job.metadata.uid.clone().unwrap_or_default(),
-            start_time: status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
-            completion_time: status.and_then(|s| s.completion_time.as_ref()).map(|t| t.0),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+            start_time,
+            completion_time,
             finished,
             succeeded,
-            scheduled: job
-                .metadata
+            scheduled: meta
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(SCHEDULED_TIMESTAMP_ANNOTATION))
@@ -271,10 +277,31 @@ impl From<&Job> for JobSummary {
     }
 }
 
+impl From<&Job> for JobSummary {
+    fn from(job: &Job) -> Self {
+        let status = job.status.as_ref();
+        let conditions = status
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default();
+        Self::new(
+            &job.metadata,
+            status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
+            status.and_then(|s| s.completion_time.as_ref()).map(|t| t.0),
+            conditions
+                .iter()
+                .map(|c| (c.type_.as_str(), c.status.as_str())),
+        )
+    }
+}
+
 /// Upstream's `metav1.GetControllerOf`: the first ownerReference with `controller: true`.
 pub fn controller_of(job: &Job) -> Option<&OwnerReference> {
-    job.metadata
-        .owner_references
+    controller_in(&job.metadata)
+}
+
+/// [`controller_of`] a Job with metadata `meta`.
+pub fn controller_in(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references
         .as_deref()?
         .iter()
         .find(|r| r.controller == Some(true))
