@@ -52,6 +52,20 @@ fn creates(replica: &support::controller::Controller) -> f64 {
         .sum()
 }
 
+/// The sum and count of one of the replica's histograms.
+fn histogram(replica: &support::controller::Controller, name: &str) -> (f64, f64) {
+    let (code, text) =
+        http_get(replica.metrics, "/metrics").expect("the replica's /metrics must answer");
+    assert_eq!(code, 200, "/metrics: {text}");
+    let read = |suffix: &str| {
+        let prefix = format!("{name}_{suffix} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str())?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {name}_{suffix} in {text}"))
+    };
+    (read("sum"), read("count"))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_replicas_cronjobs_resume_within_the_lease_duration() {
     let mut fleet = Fleet::new("shard-sigkill", 3, CRONJOBS).await;
@@ -300,11 +314,21 @@ async fn scaling_1_3_5_2_keeps_every_slot_once() {
         fleet.all_slots_through(slot).await;
     }
     let slots = fleet.slots().await;
+    // The losing side of each hand-off, as the replicas still running saw it.
+    let (mut publish_seconds, mut publications) = (0.0, 0.0);
+    for replica in fleet.live() {
+        let (sum, count) = histogram(replica, "shardcron_handoff_publish_seconds");
+        publish_seconds += sum;
+        publications += count;
+    }
+    assert!(publications > 0.0, "every ring change publishes a view");
     fleet.figure(&format!(
-        "scale 1 -> 3 -> 5 -> 2 with {CRONJOBS} CronJobs: {}; {} slots, max delay {} s",
+        "scale 1 -> 3 -> 5 -> 2 with {CRONJOBS} CronJobs: {}; {} slots, max delay {} s; \
+         ring change to publication: {:.3} s on average over {publications} changes",
         figures.join("; "),
         slots.len(),
-        max_delay(&slots)
+        max_delay(&slots),
+        publish_seconds / publications,
     ));
     assert!(max_delay(&slots) <= UNDISTURBED, "{slots:?}");
 }

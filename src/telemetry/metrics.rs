@@ -87,6 +87,7 @@ pub struct Metrics {
     pub rebalances: Counter,
     pub keys_moved: Family<MovedLabels, Counter>,
     pub handoff_wait: Histogram,
+    pub handoff_publish: Histogram,
     pub lease_valid: Gauge,
     pub lease_lapses: Counter,
     pub spans_dropped: Counter,
@@ -227,6 +228,12 @@ impl Metrics {
             "Time a gained CronJob waited for its previous owner to let go",
             handoff_wait.clone(),
         );
+        let handoff_publish = Histogram::new(millis_to_minute());
+        registry.register(
+            "handoff_publish_seconds",
+            "Time from a change of the ring to the publication of this replica's new view (its lost CronJobs' actors stopped)",
+            handoff_publish.clone(),
+        );
         let lease_valid = Gauge::default();
         registry.register(
             "lease_valid",
@@ -260,6 +267,7 @@ impl Metrics {
             rebalances,
             keys_moved,
             handoff_wait,
+            handoff_publish,
             lease_valid,
             lease_lapses,
             creation_skew,

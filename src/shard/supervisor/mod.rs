@@ -114,6 +114,10 @@ pub struct Supervisor {
     readiness: Arc<Readiness>,
     /// The instant of the one-off tick armed for a peer's Lease expiry.
     expiry_armed: Option<Instant>,
+    /// When the ring changed and the view has not been published since: the
+    /// hand-off's losing side (stopping the lost keys' actors) is timed from
+    /// here to the publication.
+    unpublished_since: Option<Instant>,
 }
 
 impl Supervisor {
@@ -167,6 +171,7 @@ impl Supervisor {
             tombstones: HashSet::new(),
             readiness,
             expiry_armed: None,
+            unpublished_since: None,
         }
     }
 
@@ -208,8 +213,19 @@ impl Supervisor {
                         self.keys_by_uid.remove(&running.uid);
                     }
                 }
-                Command::RingChanged { target, lost } => self.ring_changed(target, lost),
-                Command::Publish(publication) => self.setup.keeper.publish(publication),
+                Command::RingChanged { target, lost } => {
+                    self.unpublished_since.get_or_insert(now);
+                    self.ring_changed(target, lost);
+                }
+                Command::Publish(publication) => {
+                    if let Some(since) = self.unpublished_since.take() {
+                        self.shared
+                            .metrics
+                            .handoff_publish
+                            .observe(now.saturating_duration_since(since).as_secs_f64());
+                    }
+                    self.setup.keeper.publish(publication);
+                }
                 Command::Load {
                     target,
                     previous,
