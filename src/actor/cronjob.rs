@@ -57,11 +57,9 @@ pub struct CronJobActor {
     deciding: bool,
     decide_again: bool,
     stopping: bool,
-    /// The decision in flight's token, cancelled on [`Update::Stop`]: it
-    /// abandons the requests it has not sent yet (see [`Snapshot::stop`]).
-    /// One per decision, so that an idle actor holds none (a token is a
-    /// heap node of its own, about a hundred bytes per CronJob).
-    stop: Option<CancellationToken>,
+    /// Cancelled on [`Update::Stop`]: the decision in flight abandons the
+    /// requests it has not sent yet (see [`Snapshot::stop`]).
+    stop: CancellationToken,
     /// Consecutive failed decisions (upstream's per-item exponential backoff).
     failures: u32,
     timer: Option<(SpawnHandle, Timestamp)>,
@@ -93,7 +91,7 @@ impl CronJobActor {
             deciding: false,
             decide_again: false,
             stopping: false,
-            stop: None,
+            stop: CancellationToken::new(),
             failures: 0,
             timer: None,
             due: None,
@@ -208,14 +206,12 @@ impl CronJobActor {
             ctx.cancel_future(handle);
         }
         let shared = self.shared.clone();
-        let stop = CancellationToken::new();
-        self.stop = Some(stop.clone());
         let snapshot = Snapshot {
             cronjob: self.cronjob.clone(),
             resource_version: self.resource_version.clone(),
             children: self.children.clone(),
             known_slot: self.known_slot,
-            stop,
+            stop: self.stop.clone(),
         };
         // A firing is traced from the start; any other decision only once it
         // turns out to do something (see `decide_and_apply`).
@@ -237,7 +233,6 @@ impl CronJobActor {
 
     fn finish(&mut self, applied: Applied, decided_at: Option<String>, ctx: &mut Context<Self>) {
         self.deciding = false;
-        self.stop = None;
         // A CronJob event that came in meanwhile is newer than what we wrote.
         if let Some((status, version)) = applied.written_status
             && self.resource_version == decided_at
@@ -355,9 +350,7 @@ impl Handler<Update> for CronJobActor {
             Update::JobGone { uid } => self.on_job_gone(&uid, ctx),
             Update::Stop => {
                 self.stopping = true;
-                if let Some(stop) = &self.stop {
-                    stop.cancel();
-                }
+                self.stop.cancel();
                 if !self.deciding {
                     ctx.stop();
                 }
