@@ -52,16 +52,13 @@ fn creates(replica: &support::controller::Controller) -> f64 {
         .sum()
 }
 
-/// The sum and count of one of the replica's histograms.
+/// The sum and count of one of the replica's histograms; panics if its
+/// metrics cannot be read.
 fn histogram(replica: &support::controller::Controller, name: &str) -> (f64, f64) {
-    let (code, text) =
-        http_get(replica.metrics, "/metrics").expect("the replica's /metrics must answer");
-    assert_eq!(code, 200, "/metrics: {text}");
+    let text = replica.metrics_text();
     let read = |suffix: &str| {
-        let prefix = format!("{name}_{suffix} ");
-        text.lines()
-            .find_map(|l| l.strip_prefix(prefix.as_str())?.parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("no {name}_{suffix} in {text}"))
+        shardcron_harness::sample(&text, &format!("{name}_{suffix}"))
+            .unwrap_or_else(|| panic!("no {name}_{suffix} on /metrics: {text}"))
     };
     (read("sum"), read("count"))
 }

@@ -15,7 +15,7 @@ pub mod net;
 pub mod replica;
 
 pub use cluster::LocalCluster;
-pub use replica::{Replica, ReplicaSpec};
+pub use replica::{Replica, ReplicaSpec, sample};
 
 use std::path::{Path, PathBuf};
 

@@ -234,17 +234,8 @@ impl Replica {
     }
 
     /// The value of one sample line (`name{labels}`), or 0.
-    pub fn metric(&self, sample: &str) -> f64 {
-        self.metrics_text()
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix(sample)?
-                    .strip_prefix(' ')?
-                    .trim()
-                    .parse()
-                    .ok()
-            })
-            .unwrap_or(0.0)
+    pub fn metric(&self, name: &str) -> f64 {
+        sample(&self.metrics_text(), name).unwrap_or(0.0)
     }
 
     /// A JSON page of the debug port (`/debug/shards?keys=true`), if it
@@ -305,5 +296,26 @@ impl Drop for Replica {
             std::thread::sleep(Duration::from_millis(50));
         }
         self.kill();
+    }
+}
+
+/// The value of one sample line (`name{labels}`, exactly) in a Prometheus
+/// text page, or none if the page has no such line.
+pub fn sample(page: &str, name: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sample;
+
+    #[test]
+    fn a_sample_is_read_from_its_own_line_and_a_missing_one_is_none() {
+        let page = "# HELP shardcron_lease_lapses Times ...\n\
+                    shardcron_lease_lapses_total_other 7\n\
+                    shardcron_lease_lapses_total 2\n";
+        assert_eq!(sample(page, "shardcron_lease_lapses_total"), Some(2.0));
+        assert_eq!(sample("", "shardcron_lease_lapses_total"), None);
     }
 }
