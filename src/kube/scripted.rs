@@ -34,6 +34,8 @@ pub enum Answer {
     Json(u16, serde_json::Value),
     /// No answer at all: a black hole.
     Silence,
+    /// An answer that comes only after a while: a slow server.
+    Late(std::time::Duration, Box<Answer>),
 }
 
 /// `kind: Status` as the API server writes an error.
@@ -86,7 +88,12 @@ pub fn client(script: impl Fn(&Request) -> Answer + Send + Sync + 'static) -> (C
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(format!("{} {}", request.method, request.uri));
-            match script(&request) {
+            let mut answer = script(&request);
+            while let Answer::Late(delay, later) = answer {
+                tokio::time::sleep(delay).await;
+                answer = *later;
+            }
+            match answer {
                 Answer::Json(code, body) => {
                     let body = serde_json::to_vec(&body).unwrap_or_default();
                     let mut response = http::Response::new(Body::from(body));
@@ -94,7 +101,7 @@ pub fn client(script: impl Fn(&Request) -> Answer + Send + Sync + 'static) -> (C
                         http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::IM_A_TEAPOT);
                     Ok::<_, Infallible>(response)
                 }
-                Answer::Silence => std::future::pending().await,
+                Answer::Silence | Answer::Late(..) => std::future::pending().await,
             }
         }
     });

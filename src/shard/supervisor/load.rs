@@ -3,6 +3,7 @@
 //! done, and starts no actor before every load is.
 
 use super::Supervisor;
+use crate::actor::cronjob::Update;
 use crate::kube::bulk::{self, LoadCounts, Loaded};
 use crate::shard::ownership::Input;
 use crate::shard::ring::Ring;
@@ -69,15 +70,30 @@ impl Handler<LoadPage> for Supervisor {
     /// The CronJobs' pages come first, the Jobs' after. No actor starts
     /// before the whole load is done (the protocol waits for every load),
     /// so a Job routed to an actor that already exists counts as much as
-    /// one claimed when it is spawned. What the watch delivered meanwhile
-    /// is newer or as new: it wins.
+    /// one claimed when it is spawned.
+    ///
+    /// A CronJob the watch delivered first is not necessarily newer than
+    /// the load's: a watch that comes back after a silence or a cut
+    /// replays the events it missed, in order, after the ring changed, so
+    /// it may spawn the actor from a version older than this consistent
+    /// list (without the previous owner's last `lastScheduleTime`). The
+    /// loaded version therefore goes to that actor too, which keeps the
+    /// newer of the two by resourceVersion ([`Update::CronJob`]). Only a
+    /// CronJob whose UID differs from the actor's (deleted and re-created)
+    /// is left to the watch, which will tell the deletion.
     fn handle(&mut self, LoadPage(page): LoadPage, ctx: &mut Self::Context) {
         let now = super::now();
         for cronjob in page.cronjobs {
             let uid = cronjob.metadata.uid.as_deref().unwrap_or_default();
-            if !self.tombstones.contains(uid) && !self.actors.contains_key(&Self::key_of(&cronjob))
-            {
-                self.on_cronjob(cronjob, now, ctx);
+            if self.tombstones.contains(uid) {
+                continue;
+            }
+            match self.actors.get(&Self::key_of(&cronjob)) {
+                None => self.on_cronjob(cronjob, now, ctx),
+                Some(running) if running.uid == uid => {
+                    running.addr.do_send(Update::CronJob(Box::new(cronjob)));
+                }
+                Some(_) => {}
             }
         }
         for job in page.jobs {

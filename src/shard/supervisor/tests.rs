@@ -11,15 +11,32 @@ use crate::kube::scripted::{self, Answer};
 use crate::shard::lease::VIEW_ANNOTATION;
 use ::kube::runtime::events::Reporter;
 use ::kube::runtime::watcher::Event;
+use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::{Value, json};
 use std::sync::Mutex;
 
-/// The Lease the scripted server keeps: created, replaced, read back.
-#[derive(Default)]
+/// The Lease the scripted server keeps: created, replaced, read back; and
+/// the one CronJob the bulk load lists.
 struct LeaseStore {
     lease: Option<Value>,
     version: u64,
+    /// What the bulk load of the gained keys lists, and how late.
+    listed: Value,
+    list_delay: Duration,
+}
+
+impl Default for LeaseStore {
+    /// The one CronJob has no Job; it fires once a year, so its actor
+    /// writes nothing.
+    fn default() -> Self {
+        LeaseStore {
+            lease: None,
+            version: 0,
+            listed: cronjob_json("team-a", "nightly"),
+            list_delay: Duration::ZERO,
+        }
+    }
 }
 
 impl LeaseStore {
@@ -31,10 +48,9 @@ impl LeaseStore {
                        "metadata": {"resourceVersion": "5"}, "items": items}),
             )
         };
-        // The bulk load of the gained keys reads the one CronJob, which
-        // has no Job; it fires once a year, so its actor writes nothing.
         if request.method == "GET" && request.uri.starts_with("/apis/batch/v1/cronjobs?") {
-            return list("CronJobList", vec![cronjob_json("team-a", "nightly")]);
+            let listed = list("CronJobList", vec![self.listed.clone()]);
+            return Answer::Late(self.list_delay, Box::new(listed));
         }
         if request.method == "GET" && request.uri.starts_with("/apis/batch/v1/jobs?") {
             return list("JobList", vec![]);
@@ -85,75 +101,115 @@ async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     panic!("timed out waiting for {what}");
 }
 
+/// One replica's shell on the scripted server keeping `store`.
+struct Shell {
+    supervisor: Addr<Supervisor>,
+    store: Arc<Mutex<LeaseStore>>,
+    asked: scripted::Asked,
+    readiness: Arc<Readiness>,
+}
+
+impl Shell {
+    /// Starts the shell and feeds it the first lists: no Lease of the ring
+    /// yet, the CronJobs `listed`, no Job.
+    fn start(store: LeaseStore, listed: Vec<CronJob>) -> Shell {
+        let store = Arc::new(Mutex::new(store));
+        let server = store.clone();
+        let (client, asked) = scripted::client(move |request| {
+            server
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .answer(request)
+        });
+        let settings = LeaseSettings {
+            namespace: "shardcron-system".into(),
+            ring: "ring".into(),
+            replica_id: "r0".into(),
+            duration: Duration::from_secs(15),
+            renew_period: Duration::from_secs(2),
+            renew_deadline: Duration::from_secs(10),
+        };
+        let metrics = Arc::new(Metrics::new());
+        let fence = crate::shard::fence::SharedFence::new(settings.renew_deadline);
+        let readiness = Arc::new(Readiness::default());
+        let gateway = Gateway::start(
+            client.clone(),
+            Limits::default(),
+            Reporter {
+                controller: "shardcron".into(),
+                instance: Some("r0".into()),
+            },
+            metrics.clone(),
+            Arc::new(fence.clone()),
+        );
+        let supervisor = Supervisor::start_with(Parts {
+            client,
+            lease: settings,
+            fence,
+            gateway,
+            metrics,
+            default_zone: jiff::tz::TimeZone::UTC,
+            arbiters: vec![Arbiter::current()],
+            scopes: vec![None],
+            readiness: readiness.clone(),
+        });
+        supervisor.do_send(LeaseWatch(Event::Init));
+        supervisor.do_send(LeaseWatch(Event::InitDone));
+        let cronjobs = listed.into_iter().map(Event::InitApply);
+        for event in std::iter::once(Event::Init)
+            .chain(cronjobs)
+            .chain([Event::InitDone])
+        {
+            supervisor.do_send(CronJobWatch { scope: 0, event });
+        }
+        for event in [Event::Init, Event::InitDone] {
+            supervisor.do_send(JobWatch { scope: 0, event });
+        }
+        Shell {
+            supervisor,
+            store,
+            asked,
+            readiness,
+        }
+    }
+
+    /// The Lease once the view is published on it.
+    async fn published(&self) -> Lease {
+        eventually("the view on the Lease", || {
+            let store = self.store.lock().unwrap_or_else(|e| e.into_inner());
+            let lease = store.lease.as_ref()?;
+            lease["metadata"]["annotations"][VIEW_ANNOTATION].as_str()?;
+            serde_json::from_value(lease.clone()).ok()
+        })
+        .await
+    }
+
+    /// The report once `done` accepts it.
+    async fn report_once(&self, what: &str, done: impl Fn(&ShardReport) -> bool) -> ShardReport {
+        let mut report = self.report().await;
+        for _ in 0..1_000 {
+            if done(&report) {
+                return report;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            report = self.report().await;
+        }
+        panic!("timed out waiting for {what}: {report:?}");
+    }
+
+    async fn report(&self) -> ShardReport {
+        self.supervisor
+            .send(DebugShards { keys: true })
+            .await
+            .expect("the supervisor answers")
+    }
+}
+
 #[actix::test]
 async fn alone_in_its_ring_it_publishes_starts_on_the_echo_and_is_ready() {
-    let store = Arc::new(Mutex::new(LeaseStore::default()));
-    let server = store.clone();
-    let (client, _) = scripted::client(move |request| {
-        server
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .answer(request)
-    });
-    let settings = LeaseSettings {
-        namespace: "shardcron-system".into(),
-        ring: "ring".into(),
-        replica_id: "r0".into(),
-        duration: Duration::from_secs(15),
-        renew_period: Duration::from_secs(2),
-        renew_deadline: Duration::from_secs(10),
-    };
-    let metrics = Arc::new(Metrics::new());
-    let fence = crate::shard::fence::SharedFence::new(settings.renew_deadline);
-    let readiness = Arc::new(Readiness::default());
-    let gateway = Gateway::start(
-        client.clone(),
-        Limits::default(),
-        Reporter {
-            controller: "shardcron".into(),
-            instance: Some("r0".into()),
-        },
-        metrics.clone(),
-        Arc::new(fence.clone()),
-    );
-    let supervisor = Supervisor::start_with(Parts {
-        client,
-        lease: settings,
-        fence,
-        gateway,
-        metrics,
-        default_zone: jiff::tz::TimeZone::UTC,
-        arbiters: vec![Arbiter::current()],
-        scopes: vec![None],
-        readiness: readiness.clone(),
-    });
-    // The first lists: no Lease of the ring yet, one CronJob, no Job.
-    supervisor.do_send(LeaseWatch(Event::Init));
-    supervisor.do_send(LeaseWatch(Event::InitDone));
-    for event in [
-        Event::Init,
-        Event::InitApply(cronjob("team-a", "nightly")),
-        Event::InitDone,
-    ] {
-        supervisor.do_send(CronJobWatch { scope: 0, event });
-    }
-    supervisor.do_send(JobWatch {
-        scope: 0,
-        event: Event::Init,
-    });
-    supervisor.do_send(JobWatch {
-        scope: 0,
-        event: Event::InitDone,
-    });
-
+    let shell = Shell::start(LeaseStore::default(), vec![cronjob("team-a", "nightly")]);
     // It publishes the view of itself alone on its Lease...
-    let written: Lease = eventually("the view on the Lease", || {
-        let store = store.lock().unwrap_or_else(|e| e.into_inner());
-        let lease = store.lease.as_ref()?;
-        lease["metadata"]["annotations"][VIEW_ANNOTATION].as_str()?;
-        serde_json::from_value(lease.clone()).ok()
-    })
-    .await;
+    let written = shell.published().await;
     assert_eq!(
         written
             .spec
@@ -163,22 +219,85 @@ async fn alone_in_its_ring_it_publishes_starts_on_the_echo_and_is_ready() {
     );
     // ...but, its load done, runs nothing and is not ready until the
     // watch echoes it.
-    let mut report = supervisor.send(DebugShards { keys: true }).await.unwrap();
-    for _ in 0..1_000 {
-        if report.loads_in_flight == 0 && report.owned == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        report = supervisor.send(DebugShards { keys: true }).await.unwrap();
-    }
-    assert_eq!((report.loads_in_flight, report.owned), (0, 1), "{report:?}");
+    let report = shell
+        .report_once("the load", |r| r.loads_in_flight == 0 && r.owned == 1)
+        .await;
     assert_eq!((report.running, report.waiting), (0, 1), "{report:?}");
-    assert!(readiness.readiness().is_err());
+    assert!(shell.readiness.readiness().is_err());
 
-    supervisor.do_send(LeaseWatch(Event::Apply(lease::observe(&written))));
-    eventually("readiness after the echo", || readiness.readiness().ok()).await;
-    let report = supervisor.send(DebugShards { keys: true }).await.unwrap();
+    shell
+        .supervisor
+        .do_send(LeaseWatch(Event::Apply(lease::observe(&written))));
+    eventually("readiness after the echo", || {
+        shell.readiness.readiness().ok()
+    })
+    .await;
+    let report = shell.report().await;
     assert_eq!(report.view, ["r0"]);
     assert_eq!((report.owned, report.running), (1, 1), "{report:?}");
     assert_eq!(report.keys, Some(vec!["team-a/nightly".to_owned()]));
+}
+
+/// Churn's duplicates: a watch that comes back after a silence replays the
+/// CronJob's old versions after the ring has changed, and the first one
+/// spawns the gained key's actor before the bulk load's page arrives. The
+/// page, a consistent list, has the previous owner's `lastScheduleTime`;
+/// the replayed version does not, and an actor that kept it would start
+/// the slot again (its Job already gone, with a history limit of 0).
+#[actix::test]
+async fn a_gained_key_decides_on_the_load_when_the_watch_replays_an_older_version() {
+    // Yearly, on 1 January: this year's slot was due long ago.
+    let year = Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC).year();
+    let slot = format!("{year}-01-01T00:00:00Z");
+    let created = format!("{}-06-01T00:00:00Z", year - 1);
+    let version = |resource_version: &str, status: Value| -> Value {
+        json!({
+            "metadata": {"namespace": "team-a", "name": "yearly", "uid": "uid-yearly",
+                         "resourceVersion": resource_version, "generation": 1,
+                         "creationTimestamp": created},
+            "spec": {"schedule": "0 0 1 1 *", "timeZone": "Etc/UTC",
+                     "successfulJobsHistoryLimit": 0, "failedJobsHistoryLimit": 0,
+                     "jobTemplate": {"spec": {"template": {"spec": {"containers": []}}}}},
+            "status": status,
+        })
+    };
+    let recorded = version("5", json!({"lastScheduleTime": slot}));
+    let replayed: CronJob = serde_json::from_value(version("3", json!({}))).expect("a CronJob");
+    let store = LeaseStore {
+        listed: recorded,
+        list_delay: Duration::from_millis(500),
+        ..LeaseStore::default()
+    };
+    let shell = Shell::start(store, vec![]);
+    eventually("the bulk load's list", || {
+        let asked = shell.asked.paths();
+        asked
+            .iter()
+            .any(|a| a == "GET /apis/batch/v1/cronjobs")
+            .then_some(())
+    })
+    .await;
+    // The watch, catching up, delivers the old version while the list is
+    // still on its way.
+    shell.supervisor.do_send(CronJobWatch {
+        scope: 0,
+        event: Event::Apply(replayed),
+    });
+    let written = shell.published().await;
+    shell
+        .report_once("the load", |r| r.loads_in_flight == 0 && r.owned == 1)
+        .await;
+    shell
+        .supervisor
+        .do_send(LeaseWatch(Event::Apply(lease::observe(&written))));
+    shell.report_once("the start", |r| r.running == 1).await;
+    // Time for the first decision to reach the gateway, had it one to make.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let writes: Vec<String> = shell
+        .asked
+        .all()
+        .into_iter()
+        .filter(|a| !a.starts_with("GET") && !a.contains("/leases"))
+        .collect();
+    assert_eq!(writes, Vec::<String>::new(), "the slot started again");
 }
