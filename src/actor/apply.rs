@@ -9,7 +9,7 @@
 
 use crate::kube::failure::ApiFailure;
 use crate::kube::gateway::Gateway;
-use crate::kube::requests::{DeleteFor, JobRequests};
+use crate::kube::requests::{DeleteFor, JobRequests, StatusFor};
 use crate::reconcile::{
     self, CreateResult, CronJobView, DeleteReason, Deletion, EffectResults, Input, JobLookup,
     JobSummary, LiveAnswers, LiveJob, Lookup, Requeue, Step,
@@ -330,8 +330,17 @@ async fn apply_plan<R: JobRequests + Clone>(
         } else {
             Some(gateway.clone())
         };
+        let why = status_class(records_a_slot, snapshot, plan);
         if let Some(writer) = writer {
-            write_status(&writer, snapshot, status, recorded.status, &mut applied).await;
+            write_status(
+                &writer,
+                snapshot,
+                status,
+                recorded.status,
+                why,
+                &mut applied,
+            )
+            .await;
             // Not recorded: the Jobs that show the slot stay for the next try.
             keep_evidence = records_a_slot && applied.written_status.is_none();
         }
@@ -359,6 +368,27 @@ async fn apply_plan<R: JobRequests + Clone>(
     applied
 }
 
+/// How urgently a status write goes out. One that records a slot waits
+/// behind a herd's creates only while the slot's new Job shows it
+/// meanwhile and cannot vanish without this replica (no
+/// `ttlSecondsAfterFinished`), and no successor waits for it (not
+/// stopping). Otherwise the write is the slot's only lasting record: a
+/// lapse while it waited (minutes, behind a herd at the default QPS)
+/// would let the next owner start the slot again once the TTL controller
+/// removed the Job, and a hand-off would wait for the queue.
+fn status_class(records_a_slot: bool, snapshot: &Snapshot, plan: &reconcile::Plan) -> StatusFor {
+    let created_job_lasts = plan
+        .create
+        .as_ref()
+        .and_then(|create| create.job.as_ref()?.spec.as_ref())
+        .is_some_and(|spec| spec.ttl_seconds_after_finished.is_none());
+    if records_a_slot && (snapshot.stop.is_cancelled() || !created_job_lasts) {
+        StatusFor::RecordSlot
+    } else {
+        StatusFor::Routine
+    }
+}
+
 /// Writes the status `status` (the API form of `view`) with the snapshot's
 /// resourceVersion as precondition, and notes the result in `applied`.
 async fn write_status<R: JobRequests>(
@@ -366,6 +396,7 @@ async fn write_status<R: JobRequests>(
     snapshot: &Snapshot,
     status: k8s_openapi::api::batch::v1::CronJobStatus,
     view: reconcile::StatusView,
+    why: StatusFor,
     applied: &mut Applied,
 ) {
     let namespace = &snapshot.cronjob.namespace;
@@ -375,6 +406,7 @@ async fn write_status<R: JobRequests>(
             &snapshot.cronjob.name,
             snapshot.resource_version.as_deref(),
             &status,
+            why,
         )
         .await
     {
@@ -618,8 +650,12 @@ mod tests {
             _: &str,
             _: Option<&str>,
             _: &k8s_openapi::api::batch::v1::CronJobStatus,
+            why: StatusFor,
         ) -> impl Future<Output = Result<CronJob, ApiFailure>> {
-            self.ask("write status");
+            self.ask(match why {
+                StatusFor::Routine => "write status",
+                StatusFor::RecordSlot => "record slot",
+            });
             let answer = self
                 .script
                 .borrow_mut()
@@ -785,9 +821,28 @@ mod tests {
         };
         let (applied, script, _) = run(script, &snapshot);
         assert!(snapshot.stop.is_cancelled());
-        assert_eq!(script.asked, ["create", "write status (unabandoned)"]);
+        assert_eq!(script.asked, ["create", "record slot (unabandoned)"]);
         assert!(applied.written_status.is_some());
         assert_eq!(script.events, ["SuccessfulCreate"]);
+    }
+
+    #[test]
+    fn a_job_the_ttl_controller_may_remove_is_recorded_before_any_other_create() {
+        // With ttlSecondsAfterFinished the Job may be gone a second after
+        // it ends: the status write is then the slot's only record, and
+        // goes out ahead of a herd's creates. Without it, the Job shows
+        // the slot meanwhile and the write waits as usual (the test above).
+        let mut cronjob = cronjob("7");
+        if let Some(spec) = cronjob.spec.job_template.spec.as_mut() {
+            spec.ttl_seconds_after_finished = Some(0);
+        }
+        let snapshot = Snapshot {
+            cronjob: CronJobView::from_api(&cronjob).expect("a usable CronJob"),
+            ..snapshot()
+        };
+        let (applied, script, _) = run(Script::default(), &snapshot);
+        assert_eq!(script.asked, ["create", "record slot (unabandoned)"]);
+        assert!(applied.written_status.is_some());
     }
 
     /// The snapshot with no successful Job kept and one finished child.
@@ -831,7 +886,7 @@ mod tests {
             ..Script::default()
         };
         let (applied, script, _) = run(script, &snapshot);
-        assert_eq!(script.asked, ["create", "write status (unabandoned)"]);
+        assert_eq!(script.asked, ["create", "record slot (unabandoned)"]);
         assert!(applied.deleted.is_empty());
         assert!(applied.written_status.is_some());
         // No event for a delete never sent.
@@ -850,7 +905,7 @@ mod tests {
             ..Script::default()
         };
         let (applied, script, _) = run(stopped, &snapshot);
-        assert_eq!(script.asked, ["write status (unabandoned)"]);
+        assert_eq!(script.asked, ["record slot (unabandoned)"]);
         assert!(applied.written_status.is_some());
         assert!(script.events.is_empty(), "{:?}", script.events);
 
@@ -864,7 +919,7 @@ mod tests {
             ..Script::default()
         };
         let (applied, script, _) = run(script, &snapshot);
-        assert_eq!(script.asked, ["write status (unabandoned)"]);
+        assert_eq!(script.asked, ["record slot (unabandoned)"]);
         assert!(applied.deleted.is_empty());
         assert!(matches!(applied.requeue, Requeue::Backoff(_)));
     }

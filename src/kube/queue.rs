@@ -8,9 +8,16 @@
 use std::collections::{HashMap, VecDeque};
 
 /// Classes of writes, most urgent first. A Job create is the firing itself;
-/// everything else can wait behind it.
+/// everything else can wait behind it, but for the status write that is a
+/// slot's only lasting record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Priority {
+    /// A status write recording a slot whose Job may vanish without this
+    /// replica (`ttlSecondsAfterFinished`), or that a stopping actor owes
+    /// the key's next owner: behind a herd's creates it would leave the
+    /// slot unrecorded for minutes (a lapse meanwhile lets the next owner
+    /// start it again once the Job is gone) and hold a hand-off back.
+    RecordSlot,
     CreateJob,
     /// What a slot's start may wait for besides its create: Replace's
     /// deletes and the decision's live reads.
@@ -22,7 +29,8 @@ pub enum Priority {
 }
 
 impl Priority {
-    pub const ALL: [Priority; 5] = [
+    pub const ALL: [Priority; 6] = [
+        Priority::RecordSlot,
         Priority::CreateJob,
         Priority::ReplaceDelete,
         Priority::Status,
@@ -33,12 +41,16 @@ impl Priority {
     /// Whether the class may spend the bucket's last tokens, the reserve
     /// kept for a slot's start (see `gateway::dispatch`).
     pub fn may_use_reserve(self) -> bool {
-        matches!(self, Priority::CreateJob | Priority::ReplaceDelete)
+        matches!(
+            self,
+            Priority::RecordSlot | Priority::CreateJob | Priority::ReplaceDelete
+        )
     }
 
     /// The metric label of the class.
     pub fn label(self) -> &'static str {
         match self {
+            Priority::RecordSlot => "record_slot",
             Priority::CreateJob => "create_job",
             Priority::ReplaceDelete => "replace_delete",
             Priority::Status => "status",
@@ -98,7 +110,7 @@ impl<T> Class<T> {
 /// Writes waiting for their turn.
 #[derive(Debug)]
 pub struct FairQueue<T> {
-    classes: [Class<T>; 5],
+    classes: [Class<T>; Priority::ALL.len()],
 }
 
 impl<T> Default for FairQueue<T> {

@@ -29,6 +29,9 @@ pub enum Verb {
     /// that follows.
     GetCronJob,
     WriteStatus,
+    /// A status write that records a slot and may not wait behind creates
+    /// (see [`Priority::RecordSlot`]).
+    RecordSlot,
     /// A finished Job past the history limit.
     DeleteHistory,
     Event,
@@ -60,6 +63,7 @@ impl Verb {
             // start back behind a whole herd's writes.
             Verb::GetCronJob => (P::ReplaceDelete, deadline::GET, "get", "200"),
             Verb::WriteStatus => (P::Status, deadline::WRITE, "patch_status", "200"),
+            Verb::RecordSlot => (P::RecordSlot, deadline::WRITE, "patch_status", "200"),
             Verb::DeleteHistory => (P::HistoryDelete, deadline::WRITE, "delete", "200"),
             Verb::Event => (P::Event, deadline::WRITE, "event", "200"),
         };
@@ -84,6 +88,25 @@ impl DeleteFor {
         match self {
             DeleteFor::Replace => Verb::DeleteReplaced,
             DeleteFor::History => Verb::DeleteHistory,
+        }
+    }
+}
+
+/// Why a status is written, which sets its verb's class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusFor {
+    /// Anything that can wait behind the creates: the Job, still there,
+    /// shows the slot meanwhile.
+    Routine,
+    /// A slot's only lasting record, or one a successor waits for.
+    RecordSlot,
+}
+
+impl StatusFor {
+    pub fn verb(self) -> Verb {
+        match self {
+            StatusFor::Routine => Verb::WriteStatus,
+            StatusFor::RecordSlot => Verb::RecordSlot,
         }
     }
 }
@@ -120,6 +143,7 @@ pub trait JobRequests {
         name: &str,
         resource_version: Option<&str>,
         status: &CronJobStatus,
+        why: StatusFor,
     ) -> impl Future<Output = Result<CronJob, ApiFailure>>;
 
     /// Records an event (queued, never waited for).
@@ -136,7 +160,8 @@ pub trait JobRequests {
 mod tests {
     use super::*;
 
-    const ALL: [Verb; 7] = [
+    const ALL: [Verb; 8] = [
+        Verb::RecordSlot,
         Verb::CreateJob,
         Verb::DeleteReplaced,
         Verb::GetJob,
@@ -148,7 +173,7 @@ mod tests {
 
     #[test]
     fn the_firing_goes_first_events_last_and_reads_before_a_create_next() {
-        for verb in ALL {
+        for verb in ALL.into_iter().filter(|v| *v != Verb::RecordSlot) {
             let terms = verb.terms();
             assert!(
                 Verb::CreateJob.terms().priority <= terms.priority,
@@ -165,6 +190,10 @@ mod tests {
             Verb::DeleteReplaced.terms().priority
         );
         assert!(Verb::GetCronJob.terms().priority < Verb::WriteStatus.terms().priority);
+        // Only a slot's record goes before the creates.
+        assert!(Verb::RecordSlot.terms().priority < Verb::CreateJob.terms().priority);
+        assert_eq!(StatusFor::Routine.verb(), Verb::WriteStatus);
+        assert_eq!(StatusFor::RecordSlot.verb(), Verb::RecordSlot);
         assert_eq!(DeleteFor::Replace.verb(), Verb::DeleteReplaced);
         assert_eq!(DeleteFor::History.verb(), Verb::DeleteHistory);
     }

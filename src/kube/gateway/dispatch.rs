@@ -293,7 +293,7 @@ mod tests {
         let tickets = start_dispatcher();
         // A backlog of status writes and events: half the burst of 4 goes.
         let mut backlog: Vec<_> = (0..10)
-            .map(|i| ticket_of(&tickets, Priority::ALL[2 + i % 3], "busy"))
+            .map(|i| ticket_of(&tickets, Priority::ALL[3 + i % 3], "busy"))
             .collect();
         tokio::time::sleep(Duration::from_millis(100)).await;
         let granted = backlog.iter_mut().filter_map(|g| g.try_recv().ok()).count();

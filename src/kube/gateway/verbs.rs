@@ -3,7 +3,7 @@
 
 use super::Gateway;
 use crate::kube::failure::ApiFailure;
-use crate::kube::requests::{DeleteFor, JobRequests, Verb};
+use crate::kube::requests::{DeleteFor, JobRequests, StatusFor, Verb};
 use crate::reconcile;
 use ::kube::api::{
     Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
@@ -80,9 +80,10 @@ impl JobRequests for Gateway {
         name: &str,
         resource_version: Option<&str>,
         status: &CronJobStatus,
+        why: StatusFor,
     ) -> Result<CronJob, ApiFailure> {
         let patch = Arc::new(status_patch(resource_version, status));
-        self.request(Verb::WriteStatus, namespace, |client| {
+        self.request(why.verb(), namespace, |client| {
             let api = Api::<CronJob>::namespaced(client, namespace);
             let name = name.to_owned();
             let patch = patch.clone();
