@@ -23,8 +23,9 @@ use tokio::sync::mpsc;
 struct Fence(Arc<AtomicBool>);
 
 impl WriteFence for Fence {
-    fn may_write(&self) -> bool {
-        !self.0.load(Ordering::SeqCst)
+    /// Open for a short while at a time, so that a shut is noticed soon.
+    fn valid_for(&self) -> Option<Duration> {
+        (!self.0.load(Ordering::SeqCst)).then_some(Duration::from_millis(10))
     }
 }
 
@@ -217,6 +218,54 @@ async fn stopped_while_its_create_gets_no_answer_it_stops_within_the_writes_dead
     let creates = asked.iter().filter(|a| a.ends_with("/jobs")).count();
     assert_eq!(creates, 1, "{asked:?}");
     assert!(!asked.iter().any(|a| a.contains("/status")), "{asked:?}");
+}
+
+/// The churn test's last duplicates: a create handed to the client just
+/// before the fence lapsed waited there (for a connection through a
+/// silent network) and went out when the network healed, 22 s later,
+/// after a peer had taken the CronJob over, run the slot and seen its Job
+/// deleted. A request still unanswered when the fence lapses is dropped
+/// then, not at its deadline.
+#[actix::test]
+async fn a_create_unanswered_when_the_fence_lapses_is_dropped_at_the_lapse() {
+    tokio::time::pause();
+    let fence = Fence::default();
+    let lapse = fence.clone();
+    let cronjob = cronjob(Timestamp::now() - 90.seconds());
+    let (actor, asked, mut reports) = start_with(&cronjob, None, fence, |request| {
+        if request.method == "POST" && request.path().ends_with("/jobs") {
+            Answer::Silence
+        } else {
+            echo(request, 201)
+        }
+    });
+    actor.do_send(Update::Start);
+    let create_sent = async {
+        while !asked.paths().iter().any(|a| a.ends_with("/jobs")) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), create_sent)
+        .await
+        .expect("the due slot's create is sent");
+    let lapsed_at = tokio::time::Instant::now();
+    lapse.shut();
+    // The decision ends (and the actor arms its retry) at the lapse, not
+    // at the create's 30 s deadline.
+    let armed = tokio::time::timeout(Duration::from_secs(60), reports.recv()).await;
+    assert!(matches!(armed, Ok(Some(Report::Armed { .. }))), "{armed:?}");
+    assert!(
+        lapsed_at.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        lapsed_at.elapsed()
+    );
+    let creates = asked
+        .paths()
+        .iter()
+        .filter(|a| a.ends_with("/jobs"))
+        .count();
+    assert_eq!(creates, 1, "nothing is sent behind a lapsed fence");
+    actor.do_send(Update::Stop);
 }
 
 /// The slot named by a Job's name (`<cronjob>-<Unix minutes>`).

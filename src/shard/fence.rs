@@ -62,10 +62,17 @@ impl Fence {
 
     /// Whether this replica may write at `now`.
     pub fn may_act(&self, now: BootInstant) -> bool {
-        !self.lapsed
-            && self
-                .renewed_at
-                .is_some_and(|at| now.saturating_duration_since(at) < self.renew_deadline)
+        self.valid_for(now).is_some()
+    }
+
+    /// How much longer from `now` this replica may write if no renewal
+    /// succeeds meanwhile; `None` if it may not write now.
+    pub fn valid_for(&self, now: BootInstant) -> Option<Duration> {
+        if self.lapsed {
+            return None;
+        }
+        let since = now.saturating_duration_since(self.renewed_at?);
+        Some(self.renew_deadline.saturating_sub(since)).filter(|left| !left.is_zero())
     }
 
     /// The state at `now`; notices (and latches) a lapse.
@@ -109,8 +116,8 @@ impl Fence {
 pub struct SharedFence(Arc<Mutex<Fence>>);
 
 impl crate::kube::gateway::WriteFence for SharedFence {
-    fn may_write(&self) -> bool {
-        self.lock().may_act(BootInstant::now())
+    fn valid_for(&self) -> Option<Duration> {
+        self.lock().valid_for(BootInstant::now())
     }
 }
 
@@ -138,6 +145,10 @@ mod tests {
         assert_eq!(fence.check(t0), FenceState::Waiting);
         fence.renewed(t0, t0);
         assert!(fence.may_act(t0 + Duration::from_millis(9_999)));
+        assert_eq!(
+            fence.valid_for(t0 + Duration::from_secs(4)),
+            Some(Duration::from_secs(6))
+        );
         assert!(
             !fence.may_act(t0 + Duration::from_secs(10)),
             "a frozen process wakes up fenced"

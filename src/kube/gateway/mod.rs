@@ -70,10 +70,27 @@ struct Inner {
     throttled: Arc<AtomicU64>,
 }
 
-/// Whether this replica may write now. The shard layer's fence answers
-/// (`shard::fence::SharedFence`); the gateway asks before every request.
+/// Whether this replica may write now, and for how long. The shard
+/// layer's fence answers (`shard::fence::SharedFence`); the gateway asks
+/// before every request, and cuts a request still unanswered when the
+/// fence lapses.
 pub trait WriteFence: Send + Sync + 'static {
-    fn may_write(&self) -> bool;
+    /// How much longer this replica may write if its Lease is not renewed
+    /// meanwhile; `None`: not now.
+    fn valid_for(&self) -> Option<Duration>;
+
+    fn may_write(&self) -> bool {
+        self.valid_for().is_some()
+    }
+}
+
+/// Resolves once `fence` no longer lets this replica write: sleeps until
+/// its expiry as known now and looks again, as a renewal meanwhile moves
+/// it.
+async fn lapsed(fence: &dyn WriteFence) {
+    while let Some(left) = fence.valid_for() {
+        tokio::time::sleep(left).await;
+    }
 }
 
 /// A handle on the gateway; cheap to clone, usable from any thread.
@@ -213,16 +230,33 @@ impl Gateway {
                 attempt,
                 http.response.status_code = tracing::field::Empty,
             );
+            // The request may still be waiting in the client (for a
+            // connection, say, through a silent network) when the fence
+            // lapses, and be sent when the network heals, after a peer
+            // took the CronJob over: a create then makes a second Job for
+            // a slot whose first Job is already gone. So it is dropped,
+            // unsent or unanswered, the moment the fence lapses.
+            let fence = self.inner.fence.clone();
+            let answer = deadline::within(terms.deadline, send(self.inner.client.clone()));
             let result = self
                 .inner
                 .runtime
                 .spawn(
-                    deadline::within(terms.deadline, send(self.inner.client.clone()))
-                        .instrument(span.clone()),
+                    async move {
+                        tokio::select! {
+                            biased;
+                            answer = answer => Some(answer),
+                            () = lapsed(&*fence) => None,
+                        }
+                    }
+                    .instrument(span.clone()),
                 )
                 .await
                 .map_err(|e| ApiFailure::Transport(format!("request task failed: {e}")))?
-                .map_err(|elapsed| ApiFailure::Transport(elapsed.to_string()))
+                .ok_or(ApiFailure::Fenced)
+                .and_then(|answer| {
+                    answer.map_err(|elapsed| ApiFailure::Transport(elapsed.to_string()))
+                })
                 .and_then(|answer| answer.map_err(ApiFailure::from));
             // The client records the answer's code on the span; a request
             // with no answer has none.
@@ -248,6 +282,9 @@ impl Gateway {
                 Ok(value) => return Ok(value),
                 Err(failure) => failure,
             };
+            if matches!(failure, ApiFailure::Fenced) {
+                return Err(failure);
+            }
             if failure.code() == Some(429) {
                 self.inner.throttled.fetch_add(1, Ordering::Relaxed);
             }
