@@ -86,7 +86,9 @@ impl Cluster {
 }
 
 /// A test's namespace. When the test fails (panics), dropping it prints the
-/// control plane's log tails, so the failure comes with the server's side.
+/// control plane's log tails, so the failure comes with the server's side,
+/// and marks the cluster's directory to be kept when the watchdog stops it
+/// (`DIR/keep`): the replicas' logs are there, whole.
 pub struct TestNamespace {
     pub name: String,
 }
@@ -96,10 +98,16 @@ impl Drop for TestNamespace {
         if std::thread::panicking()
             && let Some(cluster) = CLUSTER.get()
         {
+            let kept = std::fs::write(cluster.dir().join("keep"), b"a test failed\n").is_ok();
             eprintln!(
-                "test in namespace {} failed; control plane logs:\n{}",
+                "test in namespace {} failed; control plane logs:\n{}\n{}",
                 self.name,
-                cluster.log_tails(30)
+                cluster.log_tails(30),
+                if kept {
+                    format!("every log is kept in {}", cluster.dir().display())
+                } else {
+                    String::new()
+                }
             );
         }
     }
