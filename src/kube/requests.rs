@@ -150,7 +150,8 @@ pub trait JobRequests {
     fn record(&self, regarding: ObjectReference, event: &reconcile::Event);
 
     /// The same requests, never abandoned when their sender stops (see
-    /// `Gateway::abandoning_on`).
+    /// `Gateway::abandoning_on`): one still waiting for its turn then
+    /// moves to the most urgent class, as the hand-off waits for it.
     fn unabandoned(&self) -> Self
     where
         Self: Sized;

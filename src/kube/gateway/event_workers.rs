@@ -116,7 +116,7 @@ pub(super) async fn send_events(queue: Arc<EventQueue>, gateway: Weak<Inner>) {
                 let Some(inner) = gateway.upgrade() else {
                     return;
                 };
-                Gateway { inner, stop: None }.send_event(pending).await;
+                Gateway::of(inner).send_event(pending).await;
             }
             None if gateway.strong_count() == 0 => return,
             None => ready.await,

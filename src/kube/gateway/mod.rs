@@ -97,9 +97,21 @@ async fn lapsed(fence: &dyn WriteFence) {
 #[derive(Clone)]
 pub struct Gateway {
     inner: Arc<Inner>,
-    /// Once cancelled, requests still waiting for their turn (or for a
-    /// retry) are abandoned; one already sent finishes.
+    /// Cancelled when the sender stops; what then becomes of its requests
+    /// still waiting for their turn (or for a retry) is `on_stop`'s.
     stop: Option<CancellationToken>,
+    on_stop: OnStop,
+}
+
+/// What a request still waiting when its sender stops does. One already
+/// sent finishes either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnStop {
+    /// It is never sent (a CronJob handed over waits for nothing queued).
+    Abandon,
+    /// It moves to the most urgent class: it records a slot the key's
+    /// next owner must see, and the hand-off waits for it.
+    Hurry,
 }
 
 impl Gateway {
@@ -137,7 +149,16 @@ impl Gateway {
                 .runtime
                 .spawn(send_events(events.clone(), Arc::downgrade(&inner)));
         }
-        Gateway { inner, stop: None }
+        Gateway::of(inner)
+    }
+
+    /// A handle with no stop signal.
+    fn of(inner: Arc<Inner>) -> Gateway {
+        Gateway {
+            inner,
+            stop: None,
+            on_stop: OnStop::Abandon,
+        }
     }
 
     /// This gateway for one sender that may stop: once `stop` is cancelled,
@@ -149,6 +170,18 @@ impl Gateway {
         Gateway {
             inner: self.inner.clone(),
             stop: Some(stop),
+            on_stop: OnStop::Abandon,
+        }
+    }
+
+    /// This gateway, its requests never abandoned: once its sender stops,
+    /// those still waiting for their turn move to the most urgent class
+    /// instead (see [`OnStop::Hurry`]).
+    fn hurrying_on_stop(&self) -> Gateway {
+        Gateway {
+            inner: self.inner.clone(),
+            stop: self.stop.clone(),
+            on_stop: OnStop::Hurry,
         }
     }
 
@@ -158,6 +191,26 @@ impl Gateway {
             Some(stop) => stop.cancelled().await,
             None => std::future::pending().await,
         }
+    }
+
+    /// Queues a ticket for a turn; the receiver fires on its grant, and
+    /// dropping it withdraws the ticket (the dispatcher skips it without
+    /// spending a token).
+    fn ticket(
+        &self,
+        priority: Priority,
+        namespace: &str,
+    ) -> Result<oneshot::Receiver<()>, ApiFailure> {
+        let (grant, granted) = oneshot::channel();
+        self.inner
+            .tickets
+            .send(Ticket {
+                priority,
+                namespace: namespace.to_owned(),
+                grant,
+            })
+            .map_err(|_| ApiFailure::Closed)?;
+        Ok(granted)
     }
 
     /// Waits for this request's turn; returns how long it waited.
@@ -172,22 +225,17 @@ impl Gateway {
             k8s.namespace.name = namespace,
             gateway.queued_ahead = self.inner.metrics.queue_depth.get_or_create(&labels).get(),
         );
-        let (grant, granted) = oneshot::channel();
-        self.inner
-            .tickets
-            .send(Ticket {
-                priority,
-                namespace: namespace.to_owned(),
-                grant,
-            })
-            .map_err(|_| ApiFailure::Closed)?;
-        // Dropping `granted` withdraws the ticket: the dispatcher skips it
-        // without spending a token.
-        tokio::select! {
+        let granted = self.ticket(priority, namespace)?;
+        let granted = tokio::select! {
             biased;
-            granted = granted.instrument(span) => granted.map_err(|_| ApiFailure::Closed)?,
-            () = self.stopped() => return Err(ApiFailure::Abandoned),
-        }
+            granted = granted.instrument(span) => granted,
+            () = self.stopped() => match self.on_stop {
+                OnStop::Abandon => return Err(ApiFailure::Abandoned),
+                // The first ticket is withdrawn as its receiver is dropped.
+                OnStop::Hurry => self.ticket(priority.min(Priority::RecordSlot), namespace)?.await,
+            },
+        };
+        granted.map_err(|_| ApiFailure::Closed)?;
         let waited = queued_at.elapsed();
         self.inner
             .metrics
@@ -293,7 +341,9 @@ impl Gateway {
                     tracing::debug!(verb = terms.label, namespace, attempt, error = %failure, ?delay, "retrying");
                     tokio::select! {
                         () = tokio::time::sleep(delay) => {}
-                        () = self.stopped() => return Err(ApiFailure::Abandoned),
+                        () = self.stopped(), if self.on_stop == OnStop::Abandon => {
+                            return Err(ApiFailure::Abandoned);
+                        }
                     }
                 }
                 Retry::Reread | Retry::GiveUp => return Err(failure),
@@ -301,3 +351,6 @@ impl Gateway {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -103,13 +103,10 @@ impl JobRequests for Gateway {
         self.queue_event(regarding, event);
     }
 
-    /// Without its stop signal: for the one write that must go out even
-    /// when its sender stops.
+    /// For the one write that must go out even when its sender stops:
+    /// never abandoned, and hurried to the most urgent class by the stop.
     fn unabandoned(&self) -> Gateway {
-        Gateway {
-            inner: self.inner.clone(),
-            stop: None,
-        }
+        self.hurrying_on_stop()
     }
 }
 

@@ -1,0 +1,125 @@
+//! A request's path through the gateway on the scripted API seam, on a
+//! paused clock: what a stop does to requests still waiting for a turn.
+
+use super::*;
+use crate::kube::requests::{JobRequests as _, StatusFor};
+use crate::kube::scripted::{self, Answer};
+use k8s_openapi::api::batch::v1::{CronJobStatus, Job};
+use serde_json::json;
+
+/// A fence that is always open.
+struct Open;
+
+impl WriteFence for Open {
+    fn valid_for(&self) -> Option<Duration> {
+        Some(Duration::from_secs(3_600))
+    }
+}
+
+/// Answers a create with its body and a status write with a CronJob.
+fn answer(request: &scripted::Request) -> Answer {
+    if request.method == "PATCH" {
+        return Answer::Json(
+            200,
+            json!({"metadata": {"name": "report", "namespace": "moved", "resourceVersion": "2"},
+                   "spec": {"schedule": "* * * * *", "jobTemplate": {}}}),
+        );
+    }
+    let body = serde_json::from_slice(&request.body).unwrap_or_default();
+    Answer::Json(201, body)
+}
+
+fn job(name: &str) -> Job {
+    serde_json::from_value(json!({"metadata": {"name": name}})).expect("a Job")
+}
+
+/// One token a second and no burst to speak of: each request waits for
+/// the ones queued ahead of it in its class and the classes above.
+fn gateway() -> (Gateway, scripted::Asked) {
+    let (client, asked) = scripted::client(answer);
+    let gateway = Gateway::start(
+        client,
+        Limits { qps: 1.0, burst: 1 },
+        Reporter {
+            controller: "shardcron".into(),
+            instance: Some("r0".into()),
+        },
+        Arc::new(Metrics::new()),
+        Arc::new(Open),
+    );
+    (gateway, asked)
+}
+
+/// Finding 5 under a herd: a CronJob moving to another replica had created
+/// its Job, and the status write that records it waits in the status class
+/// behind another tenant's creates. The hand-off waits for that write, so
+/// the stop moves it ahead of them instead of leaving it minutes behind.
+#[tokio::test(start_paused = true)]
+async fn a_stopping_senders_slot_record_goes_ahead_of_the_queued_creates() {
+    let (gateway, asked) = gateway();
+    let herd: Vec<_> = (0..5)
+        .map(|i| {
+            let gateway = gateway.clone();
+            tokio::spawn(async move { gateway.create_job("herd", job(&format!("j{i}"))).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stop = CancellationToken::new();
+    let moving = gateway.abandoning_on(stop.clone()).unabandoned();
+    let record = tokio::spawn(async move {
+        let status = CronJobStatus::default();
+        moving
+            .write_status("moved", "report", Some("1"), &status, StatusFor::Routine)
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stopped_at = tokio::time::Instant::now();
+    stop.cancel();
+    record
+        .await
+        .expect("the task")
+        .expect("the record is written, not abandoned");
+    assert!(
+        stopped_at.elapsed() <= Duration::from_secs(1),
+        "it waited {:?}: behind the herd",
+        stopped_at.elapsed()
+    );
+    // The burst's token went to the first create; the next one to it.
+    let order = asked.paths();
+    let patched = order.iter().position(|a| a.starts_with("PATCH"));
+    assert_eq!(patched, Some(1), "{order:?}");
+    for create in herd {
+        create.await.expect("the task").expect("a herd's create");
+    }
+}
+
+/// The control: a sender that does not stop leaves its status write in
+/// its class, behind every create.
+#[tokio::test(start_paused = true)]
+async fn a_routine_status_write_waits_behind_the_creates() {
+    let (gateway, asked) = gateway();
+    let herd: Vec<_> = (0..5)
+        .map(|i| {
+            let gateway = gateway.clone();
+            tokio::spawn(async move { gateway.create_job("herd", job(&format!("j{i}"))).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let staying = gateway
+        .abandoning_on(CancellationToken::new())
+        .unabandoned();
+    let status = CronJobStatus::default();
+    staying
+        .write_status("moved", "report", Some("1"), &status, StatusFor::Routine)
+        .await
+        .expect("written");
+    let order = asked.paths();
+    assert_eq!(
+        order.iter().position(|a| a.starts_with("PATCH")),
+        Some(5),
+        "{order:?}"
+    );
+    for create in herd {
+        create.await.expect("the task").expect("a herd's create");
+    }
+}
