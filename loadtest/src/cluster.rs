@@ -144,6 +144,20 @@ impl LocalCluster {
         limits: ClientLimits,
         log_suffix: &str,
     ) -> anyhow::Result<Vec<Replica>> {
+        self.start_shardcron_ids(bin, 0..n, credentials, limits, log_suffix)
+            .await
+    }
+
+    /// [`Self::start_shardcron`] for the replicas `shardcron-<i>`, `i` in
+    /// `ids` (a later one joins a running ring).
+    pub async fn start_shardcron_ids(
+        &self,
+        bin: &Path,
+        ids: std::ops::Range<usize>,
+        credentials: &Path,
+        limits: ClientLimits,
+        log_suffix: &str,
+    ) -> anyhow::Result<Vec<Replica>> {
         let args: Vec<String> = vec![
             "--shard-ring-name".into(),
             "loadtest".into(),
@@ -152,7 +166,7 @@ impl LocalCluster {
             "--kube-api-burst".into(),
             limits.burst.to_string(),
         ];
-        let starts = (0..n).map(|i| {
+        let starts = ids.map(|i| {
             let id = format!("shardcron-{i}");
             let spec = ReplicaSpec {
                 bin: bin.to_owned(),

@@ -219,6 +219,43 @@ pub struct Run {
     /// if one of them did not answer (reports from before it: none).
     #[serde(default)]
     pub lease_lapses: Option<u64>,
+    /// A replica that joined during the herd (`--join-during-herd`).
+    #[serde(default)]
+    pub handoff: Option<Handoff>,
+}
+
+/// A replica joining the ring while a herd is being served: how long the
+/// hand-off took on each side.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Handoff {
+    /// Seconds after the herd's minute at which the replica started.
+    pub joined_after_seconds: f64,
+    /// From the joiner's start until its /readyz.
+    pub joiner_ready_seconds: f64,
+    /// The losing side: from the ring's change to the publication of the
+    /// new view (the stop of the lost keys' actors), the slowest replica's
+    /// (`shardcron_handoff_publish_seconds` observed after the join).
+    pub publish_seconds_max: Option<f64>,
+    /// The gaining side: how long the joiner's CronJobs waited before they
+    /// started, on average (`shardcron_handoff_wait_seconds`).
+    pub gained_wait_seconds_avg: Option<f64>,
+}
+
+/// When a replica joins during a herd, after the herd's minute.
+const JOIN_AFTER: Duration = Duration::from_secs(2);
+
+/// A histogram's (sum, count) on one replica.
+fn histogram(replica: &Replica, name: &str) -> Option<(f64, f64)> {
+    let page = replica.metrics_text();
+    let sum = shardcron_harness::sample(&page, &format!("{name}_sum"))?;
+    let count = shardcron_harness::sample(&page, &format!("{name}_count"))?;
+    Some((sum, count))
+}
+
+/// The mean of what a histogram observed between `before` and `after`.
+fn mean_since(before: (f64, f64), after: (f64, f64)) -> Option<f64> {
+    let count = after.1 - before.1;
+    (count > 0.0).then(|| (after.0 - before.0) / count)
 }
 
 pub struct Settings {
@@ -231,6 +268,9 @@ pub struct Settings {
     /// Copy every run's logs to `out/logs-<controller>`, not only a failed
     /// run's.
     pub keep_logs: bool,
+    /// Herds with shardcron: one more replica joins the ring
+    /// [`JOIN_AFTER`] the herd's minute.
+    pub join_during_herd: bool,
 }
 
 /// Runs `scenario` against each variant in turn and writes the report.
@@ -347,18 +387,12 @@ async fn run_on(
     let mut victim = None;
     // S4's upstream: a second kube-controller-manager, both leader-elected.
     let mut _standby = None;
-    let kcm = match (variant, credentials) {
+    let kcm = match (variant, &credentials) {
         (Variant::Shardcron(n), Some(credentials)) => {
             let started = std::time::Instant::now();
             replicas.extend(
                 cluster
-                    .start_shardcron(
-                        &settings.shardcron_bin,
-                        n,
-                        &credentials,
-                        settings.limits,
-                        "",
-                    )
+                    .start_shardcron(&settings.shardcron_bin, n, credentials, settings.limits, "")
                     .await?,
             );
             ready_seconds = Some(started.elapsed().as_secs_f64());
@@ -430,9 +464,64 @@ async fn run_on(
             _ => Ok(()),
         }
     };
-    let (killed, observation) = tokio::join!(kill, observe::observe(client, watch, &window));
+    let join = async {
+        let (Variant::Shardcron(n), Some(credentials)) = (variant, &credentials) else {
+            return Ok(None);
+        };
+        if !(settings.join_during_herd && scenario.is_herd()) {
+            return Ok(None);
+        }
+        let join_at = herd_at * 1000 + JOIN_AFTER.as_millis() as i64;
+        observe::sleep_until_ms(join_at).await;
+        let name = "shardcron_handoff_publish_seconds";
+        let before: Vec<Option<(f64, f64)>> = replicas.iter().map(|r| histogram(r, name)).collect();
+        let joined_after_seconds = (observe::unix_ms() - herd_at * 1000) as f64 / 1000.0;
+        eprintln!(
+            "compare: {variant}: shardcron-{n} joins {joined_after_seconds:.1} s into the herd"
+        );
+        let started = std::time::Instant::now();
+        let joiner = cluster
+            .start_shardcron_ids(
+                &settings.shardcron_bin,
+                n..n + 1,
+                credentials,
+                settings.limits,
+                "",
+            )
+            .await?;
+        Ok::<_, anyhow::Error>(Some((
+            joiner,
+            before,
+            joined_after_seconds,
+            started.elapsed(),
+        )))
+    };
+    let (killed, joined, observation) =
+        tokio::join!(kill, join, observe::observe(client, watch, &window));
     killed?;
+    let joined = joined?;
     let observation = observation?;
+    let handoff = joined.map(|(joiner, before, joined_after_seconds, ready)| {
+        let name = "shardcron_handoff_publish_seconds";
+        let publish_seconds_max = replicas
+            .iter()
+            .zip(before)
+            .filter_map(|(replica, before)| mean_since(before?, histogram(replica, name)?))
+            .reduce(f64::max);
+        let gained_wait_seconds_avg = joiner.first().and_then(|joiner| {
+            mean_since(
+                (0.0, 0.0),
+                histogram(joiner, "shardcron_handoff_wait_seconds")?,
+            )
+        });
+        replicas.extend(joiner);
+        Handoff {
+            joined_after_seconds,
+            joiner_ready_seconds: ready.as_secs_f64(),
+            publish_seconds_max,
+            gained_wait_seconds_avg,
+        }
+    });
     let lease_lapses = match variant {
         Variant::Shardcron(_) => lease_lapses(replicas),
         Variant::Upstream => None,
@@ -443,6 +532,7 @@ async fn run_on(
         ready_seconds,
         observation,
         lease_lapses,
+        handoff,
     })
 }
 

@@ -107,6 +107,11 @@ enum Command {
         /// `<out>/logs-<controller>`, not only a failed run's.
         #[arg(long)]
         keep_logs: bool,
+        /// Herds (S2, S5) with shardcron: one more replica joins the ring
+        /// 2 s into the herd; the report gives how long the hand-off took
+        /// on the losing side (publication) and the gaining side (wait).
+        #[arg(long)]
+        join_during_herd: bool,
     },
     /// Tracing overhead: CPU per firing of a replica exporting every span
     /// versus one with tracing off, side by side on one control plane.
@@ -206,6 +211,7 @@ async fn main() -> anyhow::Result<()> {
             assert_complete,
             resume,
             keep_logs,
+            join_during_herd,
         } => {
             let mut scenario = Scenario::new(scenario, mode);
             if let Some(minutes) = minutes {
@@ -228,6 +234,7 @@ async fn main() -> anyhow::Result<()> {
                 create_qps,
                 resume,
                 keep_logs,
+                join_during_herd,
             };
             if scenario.name == ScenarioName::S3 {
                 let runs = scale::run(&scenario, &controllers, &settings).await?;

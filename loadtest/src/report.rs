@@ -132,6 +132,9 @@ pub fn markdown(scenario: &Scenario, runs: &[Run]) -> String {
     if runs.iter().any(|r| r.observation.failover.is_some()) {
         out.push_str(&failover_table(runs));
     }
+    if runs.iter().any(|r| r.handoff.is_some()) {
+        out.push_str(&handoff_table(runs));
+    }
     out.push_str(
         "\nSkew: the moment the Job first appeared in a watch minus its scheduled time. \
          CPU: from the first watched slot to the end of the tail (for a herd, 30 s \
@@ -144,6 +147,32 @@ pub fn markdown(scenario: &Scenario, runs: &[Run]) -> String {
          renew deadline passed unrenewed, summed over the replicas running at the \
          end (a killed one is not counted).\n",
     );
+    out
+}
+
+/// `--join-during-herd`: how long the hand-off to the joining replica took.
+fn handoff_table(runs: &[Run]) -> String {
+    let mut out = String::from(
+        "\nA replica joined during the herd (the losing side's publication is the stop of its lost \
+         keys' actors; the gaining side's wait, from a key's arrival to its start):\n\n\
+         | controller | joined after s | joiner ready s | publication, slowest replica s | gained keys' wait, average s |\n\
+         |---|---:|---:|---:|---:|\n",
+    );
+    let seconds = |s: Option<f64>| s.map_or_else(|| "-".into(), |s| format!("{s:.3}"));
+    for run in runs {
+        let Some(h) = &run.handoff else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {:.1} | {:.1} | {} | {} |",
+            run.variant,
+            h.joined_after_seconds,
+            h.joiner_ready_seconds,
+            seconds(h.publish_seconds_max),
+            seconds(h.gained_wait_seconds_avg),
+        );
+    }
     out
 }
 
