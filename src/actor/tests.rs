@@ -181,25 +181,34 @@ async fn started_it_creates_the_due_slots_job_records_it_in_status_and_reports_a
     assert!(matches!(stopped, Ok(Some(Report::Stopped { ref uid, .. })) if uid == "uid-nightly"));
 }
 
-#[actix::test]
-async fn stopped_while_its_create_gets_no_answer_it_stops_within_the_writes_deadline() {
-    tokio::time::pause();
-    let (actor, asked, mut reports) = start(&cronjob(Timestamp::now() - 90.seconds()), |request| {
-        if request.method == "POST" && request.path().ends_with("/jobs") {
-            Answer::Silence
-        } else {
-            echo(request, 201)
-        }
-    });
-    actor.do_send(Update::Start);
-    let create_sent = async {
+/// A server that never answers a Job create (and echoes the rest).
+fn silent_creates(request: &scripted::Request) -> Answer {
+    if request.method == "POST" && request.path().ends_with("/jobs") {
+        Answer::Silence
+    } else {
+        echo(request, 201)
+    }
+}
+
+/// Returns once the due slot's create has been sent.
+async fn create_sent(asked: &scripted::Asked) {
+    let sent = async {
         while !asked.paths().iter().any(|a| a.ends_with("/jobs")) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     };
-    tokio::time::timeout(Duration::from_secs(30), create_sent)
+    tokio::time::timeout(Duration::from_secs(30), sent)
         .await
         .expect("the due slot's create is sent");
+}
+
+#[actix::test]
+async fn stopped_while_its_create_gets_no_answer_it_stops_within_the_writes_deadline() {
+    tokio::time::pause();
+    let (actor, asked, mut reports) =
+        start(&cronjob(Timestamp::now() - 90.seconds()), silent_creates);
+    actor.do_send(Update::Start);
+    create_sent(&asked).await;
     let stopping = tokio::time::Instant::now();
     actor.do_send(Update::Stop);
     loop {
@@ -232,22 +241,9 @@ async fn a_create_unanswered_when_the_fence_lapses_is_dropped_at_the_lapse() {
     let fence = Fence::default();
     let lapse = fence.clone();
     let cronjob = cronjob(Timestamp::now() - 90.seconds());
-    let (actor, asked, mut reports) = start_with(&cronjob, None, fence, |request| {
-        if request.method == "POST" && request.path().ends_with("/jobs") {
-            Answer::Silence
-        } else {
-            echo(request, 201)
-        }
-    });
+    let (actor, asked, mut reports) = start_with(&cronjob, None, fence, silent_creates);
     actor.do_send(Update::Start);
-    let create_sent = async {
-        while !asked.paths().iter().any(|a| a.ends_with("/jobs")) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(30), create_sent)
-        .await
-        .expect("the due slot's create is sent");
+    create_sent(&asked).await;
     let lapsed_at = tokio::time::Instant::now();
     lapse.shut();
     // The decision ends (and the actor arms its retry) at the lapse, not

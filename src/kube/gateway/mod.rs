@@ -232,7 +232,7 @@ impl Gateway {
             () = self.stopped() => match self.on_stop {
                 OnStop::Abandon => return Err(ApiFailure::Abandoned),
                 // The first ticket is withdrawn as its receiver is dropped.
-                OnStop::Hurry => self.ticket(priority.min(Priority::RecordSlot), namespace)?.await,
+                OnStop::Hurry => self.ticket(Priority::RecordSlot, namespace)?.await,
             },
         };
         granted.map_err(|_| ApiFailure::Closed)?;

@@ -50,6 +50,16 @@ fn gateway() -> (Gateway, scripted::Asked) {
     (gateway, asked)
 }
 
+/// Another tenant's herd: five creates, queued now.
+fn herd(gateway: &Gateway) -> Vec<tokio::task::JoinHandle<Result<Job, ApiFailure>>> {
+    (0..5)
+        .map(|i| {
+            let gateway = gateway.clone();
+            tokio::spawn(async move { gateway.create_job("herd", job(&format!("j{i}"))).await })
+        })
+        .collect()
+}
+
 /// Finding 5 under a herd: a CronJob moving to another replica had created
 /// its Job, and the status write that records it waits in the status class
 /// behind another tenant's creates. The hand-off waits for that write, so
@@ -57,12 +67,7 @@ fn gateway() -> (Gateway, scripted::Asked) {
 #[tokio::test(start_paused = true)]
 async fn a_stopping_senders_slot_record_goes_ahead_of_the_queued_creates() {
     let (gateway, asked) = gateway();
-    let herd: Vec<_> = (0..5)
-        .map(|i| {
-            let gateway = gateway.clone();
-            tokio::spawn(async move { gateway.create_job("herd", job(&format!("j{i}"))).await })
-        })
-        .collect();
+    let herd = herd(&gateway);
     tokio::time::sleep(Duration::from_millis(100)).await;
     let stop = CancellationToken::new();
     let moving = gateway.abandoning_on(stop.clone()).unabandoned();
@@ -98,12 +103,7 @@ async fn a_stopping_senders_slot_record_goes_ahead_of_the_queued_creates() {
 #[tokio::test(start_paused = true)]
 async fn a_routine_status_write_waits_behind_the_creates() {
     let (gateway, asked) = gateway();
-    let herd: Vec<_> = (0..5)
-        .map(|i| {
-            let gateway = gateway.clone();
-            tokio::spawn(async move { gateway.create_job("herd", job(&format!("j{i}"))).await })
-        })
-        .collect();
+    let herd = herd(&gateway);
     tokio::time::sleep(Duration::from_millis(100)).await;
     let staying = gateway
         .abandoning_on(CancellationToken::new())
