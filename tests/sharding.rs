@@ -56,11 +56,8 @@ fn creates(replica: &support::controller::Controller) -> f64 {
 /// metrics cannot be read.
 fn histogram(replica: &support::controller::Controller, name: &str) -> (f64, f64) {
     let text = replica.metrics_text();
-    let read = |suffix: &str| {
-        shardcron_harness::sample(&text, &format!("{name}_{suffix}"))
-            .unwrap_or_else(|| panic!("no {name}_{suffix} on /metrics: {text}"))
-    };
-    (read("sum"), read("count"))
+    shardcron_harness::histogram(&text, name)
+        .unwrap_or_else(|| panic!("no {name}_sum and _count on /metrics: {text}"))
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -244,12 +244,12 @@ pub struct Handoff {
 /// When a replica joins during a herd, after the herd's minute.
 const JOIN_AFTER: Duration = Duration::from_secs(2);
 
+/// The losing side's histogram of a hand-off.
+const PUBLISH_HISTOGRAM: &str = "shardcron_handoff_publish_seconds";
+
 /// A histogram's (sum, count) on one replica.
 fn histogram(replica: &Replica, name: &str) -> Option<(f64, f64)> {
-    let page = replica.metrics_text();
-    let sum = shardcron_harness::sample(&page, &format!("{name}_sum"))?;
-    let count = shardcron_harness::sample(&page, &format!("{name}_count"))?;
-    Some((sum, count))
+    shardcron_harness::histogram(&replica.metrics_text(), name)
 }
 
 /// The mean of what a histogram observed between `before` and `after`.
@@ -473,8 +473,10 @@ async fn run_on(
         }
         let join_at = herd_at * 1000 + JOIN_AFTER.as_millis() as i64;
         observe::sleep_until_ms(join_at).await;
-        let name = "shardcron_handoff_publish_seconds";
-        let before: Vec<Option<(f64, f64)>> = replicas.iter().map(|r| histogram(r, name)).collect();
+        let before: Vec<Option<(f64, f64)>> = replicas
+            .iter()
+            .map(|r| histogram(r, PUBLISH_HISTOGRAM))
+            .collect();
         let joined_after_seconds = (observe::unix_ms() - herd_at * 1000) as f64 / 1000.0;
         eprintln!(
             "compare: {variant}: shardcron-{n} joins {joined_after_seconds:.1} s into the herd"
@@ -502,11 +504,12 @@ async fn run_on(
     let joined = joined?;
     let observation = observation?;
     let handoff = joined.map(|(joiner, before, joined_after_seconds, ready)| {
-        let name = "shardcron_handoff_publish_seconds";
         let publish_seconds_max = replicas
             .iter()
             .zip(before)
-            .filter_map(|(replica, before)| mean_since(before?, histogram(replica, name)?))
+            .filter_map(|(replica, before)| {
+                mean_since(before?, histogram(replica, PUBLISH_HISTOGRAM)?)
+            })
             .reduce(f64::max);
         let gained_wait_seconds_avg = joiner.first().and_then(|joiner| {
             mean_since(

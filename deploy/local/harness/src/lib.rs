@@ -15,7 +15,7 @@ pub mod net;
 pub mod replica;
 
 pub use cluster::LocalCluster;
-pub use replica::{Replica, ReplicaSpec, sample};
+pub use replica::{Replica, ReplicaSpec, histogram, sample};
 
 use std::path::{Path, PathBuf};
 

@@ -306,9 +306,17 @@ pub fn sample(page: &str, name: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
+/// The sum and count of one histogram (`name_sum`, `name_count`) in a
+/// Prometheus text page, or none if either line is missing.
+pub fn histogram(page: &str, name: &str) -> Option<(f64, f64)> {
+    let sum = sample(page, &format!("{name}_sum"))?;
+    let count = sample(page, &format!("{name}_count"))?;
+    Some((sum, count))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::sample;
+    use super::{histogram, sample};
 
     #[test]
     fn a_sample_is_read_from_its_own_line_and_a_missing_one_is_none() {
@@ -317,5 +325,17 @@ mod tests {
                     shardcron_lease_lapses_total 2\n";
         assert_eq!(sample(page, "shardcron_lease_lapses_total"), Some(2.0));
         assert_eq!(sample("", "shardcron_lease_lapses_total"), None);
+    }
+
+    #[test]
+    fn a_histogram_is_its_sum_and_count_and_none_without_either() {
+        let page = "shardcron_handoff_wait_seconds_sum 1.5\n\
+                    shardcron_handoff_wait_seconds_count 3\n";
+        assert_eq!(
+            histogram(page, "shardcron_handoff_wait_seconds"),
+            Some((1.5, 3.0))
+        );
+        let no_count = "shardcron_handoff_wait_seconds_sum 1.5\n";
+        assert_eq!(histogram(no_count, "shardcron_handoff_wait_seconds"), None);
     }
 }
