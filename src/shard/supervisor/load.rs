@@ -3,7 +3,6 @@
 //! done, and starts no actor before every load is.
 
 use super::Supervisor;
-use crate::actor::cronjob::Update;
 use crate::kube::bulk::{self, LoadCounts, Loaded};
 use crate::shard::ownership::Input;
 use crate::shard::ring::Ring;
@@ -78,7 +77,7 @@ impl Handler<LoadPage> for Supervisor {
     /// it may spawn the actor from a version older than this consistent
     /// list (without the previous owner's last `lastScheduleTime`). The
     /// loaded version therefore goes to that actor too, which keeps the
-    /// newer of the two by resourceVersion ([`Update::CronJob`]). Only a
+    /// newer of the two by resourceVersion ([`crate::actor::cronjob::Update::CronJob`]). Only a
     /// CronJob whose UID differs from the actor's (deleted and re-created)
     /// is left to the watch, which will tell the deletion.
     fn handle(&mut self, LoadPage(page): LoadPage, ctx: &mut Self::Context) {
@@ -88,12 +87,11 @@ impl Handler<LoadPage> for Supervisor {
             if self.tombstones.contains(uid) {
                 continue;
             }
+            // `on_cronjob` hands a known CronJob to its actor as the watch's
+            // versions are handed.
             match self.actors.get(&Self::key_of(&cronjob)) {
-                None => self.on_cronjob(cronjob, now, ctx),
-                Some(running) if running.uid == uid => {
-                    running.addr.do_send(Update::CronJob(Box::new(cronjob)));
-                }
-                Some(_) => {}
+                Some(running) if running.uid != uid => {}
+                _ => self.on_cronjob(cronjob, now, ctx),
             }
         }
         for job in page.jobs {
