@@ -87,7 +87,7 @@ where
 pub async fn load<Taken>(
     client: Client,
     namespaces: &[Option<String>],
-    owned: impl Fn(&str, &str) -> bool,
+    owned: impl Fn(&str) -> bool,
     mut deliver: impl FnMut(Loaded) -> Taken,
 ) -> Result<LoadCounts, LoadError>
 where
@@ -105,13 +105,7 @@ where
         list_all(cronjobs, |page: Vec<CronJob>| {
             let cronjobs: Vec<CronJob> = page
                 .into_iter()
-                .filter(|cronjob| {
-                    let meta = &cronjob.metadata;
-                    owned(
-                        meta.namespace.as_deref().unwrap_or_default(),
-                        meta.name.as_deref().unwrap_or_default(),
-                    )
-                })
+                .filter(|cronjob| cronjob.metadata.uid.as_deref().is_some_and(&owned))
                 .collect();
             counts.cronjobs += cronjobs.len();
             deliver(Loaded {
@@ -124,12 +118,7 @@ where
             let jobs: Vec<JobFacts> = page
                 .into_iter()
                 .map(JobFacts::from)
-                .filter(|facts| {
-                    facts
-                        .owner_name
-                        .as_deref()
-                        .is_some_and(|owner| owned(&facts.namespace, owner))
-                })
+                .filter(|facts| facts.owner_uid.as_deref().is_some_and(&owned))
                 .collect();
             counts.jobs += jobs.len();
             deliver(Loaded {
@@ -192,7 +181,7 @@ mod tests {
         let result = load(
             client,
             &[None],
-            |_, name| name.starts_with("keep"),
+            |uid| uid.starts_with("uid-keep"),
             |page| {
                 pages.push(page);
                 async {}

@@ -101,10 +101,9 @@ pub struct JobFacts {
     pub namespace: String,
     pub uid: String,
     /// The UID of its controller, if that is a CronJob (upstream's
-    /// `resolveControllerRef` checks the kind, then the UID).
+    /// `resolveControllerRef` checks the kind, then the UID); the ring
+    /// keys on it.
     pub owner_uid: Option<String>,
-    /// That CronJob's name: its ring key is `namespace/owner_name`.
-    pub owner_name: Option<String>,
     pub job: Box<LeanJob>,
 }
 
@@ -121,7 +120,6 @@ impl From<LeanJob> for JobFacts {
             namespace: job.metadata.namespace.clone().unwrap_or_default(),
             uid: job.metadata.uid.clone().unwrap_or_default(),
             owner_uid: owner.map(|r| r.uid.clone()),
-            owner_name: owner.map(|r| r.name.clone()),
             job: Box::new(job),
         }
     }

@@ -72,18 +72,17 @@ pub enum KeyDecision {
     WaitFor(String),
 }
 
-/// Decides key `namespace/name` for replica `me` acting on `target`.
+/// Decides the CronJob with UID `uid` for replica `me` acting on `target`.
 /// `own_view_seen`: the view on our own Lease as the watch last showed it;
 /// `peers`: the other live members.
 pub fn decide(
     me: &str,
-    namespace: &str,
-    name: &str,
+    uid: &str,
     target: &Ring,
     own_view_seen: Option<&str>,
     peers: &[Peer],
 ) -> KeyDecision {
-    if target.owner(namespace, name) != Some(me) {
+    if target.owner(uid) != Some(me) {
         return KeyDecision::NotOurs;
     }
     if own_view_seen != Some(encode_view(target).as_str()) {
@@ -94,7 +93,7 @@ pub fn decide(
             && peer
                 .ring
                 .as_ref()
-                .is_some_and(|ring| ring.owner(namespace, name) == Some(peer.name.as_str()))
+                .is_some_and(|ring| ring.owner(uid) == Some(peer.name.as_str()))
     }) {
         Some(peer) => KeyDecision::WaitFor(peer.name.clone()),
         None => KeyDecision::Run,
@@ -115,8 +114,8 @@ mod tests {
     /// A key that r0 owns with {r0} and r1 owns with {r0, r1}.
     fn moving_key(from: &Ring, to: &Ring) -> String {
         (0..1000)
-            .map(|i| format!("job-{i}"))
-            .find(|k| from.owner("ns", k) == Some("r0") && to.owner("ns", k) == Some("r1"))
+            .map(crate::shard::bucket::test_uid)
+            .find(|k| from.owner(k) == Some("r0") && to.owner(k) == Some("r1"))
             .expect("some key moves")
     }
 
@@ -128,18 +127,15 @@ mod tests {
         let seen = encode_view(&new);
         let peers = [peer("r0", Some(&old))];
         assert_eq!(
-            decide("r1", "ns", &key, &new, Some(&seen), &peers),
+            decide("r1", &key, &new, Some(&seen), &peers),
             KeyDecision::WaitFor("r0".into())
         );
         // The old owner sees the same: not ours any more.
-        assert_eq!(
-            decide("r0", "ns", &key, &new, None, &[]),
-            KeyDecision::NotOurs
-        );
+        assert_eq!(decide("r0", &key, &new, None, &[]), KeyDecision::NotOurs);
         // r0 stopped the key and published the new view.
         let peers = [peer("r0", Some(&new))];
         assert_eq!(
-            decide("r1", "ns", &key, &new, Some(&seen), &peers),
+            decide("r1", &key, &new, Some(&seen), &peers),
             KeyDecision::Run
         );
     }
@@ -147,21 +143,18 @@ mod tests {
     #[test]
     fn nothing_starts_before_our_own_view_comes_back() {
         let ring = Ring::new(["r0"]);
-        let key = "job-1";
+        let key = &crate::shard::bucket::test_uid(1);
         assert_eq!(
-            decide("r0", "ns", key, &ring, None, &[]),
+            decide("r0", key, &ring, None, &[]),
             KeyDecision::WaitForOwnView
         );
         let stale = encode_view(&Ring::new(["r0", "r1"]));
         assert_eq!(
-            decide("r0", "ns", key, &ring, Some(&stale), &[]),
+            decide("r0", key, &ring, Some(&stale), &[]),
             KeyDecision::WaitForOwnView
         );
         let seen = encode_view(&ring);
-        assert_eq!(
-            decide("r0", "ns", key, &ring, Some(&seen), &[]),
-            KeyDecision::Run
-        );
+        assert_eq!(decide("r0", key, &ring, Some(&seen), &[]), KeyDecision::Run);
     }
 
     #[test]
@@ -171,10 +164,9 @@ mod tests {
         let a = Ring::new(["r0", "r1"]);
         let b = Ring::new(["r0", "r2"]);
         for i in 0..2000 {
-            let key = format!("job-{i}");
+            let key = crate::shard::bucket::test_uid(i);
             let r1 = decide(
                 "r1",
-                "ns",
                 &key,
                 &a,
                 Some(&encode_view(&a)),
@@ -182,7 +174,6 @@ mod tests {
             );
             let r2 = decide(
                 "r2",
-                "ns",
                 &key,
                 &b,
                 Some(&encode_view(&b)),
@@ -196,12 +187,12 @@ mod tests {
     fn peers_without_a_view_claim_nothing_and_digests_ignore_order() {
         let ring = Ring::new(["r0", "r1"]);
         let key = (0..100)
-            .map(|i| format!("job-{i}"))
-            .find(|k| ring.owner("ns", k) == Some("r0"))
+            .map(crate::shard::bucket::test_uid)
+            .find(|k| ring.owner(k) == Some("r0"))
             .unwrap();
         let seen = encode_view(&ring);
         assert_eq!(
-            decide("r0", "ns", &key, &ring, Some(&seen), &[peer("r1", None)]),
+            decide("r0", &key, &ring, Some(&seen), &[peer("r1", None)]),
             KeyDecision::Run
         );
         assert_eq!(

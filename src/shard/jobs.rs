@@ -22,7 +22,6 @@ pub enum JobRoute {
 struct Home {
     namespace: String,
     owner_uid: String,
-    owner_name: String,
 }
 
 #[derive(Default)]
@@ -42,7 +41,6 @@ impl JobIndex {
                 Home {
                     namespace: job.namespace.clone(),
                     owner_uid: owner.clone(),
-                    owner_name: job.owner_name.clone().unwrap_or_default(),
                 },
             ),
             None => self.homes.remove(&job.uid),
@@ -95,11 +93,11 @@ impl JobIndex {
     }
 
     /// Forgets the Jobs (remembered or parked) of every CronJob that `keep`
-    /// (namespace, CronJob name) rejects: this replica no longer owns it.
-    pub fn retain_owners(&mut self, keep: impl Fn(&str, &str) -> bool) {
+    /// (by the CronJob's UID) rejects: this replica no longer owns it.
+    pub fn retain_owners(&mut self, keep: impl Fn(&str) -> bool) {
         let parked = &mut self.parked;
         self.homes.retain(|_, home| {
-            let kept = keep(&home.namespace, &home.owner_name);
+            let kept = keep(&home.owner_uid);
             if !kept {
                 parked.remove(&home.owner_uid);
             }
@@ -147,7 +145,6 @@ mod tests {
             namespace: "ns".into(),
             uid: uid.into(),
             owner_uid: owner.map(str::to_owned),
-            owner_name: owner.map(|uid| format!("cronjob-{uid}")),
             job: Box::new(
                 serde_json::from_value(serde_json::json!({
                     "metadata": {"name": format!("job-{uid}"), "namespace": "ns", "uid": uid}
@@ -257,7 +254,7 @@ mod tests {
         let mut index = JobIndex::default();
         index.apply(job("j1", Some("c1")), running(&["c1"]));
         index.apply(job("j2", Some("c2")), running(&["c1"]));
-        index.retain_owners(|ns, name| ns == "ns" && name == "cronjob-c1");
+        index.retain_owners(|owner_uid| owner_uid == "c1");
         assert!(index.knows("j1"));
         assert!(!index.knows("j2"));
         assert!(index.claim("c2").is_empty());

@@ -1,4 +1,5 @@
-//! Horizontal sharding. Pure parts: the consistent-hash ring ([`ring`]),
+//! Horizontal sharding. Pure parts: the buckets CronJobs and Jobs fall in
+//! ([`bucket`]), the ring that assigns them to replicas ([`ring`]),
 //! membership judged on this replica's monotonic clock ([`membership`]),
 //! self-fencing on the own Lease ([`fence`]) judged on the boot clock
 //! ([`crate::boot_clock`], which counts a paused VM), the hand-off rule for owned
@@ -11,6 +12,7 @@
 //! protocol and starts, stops and routes to the CronJob actors this replica
 //! owns, and `/debug/shards` ([`debug`]).
 
+pub mod bucket;
 pub mod debug;
 pub mod fence;
 pub mod handoff;

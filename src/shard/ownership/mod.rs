@@ -267,11 +267,12 @@ impl Ownership {
         &self.phase
     }
 
-    /// Whether this replica owns `namespace/name` under the ring it acts on.
-    pub fn owns(&self, namespace: &str, name: &str) -> bool {
+    /// Whether this replica owns the CronJob with this UID under the ring
+    /// it acts on.
+    pub fn owns(&self, uid: &str) -> bool {
         self.phase
             .target()
-            .is_some_and(|ring| ring.owner(namespace, name) == Some(self.me.as_str()))
+            .is_some_and(|ring| ring.owner(uid) == Some(self.me.as_str()))
     }
 
     /// Whether an actor of CronJob `uid` is the one for `key`.
@@ -384,12 +385,15 @@ impl Ownership {
     }
 
     fn cronjob_seen(&mut self, key: String, uid: String, now: Instant, out: &mut Vec<Command>) {
-        let (namespace, name) = split_key(&key);
-        if !self.owns(namespace, name) || self.has(&key, &uid) {
+        if self.has(&key, &uid) {
             return;
         }
-        // Deleted and re-created while the watch was away.
+        // Deleted and re-created while the watch was away: the old actor
+        // stops whoever owns the new CronJob (the ring keys on the UID).
         self.stop(&key, now, out);
+        if !self.owns(&uid) {
+            return;
+        }
         self.keys.insert(
             key.clone(),
             OwnedKey {
@@ -518,12 +522,9 @@ impl Ownership {
         };
         let lost: Vec<String> = self
             .keys
-            .keys()
-            .filter(|key| {
-                let (namespace, name) = split_key(key);
-                target.owner(namespace, name) != Some(self.me.as_str())
-            })
-            .cloned()
+            .iter()
+            .filter(|(_, owned)| target.owner(&owned.uid) != Some(self.me.as_str()))
+            .map(|(key, _)| key.clone())
             .collect();
         tracing::info!(members = ?live, lost = lost.len(), "ring changed");
         for key in &lost {
@@ -601,15 +602,10 @@ impl Ownership {
         }
         let (peers, own_view) = self.peers(now);
         for key in candidates {
-            let (namespace, name) = split_key(&key);
-            match handoff::decide(
-                &self.me,
-                namespace,
-                name,
-                &target,
-                own_view.as_deref(),
-                &peers,
-            ) {
+            let Some(uid) = self.keys.get(&key).map(|owned| owned.uid.clone()) else {
+                continue;
+            };
+            match handoff::decide(&self.me, &uid, &target, own_view.as_deref(), &peers) {
                 KeyDecision::Run => {
                     if let Some(since) = self
                         .keys
@@ -649,21 +645,14 @@ impl Ownership {
         let mut waiting_for: HashMap<String, usize> = HashMap::new();
         if let Some(target) = self.phase.target().cloned() {
             let (peers, own) = self.peers(now);
-            for (key, _) in self.keys.iter().filter(|(_, o)| o.waiting_since.is_some()) {
-                let (namespace, name) = split_key(key);
-                let blocker = match handoff::decide(
-                    &self.me,
-                    namespace,
-                    name,
-                    &target,
-                    own.as_deref(),
-                    &peers,
-                ) {
-                    KeyDecision::WaitFor(peer) => peer,
-                    KeyDecision::WaitForOwnView => "own view not published yet".to_owned(),
-                    KeyDecision::Run => "starting".to_owned(),
-                    KeyDecision::NotOurs => "stopping".to_owned(),
-                };
+            for owned in self.keys.values().filter(|o| o.waiting_since.is_some()) {
+                let blocker =
+                    match handoff::decide(&self.me, &owned.uid, &target, own.as_deref(), &peers) {
+                        KeyDecision::WaitFor(peer) => peer,
+                        KeyDecision::WaitForOwnView => "own view not published yet".to_owned(),
+                        KeyDecision::Run => "starting".to_owned(),
+                        KeyDecision::NotOurs => "stopping".to_owned(),
+                    };
                 *waiting_for.entry(blocker).or_default() += 1;
             }
         }

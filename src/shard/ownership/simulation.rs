@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 const REPLICAS: usize = 3;
 const KEYS: usize = 16;
 
-/// The bit of key `ns/cronjob-<i>`.
+/// The bit of key `ns/<uid>-<i>`.
 fn key_bit(key: &str) -> u32 {
     let index: u32 = key
         .rsplit('-')
@@ -270,7 +270,9 @@ impl World {
             replicas,
             leases: BTreeMap::new(),
             log: Vec::new(),
-            keys: (0..KEYS).map(|i| format!("ns/cronjob-{i}")).collect(),
+            keys: (0..KEYS as u64)
+                .map(|i| format!("ns/{}-{i}", crate::shard::bucket::test_uid(i)))
+                .collect(),
             writes: 0,
             pending_writes: HashMap::new(),
             epoch: Instant::now(),

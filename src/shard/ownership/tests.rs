@@ -127,7 +127,8 @@ fn a_key_a_live_peer_still_claims_waits_until_the_peer_lets_go() {
     };
     o.on(seen("r1", lease("r1", 3, Some(&r1_alone))), t0);
     let commands = o.on(VALID, t0);
-    let ours_in_both = |key: &str| Ring::new(["r0", "r1"]).owner("ns", key) == Some("r0");
+    let ours_in_both =
+        |key: &str| Ring::new(["r0", "r1"]).owner(&format!("uid-ns/{key}")) == Some("r0");
     let stopped = commands
         .iter()
         .any(|c| matches!(c, Command::Stop { key } if key == "ns/a"));
@@ -135,7 +136,7 @@ fn a_key_a_live_peer_still_claims_waits_until_the_peer_lets_go() {
     // Publishing waits for the stop to be reported.
     assert_eq!(published(&commands).is_some(), ours_in_both("a"));
     let key = (0..100)
-        .map(|i| format!("k{i}"))
+        .map(crate::shard::bucket::test_uid)
         .find(|k| ours_in_both(k))
         .unwrap();
     let key = format!("ns/{key}");
@@ -183,7 +184,7 @@ fn a_lapse_stops_everything_and_rejoins_once_stopped() {
             }
         ]
     );
-    assert!(!o.owns("ns", "a"));
+    assert!(!o.owns("uid-ns/a"));
     assert!(o.on(lapsed.clone(), t0).is_empty(), "still stopping");
     let commands = o.on(
         Input::ActorStopped {

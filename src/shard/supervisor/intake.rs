@@ -84,12 +84,11 @@ impl Supervisor {
     }
 
     pub(super) fn on_job(&mut self, mut job: JobFacts, relisted: bool) {
-        if let Some(owner) = &job.owner_name
-            && !self.ownership.owns(&job.namespace, owner)
+        if let Some(owner) = &job.owner_uid
+            && !self.ownership.owns(owner)
         {
             // Not ours: forget it (withdrawing it from an actor that had it).
             job.owner_uid = None;
-            job.owner_name = None;
         }
         let keys = &self.keys_by_uid;
         for route in self.jobs.apply(job, |owner| keys.contains_key(owner)) {

@@ -43,11 +43,11 @@ impl Supervisor {
         );
         tokio::spawn(
             async move {
-                let gained = |namespace: &str, name: &str| {
-                    target.owner(namespace, name) == Some(me.as_str())
+                let gained = |uid: &str| {
+                    target.owner(uid) == Some(me.as_str())
                         && previous
                             .as_ref()
-                            .is_none_or(|p| p.owner(namespace, name) != Some(me.as_str()))
+                            .is_none_or(|p| p.owner(uid) != Some(me.as_str()))
                 };
                 let deliver = |page| to.send(LoadPage(page)).map(drop);
                 let result = bulk::load(client, &namespaces, gained, deliver).await;

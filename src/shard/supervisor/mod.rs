@@ -306,7 +306,7 @@ impl Supervisor {
         }
         let ownership = &self.ownership;
         self.jobs
-            .retain_owners(|namespace, name| ownership.owns(namespace, name));
+            .retain_owners(|owner_uid| ownership.owns(owner_uid));
     }
 
     fn update_gauges(&self) {
