@@ -7,6 +7,7 @@
 //! and when it must look again. It holds no state of its own: the actor
 //! passes a snapshot in and applies the result.
 
+use crate::kube::bucket::{self, Bucket};
 use crate::kube::failure::ApiFailure;
 use crate::kube::gateway::Gateway;
 use crate::kube::requests::{DeleteFor, JobRequests, StatusFor};
@@ -251,6 +252,19 @@ async fn apply_plan<R: JobRequests + Clone>(
     if let Some(create) = plan.create.as_ref().filter(|_| !replace_failed)
         && let Some(mut job) = create.job.clone()
     {
+        // The CronJob's bucket, so that only its owner's Job watch selects
+        // it (a label the template set under that key is overwritten).
+        if let Some(owner) = job
+            .metadata
+            .owner_references
+            .as_ref()
+            .and_then(|r| r.first())
+        {
+            job.metadata.labels.get_or_insert_default().insert(
+                bucket::LABEL.to_owned(),
+                Bucket::of(&owner.uid).label_value(),
+            );
+        }
         let annotations = job.metadata.annotations.get_or_insert_default();
         annotations.insert(CREATED_BY_ANNOTATION.to_owned(), env.replica.to_owned());
         if let Some(traceparent) = traces::current_traceparent() {

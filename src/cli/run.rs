@@ -7,12 +7,13 @@
 //! stop (which releases the Lease, so peers take over at once).
 
 use crate::kube::gateway::{Gateway, Limits};
+use crate::kube::sharded::ServerShards;
 use crate::kube::watch::{self, ListStrategy};
 use crate::schedule::load_named_zone;
 use crate::shard::debug;
 use crate::shard::fence::SharedFence;
 use crate::shard::lease::{self, LeaseSettings};
-use crate::shard::supervisor::{CronJobWatch, JobWatch, LeaseWatch, Parts, Shutdown, Supervisor};
+use crate::shard::supervisor::{LeaseWatch, Parts, Shutdown, Supervisor, WatchSetup};
 use crate::telemetry::Metrics;
 use crate::telemetry::http::{self, Readiness};
 use crate::telemetry::logging::{self, LogFormat};
@@ -63,6 +64,16 @@ pub struct RunArgs {
     /// How the watches list: streaming lists where the server supports them.
     #[arg(long, value_enum, default_value = "auto")]
     list_strategy: ListStrategy,
+    /// Whether the API server is asked to send each replica only its share
+    /// of the CronJobs (sharded list and watch, Kubernetes 1.36 alpha gate
+    /// ShardedListAndWatch): `auto` where a probe shows the server filters.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "auto",
+        env = "SHARDCRON_SERVER_SIDE_SHARDS"
+    )]
+    server_side_shards: ServerShards,
     /// This replica's stable id: its ring member name, its Lease's holder
     /// and the events' reporting instance. Default: the host name (the pod
     /// name in a StatefulSet). Two live processes must never share one.
@@ -241,6 +252,7 @@ async fn start(
         .with_context(|| format!("binding {}", args.debug_bind_address))?;
 
     let strategy = args.list_strategy.resolve(&client).await;
+    let server_shards = args.server_side_shards.resolve(&client).await;
     let gateway = Gateway::start(
         client.clone(),
         Limits {
@@ -272,6 +284,12 @@ async fn start(
         arbiters,
         scopes: scopes.clone(),
         readiness: readiness.clone(),
+        watches: Some(WatchSetup {
+            client: client.clone(),
+            strategy,
+            metrics: metrics.clone(),
+            server_shards,
+        }),
     });
     let metrics_addr = metrics_listener.local_addr()?;
     let health_addr = health_listener.local_addr()?;
@@ -297,26 +315,9 @@ async fn start(
             move |event| to.send(LeaseWatch(event)).map(drop),
         );
     }
-    for (scope, namespace) in scopes.iter().enumerate() {
-        let to = supervisor.clone();
-        watch::cronjobs(
-            client.clone(),
-            namespace.as_deref(),
-            strategy,
-            metrics.clone(),
-            move |event| to.send(CronJobWatch { scope, event }).map(drop),
-        );
-        let to = supervisor.clone();
-        watch::jobs(
-            client.clone(),
-            namespace.as_deref(),
-            strategy,
-            metrics.clone(),
-            move |event| to.send(JobWatch { scope, event }).map(drop),
-        );
-    }
     tracing::info!(
         ?strategy,
+        server_shards,
         ?scopes,
         arbiters = cores,
         replica = %settings.replica_id,

@@ -46,10 +46,24 @@ pub enum LoadError {
     Deadline(super::deadline::Elapsed),
 }
 
-/// Lists every page of `api`, handing each page's objects (without
-/// managedFields) to `page` and waiting for it before asking for the next.
+/// What the server is asked to filter a load by (the client filters by
+/// ownership anyway, so a server that ignores a selector costs only bytes).
+#[derive(Debug, Clone, Default)]
+pub struct LoadSelectors {
+    /// The gained buckets' hash ranges, where the server shards lists
+    /// ([`super::sharded`]); `None`: every CronJob.
+    pub cronjobs: Option<String>,
+    /// One list of Jobs per label selector ([`super::bucket`]: the gained
+    /// buckets, and the unlabelled); empty: one list of every Job.
+    pub jobs: Vec<String>,
+}
+
+/// Lists every page of `api` (of the objects `labels` selects, if any),
+/// handing each page's objects (without managedFields) to `page` and
+/// waiting for it before asking for the next.
 async fn list_all<K, Taken>(
     api: Api<K>,
+    labels: Option<&str>,
     mut page: impl FnMut(Vec<K>) -> Taken,
 ) -> Result<(), LoadError>
 where
@@ -58,6 +72,7 @@ where
 {
     let mut params = ListParams {
         limit: Some(PAGE),
+        label_selector: labels.map(str::to_owned),
         ..ListParams::default()
     };
     loop {
@@ -81,12 +96,14 @@ where
 }
 
 /// Hands `deliver`, page by page, the CronJobs of `namespaces` (`None`:
-/// all) that `owned(namespace, name)` accepts, then the Jobs they control.
+/// all) whose UID `owned` accepts, then the Jobs they control, asking the
+/// server for what `selectors` select.
 /// Each page is handed over as soon as it is read: a load of 100,000
 /// CronJobs never holds more than a page of them decoded.
 pub async fn load<Taken>(
     client: Client,
     namespaces: &[Option<String>],
+    selectors: &LoadSelectors,
     owned: impl Fn(&str) -> bool,
     mut deliver: impl FnMut(Loaded) -> Taken,
 ) -> Result<LoadCounts, LoadError>
@@ -94,15 +111,24 @@ where
     Taken: Future<Output = ()>,
 {
     let mut counts = LoadCounts::default();
+    let cronjob_client = match &selectors.cronjobs {
+        Some(selector) => super::sharded::client_with_shard_selector(&client, selector),
+        None => client.clone(),
+    };
+    let job_selectors: Vec<Option<&str>> = if selectors.jobs.is_empty() {
+        vec![None]
+    } else {
+        selectors.jobs.iter().map(|s| Some(s.as_str())).collect()
+    };
     for namespace in namespaces {
         let (cronjobs, jobs): (Api<CronJob>, Api<LeanJob>) = match namespace {
             Some(ns) => (
-                Api::namespaced(client.clone(), ns),
+                Api::namespaced(cronjob_client.clone(), ns),
                 Api::namespaced(client.clone(), ns),
             ),
-            None => (Api::all(client.clone()), Api::all(client.clone())),
+            None => (Api::all(cronjob_client.clone()), Api::all(client.clone())),
         };
-        list_all(cronjobs, |page: Vec<CronJob>| {
+        list_all(cronjobs, None, |page: Vec<CronJob>| {
             let cronjobs: Vec<CronJob> = page
                 .into_iter()
                 .filter(|cronjob| cronjob.metadata.uid.as_deref().is_some_and(&owned))
@@ -114,19 +140,21 @@ where
             })
         })
         .await?;
-        list_all(jobs, |page: Vec<LeanJob>| {
-            let jobs: Vec<JobFacts> = page
-                .into_iter()
-                .map(JobFacts::from)
-                .filter(|facts| facts.owner_uid.as_deref().is_some_and(&owned))
-                .collect();
-            counts.jobs += jobs.len();
-            deliver(Loaded {
-                cronjobs: Vec::new(),
-                jobs,
+        for labels in &job_selectors {
+            list_all(jobs.clone(), *labels, |page: Vec<LeanJob>| {
+                let jobs: Vec<JobFacts> = page
+                    .into_iter()
+                    .map(JobFacts::from)
+                    .filter(|facts| facts.owner_uid.as_deref().is_some_and(&owned))
+                    .collect();
+                counts.jobs += jobs.len();
+                deliver(Loaded {
+                    cronjobs: Vec::new(),
+                    jobs,
+                })
             })
-        })
-        .await?;
+            .await?;
+        }
     }
     Ok(counts)
 }
@@ -181,6 +209,7 @@ mod tests {
         let result = load(
             client,
             &[None],
+            &LoadSelectors::default(),
             |uid| uid.starts_with("uid-keep"),
             |page| {
                 pages.push(page);

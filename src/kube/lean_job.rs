@@ -22,6 +22,7 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::marker::PhantomData;
 
 /// A Job with only the fields the controller reads. `metadata` holds name,
 /// namespace, uid, resourceVersion, ownerReferences and, of the
@@ -92,8 +93,8 @@ impl From<&LeanJob> for JobSummary {
     }
 }
 
-/// The metadata fields kept; the others (managedFields, labels, ...) are
-/// skipped by the deserializer.
+/// The metadata fields kept; the others (managedFields, the other labels,
+/// ...) are skipped by the deserializer.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct LeanMetadata {
@@ -108,35 +109,63 @@ struct LeanMetadata {
     #[serde(default)]
     owner_references: Option<Vec<OwnerReference>>,
     #[serde(default)]
-    annotations: Option<ScheduledAnnotation>,
+    labels: Option<OneEntry<BucketLabel>>,
+    #[serde(default)]
+    annotations: Option<OneEntry<ScheduledAnnotation>>,
 }
 
-/// Of an annotations map, only the scheduled-timestamp entry.
-struct ScheduledAnnotation(Option<String>);
+/// The one key of a map that is kept.
+trait KeptKey {
+    const KEY: &'static str;
+}
 
-impl<'de> Deserialize<'de> for ScheduledAnnotation {
+/// Of the labels, only the bucket.
+struct BucketLabel;
+
+impl KeptKey for BucketLabel {
+    const KEY: &'static str = super::bucket::LABEL;
+}
+
+/// Of the annotations, only the scheduled timestamp.
+struct ScheduledAnnotation;
+
+impl KeptKey for ScheduledAnnotation {
+    const KEY: &'static str = SCHEDULED_TIMESTAMP_ANNOTATION;
+}
+
+/// Of a string map, only the value of `K::KEY`.
+struct OneEntry<K>(Option<String>, PhantomData<K>);
+
+impl<K: KeptKey> OneEntry<K> {
+    fn into_map(self) -> Option<BTreeMap<String, String>> {
+        self.0
+            .map(|value| BTreeMap::from([(K::KEY.to_owned(), value)]))
+    }
+}
+
+impl<'de, K: KeptKey> Deserialize<'de> for OneEntry<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Entries;
-        impl<'de> Visitor<'de> for Entries {
-            type Value = ScheduledAnnotation;
+        struct Entries<K>(PhantomData<K>);
+        impl<'de, K: KeptKey> Visitor<'de> for Entries<K> {
+            type Value = OneEntry<K>;
 
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a map of annotations")
+                write!(f, "a string map (for its key {})", K::KEY)
             }
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut scheduled = None;
+                let mut kept = None;
                 while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    if key == SCHEDULED_TIMESTAMP_ANNOTATION {
-                        scheduled = Some(map.next_value::<String>()?);
+                    if key == K::KEY {
+                        kept = Some(map.next_value::<String>()?);
                     } else {
                         map.next_value::<IgnoredAny>()?;
                     }
                 }
-                Ok(ScheduledAnnotation(scheduled))
+                Ok(OneEntry(kept, PhantomData))
             }
         }
-        deserializer.deserialize_map(Entries)
+        deserializer.deserialize_map(Entries(PhantomData))
     }
 }
 
@@ -144,17 +173,14 @@ fn lean_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMet
     let Some(lean) = Option::<LeanMetadata>::deserialize(deserializer)? else {
         return Ok(ObjectMeta::default());
     };
-    let annotations = lean
-        .annotations
-        .and_then(|a| a.0)
-        .map(|scheduled| BTreeMap::from([(SCHEDULED_TIMESTAMP_ANNOTATION.to_owned(), scheduled)]));
     Ok(ObjectMeta {
         name: lean.name,
         namespace: lean.namespace,
         uid: lean.uid,
         resource_version: lean.resource_version,
         owner_references: lean.owner_references,
-        annotations,
+        labels: lean.labels.and_then(OneEntry::into_map),
+        annotations: lean.annotations.and_then(OneEntry::into_map),
         ..ObjectMeta::default()
     })
 }
@@ -174,7 +200,8 @@ mod tests {
                 "name": "report-28488120", "namespace": "team-a", "uid": "job-uid",
                 "resourceVersion": "4711", "generation": 1,
                 "creationTimestamp": "2024-03-01T10:00:01Z",
-                "labels": {"app": "report", "batch.kubernetes.io/job-name": "report-28488120"},
+                "labels": {"app": "report", "batch.kubernetes.io/job-name": "report-28488120",
+                           "shardcron.io/bucket": "17"},
                 "annotations": {
                     "batch.kubernetes.io/cronjob-scheduled-timestamp": "2024-03-01T11:00:00+01:00",
                     "example.com/owner": "team-a",
@@ -247,7 +274,14 @@ mod tests {
                 "2024-03-01T11:00:00+01:00".to_owned()
             )]))
         );
-        assert!(meta.managed_fields.is_none() && meta.labels.is_none());
+        assert_eq!(
+            meta.labels,
+            Some(BTreeMap::from([(
+                crate::kube::bucket::LABEL.to_owned(),
+                "17".to_owned()
+            )]))
+        );
+        assert!(meta.managed_fields.is_none());
         assert!(meta.creation_timestamp.is_none() && meta.generation.is_none());
     }
 
@@ -258,10 +292,11 @@ mod tests {
             json!({"metadata": null, "status": null}),
             json!({"metadata": {"annotations": null, "ownerReferences": null},
                    "status": {"conditions": null, "startTime": null}}),
-            json!({"metadata": {"annotations": {"other": "x"}}}),
+            json!({"metadata": {"annotations": {"other": "x"}, "labels": {"other": "x"}}}),
         ] {
             let lean: LeanJob = serde_json::from_value(wire.clone()).expect("decodes");
             assert!(lean.metadata.annotations.is_none(), "{wire}");
+            assert!(lean.metadata.labels.is_none(), "{wire}");
             assert!(lean.metadata.owner_references.is_none(), "{wire}");
             assert!(
                 lean.status

@@ -4,10 +4,12 @@
 //! the decision's requests ([`requests`], the seam its tests script), with its pure
 //! parts: the rate limit ([`rate`]), the queue discipline ([`queue`]) and
 //! the retry policy ([`retry`]), every request's deadline ([`deadline`]),
-//! and which of two resourceVersions is older ([`resource_version`]). The
+//! which of two resourceVersions is older ([`resource_version`]), and
+//! the buckets a replica's share is named by to the server ([`bucket`]). The
 //! own Lease is written by the shard layer. The shell's unit tests run
 //! against a scripted server (`scripted`, test builds only).
 
+pub mod bucket;
 pub mod bulk;
 pub mod client;
 pub mod deadline;
@@ -22,4 +24,5 @@ pub mod resource_version;
 pub mod retry;
 #[cfg(test)]
 pub mod scripted;
+pub mod sharded;
 pub mod watch;

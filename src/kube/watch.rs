@@ -104,6 +104,9 @@ pub struct JobFacts {
     /// `resolveControllerRef` checks the kind, then the UID); the ring
     /// keys on it.
     pub owner_uid: Option<String>,
+    /// Whether it carries the bucket label (any value): the labelled Job
+    /// watch selects it, not the unlabelled one.
+    pub labelled: bool,
     pub job: Box<LeanJob>,
 }
 
@@ -120,6 +123,11 @@ impl From<LeanJob> for JobFacts {
             namespace: job.metadata.namespace.clone().unwrap_or_default(),
             uid: job.metadata.uid.clone().unwrap_or_default(),
             owner_uid: owner.map(|r| r.uid.clone()),
+            labelled: job
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|labels| labels.contains_key(super::bucket::LABEL)),
             job: Box::new(job),
         }
     }
@@ -163,14 +171,19 @@ where
     let map = move |object: K| map(without_managed_fields(object));
     tokio::spawn(async move {
         let mut events = watcher::watcher(api, config).default_backoff().boxed();
+        let labels = ResourceLabels { resource };
+        let received = metrics.watch_events.get_or_create(&labels).clone();
         while let Some(event) = events.next().await {
             match event {
                 Ok(event) => {
-                    if matches!(event, Event::Init) {
-                        metrics
-                            .watch_restarts
-                            .get_or_create(&ResourceLabels { resource })
-                            .inc();
+                    match event {
+                        Event::Init => {
+                            metrics.watch_restarts.get_or_create(&labels).inc();
+                        }
+                        Event::InitDone => {}
+                        _ => {
+                            received.inc();
+                        }
                     }
                     deliver(match event {
                         Event::Apply(o) => Event::Apply(map(o)),
@@ -187,14 +200,20 @@ where
     })
 }
 
-/// Watches CronJobs in one namespace (or all).
+/// Watches CronJobs in one namespace (or all); with `shard_selector`, only
+/// those the server's sharded watch selects ([`super::sharded`]).
 pub fn cronjobs<Delivered: Future<Output = ()> + Send>(
     client: Client,
     namespace: Option<&str>,
     strategy: ListStrategy,
+    shard_selector: Option<&str>,
     metrics: Arc<Metrics>,
     deliver: impl FnMut(Event<CronJob>) -> Delivered + Send + 'static,
 ) -> JoinHandle<()> {
+    let client = match shard_selector {
+        Some(selector) => super::sharded::client_with_shard_selector(&client, selector),
+        None => client,
+    };
     spawn_watch(
         api::<CronJob>(client, namespace),
         strategy.config(),
@@ -205,18 +224,22 @@ pub fn cronjobs<Delivered: Future<Output = ()> + Send>(
     )
 }
 
-/// Watches Jobs in one namespace (or all), as [`JobFacts`].
+/// Watches the Jobs in one namespace (or all) that `selector` selects
+/// ([`super::bucket`]: the owned buckets, or no bucket), as [`JobFacts`];
+/// `resource` names the watch in the metrics.
 pub fn jobs<Delivered: Future<Output = ()> + Send>(
     client: Client,
     namespace: Option<&str>,
     strategy: ListStrategy,
+    selector: &str,
+    resource: &'static str,
     metrics: Arc<Metrics>,
     deliver: impl FnMut(Event<JobFacts>) -> Delivered + Send + 'static,
 ) -> JoinHandle<()> {
     spawn_watch(
         api::<LeanJob>(client, namespace),
-        strategy.config(),
-        "jobs",
+        strategy.config().labels(selector),
+        resource,
         metrics,
         JobFacts::from,
         deliver,

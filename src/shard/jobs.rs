@@ -22,6 +22,8 @@ pub enum JobRoute {
 struct Home {
     namespace: String,
     owner_uid: String,
+    /// Which Job watch selects it: the labelled one or the unlabelled one.
+    labelled: bool,
 }
 
 #[derive(Default)]
@@ -41,6 +43,7 @@ impl JobIndex {
                 Home {
                     namespace: job.namespace.clone(),
                     owner_uid: owner.clone(),
+                    labelled: job.labelled,
                 },
             ),
             None => self.homes.remove(&job.uid),
@@ -76,14 +79,16 @@ impl JobIndex {
     }
 
     /// The UIDs of the Jobs known here in the namespaces `in_scope` accepts
-    /// (what a re-list of those namespaces must show again).
+    /// and labelled or not as `labelled` says (what a re-list of that
+    /// watch must show again).
     pub fn uids_in<'a>(
         &'a self,
         in_scope: impl Fn(&str) -> bool + 'a,
+        labelled: bool,
     ) -> impl Iterator<Item = &'a String> + 'a {
         self.homes
             .iter()
-            .filter(move |(_, home)| in_scope(&home.namespace))
+            .filter(move |(_, home)| home.labelled == labelled && in_scope(&home.namespace))
             .map(|(uid, _)| uid)
     }
 
@@ -145,6 +150,7 @@ mod tests {
             namespace: "ns".into(),
             uid: uid.into(),
             owner_uid: owner.map(str::to_owned),
+            labelled: true,
             job: Box::new(
                 serde_json::from_value(serde_json::json!({
                     "metadata": {"name": format!("job-{uid}"), "namespace": "ns", "uid": uid}
@@ -237,16 +243,21 @@ mod tests {
     }
 
     #[test]
-    fn the_jobs_of_a_scope_are_those_of_its_namespaces() {
+    fn the_jobs_of_a_watch_are_those_of_its_namespaces_and_its_label() {
         let mut index = JobIndex::default();
         index.apply(job("j1", Some("c1")), running(&["c1"]));
         index.apply(job("j2", Some("c1")), running(&["c1"]));
         let mut other = job("j3", Some("c9"));
         other.namespace = "elsewhere".into();
         index.apply(other, running(&["c1"]));
-        let mut in_scope: Vec<&String> = index.uids_in(|ns| ns == "ns").collect();
+        let mut by_hand = job("j4", Some("c1"));
+        by_hand.labelled = false;
+        index.apply(by_hand, running(&["c1"]));
+        let mut in_scope: Vec<&String> = index.uids_in(|ns| ns == "ns", true).collect();
         in_scope.sort();
         assert_eq!(in_scope, ["j1", "j2"]);
+        let unlabelled: Vec<&String> = index.uids_in(|ns| ns == "ns", false).collect();
+        assert_eq!(unlabelled, ["j4"]);
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Horizontal sharding. Pure parts: the buckets CronJobs and Jobs fall in
-//! ([`bucket`]), the ring that assigns them to replicas ([`ring`]),
+//! Horizontal sharding. Pure parts: the ring that assigns the buckets
+//! CronJobs and Jobs fall in ([`crate::kube::bucket`]) to replicas ([`ring`]),
 //! membership judged on this replica's monotonic clock ([`membership`]),
 //! self-fencing on the own Lease ([`fence`]) judged on the boot clock
 //! ([`crate::boot_clock`], which counts a paused VM), the hand-off rule for owned
@@ -12,7 +12,6 @@
 //! protocol and starts, stops and routes to the CronJob actors this replica
 //! owns, and `/debug/shards` ([`debug`]).
 
-pub mod bucket;
 pub mod debug;
 pub mod fence;
 pub mod handoff;

@@ -82,6 +82,7 @@ pub struct Metrics {
     pub rate_limit: Gauge<f64, std::sync::atomic::AtomicU64>,
     pub queue_wait: Family<PriorityLabels, Histogram, fn() -> Histogram>,
     pub watch_restarts: Family<ResourceLabels, Counter>,
+    pub watch_events: Family<ResourceLabels, Counter>,
     pub ring_members: Gauge,
     pub owned: Family<OwnedLabels, Gauge>,
     pub rebalances: Counter,
@@ -198,6 +199,12 @@ impl Metrics {
             "Full (re)lists of a watched resource: the first sync and every restart after an error or 410 Gone",
             watch_restarts.clone(),
         );
+        let watch_events = Family::<ResourceLabels, Counter>::default();
+        registry.register(
+            "watch_events",
+            "Objects a watch received and decoded (listed, added, changed, deleted), by watch: what sharding the input divides",
+            watch_events.clone(),
+        );
         let ring_members = Gauge::default();
         registry.register(
             "ring_members",
@@ -280,6 +287,7 @@ impl Metrics {
             rate_limit,
             queue_wait,
             watch_restarts,
+            watch_events,
         }
     }
 

@@ -5,6 +5,7 @@
 //! that what disappeared while a watch was away counts as deleted.
 
 use super::Supervisor;
+use super::watches::JobStream;
 use crate::actor::cronjob::Update;
 use crate::kube::watch::JobFacts;
 use crate::shard::jobs::JobRoute;
@@ -16,19 +17,24 @@ use actix::prelude::*;
 use k8s_openapi::api::batch::v1::CronJob;
 use std::time::Instant;
 
-/// An event of the CronJob watch of scope number `scope`.
+/// An event of the CronJob watch of scope number `scope`, the watch's
+/// `generation` (see [`super::watches`]).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct CronJobWatch {
     pub scope: usize,
+    pub generation: u64,
     pub event: Event<CronJob>,
 }
 
-/// An event of the Job watch of scope number `scope`.
+/// An event of the Job watch `stream` of scope number `scope`, the watch's
+/// `generation`.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct JobWatch {
     pub scope: usize,
+    pub stream: JobStream,
+    pub generation: u64,
     pub event: Event<JobFacts>,
 }
 
@@ -42,9 +48,11 @@ pub struct LeaseWatch(pub Event<(String, LeaseObservation)>);
 pub(super) struct ScopeState {
     pub(super) namespace: Option<String>,
     cronjobs_listed: bool,
-    jobs_listed: bool,
+    labelled_jobs_listed: bool,
+    unlabelled_jobs_listed: bool,
     cronjobs: Relist<String>,
-    jobs: Relist<String>,
+    labelled_jobs: Relist<String>,
+    unlabelled_jobs: Relist<String>,
 }
 
 impl ScopeState {
@@ -57,6 +65,13 @@ impl ScopeState {
 
     fn covers(&self, namespace: &str) -> bool {
         self.namespace.as_deref().is_none_or(|n| n == namespace)
+    }
+
+    fn jobs(&mut self, stream: JobStream) -> (&mut Relist<String>, &mut bool) {
+        match stream {
+            JobStream::Labelled => (&mut self.labelled_jobs, &mut self.labelled_jobs_listed),
+            JobStream::Unlabelled => (&mut self.unlabelled_jobs, &mut self.unlabelled_jobs_listed),
+        }
     }
 }
 
@@ -127,7 +142,7 @@ impl Supervisor {
         if self
             .scopes
             .iter()
-            .all(|s| s.cronjobs_listed && s.jobs_listed)
+            .all(|s| s.cronjobs_listed && s.labelled_jobs_listed && s.unlabelled_jobs_listed)
         {
             tracing::info!(owned = self.actors.len(), "initial lists synced");
             self.step(Input::ListsSynced, now, ctx, None);
@@ -141,6 +156,12 @@ impl Handler<CronJobWatch> for Supervisor {
     fn handle(&mut self, message: CronJobWatch, ctx: &mut Self::Context) {
         let now = super::now();
         let scope = message.scope;
+        if !self
+            .watches
+            .is_current_cronjob_watch(scope, message.generation)
+        {
+            return;
+        }
         match message.event {
             Event::Apply(cronjob) => self.on_cronjob(cronjob, now, ctx),
             Event::Delete(cronjob) => self.on_cronjob_deleted(&cronjob, now, ctx),
@@ -172,27 +193,36 @@ impl Handler<JobWatch> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, message: JobWatch, ctx: &mut Self::Context) {
-        let scope = message.scope;
-        match message.event {
+        let JobWatch {
+            scope,
+            stream,
+            generation,
+            event,
+        } = message;
+        if !self.watches.is_current_job_watch(scope, stream, generation) {
+            return;
+        }
+        match event {
             Event::Apply(job) => self.on_job(job, false),
             Event::Delete(job) => self.on_job_deleted(&job.uid),
-            Event::Init => self.scopes[scope].jobs.begin(),
+            Event::Init => self.scopes[scope].jobs(stream).0.begin(),
             Event::InitApply(job) => {
-                self.scopes[scope].jobs.saw(&job.uid);
+                self.scopes[scope].jobs(stream).0.saw(&job.uid);
                 self.on_job(job, true);
             }
             Event::InitDone => {
-                let ScopeState {
-                    namespace, jobs, ..
-                } = &mut self.scopes[scope];
-                let known = self
-                    .jobs
-                    .uids_in(|ns| namespace.as_deref().is_none_or(|n| n == ns));
-                let gone = jobs.finish(known);
+                let state = &mut self.scopes[scope];
+                let namespace = state.namespace.clone();
+                let known = self.jobs.uids_in(
+                    |ns| namespace.as_deref().is_none_or(|n| n == ns),
+                    stream == JobStream::Labelled,
+                );
+                let (relist, listed) = state.jobs(stream);
+                let gone = relist.finish(known);
+                *listed = true;
                 for uid in gone {
                     self.on_job_deleted(&uid);
                 }
-                self.scopes[scope].jobs_listed = true;
                 self.maybe_sync(super::now(), ctx);
                 crate::memory::release_free_pages();
             }

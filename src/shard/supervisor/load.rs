@@ -3,7 +3,8 @@
 //! done, and starts no actor before every load is.
 
 use super::Supervisor;
-use crate::kube::bulk::{self, LoadCounts, Loaded};
+use crate::kube::bucket::{self, Bucket};
+use crate::kube::bulk::{self, LoadCounts, LoadSelectors, Loaded};
 use crate::shard::ownership::Input;
 use crate::shard::ring::Ring;
 use crate::telemetry::metrics::{MoveDirection, MovedLabels};
@@ -33,8 +34,12 @@ impl Supervisor {
     ) {
         let me = self.setup.me.clone();
         let client = self.setup.client.clone();
-        let namespaces: Vec<Option<String>> =
-            self.scopes.iter().map(|s| s.namespace.clone()).collect();
+        let namespaces = self.namespaces();
+        let Some(selectors) = self.load_selectors(&target, previous.as_deref()) else {
+            // Nothing gained: nothing to list.
+            ctx.notify(LoadDone(Ok(LoadCounts::default())));
+            return;
+        };
         let to = ctx.address();
         let span = tracing::info_span!(
             "shard.load",
@@ -50,7 +55,7 @@ impl Supervisor {
                             .is_none_or(|p| p.owner(uid) != Some(me.as_str()))
                 };
                 let deliver = |page| to.send(LoadPage(page)).map(drop);
-                let result = bulk::load(client, &namespaces, gained, deliver).await;
+                let result = bulk::load(client, &namespaces, &selectors, gained, deliver).await;
                 if let Ok(counts) = &result {
                     let span = tracing::Span::current();
                     span.record("shard.cronjobs_gained", counts.cronjobs);
@@ -60,6 +65,35 @@ impl Supervisor {
             }
             .instrument(span),
         );
+    }
+}
+
+impl Supervisor {
+    /// What to ask the server for when loading what `target` gives this
+    /// replica and `previous` did not: the gained buckets' Jobs and the
+    /// unlabelled ones, and, where the server shards lists, only the gained
+    /// buckets' CronJobs. `None` if nothing is gained.
+    fn load_selectors(&self, target: &Ring, previous: Option<&Ring>) -> Option<LoadSelectors> {
+        let me = self.setup.me.as_str();
+        let gained: Vec<Bucket> = target
+            .buckets_of(me)
+            .into_iter()
+            .filter(|b| previous.is_none_or(|p| p.owner_of(*b) != Some(me)))
+            .collect();
+        if gained.is_empty() {
+            return None;
+        }
+        Some(LoadSelectors {
+            cronjobs: self
+                .watches
+                .server_shards()
+                .then(|| bucket::shard_selector(&gained))
+                .flatten(),
+            jobs: vec![
+                bucket::label_selector(&gained),
+                bucket::unlabelled_selector(),
+            ],
+        })
     }
 }
 

@@ -14,14 +14,17 @@
 //! dropped, so memory follows the owned share.
 //!
 //! [`intake`] turns the watches into inputs and routes; [`load`] runs the
-//! bulk loads of gained keys.
+//! bulk loads of gained keys; [`watches`] runs the watches, their selectors
+//! following the buckets this replica owns.
 
 mod intake;
 mod load;
 #[cfg(test)]
 mod tests;
+mod watches;
 
 pub use intake::{CronJobWatch, JobWatch, LeaseWatch};
+pub use watches::{JobStream, WatchSetup};
 
 use super::debug::{DebugShards, ShardReport};
 use super::fence::{FenceState, SharedFence};
@@ -79,6 +82,8 @@ pub struct Parts {
     /// numbers the watch messages carry.
     pub scopes: Vec<Option<String>>,
     pub readiness: Arc<Readiness>,
+    /// The watches to run (`None`: the caller feeds the watch messages).
+    pub watches: Option<WatchSetup>,
 }
 
 /// What the supervisor needs to take part in the ring.
@@ -101,6 +106,7 @@ pub struct Supervisor {
     arbiters: Vec<ArbiterHandle>,
     next_arbiter: usize,
     scopes: Vec<ScopeState>,
+    watches: watches::Watches,
     leases: Relist<String>,
     ownership: Ownership,
     setup: ShardSetup,
@@ -145,7 +151,15 @@ impl Supervisor {
                 keeper,
                 client: parts.client,
             };
-            Supervisor::new(shared, parts.arbiters, parts.scopes, parts.readiness, shard)
+            let watches = watches::Watches::new(parts.watches, parts.scopes.len());
+            Supervisor::new(
+                shared,
+                parts.arbiters,
+                parts.scopes,
+                watches,
+                parts.readiness,
+                shard,
+            )
         })
     }
 
@@ -153,6 +167,7 @@ impl Supervisor {
         shared: Arc<Shared>,
         arbiters: Vec<ArbiterHandle>,
         scopes: Vec<Option<String>>,
+        watches: watches::Watches,
         readiness: Arc<Readiness>,
         setup: ShardSetup,
     ) -> Self {
@@ -162,6 +177,7 @@ impl Supervisor {
             arbiters,
             next_arbiter: 0,
             scopes: scopes.into_iter().map(ScopeState::new).collect(),
+            watches,
             leases: Relist::default(),
             setup,
             actors: HashMap::new(),
@@ -173,6 +189,11 @@ impl Supervisor {
             expiry_armed: None,
             unpublished_since: None,
         }
+    }
+
+    /// The watched namespaces (`None`: all), by scope number.
+    fn namespaces(&self) -> Vec<Option<String>> {
+        self.scopes.iter().map(|s| s.namespace.clone()).collect()
     }
 
     fn key_of(cronjob: &CronJob) -> String {
@@ -215,6 +236,11 @@ impl Supervisor {
                 }
                 Command::RingChanged { target, lost } => {
                     self.unpublished_since.get_or_insert(now);
+                    if let Some(target) = &target {
+                        let namespaces = self.namespaces();
+                        let buckets = target.buckets_of(&self.setup.me);
+                        self.watches.reshape(buckets, &namespaces, &ctx.address());
+                    }
                     self.ring_changed(target, lost);
                 }
                 Command::Publish(publication) => {
@@ -378,6 +404,8 @@ impl Actor for Supervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        let namespaces = self.namespaces();
+        self.watches.start(&namespaces, &ctx.address());
         ctx.run_interval(TICK, |supervisor, ctx| supervisor.tick(ctx));
     }
 }

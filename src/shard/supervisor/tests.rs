@@ -152,6 +152,7 @@ impl Shell {
             arbiters: vec![Arbiter::current()],
             scopes: vec![None],
             readiness: readiness.clone(),
+            watches: None,
         });
         supervisor.do_send(LeaseWatch(Event::Init));
         supervisor.do_send(LeaseWatch(Event::InitDone));
@@ -160,10 +161,21 @@ impl Shell {
             .chain(cronjobs)
             .chain([Event::InitDone])
         {
-            supervisor.do_send(CronJobWatch { scope: 0, event });
+            supervisor.do_send(CronJobWatch {
+                scope: 0,
+                generation: 0,
+                event,
+            });
         }
-        for event in [Event::Init, Event::InitDone] {
-            supervisor.do_send(JobWatch { scope: 0, event });
+        for stream in [JobStream::Labelled, JobStream::Unlabelled] {
+            for event in [Event::Init, Event::InitDone] {
+                supervisor.do_send(JobWatch {
+                    scope: 0,
+                    stream,
+                    generation: 0,
+                    event,
+                });
+            }
         }
         Shell {
             supervisor,
@@ -281,6 +293,7 @@ async fn a_gained_key_decides_on_the_load_when_the_watch_replays_an_older_versio
     // still on its way.
     shell.supervisor.do_send(CronJobWatch {
         scope: 0,
+        generation: 0,
         event: Event::Apply(replayed),
     });
     let written = shell.published().await;

@@ -1,0 +1,249 @@
+//! The CronJob and Job watches of each scope, shaped by the ring: a
+//! replica receives the Jobs of the buckets it owns (a label selector) and,
+//! where the API server shards watches, only those buckets' CronJobs.
+//!
+//! Each scope runs three watches:
+//! - Jobs labelled with an owned bucket (`shardcron.io/bucket in (...)`),
+//!   restarted with a new selector whenever the owned buckets change;
+//! - Jobs without the label (made before shardcron took over, or by hand
+//!   with a CronJob as controller), unfiltered: every replica reads them
+//!   and routes them by their controller's UID, as before;
+//! - CronJobs: sharded by the server and restarted with the ring where it
+//!   can ([`crate::kube::sharded`]), all of them otherwise.
+//!
+//! A restarted watch lists again; its events carry a generation, and the
+//! supervisor drops those of a watch it has replaced (the old watch may
+//! still have events in the mailbox, a re-list's end among them, which
+//! would otherwise count the new list's objects as deleted). A restart
+//! does not hold any decision: the Jobs of the buckets a replica keeps were
+//! selected before and after, and those of the buckets it gains come with
+//! the bulk load, which the protocol waits for.
+
+use super::Supervisor;
+use super::intake::{CronJobWatch, JobWatch};
+use crate::kube::bucket::{self, Bucket};
+use crate::kube::watch::{self, ListStrategy};
+use crate::telemetry::Metrics;
+use ::kube::Client;
+use actix::prelude::*;
+use futures::FutureExt as _;
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+
+/// What a replica's watches are made with.
+#[derive(Clone)]
+pub struct WatchSetup {
+    pub client: Client,
+    pub strategy: ListStrategy,
+    pub metrics: Arc<Metrics>,
+    /// The API server filters CronJobs by `shardSelector`.
+    pub server_shards: bool,
+}
+
+/// Which of a scope's two Job watches an event comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobStream {
+    Labelled,
+    Unlabelled,
+}
+
+/// A running watch and its generation.
+struct Running {
+    generation: u64,
+    task: JoinHandle<()>,
+}
+
+/// The watches of one scope.
+#[derive(Default)]
+struct ScopeWatches {
+    cronjobs: Option<Running>,
+    labelled_jobs: Option<Running>,
+    unlabelled_jobs: Option<JoinHandle<()>>,
+}
+
+/// Every scope's watches; without a setup (the supervisor's tests feed
+/// the watch messages themselves), none runs and every generation is 0.
+#[derive(Default)]
+pub(super) struct Watches {
+    setup: Option<WatchSetup>,
+    scopes: Vec<ScopeWatches>,
+    /// The buckets the current selectors name.
+    buckets: Option<Vec<Bucket>>,
+}
+
+fn current(running: &Option<Running>) -> u64 {
+    running.as_ref().map_or(0, |r| r.generation)
+}
+
+/// Ends `old` and starts the next generation with `start(generation)`.
+fn restart(old: &mut Option<Running>, start: impl FnOnce(u64) -> JoinHandle<()>) {
+    let generation = current(old) + 1;
+    if let Some(old) = old.take() {
+        old.task.abort();
+    }
+    *old = Some(Running {
+        generation,
+        task: start(generation),
+    });
+}
+
+impl Watches {
+    pub(super) fn new(setup: Option<WatchSetup>, scopes: usize) -> Self {
+        Self {
+            setup,
+            scopes: (0..scopes).map(|_| ScopeWatches::default()).collect(),
+            buckets: None,
+        }
+    }
+
+    pub(super) fn server_shards(&self) -> bool {
+        self.setup.as_ref().is_some_and(|s| s.server_shards)
+    }
+
+    /// Whether an event of generation `generation` comes from the scope's
+    /// current CronJob watch.
+    pub(super) fn is_current_cronjob_watch(&self, scope: usize, generation: u64) -> bool {
+        self.scopes
+            .get(scope)
+            .is_some_and(|s| current(&s.cronjobs) == generation)
+    }
+
+    /// Whether an event of `stream`, generation `generation`, comes from
+    /// the scope's current Job watch of that stream.
+    pub(super) fn is_current_job_watch(
+        &self,
+        scope: usize,
+        stream: JobStream,
+        generation: u64,
+    ) -> bool {
+        self.scopes.get(scope).is_some_and(|s| match stream {
+            JobStream::Labelled => current(&s.labelled_jobs) == generation,
+            JobStream::Unlabelled => generation == 0,
+        })
+    }
+
+    /// Starts the watches that do not depend on the ring: the unlabelled
+    /// Jobs', and the CronJobs' where the server does not shard them.
+    pub(super) fn start(&mut self, namespaces: &[Option<String>], to: &Addr<Supervisor>) {
+        let Some(setup) = self.setup.clone() else {
+            return;
+        };
+        for (scope, namespace) in namespaces.iter().enumerate() {
+            let watches = &mut self.scopes[scope];
+            let sender = to.clone();
+            watches.unlabelled_jobs = Some(watch::jobs(
+                setup.client.clone(),
+                namespace.as_deref(),
+                setup.strategy,
+                &bucket::unlabelled_selector(),
+                "unlabelled_jobs",
+                setup.metrics.clone(),
+                move |event| {
+                    sender
+                        .send(JobWatch {
+                            scope,
+                            stream: JobStream::Unlabelled,
+                            generation: 0,
+                            event,
+                        })
+                        .map(drop)
+                },
+            ));
+            if !setup.server_shards {
+                let sender = to.clone();
+                let task = watch::cronjobs(
+                    setup.client.clone(),
+                    namespace.as_deref(),
+                    setup.strategy,
+                    None,
+                    setup.metrics.clone(),
+                    move |event| {
+                        sender
+                            .send(CronJobWatch {
+                                scope,
+                                generation: 1,
+                                event,
+                            })
+                            .map(drop)
+                    },
+                );
+                watches.cronjobs = Some(Running {
+                    generation: 1,
+                    task,
+                });
+            }
+        }
+    }
+
+    /// The owned buckets are now `buckets`: restarts the watches whose
+    /// selectors name them (none if the set is the same, or empty: a replica
+    /// owning nothing keeps what it had until it owns something).
+    pub(super) fn reshape(
+        &mut self,
+        buckets: Vec<Bucket>,
+        namespaces: &[Option<String>],
+        to: &Addr<Supervisor>,
+    ) {
+        let Some(setup) = self.setup.clone() else {
+            return;
+        };
+        if buckets.is_empty() || self.buckets.as_ref() == Some(&buckets) {
+            return;
+        }
+        let labels = bucket::label_selector(&buckets);
+        let shards = bucket::shard_selector(&buckets);
+        tracing::info!(
+            buckets = buckets.len(),
+            label_selector_bytes = labels.len(),
+            shard_selector_bytes = shards.as_ref().map_or(0, String::len),
+            server_shards = setup.server_shards,
+            "watching the owned buckets"
+        );
+        for (scope, namespace) in namespaces.iter().enumerate() {
+            let watches = &mut self.scopes[scope];
+            restart(&mut watches.labelled_jobs, |generation| {
+                let sender = to.clone();
+                watch::jobs(
+                    setup.client.clone(),
+                    namespace.as_deref(),
+                    setup.strategy,
+                    &labels,
+                    "jobs",
+                    setup.metrics.clone(),
+                    move |event| {
+                        sender
+                            .send(JobWatch {
+                                scope,
+                                stream: JobStream::Labelled,
+                                generation,
+                                event,
+                            })
+                            .map(drop)
+                    },
+                )
+            });
+            if setup.server_shards {
+                restart(&mut watches.cronjobs, |generation| {
+                    let sender = to.clone();
+                    watch::cronjobs(
+                        setup.client.clone(),
+                        namespace.as_deref(),
+                        setup.strategy,
+                        shards.as_deref(),
+                        setup.metrics.clone(),
+                        move |event| {
+                            sender
+                                .send(CronJobWatch {
+                                    scope,
+                                    generation,
+                                    event,
+                                })
+                                .map(drop)
+                        },
+                    )
+                });
+            }
+        }
+        self.buckets = Some(buckets);
+    }
+}
