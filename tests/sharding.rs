@@ -13,6 +13,7 @@
 mod support;
 
 use jiff::{Timestamp, ToSpan};
+use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams};
 use shardcron_harness::cluster::CONTROLLER_NAMESPACE;
@@ -405,4 +406,90 @@ async fn a_lease_deleted_by_hand_is_recreated_and_nobody_takes_over() {
         "{during:?}"
     );
     fleet.converged(Duration::from_secs(30)).await;
+}
+
+/// Jobs that complete while the ring changes around them reach their
+/// CronJobs' status: a replica joining and another leaving restart every
+/// replica's bucket-selected watches (new selectors, new lists), and no
+/// completion may fall between an old watch and its successor. The local
+/// API server shards CronJob watches (`ShardedListAndWatch`), so the
+/// replicas' CronJob watches restart too.
+#[tokio::test(flavor = "multi_thread")]
+async fn completions_across_selector_changes_reach_the_status() {
+    completions_across_selector_changes("shard-selector", &[]).await;
+}
+
+/// The same where the replicas do not ask the server to shard CronJobs (as
+/// on a server without the gate): only the Job watches follow the ring.
+#[tokio::test(flavor = "multi_thread")]
+async fn completions_across_selector_changes_reach_the_status_without_server_shards() {
+    completions_across_selector_changes("shard-selector-off", &["--server-side-shards=off"]).await;
+}
+
+async fn completions_across_selector_changes(test: &str, replica_args: &[&str]) {
+    let mut fleet = Fleet::empty_with(test, replica_args).await;
+    fleet.add().await;
+    fleet.add().await;
+    // Pods run 20 s (kwok): the slot's Jobs are running when the ring changes.
+    let spec =
+        serde_json::json!({"successfulJobsHistoryLimit": 100, "failedJobsHistoryLimit": 100});
+    let pods = serde_json::json!({"shardcron.test/run-for": "20s"});
+    fleet
+        .create_cronjobs(CRONJOBS, |name| {
+            support::scenario::cronjob(name, "*/1 * * * *", spec.clone(), pods.clone())
+        })
+        .await;
+    let slot = fleet.first_slot;
+    fleet.all_slots_through(slot).await;
+    let changes_from = Instant::now();
+    let before = fleet.owners();
+    fleet.add().await;
+    let status = fleet.replicas[0].stop().await.expect("r0 running");
+    assert!(status.success(), "r0 exited with {status}");
+    let changed_in = changes_from.elapsed();
+    fleet.converged(Duration::from_secs(60)).await;
+    let moved = fleet
+        .owners()
+        .iter()
+        .filter(|(k, o)| before.get(*k) != Some(o))
+        .count();
+
+    // Each CronJob's Job for the slot completes; its CronJob must then list
+    // it no more and show its completion as lastSuccessfulTime.
+    let cronjobs: Api<CronJob> = Api::namespaced(fleet.admin.clone(), &fleet.ns.name);
+    let jobs = fleet.jobs.clone();
+    let names = fleet.names.clone();
+    support::eventually(
+        "every completion of the slot in its CronJob's status",
+        Duration::from_secs(90),
+        || async {
+            let listed = jobs.list(&Default::default()).await.ok()?;
+            for name in &names {
+                let job_name = format!("{name}-{}", slot.as_second() / 60);
+                let job = listed
+                    .items
+                    .iter()
+                    .find(|j| j.metadata.name.as_deref() == Some(job_name.as_str()))?;
+                let completed = job.status.as_ref()?.completion_time.as_ref()?.0;
+                let status = cronjobs.get(name).await.ok()?.status?;
+                let still_active = status
+                    .active
+                    .iter()
+                    .flatten()
+                    .any(|r| r.name.as_deref() == Some(job_name.as_str()));
+                let succeeded = status.last_successful_time.map(|t| t.0);
+                if still_active || succeeded.is_none_or(|t| t < completed) {
+                    return None;
+                }
+            }
+            Some(())
+        },
+    )
+    .await;
+    fleet.all_slots_through(slot + 60.seconds()).await;
+    fleet.figure(&format!(
+        "a join and a leave within {:.1} s while {CRONJOBS} Jobs ran; {moved} CronJobs moved; \
+         every completion reached its CronJob's status",
+        changed_in.as_secs_f64()
+    ));
 }

@@ -28,6 +28,9 @@ pub enum ScenarioName {
     S4,
     /// One tenant with 5,000 (short: 1,000) at one minute, 50 with one each.
     S5,
+    /// Scale-out: 100,000 CronJobs (short: 10,000) of the steady mix,
+    /// shardcron with 1, 2 and 4 replicas: what each replica receives.
+    S6,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -73,6 +76,9 @@ impl Scenario {
             (ScenarioName::S5, Mode::Ci) => (Mix::Tenants, 350, 1, 1, 120),
             (ScenarioName::S5, Mode::Short) => (Mix::Tenants, 1_050, 1, 1, 240),
             (ScenarioName::S5, Mode::Full) => (Mix::Tenants, 5_050, 1, 1, 900),
+            (ScenarioName::S6, Mode::Ci) => (Mix::Steady, 600, 20, 2, 0),
+            (ScenarioName::S6, Mode::Short) => (Mix::Steady, 10_000, 100, 3, 0),
+            (ScenarioName::S6, Mode::Full) => (Mix::Steady, 100_000, 1_000, 5, 0),
         };
         Self {
             name,
@@ -85,12 +91,15 @@ impl Scenario {
         }
     }
 
-    /// Watches `minutes` minute slots instead of the mode's. Only S1 and
-    /// S4 have a window to stretch: herds watch their one minute and S3
-    /// watches none.
+    /// Watches `minutes` minute slots instead of the mode's (S6: measures
+    /// each run over that many minutes). Only S1, S4 and S6 have a window
+    /// to stretch: herds watch their one minute and S3 watches none.
     pub fn set_minutes(&mut self, minutes: u32) -> anyhow::Result<()> {
-        if !matches!(self.name, ScenarioName::S1 | ScenarioName::S4) {
-            anyhow::bail!("--minutes applies to S1 and S4 only");
+        if !matches!(
+            self.name,
+            ScenarioName::S1 | ScenarioName::S4 | ScenarioName::S6
+        ) {
+            anyhow::bail!("--minutes applies to S1, S4 and S6 only");
         }
         if minutes < 2 {
             anyhow::bail!("--minutes must be at least 2");
@@ -105,6 +114,13 @@ impl Scenario {
     /// and refused when asked for.
     pub fn controllers(&self, given: Vec<Variant>) -> anyhow::Result<Vec<Variant>> {
         let failover = self.name == ScenarioName::S4;
+        if self.name == ScenarioName::S6 && given.is_empty() {
+            return Ok(vec![
+                Variant::Shardcron(1),
+                Variant::Shardcron(2),
+                Variant::Shardcron(4),
+            ]);
+        }
         if given.is_empty() {
             return Ok(if failover {
                 vec![Variant::Upstream, Variant::Shardcron(3)]

@@ -13,6 +13,7 @@ mod overhead;
 mod procstat;
 mod report;
 mod scale;
+mod scaleout;
 mod slots;
 
 use anyhow::{Context, bail};
@@ -236,6 +237,12 @@ async fn main() -> anyhow::Result<()> {
                 keep_logs,
                 join_during_herd,
             };
+            if scenario.name == ScenarioName::S6 {
+                let runs = scaleout::run(&scenario, &controllers, &settings).await?;
+                println!("{}", report::scaleout_markdown(&scenario, &runs));
+                eprintln!("compare: report in {}", out.display());
+                return Ok(());
+            }
             if scenario.name == ScenarioName::S3 {
                 let runs = scale::run(&scenario, &controllers, &settings).await?;
                 println!("{}", report::scale_markdown(&scenario, &runs));

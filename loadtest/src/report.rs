@@ -4,6 +4,7 @@
 use crate::cluster::ClientLimits;
 use crate::compare::{Run, Scenario};
 use crate::scale::ScaleRun;
+use crate::scaleout::ScaleOutRun;
 use crate::slots::{SlotSummary, percentile};
 use anyhow::Context;
 use plotters::prelude::*;
@@ -419,4 +420,95 @@ fn line_chart(
 
 fn plot_error<E: std::fmt::Debug>(error: E) -> anyhow::Error {
     anyhow::anyhow!("plotting failed: {error:?}")
+}
+
+/// The objects a scale-out replica received from a watch, all watches of
+/// Jobs together when `resource` is `jobs`.
+fn received(figures: &crate::scaleout::ReplicaFigures, resource: &str) -> f64 {
+    let get = |r: &str| figures.events.get(r).copied().unwrap_or(0.0);
+    match resource {
+        "jobs" => get("jobs") + get("unlabelled_jobs"),
+        other => get(other),
+    }
+}
+
+/// A scale-out run in one line, for progress output.
+pub fn scaleout_line(run: &ScaleOutRun) -> String {
+    format!(
+        "{}: per replica at most {:.0} CronJob and {:.0} Job objects received, {:.1} MiB, CPU {:.1} ms/s, RSS {:.0} MiB",
+        run.variant,
+        run.max(|f| received(f, "cronjobs")),
+        run.max(|f| received(f, "jobs")),
+        run.max(|f| f.bytes.values().sum::<f64>()) / MIB,
+        1000.0 * run.max(|f| f.cpu),
+        run.max(|f| f.rss_bytes as f64) / MIB,
+    )
+}
+
+/// S6's table: per replica (the largest of the N), what it received, its
+/// CPU and memory, each against 1/N of the single replica's.
+pub fn scaleout_markdown(scenario: &Scenario, runs: &[ScaleOutRun]) -> String {
+    let mut out = heading(scenario, None);
+    let single = runs.iter().find(|r| r.replicas == 1);
+    out.push_str(
+        "| controller | CronJob objects | vs 1/N | Job objects (window) | vs 1/N | bytes MiB | vs 1/N | CPU ms/s | vs 1/N | RSS MiB | vs 1/N |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for run in runs {
+        let n = run.replicas as f64;
+        let ratio = |figure: &dyn Fn(&ScaleOutRun) -> f64| {
+            single
+                .map(figure)
+                .filter(|one| *one > 0.0)
+                .map(|one| format!("{:.2}", figure(run) / (one / n)))
+                .unwrap_or_else(|| "-".into())
+        };
+        let cronjobs = |r: &ScaleOutRun| r.max(|f| received(f, "cronjobs"));
+        let jobs = |r: &ScaleOutRun| {
+            r.max(|f| {
+                f.window_events.get("jobs").copied().unwrap_or(0.0)
+                    + f.window_events
+                        .get("unlabelled_jobs")
+                        .copied()
+                        .unwrap_or(0.0)
+            })
+        };
+        let bytes = |r: &ScaleOutRun| r.max(|f| f.bytes.values().sum::<f64>());
+        let cpu = |r: &ScaleOutRun| r.max(|f| f.cpu);
+        let rss = |r: &ScaleOutRun| r.max(|f| f.rss_bytes as f64);
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {} | {:.0} | {} | {:.1} | {} | {:.1} | {} | {:.0} | {} |",
+            run.variant,
+            cronjobs(run),
+            ratio(&cronjobs),
+            jobs(run),
+            ratio(&jobs),
+            bytes(run) / MIB,
+            ratio(&bytes),
+            1000.0 * cpu(run),
+            ratio(&cpu),
+            rss(run) / MIB,
+            ratio(&rss),
+        );
+    }
+    out.push_str(
+        "\nOne control plane and one set of CronJobs for every run; each run starts N \
+         replicas, waits until all are ready, lets 20 s pass, then measures over the \
+         window. Each figure is the largest of the N replicas; \"vs 1/N\" divides it by \
+         the single replica's figure over N (1.00: the input is divided evenly). CronJob \
+         and byte counts run from the start (the initial lists included); Job objects, \
+         CPU and RSS are the window's.\n",
+    );
+    out
+}
+
+/// Writes S6's report.json and report.md.
+pub fn write_scaleout(out: &Path, scenario: &Scenario, runs: &[ScaleOutRun]) -> anyhow::Result<()> {
+    std::fs::write(
+        out.join("report.json"),
+        serde_json::to_vec_pretty(&serde_json::json!({"scenario": scenario, "runs": runs}))?,
+    )?;
+    std::fs::write(out.join("report.md"), scaleout_markdown(scenario, runs))?;
+    Ok(())
 }

@@ -252,7 +252,10 @@ async fn start(
         .with_context(|| format!("binding {}", args.debug_bind_address))?;
 
     let strategy = args.list_strategy.resolve(&client).await;
-    let server_shards = args.server_side_shards.resolve(&client).await;
+    let server_shards = args
+        .server_side_shards
+        .resolve(&client, args.namespaces.first().map(String::as_str))
+        .await;
     let gateway = Gateway::start(
         client.clone(),
         Limits {

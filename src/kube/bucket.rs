@@ -68,15 +68,18 @@ impl Bucket {
     }
 }
 
-/// The label selector of the Jobs in `buckets` (sorted or not). An empty set
-/// selects no Job (a set-based selector may not be empty: the value `none`
-/// is never a bucket).
+/// The label selector of the Jobs in `buckets` (sorted or not). Every
+/// bucket is any value of the label; an empty set selects no Job (a
+/// set-based selector may not be empty: the value `none` is never a bucket).
 pub fn label_selector(buckets: &[Bucket]) -> String {
     let mut values: Vec<u16> = buckets.iter().map(|b| b.0).collect();
     values.sort_unstable();
     values.dedup();
     if values.is_empty() {
         return format!("{LABEL} in (none)");
+    }
+    if values.len() == usize::from(BUCKETS) {
+        return LABEL.to_owned();
     }
     let mut selector = format!("{LABEL} in (");
     for (i, value) in values.iter().enumerate() {
@@ -189,6 +192,10 @@ mod tests {
             "shardcron.io/bucket in (2,9)"
         );
         assert_eq!(label_selector(&[]), "shardcron.io/bucket in (none)");
+        assert_eq!(
+            label_selector(&Bucket::all().collect::<Vec<_>>()),
+            "shardcron.io/bucket"
+        );
         assert_eq!(unlabelled_selector(), "!shardcron.io/bucket");
 
         assert_eq!(shard_selector(&[]), None);

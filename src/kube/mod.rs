@@ -12,6 +12,7 @@
 pub mod bucket;
 pub mod bulk;
 pub mod client;
+pub mod counted;
 pub mod deadline;
 pub mod events;
 pub mod failure;

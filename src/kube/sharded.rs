@@ -59,10 +59,11 @@ pub enum ServerShards {
 }
 
 impl ServerShards {
-    /// Whether the CronJob watches are to be sharded by the server.
-    pub async fn resolve(self, client: &Client) -> bool {
+    /// Whether the CronJob watches are to be sharded by the server, asked
+    /// in `namespace` (`None`: cluster-wide), one the controller may list.
+    pub async fn resolve(self, client: &Client, namespace: Option<&str>) -> bool {
         match self {
-            ServerShards::Auto => server_filters_cronjobs(client).await,
+            ServerShards::Auto => server_filters_cronjobs(client, namespace).await,
             ServerShards::Off => false,
         }
     }
@@ -72,10 +73,15 @@ impl ServerShards {
 const PROBE: &str = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
 
 /// Whether the API server filters CronJob lists by `shardSelector`: asks
-/// for one CronJob of half the hash space and reads `metadata.shardInfo`.
-/// A failed question counts as no (the unfiltered path serves every server).
-pub async fn server_filters_cronjobs(client: &Client) -> bool {
-    let uri = format!("/apis/batch/v1/cronjobs?limit=1&{}", query_pair(PROBE));
+/// for one CronJob of half the hash space in `namespace` (`None`: all) and
+/// reads `metadata.shardInfo`. A failed question counts as no (the
+/// unfiltered path serves every server).
+pub async fn server_filters_cronjobs(client: &Client, namespace: Option<&str>) -> bool {
+    let path = match namespace {
+        Some(namespace) => format!("/apis/batch/v1/namespaces/{namespace}/cronjobs"),
+        None => "/apis/batch/v1/cronjobs".to_owned(),
+    };
+    let uri = format!("{path}?limit=1&{}", query_pair(PROBE));
     let request = match Request::get(uri).body(Vec::new()) {
         Ok(request) => request,
         Err(error) => {
@@ -124,7 +130,7 @@ mod tests {
     #[tokio::test]
     async fn support_is_read_from_the_lists_answer() {
         let (client, asked) = scripted::client(|_| list(Some(PROBE)));
-        assert!(server_filters_cronjobs(&client).await);
+        assert!(server_filters_cronjobs(&client, None).await);
         let probe = &asked.all()[0];
         assert!(
             probe.starts_with("GET /apis/batch/v1/cronjobs?limit=1&shardSelector=shardRange%28object.metadata.uid%2C+%270x0000000000000000%27"),
@@ -134,7 +140,7 @@ mod tests {
             let answer = std::sync::Mutex::new(Some(answer));
             let (client, _) =
                 scripted::client(move |_| answer.lock().unwrap().take().unwrap_or(Answer::Silence));
-            assert!(!server_filters_cronjobs(&client).await);
+            assert!(!server_filters_cronjobs(&client, Some("team-a")).await);
         }
     }
 

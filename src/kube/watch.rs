@@ -156,7 +156,8 @@ pub(crate) fn without_managed_fields<K: Resource>(mut object: K) -> K {
 /// `map`, to `deliver` and waiting for it to be taken before reading on,
 /// so that a list of many objects is never held decoded all at once.
 fn spawn_watch<K, T, Delivered>(
-    api: Api<K>,
+    client: Client,
+    api: impl FnOnce(Client) -> Api<K>,
     config: watcher::Config,
     resource: &'static str,
     metrics: Arc<Metrics>,
@@ -169,9 +170,11 @@ where
     Delivered: Future<Output = ()> + Send,
 {
     let map = move |object: K| map(without_managed_fields(object));
+    let labels = ResourceLabels { resource };
+    let bytes = metrics.watch_bytes.get_or_create(&labels).clone();
+    let api = api(super::counted::client_counting_bytes(&client, bytes));
     tokio::spawn(async move {
         let mut events = watcher::watcher(api, config).default_backoff().boxed();
-        let labels = ResourceLabels { resource };
         let received = metrics.watch_events.get_or_create(&labels).clone();
         while let Some(event) = events.next().await {
             match event {
@@ -215,7 +218,8 @@ pub fn cronjobs<Delivered: Future<Output = ()> + Send>(
         None => client,
     };
     spawn_watch(
-        api::<CronJob>(client, namespace),
+        client,
+        |client| api::<CronJob>(client, namespace),
         strategy.config(),
         "cronjobs",
         metrics,
@@ -237,7 +241,8 @@ pub fn jobs<Delivered: Future<Output = ()> + Send>(
     deliver: impl FnMut(Event<JobFacts>) -> Delivered + Send + 'static,
 ) -> JoinHandle<()> {
     spawn_watch(
-        api::<LeanJob>(client, namespace),
+        client,
+        |client| api::<LeanJob>(client, namespace),
         strategy.config().labels(selector),
         resource,
         metrics,
@@ -261,7 +266,8 @@ where
     Delivered: Future<Output = ()> + Send,
 {
     spawn_watch(
-        Api::<Lease>::namespaced(client, namespace),
+        client,
+        |client| Api::<Lease>::namespaced(client, namespace),
         watcher::Config::default()
             .labels(selector)
             .any_semantic()

@@ -97,6 +97,12 @@ impl JobIndex {
         self.homes.contains_key(job_uid)
     }
 
+    /// Whether the remembered Job with this UID carries the bucket label
+    /// (as last seen); `None` if it is not remembered.
+    pub fn is_labelled(&self, job_uid: &str) -> Option<bool> {
+        self.homes.get(job_uid).map(|home| home.labelled)
+    }
+
     /// Forgets the Jobs (remembered or parked) of every CronJob that `keep`
     /// (by the CronJob's UID) rejects: this replica no longer owns it.
     pub fn retain_owners(&mut self, keep: impl Fn(&str) -> bool) {

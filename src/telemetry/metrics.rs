@@ -83,6 +83,7 @@ pub struct Metrics {
     pub queue_wait: Family<PriorityLabels, Histogram, fn() -> Histogram>,
     pub watch_restarts: Family<ResourceLabels, Counter>,
     pub watch_events: Family<ResourceLabels, Counter>,
+    pub watch_bytes: Family<ResourceLabels, Counter>,
     pub ring_members: Gauge,
     pub owned: Family<OwnedLabels, Gauge>,
     pub rebalances: Counter,
@@ -205,6 +206,12 @@ impl Metrics {
             "Objects a watch received and decoded (listed, added, changed, deleted), by watch: what sharding the input divides",
             watch_events.clone(),
         );
+        let watch_bytes = Family::<ResourceLabels, Counter>::default();
+        registry.register(
+            "watch_bytes",
+            "Bytes of the response bodies a watch received (its lists and its watch streams), by watch",
+            watch_bytes.clone(),
+        );
         let ring_members = Gauge::default();
         registry.register(
             "ring_members",
@@ -288,6 +295,7 @@ impl Metrics {
             queue_wait,
             watch_restarts,
             watch_events,
+            watch_bytes,
         }
     }
 

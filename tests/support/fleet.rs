@@ -32,6 +32,8 @@ pub struct Fleet {
     /// The first slot every CronJob must have a Job for.
     pub first_slot: Timestamp,
     test: String,
+    /// Flags every replica is started with, besides the fleet's own.
+    replica_args: Vec<String>,
 }
 
 /// One slot's Job as the API server recorded it.
@@ -95,6 +97,11 @@ impl Fleet {
 
     /// A namespace and no replicas, no CronJobs yet.
     pub async fn empty(test: &str) -> Fleet {
+        Self::empty_with(test, &[]).await
+    }
+
+    /// As [`Fleet::empty`], every replica to be started with `replica_args` too.
+    pub async fn empty_with(test: &str, replica_args: &[&str]) -> Fleet {
         let cluster = Cluster::shared();
         let ns = cluster.namespace(test).await;
         let admin = cluster.admin().await;
@@ -106,6 +113,7 @@ impl Fleet {
             names: Vec::new(),
             first_slot: Timestamp::UNIX_EPOCH,
             test: test.to_owned(),
+            replica_args: replica_args.iter().map(|a| a.to_string()).collect(),
         }
     }
 
@@ -160,7 +168,11 @@ impl Fleet {
             &self.ns.name,
             &self.ns.name,
             &format!("r{index}"),
-            &[],
+            &self
+                .replica_args
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
         )
         .await
     }

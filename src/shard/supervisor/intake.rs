@@ -204,7 +204,18 @@ impl Handler<JobWatch> for Supervisor {
         }
         match event {
             Event::Apply(job) => self.on_job(job, false),
-            Event::Delete(job) => self.on_job_deleted(&job.uid),
+            // A Job whose label was added or removed leaves one watch (a
+            // deletion there) and enters the other, in either order: only
+            // the watch it was last seen in may delete it.
+            Event::Delete(job) => {
+                let in_the_other_watch = self
+                    .jobs
+                    .is_labelled(&job.uid)
+                    .is_some_and(|labelled| labelled != (stream == JobStream::Labelled));
+                if !in_the_other_watch {
+                    self.on_job_deleted(&job.uid);
+                }
+            }
             Event::Init => self.scopes[scope].jobs(stream).0.begin(),
             Event::InitApply(job) => {
                 self.scopes[scope].jobs(stream).0.saw(&job.uid);

@@ -1,0 +1,203 @@
+//! S6, scale-out: what each replica receives, decodes and burns when the
+//! ring grows. One control plane and one set of CronJobs (the steady mix,
+//! so Jobs come and go) serve shardcron with 1, 2 and 4 replicas in turn;
+//! each run is measured per replica over the same window: the objects and
+//! bytes each watch received (the controller's own counters,
+//! `shardcron_watch_events_total` and `shardcron_watch_bytes_total`), CPU
+//! seconds and resident memory. Sharding divides the input when each of N
+//! replicas sees about 1/N of what one replica sees.
+
+use crate::cluster::{self, LocalCluster};
+use crate::compare::{Scenario, Settings, Variant};
+use crate::mix::{self, Anchor};
+use crate::procstat;
+use crate::{create, report};
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// After every replica is ready, this long passes before the window opens:
+/// the initial lists' garbage is freed or reused by then.
+const SETTLE: Duration = Duration::from_secs(20);
+
+/// One replica over the window.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ReplicaFigures {
+    pub replica: String,
+    /// Objects received per watch (`cronjobs`, `jobs`, `unlabelled_jobs`,
+    /// `leases`), from the start (initial lists included).
+    pub events: BTreeMap<String, f64>,
+    /// Response bytes received per watch, from the start.
+    pub bytes: BTreeMap<String, f64>,
+    /// Objects received per watch within the window only.
+    pub window_events: BTreeMap<String, f64>,
+    /// CPU seconds per second over the window.
+    pub cpu: f64,
+    /// Resident set at the end of the window.
+    pub rss_bytes: u64,
+    /// Until ready (every owned CronJob armed), from the start.
+    pub ready_seconds: f64,
+}
+
+/// One variant's run: its replicas' figures.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScaleOutRun {
+    pub variant: String,
+    pub replicas: usize,
+    pub cronjobs: usize,
+    pub window_seconds: f64,
+    pub per_replica: Vec<ReplicaFigures>,
+}
+
+impl ScaleOutRun {
+    /// The largest per-replica value of `figure`.
+    pub fn max(&self, figure: impl Fn(&ReplicaFigures) -> f64) -> f64 {
+        self.per_replica.iter().map(figure).fold(0.0, f64::max)
+    }
+}
+
+/// `shardcron_<metric>_total{resource="<r>"} <value>` lines of a replica's
+/// exposition, by resource.
+pub fn by_resource(text: &str, metric: &str) -> BTreeMap<String, f64> {
+    let prefix = format!("shardcron_{metric}_total{{resource=\"");
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(&prefix)?;
+            let (resource, value) = rest.split_once("\"} ")?;
+            Some((resource.to_owned(), value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// Runs S6 against each variant on one control plane and writes the report.
+pub async fn run(
+    scenario: &Scenario,
+    variants: &[Variant],
+    settings: &Settings,
+) -> anyhow::Result<Vec<ScaleOutRun>> {
+    if variants.contains(&Variant::Upstream) {
+        bail!("S6 compares shardcron with itself: pass shardcron-N controllers only");
+    }
+    std::fs::create_dir_all(&settings.out)?;
+    let mut cluster = LocalCluster::up(&settings.out.join("cluster"), false, "").await?;
+    let result = run_on(&mut cluster, scenario, variants, settings).await;
+    cluster
+        .finish(
+            Vec::new(),
+            result,
+            &settings.out.join("logs"),
+            settings.keep_logs,
+        )
+        .await
+}
+
+async fn run_on(
+    cluster: &mut LocalCluster,
+    scenario: &Scenario,
+    variants: &[Variant],
+    settings: &Settings,
+) -> anyhow::Result<Vec<ScaleOutRun>> {
+    let credentials = cluster.shardcron_credentials().await?;
+    let plan = mix::plan(
+        scenario.mix,
+        scenario.count,
+        scenario.namespaces,
+        "a",
+        Anchor::default(),
+    );
+    create::create(&cluster.client, &plan, settings.create_qps).await?;
+    let window = Duration::from_secs(60 * u64::from(scenario.minutes.max(1)));
+    let mut runs = Vec::new();
+    for variant in variants {
+        let Variant::Shardcron(n) = *variant else {
+            continue;
+        };
+        eprintln!("scale-out: {variant} with {} CronJobs", scenario.count);
+        let started = Instant::now();
+        let replicas = cluster
+            .start_shardcron(
+                &settings.shardcron_bin,
+                n,
+                &credentials,
+                settings.limits,
+                &format!("-{variant}"),
+            )
+            .await?;
+        let ready_seconds = started.elapsed().as_secs_f64();
+        tokio::time::sleep(SETTLE).await;
+        let pids: Vec<u32> = replicas
+            .iter()
+            .map(cluster::pid)
+            .collect::<Result<_, _>>()?;
+        let before: Vec<_> = pids
+            .iter()
+            .map(|pid| procstat::sample(*pid))
+            .collect::<Result<_, _>>()?;
+        let events_before: Vec<_> = replicas
+            .iter()
+            .map(|r| by_resource(&r.metrics_text(), "watch_events"))
+            .collect();
+        tokio::time::sleep(window).await;
+        let mut per_replica = Vec::new();
+        for (i, replica) in replicas.iter().enumerate() {
+            let after = procstat::sample(pids[i]).context("a replica exited in the window")?;
+            let text = replica.metrics_text();
+            let events = by_resource(&text, "watch_events");
+            let window_events = events
+                .iter()
+                .map(|(k, v)| {
+                    let before = events_before[i].get(k).copied().unwrap_or(0.0);
+                    (k.clone(), v - before)
+                })
+                .collect();
+            per_replica.push(ReplicaFigures {
+                replica: replica.id().to_owned(),
+                bytes: by_resource(&text, "watch_bytes"),
+                events,
+                window_events,
+                cpu: (after.cpu_seconds - before[i].cpu_seconds) / window.as_secs_f64(),
+                rss_bytes: after.rss_bytes,
+                ready_seconds,
+            });
+        }
+        for replica in replicas {
+            cluster::stop(replica).await?;
+        }
+        let run = ScaleOutRun {
+            variant: variant.to_string(),
+            replicas: n,
+            cronjobs: scenario.count,
+            window_seconds: window.as_secs_f64(),
+            per_replica,
+        };
+        eprintln!("scale-out: {}", report::scaleout_line(&run));
+        std::fs::write(
+            settings.out.join(format!("{variant}.json")),
+            serde_json::to_vec_pretty(&run)?,
+        )?;
+        runs.push(run);
+    }
+    report::write_scaleout(&settings.out, scenario, &runs)?;
+    Ok(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_counters_are_read_by_resource() {
+        let text = "\
+# TYPE shardcron_watch_events counter
+shardcron_watch_events_total{resource=\"jobs\"} 120
+shardcron_watch_events_total{resource=\"cronjobs\"} 3.3e4
+shardcron_watch_bytes_total{resource=\"jobs\"} 999
+";
+        let events = by_resource(text, "watch_events");
+        assert_eq!(events.get("jobs"), Some(&120.0));
+        assert_eq!(events.get("cronjobs"), Some(&33_000.0));
+        assert_eq!(events.len(), 2);
+        assert_eq!(by_resource(text, "watch_bytes").get("jobs"), Some(&999.0));
+    }
+}
