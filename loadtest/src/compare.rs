@@ -77,7 +77,7 @@ impl Scenario {
             (ScenarioName::S5, Mode::Short) => (Mix::Tenants, 1_050, 1, 1, 240),
             (ScenarioName::S5, Mode::Full) => (Mix::Tenants, 5_050, 1, 1, 900),
             (ScenarioName::S6, Mode::Ci) => (Mix::Steady, 600, 20, 2, 0),
-            (ScenarioName::S6, Mode::Short) => (Mix::Steady, 10_000, 100, 3, 0),
+            (ScenarioName::S6, Mode::Short) => (Mix::Steady, 10_000, 100, 5, 0),
             (ScenarioName::S6, Mode::Full) => (Mix::Steady, 100_000, 1_000, 5, 0),
         };
         Self {

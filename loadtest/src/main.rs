@@ -74,11 +74,12 @@ enum Command {
         mode: Mode,
         /// Comma-separated: upstream, shardcron-N. Default: upstream,
         /// shardcron-1 and shardcron-3 (S4: upstream and shardcron-3, as a
-        /// failover needs a replica to take over).
+        /// failover needs a replica to take over; S6: shardcron-1,
+        /// shardcron-2 and shardcron-4).
         #[arg(long, value_delimiter = ',')]
         controllers: Vec<Variant>,
         /// Minute slots watched, instead of the mode's (S1 and S4, whose
-        /// CronJobs fire every minute or every hour).
+        /// CronJobs fire every minute or every hour; S6: each run's window).
         #[arg(long)]
         minutes: Option<u32>,
         /// Client QPS of every controller (upstream's default: 20).

@@ -279,11 +279,21 @@ pub fn scale_markdown(scenario: &Scenario, runs: &[ScaleRun]) -> String {
 
 /// Writes S3's report.json and report.md.
 pub fn write_scale(out: &Path, scenario: &Scenario, runs: &[ScaleRun]) -> anyhow::Result<()> {
+    write_runs(out, scenario, runs, &scale_markdown(scenario, runs))
+}
+
+/// Writes `report.json` (the scenario and its runs) and `report.md`.
+fn write_runs(
+    out: &Path,
+    scenario: &Scenario,
+    runs: &[impl serde::Serialize],
+    markdown: &str,
+) -> anyhow::Result<()> {
     std::fs::write(
         out.join("report.json"),
         serde_json::to_vec_pretty(&serde_json::json!({"scenario": scenario, "runs": runs}))?,
     )?;
-    std::fs::write(out.join("report.md"), scale_markdown(scenario, runs))?;
+    std::fs::write(out.join("report.md"), markdown)?;
     Ok(())
 }
 
@@ -422,12 +432,13 @@ fn plot_error<E: std::fmt::Debug>(error: E) -> anyhow::Error {
     anyhow::anyhow!("plotting failed: {error:?}")
 }
 
-/// The objects a scale-out replica received from a watch, all watches of
-/// Jobs together when `resource` is `jobs`.
-fn received(figures: &crate::scaleout::ReplicaFigures, resource: &str) -> f64 {
-    let get = |r: &str| figures.events.get(r).copied().unwrap_or(0.0);
+/// What a scale-out replica received in the window from the watches of
+/// `resource` (`jobs`: both Job watches), in `figures` (objects or bytes).
+fn in_window(figures: &std::collections::BTreeMap<String, f64>, resource: &str) -> f64 {
+    let get = |r: &str| figures.get(r).copied().unwrap_or(0.0);
     match resource {
         "jobs" => get("jobs") + get("unlabelled_jobs"),
+        "all" => figures.values().sum(),
         other => get(other),
     }
 }
@@ -435,23 +446,23 @@ fn received(figures: &crate::scaleout::ReplicaFigures, resource: &str) -> f64 {
 /// A scale-out run in one line, for progress output.
 pub fn scaleout_line(run: &ScaleOutRun) -> String {
     format!(
-        "{}: per replica at most {:.0} CronJob and {:.0} Job objects received, {:.1} MiB, CPU {:.1} ms/s, RSS {:.0} MiB",
+        "{}: per replica in the window at most {:.0} CronJob and {:.0} Job objects received, {:.2} MiB, CPU {:.1} ms/s, RSS {:.0} MiB",
         run.variant,
-        run.max(|f| received(f, "cronjobs")),
-        run.max(|f| received(f, "jobs")),
-        run.max(|f| f.bytes.values().sum::<f64>()) / MIB,
+        run.max(|f| in_window(&f.window_events, "cronjobs")),
+        run.max(|f| in_window(&f.window_events, "jobs")),
+        run.max(|f| in_window(&f.window_bytes, "all")) / MIB,
         1000.0 * run.max(|f| f.cpu),
         run.max(|f| f.rss_bytes as f64) / MIB,
     )
 }
 
-/// S6's table: per replica (the largest of the N), what it received, its
-/// CPU and memory, each against 1/N of the single replica's.
+/// S6's table: per replica (the largest of the N), what it received in the
+/// window, its CPU and memory, each against 1/N of the single replica's.
 pub fn scaleout_markdown(scenario: &Scenario, runs: &[ScaleOutRun]) -> String {
     let mut out = heading(scenario, None);
     let single = runs.iter().find(|r| r.replicas == 1);
     out.push_str(
-        "| controller | CronJob objects | vs 1/N | Job objects (window) | vs 1/N | bytes MiB | vs 1/N | CPU ms/s | vs 1/N | RSS MiB | vs 1/N |\n\
+        "| controller | CronJob objects | vs 1/N | Job objects | vs 1/N | watch bytes MiB | vs 1/N | CPU ms/s | vs 1/N | RSS MiB | vs 1/N |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for run in runs {
@@ -463,22 +474,14 @@ pub fn scaleout_markdown(scenario: &Scenario, runs: &[ScaleOutRun]) -> String {
                 .map(|one| format!("{:.2}", figure(run) / (one / n)))
                 .unwrap_or_else(|| "-".into())
         };
-        let cronjobs = |r: &ScaleOutRun| r.max(|f| received(f, "cronjobs"));
-        let jobs = |r: &ScaleOutRun| {
-            r.max(|f| {
-                f.window_events.get("jobs").copied().unwrap_or(0.0)
-                    + f.window_events
-                        .get("unlabelled_jobs")
-                        .copied()
-                        .unwrap_or(0.0)
-            })
-        };
-        let bytes = |r: &ScaleOutRun| r.max(|f| f.bytes.values().sum::<f64>());
+        let cronjobs = |r: &ScaleOutRun| r.max(|f| in_window(&f.window_events, "cronjobs"));
+        let jobs = |r: &ScaleOutRun| r.max(|f| in_window(&f.window_events, "jobs"));
+        let bytes = |r: &ScaleOutRun| r.max(|f| in_window(&f.window_bytes, "all"));
         let cpu = |r: &ScaleOutRun| r.max(|f| f.cpu);
         let rss = |r: &ScaleOutRun| r.max(|f| f.rss_bytes as f64);
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {} | {:.0} | {} | {:.1} | {} | {:.1} | {} | {:.0} | {} |",
+            "| {} | {:.0} | {} | {:.0} | {} | {:.2} | {} | {:.1} | {} | {:.0} | {} |",
             run.variant,
             cronjobs(run),
             ratio(&cronjobs),
@@ -495,20 +498,19 @@ pub fn scaleout_markdown(scenario: &Scenario, runs: &[ScaleOutRun]) -> String {
     out.push_str(
         "\nOne control plane and one set of CronJobs for every run; each run starts N \
          replicas, waits until all are ready, lets 20 s pass, then measures over the \
-         window. Each figure is the largest of the N replicas; \"vs 1/N\" divides it by \
-         the single replica's figure over N (1.00: the input is divided evenly). CronJob \
-         and byte counts run from the start (the initial lists included); Job objects, \
-         CPU and RSS are the window's.\n",
+         window: the objects and bytes each replica's watches received (CronJobs change \
+         at every firing, when their status is written), its CPU, and its RSS at the end. \
+         Each figure is the largest of the N replicas; \"vs 1/N\" divides it by the \
+         single replica's figure over N (1.00: divided evenly; N: every replica reads \
+         everything). The initial lists are outside the window: each replica lists its \
+         share again at every ring change, so the replicas of a ring that forms one by \
+         one list more than one replica does at its start (in report.json: `events`, \
+         `bytes`, from each process's start).\n",
     );
     out
 }
 
 /// Writes S6's report.json and report.md.
 pub fn write_scaleout(out: &Path, scenario: &Scenario, runs: &[ScaleOutRun]) -> anyhow::Result<()> {
-    std::fs::write(
-        out.join("report.json"),
-        serde_json::to_vec_pretty(&serde_json::json!({"scenario": scenario, "runs": runs}))?,
-    )?;
-    std::fs::write(out.join("report.md"), scaleout_markdown(scenario, runs))?;
-    Ok(())
+    write_runs(out, scenario, runs, &scaleout_markdown(scenario, runs))
 }

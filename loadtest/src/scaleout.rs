@@ -32,6 +32,9 @@ pub struct ReplicaFigures {
     pub bytes: BTreeMap<String, f64>,
     /// Objects received per watch within the window only.
     pub window_events: BTreeMap<String, f64>,
+    /// Response bytes received per watch within the window only.
+    #[serde(default)]
+    pub window_bytes: BTreeMap<String, f64>,
     /// CPU seconds per second over the window.
     pub cpu: f64,
     /// Resident set at the end of the window.
@@ -134,9 +137,15 @@ async fn run_on(
             .iter()
             .map(|pid| procstat::sample(*pid))
             .collect::<Result<_, _>>()?;
-        let events_before: Vec<_> = replicas
+        let counters_before: Vec<_> = replicas
             .iter()
-            .map(|r| by_resource(&r.metrics_text(), "watch_events"))
+            .map(|r| {
+                let text = r.metrics_text();
+                (
+                    by_resource(&text, "watch_events"),
+                    by_resource(&text, "watch_bytes"),
+                )
+            })
             .collect();
         tokio::time::sleep(window).await;
         let mut per_replica = Vec::new();
@@ -144,18 +153,14 @@ async fn run_on(
             let after = procstat::sample(pids[i]).context("a replica exited in the window")?;
             let text = replica.metrics_text();
             let events = by_resource(&text, "watch_events");
-            let window_events = events
-                .iter()
-                .map(|(k, v)| {
-                    let before = events_before[i].get(k).copied().unwrap_or(0.0);
-                    (k.clone(), v - before)
-                })
-                .collect();
+            let bytes = by_resource(&text, "watch_bytes");
+            let (events_before, bytes_before) = &counters_before[i];
             per_replica.push(ReplicaFigures {
                 replica: replica.id().to_owned(),
-                bytes: by_resource(&text, "watch_bytes"),
+                window_events: since(&events, events_before),
+                window_bytes: since(&bytes, bytes_before),
+                bytes,
                 events,
-                window_events,
                 cpu: (after.cpu_seconds - before[i].cpu_seconds) / window.as_secs_f64(),
                 rss_bytes: after.rss_bytes,
                 ready_seconds,
@@ -180,6 +185,14 @@ async fn run_on(
     }
     report::write_scaleout(&settings.out, scenario, &runs)?;
     Ok(runs)
+}
+
+/// Each counter's growth from `before` to `after`.
+fn since(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .collect()
 }
 
 #[cfg(test)]

@@ -22,11 +22,14 @@
 use super::Supervisor;
 use super::intake::{CronJobWatch, JobWatch};
 use crate::kube::bucket::{self, Bucket};
-use crate::kube::watch::{self, ListStrategy};
+use crate::kube::watch::{self, JobFacts, ListStrategy};
 use crate::telemetry::Metrics;
 use ::kube::Client;
+use ::kube::runtime::watcher::Event;
+use actix::dev::Request;
 use actix::prelude::*;
 use futures::FutureExt as _;
+use k8s_openapi::api::batch::v1::CronJob;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
 
@@ -69,6 +72,40 @@ pub(super) struct Watches {
     scopes: Vec<ScopeWatches>,
     /// The buckets the current selectors name.
     buckets: Option<Vec<Bucket>>,
+}
+
+/// Hands a Job watch's events to the supervisor, tagged.
+fn send_jobs(
+    to: &Addr<Supervisor>,
+    scope: usize,
+    stream: JobStream,
+    generation: u64,
+) -> impl FnMut(Event<JobFacts>) -> Request<Supervisor, JobWatch> + Send + 'static {
+    let to = to.clone();
+    move |event| {
+        to.send(JobWatch {
+            scope,
+            stream,
+            generation,
+            event,
+        })
+    }
+}
+
+/// Hands a CronJob watch's events to the supervisor, tagged.
+fn send_cronjobs(
+    to: &Addr<Supervisor>,
+    scope: usize,
+    generation: u64,
+) -> impl FnMut(Event<CronJob>) -> Request<Supervisor, CronJobWatch> + Send + 'static {
+    let to = to.clone();
+    move |event| {
+        to.send(CronJobWatch {
+            scope,
+            generation,
+            event,
+        })
+    }
 }
 
 fn current(running: &Option<Running>) -> u64 {
@@ -130,7 +167,7 @@ impl Watches {
         };
         for (scope, namespace) in namespaces.iter().enumerate() {
             let watches = &mut self.scopes[scope];
-            let sender = to.clone();
+            let mut send = send_jobs(to, scope, JobStream::Unlabelled, 0);
             watches.unlabelled_jobs = Some(watch::jobs(
                 setup.client.clone(),
                 namespace.as_deref(),
@@ -138,34 +175,17 @@ impl Watches {
                 &bucket::unlabelled_selector(),
                 "unlabelled_jobs",
                 setup.metrics.clone(),
-                move |event| {
-                    sender
-                        .send(JobWatch {
-                            scope,
-                            stream: JobStream::Unlabelled,
-                            generation: 0,
-                            event,
-                        })
-                        .map(drop)
-                },
+                move |event| send(event).map(drop),
             ));
             if !setup.server_shards {
-                let sender = to.clone();
+                let mut send = send_cronjobs(to, scope, 1);
                 let task = watch::cronjobs(
                     setup.client.clone(),
                     namespace.as_deref(),
                     setup.strategy,
                     None,
                     setup.metrics.clone(),
-                    move |event| {
-                        sender
-                            .send(CronJobWatch {
-                                scope,
-                                generation: 1,
-                                event,
-                            })
-                            .map(drop)
-                    },
+                    move |event| send(event).map(drop),
                 );
                 watches.cronjobs = Some(Running {
                     generation: 1,
@@ -202,7 +222,7 @@ impl Watches {
         for (scope, namespace) in namespaces.iter().enumerate() {
             let watches = &mut self.scopes[scope];
             restart(&mut watches.labelled_jobs, |generation| {
-                let sender = to.clone();
+                let mut send = send_jobs(to, scope, JobStream::Labelled, generation);
                 watch::jobs(
                     setup.client.clone(),
                     namespace.as_deref(),
@@ -210,36 +230,19 @@ impl Watches {
                     &labels,
                     "jobs",
                     setup.metrics.clone(),
-                    move |event| {
-                        sender
-                            .send(JobWatch {
-                                scope,
-                                stream: JobStream::Labelled,
-                                generation,
-                                event,
-                            })
-                            .map(drop)
-                    },
+                    move |event| send(event).map(drop),
                 )
             });
             if setup.server_shards {
                 restart(&mut watches.cronjobs, |generation| {
-                    let sender = to.clone();
+                    let mut send = send_cronjobs(to, scope, generation);
                     watch::cronjobs(
                         setup.client.clone(),
                         namespace.as_deref(),
                         setup.strategy,
                         shards.as_deref(),
                         setup.metrics.clone(),
-                        move |event| {
-                            sender
-                                .send(CronJobWatch {
-                                    scope,
-                                    generation,
-                                    event,
-                                })
-                                .map(drop)
-                        },
+                        move |event| send(event).map(drop),
                     )
                 });
             }
