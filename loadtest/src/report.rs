@@ -4,7 +4,7 @@
 use crate::cluster::ClientLimits;
 use crate::compare::{Run, Scenario};
 use crate::scale::ScaleRun;
-use crate::scaleout::ScaleOutRun;
+use crate::scaleout::{ReplicaFigures, ScaleOutRun};
 use crate::slots::{SlotSummary, percentile};
 use anyhow::Context;
 use plotters::prelude::*;
@@ -457,13 +457,15 @@ pub fn scaleout_line(run: &ScaleOutRun) -> String {
 }
 
 /// S6's table: per replica (the largest of the N), what it received in the
-/// window, its CPU and memory, each against 1/N of the single replica's.
+/// window, its CPU and memory, each against 1/N of the single replica's;
+/// and, since the windows of the runs hold different firings, the balance
+/// within each run and the sum over its replicas.
 pub fn scaleout_markdown(scenario: &Scenario, runs: &[ScaleOutRun]) -> String {
     let mut out = heading(scenario, None);
     let single = runs.iter().find(|r| r.replicas == 1);
     out.push_str(
-        "| controller | CronJob objects | vs 1/N | Job objects | vs 1/N | watch bytes MiB | vs 1/N | CPU ms/s | vs 1/N | RSS MiB | vs 1/N |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| controller | CronJob objects | vs 1/N | balance | sum | Job objects | vs 1/N | balance | sum | watch MiB | vs 1/N | CPU ms/s | vs 1/N | RSS MiB | vs 1/N |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for run in runs {
         let n = run.replicas as f64;
@@ -474,19 +476,32 @@ pub fn scaleout_markdown(scenario: &Scenario, runs: &[ScaleOutRun]) -> String {
                 .map(|one| format!("{:.2}", figure(run) / (one / n)))
                 .unwrap_or_else(|| "-".into())
         };
-        let cronjobs = |r: &ScaleOutRun| r.max(|f| in_window(&f.window_events, "cronjobs"));
-        let jobs = |r: &ScaleOutRun| r.max(|f| in_window(&f.window_events, "jobs"));
+        let spread = |figure: &dyn Fn(&ReplicaFigures) -> f64| {
+            let sum: f64 = run.per_replica.iter().map(figure).sum();
+            let balance = if sum > 0.0 {
+                run.max(figure) / (sum / n)
+            } else {
+                0.0
+            };
+            format!("{balance:.2} | {sum:.0}")
+        };
+        let cronjob_objects = |f: &ReplicaFigures| in_window(&f.window_events, "cronjobs");
+        let job_objects = |f: &ReplicaFigures| in_window(&f.window_events, "jobs");
+        let cronjobs = |r: &ScaleOutRun| r.max(cronjob_objects);
+        let jobs = |r: &ScaleOutRun| r.max(job_objects);
         let bytes = |r: &ScaleOutRun| r.max(|f| in_window(&f.window_bytes, "all"));
         let cpu = |r: &ScaleOutRun| r.max(|f| f.cpu);
         let rss = |r: &ScaleOutRun| r.max(|f| f.rss_bytes as f64);
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {} | {:.0} | {} | {:.2} | {} | {:.1} | {} | {:.0} | {} |",
+            "| {} | {:.0} | {} | {} | {:.0} | {} | {} | {:.2} | {} | {:.1} | {} | {:.0} | {} |",
             run.variant,
             cronjobs(run),
             ratio(&cronjobs),
+            spread(&cronjob_objects),
             jobs(run),
             ratio(&jobs),
+            spread(&job_objects),
             bytes(run) / MIB,
             ratio(&bytes),
             1000.0 * cpu(run),
@@ -502,10 +517,14 @@ pub fn scaleout_markdown(scenario: &Scenario, runs: &[ScaleOutRun]) -> String {
          at every firing, when their status is written), its CPU, and its RSS at the end. \
          Each figure is the largest of the N replicas; \"vs 1/N\" divides it by the \
          single replica's figure over N (1.00: divided evenly; N: every replica reads \
-         everything). The initial lists are outside the window: each replica lists its \
-         share again at every ring change, so the replicas of a ring that forms one by \
-         one list more than one replica does at its start (in report.json: `events`, \
-         `bytes`, from each process's start).\n",
+         everything). The runs' windows hold different firings (the steady mix's hourly \
+         CronJobs are spread over the hour), so \"balance\" compares the largest replica \
+         with the mean of its own run and \"sum\" adds the run's replicas: a sum near \
+         the single replica's figure means no object reached two replicas. The initial \
+         lists are outside the window: each replica lists its share again at every ring \
+         change (in report.json: `events`, `bytes`, from each process's start). RSS \
+         includes each process's fixed cost (about 20 MiB with no CronJob), which does \
+         not divide.\n",
     );
     out
 }

@@ -83,6 +83,21 @@ pub async fn run(
         bail!("S6 compares shardcron with itself: pass shardcron-N controllers only");
     }
     std::fs::create_dir_all(&settings.out)?;
+    if settings.resume {
+        // Every run kept: the report is written again from them.
+        let kept: Option<Vec<ScaleOutRun>> = variants
+            .iter()
+            .map(|variant| {
+                let path = settings.out.join(format!("{variant}.json"));
+                let run: ScaleOutRun = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+                (run.cronjobs == scenario.count).then_some(run)
+            })
+            .collect();
+        if let Some(runs) = kept {
+            report::write_scaleout(&settings.out, scenario, &runs)?;
+            return Ok(runs);
+        }
+    }
     let mut cluster = LocalCluster::up(&settings.out.join("cluster"), false, "").await?;
     let result = run_on(&mut cluster, scenario, variants, settings).await;
     cluster

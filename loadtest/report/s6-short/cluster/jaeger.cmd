@@ -1,1 +1,0 @@
-/root/.cache/shardcron/bin-59b1e9f66e0f/jaeger --config=/work/main/loadtest/report/s6-short/cluster/jaeger.yaml 
