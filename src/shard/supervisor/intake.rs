@@ -144,7 +144,12 @@ impl Supervisor {
             .iter()
             .all(|s| s.cronjobs_listed && s.labelled_jobs_listed && s.unlabelled_jobs_listed)
         {
-            tracing::info!(owned = self.actors.len(), "initial lists synced");
+            // Again after each restarted watch's list (the ring changed):
+            // logged the first time only.
+            if !self.lists_synced {
+                tracing::info!(owned = self.actors.len(), "initial lists synced");
+            }
+            self.lists_synced = true;
             self.step(Input::ListsSynced, now, ctx, None);
         }
     }

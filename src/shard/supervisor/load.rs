@@ -66,9 +66,7 @@ impl Supervisor {
             .instrument(span),
         );
     }
-}
 
-impl Supervisor {
     /// What to ask the server for when loading what `target` gives this
     /// replica and `previous` did not: the gained buckets' Jobs and the
     /// unlabelled ones, and, where the server shards lists, only the gained

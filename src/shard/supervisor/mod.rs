@@ -117,6 +117,8 @@ pub struct Supervisor {
     unrecorded: UnrecordedSlots,
     /// UIDs (CronJobs and Jobs) the watch saw deleted while a load was in flight.
     tombstones: HashSet<String>,
+    /// Every scope's watches have listed once.
+    lists_synced: bool,
     readiness: Arc<Readiness>,
     /// The instant of the one-off tick armed for a peer's Lease expiry.
     expiry_armed: Option<Instant>,
@@ -185,6 +187,7 @@ impl Supervisor {
             jobs: JobIndex::default(),
             unrecorded: UnrecordedSlots::default(),
             tombstones: HashSet::new(),
+            lists_synced: false,
             readiness,
             expiry_armed: None,
             unpublished_since: None,
