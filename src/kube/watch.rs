@@ -156,8 +156,7 @@ pub(crate) fn without_managed_fields<K: Resource>(mut object: K) -> K {
 /// `map`, to `deliver` and waiting for it to be taken before reading on,
 /// so that a list of many objects is never held decoded all at once.
 fn spawn_watch<K, T, Delivered>(
-    client: Client,
-    api: impl FnOnce(Client) -> Api<K>,
+    api: Api<K>,
     config: watcher::Config,
     resource: &'static str,
     metrics: Arc<Metrics>,
@@ -171,8 +170,6 @@ where
 {
     let map = move |object: K| map(without_managed_fields(object));
     let labels = ResourceLabels { resource };
-    let bytes = metrics.watch_bytes.get_or_create(&labels).clone();
-    let api = api(super::counted::client_counting_bytes(&client, bytes));
     tokio::spawn(async move {
         let mut events = watcher::watcher(api, config).default_backoff().boxed();
         let received = metrics.watch_events.get_or_create(&labels).clone();
@@ -203,6 +200,16 @@ where
     })
 }
 
+/// `client`, its response bytes counted as `resource`'s
+/// (`shardcron_watch_bytes_total`).
+fn counting(client: &Client, metrics: &Metrics, resource: &'static str) -> Client {
+    let bytes = metrics
+        .watch_bytes
+        .get_or_create(&ResourceLabels { resource })
+        .clone();
+    super::counted::client_counting_bytes(client, bytes)
+}
+
 /// Watches CronJobs in one namespace (or all); with `shard_selector`, only
 /// those the server's sharded watch selects ([`super::sharded`]).
 pub fn cronjobs<Delivered: Future<Output = ()> + Send>(
@@ -218,8 +225,7 @@ pub fn cronjobs<Delivered: Future<Output = ()> + Send>(
         None => client,
     };
     spawn_watch(
-        client,
-        |client| api::<CronJob>(client, namespace),
+        api::<CronJob>(counting(&client, &metrics, "cronjobs"), namespace),
         strategy.config(),
         "cronjobs",
         metrics,
@@ -241,8 +247,7 @@ pub fn jobs<Delivered: Future<Output = ()> + Send>(
     deliver: impl FnMut(Event<JobFacts>) -> Delivered + Send + 'static,
 ) -> JoinHandle<()> {
     spawn_watch(
-        client,
-        |client| api::<LeanJob>(client, namespace),
+        api::<LeanJob>(counting(&client, &metrics, resource), namespace),
         strategy.config().labels(selector),
         resource,
         metrics,
@@ -265,9 +270,10 @@ where
     Observed: Send + 'static,
     Delivered: Future<Output = ()> + Send,
 {
+    // On the shared client itself: the watch that membership, and so every
+    // hand-off, depends on gets no layer it does not need.
     spawn_watch(
-        client,
-        |client| Api::<Lease>::namespaced(client, namespace),
+        Api::<Lease>::namespaced(client, namespace),
         watcher::Config::default()
             .labels(selector)
             .any_semantic()
