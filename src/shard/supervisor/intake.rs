@@ -5,7 +5,6 @@
 //! that what disappeared while a watch was away counts as deleted.
 
 use super::Supervisor;
-use super::watches::JobStream;
 use crate::actor::cronjob::Update;
 use crate::kube::watch::JobFacts;
 use crate::shard::jobs::JobRoute;
@@ -25,6 +24,14 @@ pub struct CronJobWatch {
     pub scope: usize,
     pub generation: u64,
     pub event: Event<CronJob>,
+}
+
+/// Which of a scope's two Job watches an event comes from: the one that selects
+/// the owned buckets' label, or the one that selects Jobs without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobStream {
+    Labelled,
+    Unlabelled,
 }
 
 /// An event of the Job watch `stream` of scope number `scope`, the watch's

@@ -23,8 +23,8 @@ mod load;
 mod tests;
 mod watches;
 
-pub use intake::{CronJobWatch, JobWatch, LeaseWatch};
-pub use watches::{JobStream, WatchSetup};
+pub use intake::{CronJobWatch, JobStream, JobWatch, LeaseWatch};
+pub use watches::WatchSetup;
 
 use super::debug::{DebugShards, ShardReport};
 use super::fence::{FenceState, SharedFence};

@@ -20,7 +20,7 @@
 //! the bulk load, which the protocol waits for.
 
 use super::Supervisor;
-use super::intake::{CronJobWatch, JobWatch};
+use super::intake::{CronJobWatch, JobStream, JobWatch};
 use crate::kube::bucket::{self, Bucket};
 use crate::kube::watch::{self, JobFacts, ListStrategy};
 use crate::telemetry::Metrics;
@@ -41,13 +41,6 @@ pub struct WatchSetup {
     pub metrics: Arc<Metrics>,
     /// The API server filters CronJobs by `shardSelector`.
     pub server_shards: bool,
-}
-
-/// Which of a scope's two Job watches an event comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobStream {
-    Labelled,
-    Unlabelled,
 }
 
 /// A running watch and its generation.
