@@ -409,6 +409,144 @@ async fn deleting_a_cronjob_with_active_jobs_stops_it() {
     assert!(s.live_jobs().await.is_empty());
 }
 
+/// The CronJob `name`, its Jobs with `ttlSecondsAfterFinished: 0`.
+fn with_ttl_zero(mut cronjob: CronJob) -> CronJob {
+    if let Some(spec) = cronjob.spec.job_template.spec.as_mut() {
+        spec.ttl_seconds_after_finished = Some(0);
+    }
+    cronjob
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_the_ttl_controller_deletes_is_held_until_its_slot_is_recorded() {
+    // The lost status write, as it happens: the slot's Job made, the
+    // replica gone before recording it (killed here; fenced behind a
+    // silent partition in the churn test), the Job finished and deleted
+    // by the TTL controller meanwhile. Without the slot finalizer the
+    // restarted controller finds neither the Job nor the slot in the
+    // status and runs the slot again.
+    let mut s = scenario("held-job").await;
+    s.controller.kill();
+    // Daily at the next minute: that slot is the only one due for a day.
+    let now = jiff::Timestamp::now();
+    let slot = jiff::Timestamp::from_second(((now.as_second() + 5) / 60 + 1) * 60).expect("a slot");
+    let at = slot.to_zoned(jiff::tz::TimeZone::UTC);
+    let schedule = format!("{} {} * * *", at.minute(), at.hour());
+    let cronjob = s
+        .create(&with_ttl_zero(cronjob(
+            "held",
+            &schedule,
+            json!({}),
+            json!({}),
+        )))
+        .await;
+    let wait = slot.as_second() - jiff::Timestamp::now().as_second() + 1;
+    tokio::time::sleep(Duration::from_secs(wait.max(0) as u64)).await;
+    // The Job shardcron makes for the slot (the created-by annotation and
+    // the bucket label aside), made by hand while no controller runs.
+    let template = cronjob.spec.job_template.clone();
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {
+            "name": format!("held-{}", slot.as_second() / 60),
+            "annotations": {"batch.kubernetes.io/cronjob-scheduled-timestamp": slot.to_string()},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": "held",
+                                 "uid": cronjob.metadata.uid, "controller": true,
+                                 "blockOwnerDeletion": true}],
+            "finalizers": [shardcron::reconcile::SLOT_FINALIZER],
+        },
+        "spec": template.spec,
+    }))
+    .expect("a Job");
+    s.jobs
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("create the slot's Job");
+    eventually(
+        "the Job finished and deleted by the TTL controller",
+        Duration::from_secs(30),
+        || async {
+            let jobs = s.all_jobs().await;
+            jobs.iter()
+                .any(|j| finished(j).is_some() && j.metadata.deletion_timestamp.is_some())
+                .then_some(())
+        },
+    )
+    .await;
+    s.controller.restart().await;
+    eventually(
+        "the slot recorded, then the Job released",
+        Duration::from_secs(20),
+        || async {
+            let status = s.get("held").await.status.unwrap_or_default();
+            let recorded = status.last_schedule_time.map(|t| t.0) == Some(slot);
+            (recorded && status.last_successful_time.is_some() && s.all_jobs().await.is_empty())
+                .then_some(())
+        },
+    )
+    .await;
+    // `restart` returned once every actor had made its first decision: the
+    // one that would have started the slot again.
+    assert_eq!(
+        s.controller
+            .metric("shardcron_jobs_created_total{result=\"created\"}"),
+        0.0
+    );
+    assert!(
+        jiff::Timestamp::now().as_second() < slot.as_second() + 24 * 3600,
+        "no other slot was due"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn held_jobs_of_a_deleted_cronjob_are_released() {
+    // Background deletion: the CronJob goes first, the garbage collector
+    // then deletes its Jobs, and no actor is left to release them.
+    // Foreground: the CronJob waits (deleting) for its Jobs, whose actor
+    // releases them.
+    let s = scenario("held-orphans").await;
+    for (name, propagation) in [
+        ("background", DeleteParams::background()),
+        ("foreground", DeleteParams::foreground()),
+    ] {
+        s.create(&with_ttl_zero(cronjob(
+            name,
+            "*/1 * * * *",
+            json!({}),
+            long_running(),
+        )))
+        .await;
+        eventually(&format!("a held Job of {name}"), ONE_SLOT, || async {
+            s.all_jobs()
+                .await
+                .iter()
+                .any(|j| {
+                    j.metadata
+                        .owner_references
+                        .as_ref()
+                        .is_some_and(|o| o[0].name == name)
+                        && j.metadata.finalizers.as_ref().is_some_and(|f| {
+                            f.iter().any(|f| f == shardcron::reconcile::SLOT_FINALIZER)
+                        })
+                })
+                .then_some(())
+        })
+        .await;
+        s.cronjobs
+            .delete(name, &propagation)
+            .await
+            .expect("delete the CronJob");
+        eventually(
+            &format!("{name}: the CronJob and its Jobs gone"),
+            Duration::from_secs(30),
+            || async {
+                let cronjob_gone = s.cronjobs.get_opt(name).await.expect("get").is_none();
+                (cronjob_gone && s.all_jobs().await.is_empty()).then_some(())
+            },
+        )
+        .await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_foreign_job_holding_the_name_is_not_adopted() {
     let s = scenario("foreign").await;

@@ -373,6 +373,7 @@ async fn apply_plan<R: JobRequests + Clone>(
         }
     }
     applied.deleted = deleted;
+    release(env, plan, &mut applied).await;
 
     let outcome = reconcile::follow_up(input, live, &results);
     let regarding = object_reference(&snapshot.cronjob);
@@ -382,20 +383,62 @@ async fn apply_plan<R: JobRequests + Clone>(
     applied
 }
 
+/// Last, the held Jobs whose slot is recorded lose their finalizer (one
+/// recorded only by this decision's status write, once that write has
+/// landed). A failed release is retried by the next decision, after a
+/// backoff: nothing else would look at a Job that only waits.
+async fn release<R: JobRequests>(env: &Env<'_, R>, plan: &reconcile::Plan, applied: &mut Applied) {
+    let status_landed = applied.written_status.is_some();
+    for release in &plan.releases {
+        if release.after_status_write && !status_landed {
+            continue;
+        }
+        match env
+            .requests
+            .release_job(
+                &release.namespace,
+                &release.name,
+                &release.uid,
+                release.running,
+            )
+            .await
+        {
+            Ok(()) => {}
+            Err(ApiFailure::Abandoned) => return,
+            // Gone meanwhile, or a namesake with another UID: nothing held.
+            Err(error) if error.is_not_found() || error.is_conflict() => {}
+            Err(error) => {
+                tracing::debug!(job = %release.name, %error, "releasing the slot finalizer failed");
+                applied.requeue = Requeue::Backoff(error.to_api_error());
+            }
+        }
+    }
+}
+
 /// How urgently a status write goes out. One that records a slot waits
 /// behind a herd's creates only while the slot's new Job shows it
-/// meanwhile and cannot vanish without this replica (no
-/// `ttlSecondsAfterFinished`), and no successor waits for it (not
-/// stopping). Otherwise the write is the slot's only lasting record: a
-/// lapse while it waited (minutes, behind a herd at the default QPS)
-/// would let the next owner start the slot again once the TTL controller
-/// removed the Job, and a hand-off would wait for the queue.
+/// meanwhile and cannot vanish before the slot is recorded (no
+/// `ttlSecondsAfterFinished`, or held by the slot finalizer), and no
+/// successor waits for it (not stopping). Otherwise the write is the
+/// slot's only lasting record: a lapse while it waited (minutes, behind a
+/// herd at the default QPS) would let the next owner start the slot again
+/// once the Job was gone, and a hand-off would wait for the queue.
 fn status_class(records_a_slot: bool, snapshot: &Snapshot, plan: &reconcile::Plan) -> StatusFor {
     let created_job_lasts = plan
         .create
         .as_ref()
-        .and_then(|create| create.job.as_ref()?.spec.as_ref())
-        .is_some_and(|spec| spec.ttl_seconds_after_finished.is_none());
+        .and_then(|create| create.job.as_ref())
+        .is_some_and(|job| {
+            let held = job
+                .metadata
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| f.iter().any(|f| f == reconcile::SLOT_FINALIZER));
+            held || job
+                .spec
+                .as_ref()
+                .is_some_and(|spec| spec.ttl_seconds_after_finished.is_none())
+        });
     if records_a_slot && (snapshot.stop.is_cancelled() || !created_job_lasts) {
         StatusFor::RecordSlot
     } else {
@@ -577,6 +620,9 @@ mod tests {
         /// That stop has landed: deletes not yet sent are abandoned, as the
         /// gateway abandons them.
         stopped: bool,
+        /// Keep the Jobs sent to be created, in `created`.
+        keep_created: bool,
+        created: Vec<Job>,
         asked: Vec<String>,
         events: Vec<String>,
     }
@@ -620,6 +666,9 @@ mod tests {
                 stop.cancel();
                 script.stopped = true;
             }
+            if script.keep_created {
+                script.created.push(job.clone());
+            }
             let answer = script.creates.pop_front().unwrap_or(Ok(job));
             async move { answer }
         }
@@ -635,6 +684,20 @@ mod tests {
                 return futures::future::ready(Err(ApiFailure::Abandoned));
             }
             self.ask(&format!("delete {name}"));
+            futures::future::ready(Ok(()))
+        }
+
+        fn release_job(
+            &self,
+            _: &str,
+            name: &str,
+            _: &str,
+            _: bool,
+        ) -> impl Future<Output = Result<(), ApiFailure>> {
+            if self.script.borrow().stopped && !self.unabandoned {
+                return futures::future::ready(Err(ApiFailure::Abandoned));
+            }
+            self.ask(&format!("release {name}"));
             futures::future::ready(Ok(()))
         }
 
@@ -840,23 +903,81 @@ mod tests {
         assert_eq!(script.events, ["SuccessfulCreate"]);
     }
 
-    #[test]
-    fn a_job_the_ttl_controller_may_remove_is_recorded_before_any_other_create() {
-        // With ttlSecondsAfterFinished the Job may be gone a second after
-        // it ends: the status write is then the slot's only record, and
-        // goes out ahead of a herd's creates. Without it, the Job shows
-        // the slot meanwhile and the write waits as usual (the test above).
+    /// The snapshot of a CronJob whose Jobs have `ttlSecondsAfterFinished: 0`.
+    fn with_ttl_zero() -> Snapshot {
         let mut cronjob = cronjob("7");
         if let Some(spec) = cronjob.spec.job_template.spec.as_mut() {
             spec.ttl_seconds_after_finished = Some(0);
         }
-        let snapshot = Snapshot {
+        Snapshot {
             cronjob: CronJobView::from_api(&cronjob).expect("a usable CronJob"),
             ..snapshot()
+        }
+    }
+
+    #[test]
+    fn a_job_the_ttl_controller_may_remove_is_held_so_its_record_waits_as_usual() {
+        // The TTL controller may delete the Job a second after it ends; the
+        // slot finalizer keeps it until the status records the slot, so the
+        // write need not go ahead of a herd's creates.
+        let script = Script {
+            keep_created: true,
+            ..Script::default()
         };
-        let (applied, script, _) = run(Script::default(), &snapshot);
-        assert_eq!(script.asked, ["create", "record slot (unabandoned)"]);
+        let (applied, script, _) = run(script, &with_ttl_zero());
+        assert_eq!(script.asked, ["create", "write status (unabandoned)"]);
         assert!(applied.written_status.is_some());
+        let created = script.created.first().expect("a created Job");
+        assert_eq!(
+            created.metadata.finalizers.as_deref(),
+            Some([reconcile::SLOT_FINALIZER.to_owned()].as_slice())
+        );
+        // Without a TTL, no finalizer (only this controller deletes it).
+        let script = Script {
+            keep_created: true,
+            ..Script::default()
+        };
+        let (_, script, _) = run(script, &snapshot());
+        assert_eq!(script.created[0].metadata.finalizers, None);
+    }
+
+    /// A held Job of the 09:29 slot, finished and being deleted.
+    fn held_and_deleting(scheduled: &str) -> JobSummary {
+        JobSummary {
+            name: "report-held".into(),
+            uid: "j-held".into(),
+            start_time: None,
+            completion_time: Some("2024-03-01T09:29:30Z".parse().expect("a time")),
+            finished: Some(reconcile::Finished::Complete),
+            succeeded: true,
+            scheduled: Some(scheduled.parse().expect("a time")),
+            deleting: true,
+            held: true,
+        }
+    }
+
+    #[test]
+    fn a_held_job_is_released_only_once_a_status_write_records_its_slot() {
+        // lastScheduleTime is unset: the slot is recorded by this
+        // decision's write, then the finalizer goes.
+        let snapshot = Snapshot {
+            children: vec![held_and_deleting("2024-03-01T09:30:00Z")],
+            ..with_ttl_zero()
+        };
+        let (_, script, _) = run(Script::default(), &snapshot);
+        assert_eq!(
+            script.asked,
+            ["record slot (unabandoned)", "release report-held"]
+        );
+
+        // The write fails: the Job stays held, and the next decision retries.
+        let script = Script {
+            statuses: [Err(failure(500, "InternalError"))].into(),
+            ..Script::default()
+        };
+        let (applied, script, _) = run(script, &snapshot);
+        assert_eq!(script.asked, ["record slot (unabandoned)"]);
+        assert!(matches!(applied.requeue, Requeue::Backoff(_)));
     }
 
     /// The snapshot with no successful Job kept and one finished child.
@@ -873,6 +994,8 @@ mod tests {
                 finished: Some(reconcile::Finished::Complete),
                 succeeded: true,
                 scheduled: Some("2024-03-01T09:29:00Z".parse().expect("a time")),
+                deleting: false,
+                held: false,
             }],
             ..snapshot()
         }

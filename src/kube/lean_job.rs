@@ -7,26 +7,30 @@
 //! `metadata.managedFields` (a JSON tree of every field set). Decoded into
 //! k8s-openapi's `Job`, each event builds and frees all of it. [`LeanJob`]
 //! names the few fields a decision needs (name, namespace, UID,
-//! resourceVersion, the controller reference, the scheduled-timestamp
-//! annotation, start and completion times, the conditions' type and status)
+//! resourceVersion, the controller reference, the bucket label, the
+//! scheduled-timestamp annotation, the deletion timestamp and whether the
+//! slot finalizer is there, start and completion times, the conditions'
+//! type and status)
 //! and the deserializer skips the rest without building it (serde ignores
 //! unknown fields). `benches/decode.rs` measures the difference.
 //!
 //! It is a [`kube::Resource`] of its own (the same URL as batch/v1 Jobs), so
 //! kube-runtime's watcher and `Api::list` decode into it directly.
 
-use crate::reconcile::{JobSummary, SCHEDULED_TIMESTAMP_ANNOTATION};
+use crate::reconcile::{JobSummary, SCHEDULED_TIMESTAMP_ANNOTATION, SLOT_FINALIZER};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::Deserialize;
-use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
 
 /// A Job with only the fields the controller reads. `metadata` holds name,
-/// namespace, uid, resourceVersion, ownerReferences and, of the
-/// annotations, only the scheduled timestamp; every other field is `None`.
+/// namespace, uid, resourceVersion, ownerReferences, deletionTimestamp, of
+/// the labels only the bucket, of the annotations only the scheduled
+/// timestamp, and of the finalizers only the slot's; every other field is
+/// `None`.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub struct LeanJob {
     #[serde(default, deserialize_with = "lean_metadata")]
@@ -112,6 +116,35 @@ struct LeanMetadata {
     labels: Option<OneEntry<BucketLabel>>,
     #[serde(default)]
     annotations: Option<OneEntry<ScheduledAnnotation>>,
+    #[serde(default)]
+    deletion_timestamp: Option<Time>,
+    #[serde(default)]
+    finalizers: Option<SlotFinalizer>,
+}
+
+/// Of the finalizers, only whether [`SLOT_FINALIZER`] is among them.
+struct SlotFinalizer(bool);
+
+impl<'de> Deserialize<'de> for SlotFinalizer {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Finalizers;
+        impl<'de> Visitor<'de> for Finalizers {
+            type Value = SlotFinalizer;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of finalizers")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut held = false;
+                while let Some(finalizer) = seq.next_element::<Cow<'de, str>>()? {
+                    held |= finalizer == SLOT_FINALIZER;
+                }
+                Ok(SlotFinalizer(held))
+            }
+        }
+        deserializer.deserialize_seq(Finalizers)
+    }
 }
 
 /// The one key of a map that is kept.
@@ -181,6 +214,11 @@ fn lean_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMet
         owner_references: lean.owner_references,
         labels: lean.labels.and_then(OneEntry::into_map),
         annotations: lean.annotations.and_then(OneEntry::into_map),
+        deletion_timestamp: lean.deletion_timestamp,
+        finalizers: lean
+            .finalizers
+            .is_some_and(|SlotFinalizer(held)| held)
+            .then(|| vec![SLOT_FINALIZER.to_owned()]),
         ..ObjectMeta::default()
     })
 }
@@ -255,6 +293,27 @@ mod tests {
                 crate::reconcile::controller_in(&lean.metadata),
                 crate::reconcile::controller_in(&full.metadata),
             );
+        }
+    }
+
+    #[test]
+    fn a_held_job_being_deleted_reads_as_such_and_other_finalizers_are_dropped() {
+        for (finalizers, held) in [
+            (json!(["foregroundDeletion", SLOT_FINALIZER]), true),
+            (json!(["foregroundDeletion"]), false),
+            (json!([]), false),
+        ] {
+            let mut wire = wire_job(Value::Null);
+            wire["metadata"]["finalizers"] = finalizers.clone();
+            wire["metadata"]["deletionTimestamp"] = json!("2024-03-01T10:02:00Z");
+            let lean: LeanJob = serde_json::from_value(wire.clone()).expect("a lean Job");
+            let full: Job = serde_json::from_value(wire).expect("a Job");
+            let summary = JobSummary::from(&lean);
+            assert_eq!(summary, JobSummary::from(&full), "{finalizers}");
+            assert!(summary.deleting);
+            assert_eq!(summary.held, held, "{finalizers}");
+            let expected = held.then(|| vec![SLOT_FINALIZER.to_owned()]);
+            assert_eq!(lean.metadata.finalizers, expected);
         }
     }
 

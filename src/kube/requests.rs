@@ -34,6 +34,12 @@ pub enum Verb {
     RecordSlot,
     /// A finished Job past the history limit.
     DeleteHistory,
+    /// The slot finalizer removed from a finished Job that is going: cleanup,
+    /// as a history delete is.
+    ReleaseFinished,
+    /// The same for a Job deleted while running (Replace, a user): its pods
+    /// run until it goes, so it waits as Replace's delete does.
+    ReleaseRunning,
     Event,
 }
 
@@ -65,6 +71,8 @@ impl Verb {
             Verb::WriteStatus => (P::Status, deadline::WRITE, "patch_status", "200"),
             Verb::RecordSlot => (P::RecordSlot, deadline::WRITE, "patch_status", "200"),
             Verb::DeleteHistory => (P::HistoryDelete, deadline::WRITE, "delete", "200"),
+            Verb::ReleaseFinished => (P::HistoryDelete, deadline::WRITE, "patch", "200"),
+            Verb::ReleaseRunning => (P::ReplaceDelete, deadline::WRITE, "patch", "200"),
             Verb::Event => (P::Event, deadline::WRITE, "event", "200"),
         };
         Terms {
@@ -136,6 +144,17 @@ pub trait JobRequests {
         name: &str,
     ) -> impl Future<Output = Result<CronJob, ApiFailure>>;
 
+    /// Removes [`reconcile::SLOT_FINALIZER`] from Job `name` if its UID is
+    /// still `uid`. `running`: the Job had not finished (see
+    /// [`Verb::ReleaseRunning`]).
+    fn release_job(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        running: bool,
+    ) -> impl Future<Output = Result<(), ApiFailure>>;
+
     /// Writes the CronJob's status, if it is still at `resource_version`.
     fn write_status(
         &self,
@@ -161,7 +180,7 @@ pub trait JobRequests {
 mod tests {
     use super::*;
 
-    const ALL: [Verb; 8] = [
+    const ALL: [Verb; 10] = [
         Verb::RecordSlot,
         Verb::CreateJob,
         Verb::DeleteReplaced,
@@ -169,6 +188,8 @@ mod tests {
         Verb::GetCronJob,
         Verb::WriteStatus,
         Verb::DeleteHistory,
+        Verb::ReleaseFinished,
+        Verb::ReleaseRunning,
         Verb::Event,
     ];
 
@@ -197,6 +218,15 @@ mod tests {
         assert_eq!(StatusFor::RecordSlot.verb(), Verb::RecordSlot);
         assert_eq!(DeleteFor::Replace.verb(), Verb::DeleteReplaced);
         assert_eq!(DeleteFor::History.verb(), Verb::DeleteHistory);
+        // A release waits as the delete that made its Job go would.
+        assert_eq!(
+            Verb::ReleaseRunning.terms().priority,
+            Verb::DeleteReplaced.terms().priority
+        );
+        assert_eq!(
+            Verb::ReleaseFinished.terms().priority,
+            Verb::DeleteHistory.terms().priority
+        );
     }
 
     #[test]

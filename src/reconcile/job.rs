@@ -15,6 +15,20 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
+/// Held by every Job made for a slot whose template sets
+/// `ttlSecondsAfterFinished`, until the CronJob's status records that slot.
+///
+/// The Job's name is the slot's lock only while the Job exists. The TTL
+/// controller deletes a finished Job on its own clock; if the status write
+/// that followed the create was lost (the replica fenced behind a silent
+/// partition, or stopped), the next owner would find neither the Job nor
+/// the slot in the status and start the slot again. Held, the Job stays
+/// visible (with a deletionTimestamp) until an owner has recorded its
+/// slot, then the finalizer is removed (see `release`). A departure from
+/// upstream, which sets no finalizer; Jobs without a TTL need none, as
+/// only this controller deletes them and it records first.
+pub const SLOT_FINALIZER: &str = "shardcron.io/slot-record";
+
 /// Upstream's `getJobName`: `<cronjob>-<scheduled.Unix()/60>` (Go's division
 /// truncates toward zero, so does Rust's).
 pub fn job_name(cronjob_name: &str, scheduled: Timestamp) -> String {
@@ -64,6 +78,11 @@ pub(crate) fn build_job_in(
             // The API server overrides it; upstream sets it, so do we.
             creation_timestamp: Some(Time(scheduled)),
             owner_references: Some(vec![controller_reference(cronjob)]),
+            finalizers: template
+                .spec
+                .as_ref()
+                .and_then(|spec| spec.ttl_seconds_after_finished)
+                .map(|_| vec![SLOT_FINALIZER.to_owned()]),
             ..ObjectMeta::default()
         },
         spec: template.spec,

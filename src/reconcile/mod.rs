@@ -79,6 +79,7 @@ mod events;
 mod history;
 mod job;
 mod live;
+mod release;
 mod schedule_setup;
 mod sync;
 mod template;
@@ -91,8 +92,9 @@ mod tests;
 pub use decision::{Decision, slot_outcome};
 pub use events::{Event, EventType, Reason, rfc1123z_utc};
 pub use history::{OverHistoryLimit, by_start_time, over_limit};
-pub use job::{active_reference, build_job, controller_reference, job_name};
+pub use job::{SLOT_FINALIZER, active_reference, build_job, controller_reference, job_name};
 pub use live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, LiveJob, Lookup};
+pub use release::{Release, releases};
 pub use sync::MAX_UNLISTED_LOOKUPS;
 pub use template::CompactTemplate;
 pub use update::{AfterUpdate, after_update};
@@ -224,6 +226,9 @@ pub struct Plan {
     pub expected: Outcome,
     /// The steps taken and their reasons, for people.
     pub decisions: Vec<Decision>,
+    /// Held Jobs that are going and whose slot is (or is about to be)
+    /// recorded: their [`SLOT_FINALIZER`] is removed last.
+    pub releases: Vec<Release>,
 }
 
 impl Plan {
@@ -232,6 +237,7 @@ impl Plan {
     pub fn is_noop(&self) -> bool {
         self.deletes.is_empty()
             && self.create.is_none()
+            && self.releases.is_empty()
             && !self.expected.status_changed
             && self.expected.events.is_empty()
     }
@@ -242,6 +248,12 @@ pub fn reconcile(input: &Input, live: &LiveAnswers) -> Step {
     match sync::run(input, live, None) {
         Err(lookups) => Step::Lookup(lookups),
         Ok(run) => Step::Plan(Box::new(Plan {
+            releases: releases(
+                input.cronjob,
+                &run.status,
+                run.status_changed,
+                input.children,
+            ),
             deletes: run.deletes,
             create: run.create,
             decisions: run.decisions,

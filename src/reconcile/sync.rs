@@ -147,7 +147,8 @@ impl Engine<'_> {
     /// between the two, a failed write). The Job's name stops being a lock
     /// as soon as the Job is deleted (history limit 0,
     /// `ttlSecondsAfterFinished`), so the status must record the slot or it
-    /// would be started again. A Job still running is left to upstream's
+    /// would be started again (a TTL controller's delete waits for that:
+    /// see [`super::SLOT_FINALIZER`]). A Job still running is left to upstream's
     /// own path (the live GET of the CronJob, then the create's
     /// AlreadyExists records it as active), which also tells a stale read
     /// from a lost write. Known slots later than `now` are ignored: only a
@@ -156,16 +157,19 @@ impl Engine<'_> {
     fn record_known_slot(&mut self) {
         let input = self.input;
         let now = input.now;
+        // A Job being deleted has ended, whether or not it finished: a
+        // held one waits only for its slot to be recorded.
+        let ended = |job: &&JobSummary| job.finished.is_some() || job.deleting;
         let running: Vec<Timestamp> = input
             .children
             .iter()
-            .filter(|job| job.finished.is_none())
+            .filter(|job| !ended(job))
             .filter_map(|job| job.scheduled)
             .collect();
         let finished = input
             .children
             .iter()
-            .filter(|job| job.finished.is_some())
+            .filter(ended)
             .filter_map(|job| job.scheduled);
         let remembered = input.known_slot.filter(|slot| !running.contains(slot));
         let Some(slot) = finished
@@ -216,6 +220,10 @@ impl Engine<'_> {
         for job in self.input.children {
             let found = self.cj.status.has_uid(&job.uid);
             match job.finished {
+                // Going (a held Job waiting for its slot's record, a Job
+                // Replace deleted): not adopted as unexpected. Upstream
+                // never sees one linger.
+                None if !found && job.deleting => {}
                 None if !found => {
                     let Some(answer) = self.live.cronjob() else {
                         return Some(Exit::NeedLookups(vec![Lookup::CronJob {

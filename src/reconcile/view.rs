@@ -233,6 +233,13 @@ pub struct JobSummary {
     /// What a lost status write failed to record (see `sync`'s
     /// `record_known_slot`).
     pub scheduled: Option<Timestamp>,
+    /// `metadata.deletionTimestamp` is set: it is going (TTL controller,
+    /// garbage collector, a user, a delete of ours) and only finalizers
+    /// hold it.
+    pub deleting: bool,
+    /// It carries [`SLOT_FINALIZER`](super::SLOT_FINALIZER): it cannot
+    /// disappear before the status records its slot (see `release`).
+    pub held: bool,
 }
 
 impl JobSummary {
@@ -273,6 +280,11 @@ impl JobSummary {
                 .as_ref()
                 .and_then(|a| a.get(SCHEDULED_TIMESTAMP_ANNOTATION))
                 .and_then(|stamp| stamp.parse::<Timestamp>().ok()),
+            deleting: meta.deletion_timestamp.is_some(),
+            held: meta
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| f.iter().any(|f| f == super::SLOT_FINALIZER)),
         }
     }
 }

@@ -52,6 +52,35 @@ impl JobRequests for Gateway {
         .await
     }
 
+    /// A strategic merge patch that deletes the one finalizer from the
+    /// list, whatever else is in it (idempotent), with the UID as a
+    /// precondition (the API server refuses the patch if it differs).
+    async fn release_job(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        running: bool,
+    ) -> Result<(), ApiFailure> {
+        let verb = if running {
+            Verb::ReleaseRunning
+        } else {
+            Verb::ReleaseFinished
+        };
+        let patch = Arc::new(release_patch(uid));
+        self.request(verb, namespace, |client| {
+            let api = Api::<Job>::namespaced(client, namespace);
+            let name = name.to_owned();
+            let patch = patch.clone();
+            async move {
+                api.patch(&name, &PatchParams::default(), &Patch::Strategic(&*patch))
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .await
+    }
+
     async fn get_job(&self, namespace: &str, name: &str) -> Result<Job, ApiFailure> {
         self.request(Verb::GetJob, namespace, |client| {
             let api = Api::<Job>::namespaced(client, namespace);
@@ -119,6 +148,17 @@ fn status_patch(resource_version: Option<&str>, status: &CronJobStatus) -> serde
             "active": status.active,
             "lastScheduleTime": status.last_schedule_time,
             "lastSuccessfulTime": status.last_successful_time,
+        }
+    })
+}
+
+/// Removes [`reconcile::SLOT_FINALIZER`] from a Job's finalizers, if the
+/// Job is still the object with `uid`.
+fn release_patch(uid: &str) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {
+            "uid": uid,
+            "$deleteFromPrimitiveList/finalizers": [reconcile::SLOT_FINALIZER],
         }
     })
 }

@@ -140,3 +140,93 @@ fn a_cronjob_with_no_recorded_run_records_a_known_slot_too() {
     let status = plan.expected.status_update().expect("a status write");
     assert_eq!(status.last_schedule_time, Some(Time(ts(TEN))));
 }
+
+// ---- held Jobs (`SLOT_FINALIZER`) ----------------------------------------
+
+/// The 10:00 Job, held by the slot finalizer and being deleted (the TTL
+/// controller, or a user), finished or not.
+fn held_going(cj: &CronJob, finished: bool) -> JobSummary {
+    let mut job = job_from_template(cj, ts(TEN), "uid-1000");
+    if finished {
+        finish(&mut job, "Complete", Some(ts("2016-05-19T10:00:30Z")));
+    }
+    let mut summary = JobSummary::from(&job);
+    summary.held = true;
+    summary.deleting = true;
+    summary
+}
+
+fn release(after_status_write: bool, running: bool) -> Release {
+    Release {
+        namespace: "snazzycats".into(),
+        name: job_name("mycronjob", ts(TEN)),
+        uid: "uid-1000".into(),
+        running,
+        after_status_write,
+    }
+}
+
+#[test]
+fn a_held_job_of_an_unrecorded_slot_is_released_after_the_write_that_records_it() {
+    let cj = hourly_without_history();
+    let plan = decide(&cj, &[held_going(&cj, true)], None, TEN_OH_ONE);
+    assert!(plan.create.is_none(), "{:?}", plan.decisions);
+    assert_eq!(
+        recorded(&plan),
+        Some(&Decision::RecordedKnownSlot { slot: ts(TEN) })
+    );
+    assert_eq!(plan.releases, [release(true, false)]);
+}
+
+#[test]
+fn a_held_job_of_a_recorded_slot_is_released_at_once() {
+    let mut cj = hourly_without_history();
+    cj.status
+        .get_or_insert_with(Default::default)
+        .last_schedule_time = Some(Time(ts(TEN)));
+    let plan = decide(&cj, &[held_going(&cj, true)], None, TEN_OH_ONE);
+    assert_eq!(plan.releases, [release(false, false)]);
+    // A held Job that is not going keeps its finalizer.
+    let mut staying = held_going(&cj, true);
+    staying.deleting = false;
+    let plan = decide(&cj, &[staying], None, TEN_OH_ONE);
+    assert!(plan.releases.is_empty());
+}
+
+#[test]
+fn a_held_job_deleted_while_running_has_its_slot_recorded_and_is_not_adopted() {
+    // A user (or Replace) deletes the running 10:00 Job, whose status
+    // write was lost: going, it is neither `UnexpectedJob` (no live GET,
+    // no entry in status.active) nor a slot to start again.
+    let cj = hourly_without_history();
+    let plan = decide(&cj, &[held_going(&cj, false)], None, TEN_OH_ONE);
+    assert!(plan.create.is_none(), "{:?}", plan.decisions);
+    let status = plan.expected.status_update().expect("a status write");
+    assert_eq!(status.last_schedule_time, Some(Time(ts(TEN))));
+    assert_eq!(status.active, None);
+    assert_eq!(plan.releases, [release(true, true)]);
+}
+
+#[test]
+fn every_held_job_of_a_cronjob_being_deleted_is_released() {
+    let mut cj = hourly_without_history();
+    cj.metadata.deletion_timestamp = Some(Time(ts(TEN)));
+    let plan = decide(&cj, &[held_going(&cj, true)], None, TEN_OH_ONE);
+    assert_eq!(plan.releases, [release(false, false)]);
+}
+
+#[test]
+fn only_a_job_template_with_a_ttl_makes_held_jobs() {
+    let mut cj = hourly_without_history();
+    let built = |cj: &CronJob| {
+        build_job(&view(cj), &jiff::tz::TimeZone::UTC, ts(TEN))
+            .expect("a Job")
+            .metadata
+            .finalizers
+    };
+    assert_eq!(built(&cj), None);
+    if let Some(spec) = cj.spec.job_template.spec.as_mut() {
+        spec.ttl_seconds_after_finished = Some(0);
+    }
+    assert_eq!(built(&cj), Some(vec![SLOT_FINALIZER.to_owned()]));
+}

@@ -117,6 +117,8 @@ fn summary(name: &str, start: Option<&str>) -> JobSummary {
         finished: Some(Finished::Complete),
         succeeded: true,
         scheduled: None,
+        deleting: false,
+        held: false,
     }
 }
 

@@ -105,12 +105,14 @@ impl Supervisor {
         self.step(Input::CronJobGone { key }, now, ctx, None);
     }
 
-    pub(super) fn on_job(&mut self, mut job: JobFacts, relisted: bool) {
-        if let Some(owner) = &job.owner_uid
-            && !self.ownership.owns(owner)
-        {
-            // Not ours: forget it (withdrawing it from an actor that had it).
-            job.owner_uid = None;
+    pub(super) fn on_job(&mut self, mut job: JobFacts, relisted: bool, ctx: &mut Context<Self>) {
+        if let Some(owner) = job.owner_uid.clone() {
+            if self.ownership.owns(&owner) {
+                self.release_if_orphaned(&job, &owner, ctx);
+            } else {
+                // Not ours: forget it (withdrawing it from an actor that had it).
+                job.owner_uid = None;
+            }
         }
         let keys = &self.keys_by_uid;
         for route in self.jobs.apply(job, |owner| keys.contains_key(owner)) {
@@ -215,7 +217,7 @@ impl Handler<JobWatch> for Supervisor {
             return;
         }
         match event {
-            Event::Apply(job) => self.on_job(job, false),
+            Event::Apply(job) => self.on_job(job, false, ctx),
             // A Job whose label was added or removed leaves one watch (a
             // deletion there) and enters the other, in either order: only
             // the watch it was last seen in may delete it.
@@ -231,7 +233,7 @@ impl Handler<JobWatch> for Supervisor {
             Event::Init => self.scopes[scope].jobs(stream).0.begin(),
             Event::InitApply(job) => {
                 self.scopes[scope].jobs(stream).0.saw(&job.uid);
-                self.on_job(job, true);
+                self.on_job(job, true, ctx);
             }
             Event::InitDone => {
                 let state = &mut self.scopes[scope];

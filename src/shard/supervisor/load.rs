@@ -128,7 +128,7 @@ impl Handler<LoadPage> for Supervisor {
         }
         for job in page.jobs {
             if !self.tombstones.contains(&job.uid) && !self.jobs.knows(&job.uid) {
-                self.on_job(job, false);
+                self.on_job(job, false, ctx);
             }
         }
     }

@@ -15,10 +15,12 @@
 //!
 //! [`intake`] turns the watches into inputs and routes; [`load`] runs the
 //! bulk loads of gained keys; [`watches`] runs the watches, their selectors
-//! following the buckets this replica owns.
+//! following the buckets this replica owns; [`orphans`] releases the held
+//! Jobs of deleted CronJobs.
 
 mod intake;
 mod load;
+mod orphans;
 #[cfg(test)]
 mod tests;
 mod watches;
@@ -117,6 +119,8 @@ pub struct Supervisor {
     unrecorded: UnrecordedSlots,
     /// UIDs (CronJobs and Jobs) the watch saw deleted while a load was in flight.
     tombstones: HashSet<String>,
+    /// Held Jobs whose CronJob is being looked up (see [`orphans`]).
+    orphan_checks: HashSet<String>,
     /// Every scope's watches have listed once.
     lists_synced: bool,
     readiness: Arc<Readiness>,
@@ -187,6 +191,7 @@ impl Supervisor {
             jobs: JobIndex::default(),
             unrecorded: UnrecordedSlots::default(),
             tombstones: HashSet::new(),
+            orphan_checks: HashSet::new(),
             lists_synced: false,
             readiness,
             expiry_armed: None,
