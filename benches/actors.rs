@@ -11,7 +11,7 @@
 //! `cargo bench --bench actors` (N = 100000; `SHARDCRON_BENCH_ACTORS=N` to change).
 
 use actix::prelude::*;
-use k8s_openapi::api::batch::v1::CronJob;
+use shardcron::kube::lean_cronjob::LeanCronJob;
 use kube::runtime::events::Reporter;
 use kube::{Client, Config};
 use serde_json::json;
@@ -60,7 +60,8 @@ fn rss_bytes() -> u64 {
     pages * 4096
 }
 
-fn realistic_cronjob(i: usize, created: &str) -> CronJob {
+/// Decoded as the watch decodes it.
+fn realistic_cronjob(i: usize, created: &str) -> LeanCronJob {
     let zones = [
         None,
         Some("Europe/Berlin"),
@@ -230,7 +231,8 @@ fn main() {
             heap_after.saturating_sub(heap_before) as f64 / count as f64,
             bare_heap as f64 / count as f64,
             std::mem::size_of::<CronJobActor>(),
-            shardcron::reconcile::SpecView::new(&realistic_cronjob(0, &created).spec)
+            realistic_cronjob(0, &created)
+                .spec_view()
                 .job_template
                 .encoded_len()
         );

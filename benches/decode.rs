@@ -1,19 +1,23 @@
-//! Decoding the Job watch's events: ns per event, and heap bytes allocated
-//! per event, for the same bytes decoded as k8s-openapi's `Job` (what every
-//! replica did for every Job event in the cluster) and as `LeanJob` (only
-//! the fields the controller reads).
+//! Decoding the watches' events: ns per event, and heap bytes allocated
+//! per event, for the same bytes decoded as k8s-openapi's `Job` and
+//! `CronJob` (what the controller did for every event) and as `LeanJob`
+//! and `LeanCronJob` (only the fields the controller reads; the CronJob's
+//! Job template kept as JSON bytes).
 //!
 //! Workload: a watch event as the API server sends it for a finished Job
 //! made by a CronJob: the controller's labels and annotations, one
 //! managedFields entry per writer (controller, job-controller), a pod
 //! template with one container (command, env, resources, security context)
-//! and a complete status. `cargo bench --bench decode`.
+//! and a complete status; and the event of its CronJob's status write (the
+//! same pod template, two managedFields entries, a status with one active
+//! Job), which every firing brings. `cargo bench --bench decode`.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::core::WatchEvent;
 use serde::de::DeserializeOwned;
 use serde_json::json;
+use shardcron::kube::lean_cronjob::LeanCronJob;
 use shardcron::kube::lean_job::LeanJob;
 use shardcron::reconcile::JobSummary;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -39,7 +43,8 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-fn event() -> Vec<u8> {
+/// A finished Job made by a CronJob, as the API server sends it.
+fn job() -> serde_json::Value {
     let fields = |manager: &str, fields: serde_json::Value| {
         json!({"manager": manager, "operation": "Update", "apiVersion": "batch/v1",
                "time": "2024-03-01T10:01:00Z", "fieldsType": "FieldsV1", "fieldsV1": fields})
@@ -118,11 +123,57 @@ fn event() -> Vec<u8> {
             ]
         }
     });
-    // As the API server writes it: the type first. (A `json!` map would sort
-    // "object" first, and serde would buffer the object before decoding it.)
+    job
+}
+
+/// The CronJob that made [`job`], as its status write's watch event shows it.
+fn cronjob() -> serde_json::Value {
+    let job = job();
+    let fields = |manager: &str, subresource: Option<&str>, fields: serde_json::Value| {
+        json!({"manager": manager, "operation": "Update", "apiVersion": "batch/v1",
+               "time": "2024-03-01T10:00:01Z", "fieldsType": "FieldsV1", "fieldsV1": fields,
+               "subresource": subresource})
+    };
+    json!({
+        "apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {
+            "name": "report", "namespace": "team-a",
+            "uid": "6f1c1a3e-0000-4000-8000-000000000001", "resourceVersion": "48151601",
+            "generation": 1, "creationTimestamp": "2024-02-01T09:12:44Z",
+            "labels": {"app.kubernetes.io/name": "report", "app.kubernetes.io/instance": "team-a"},
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"},
+            "managedFields": [
+                fields("kubectl-client-side-apply", None, json!({"f:metadata": {"f:labels": {}},
+                    "f:spec": {"f:concurrencyPolicy": {}, "f:jobTemplate": {"f:spec": {"f:template": {}}},
+                               "f:schedule": {}, "f:timeZone": {}}})),
+                fields("shardcron", Some("status"), json!({"f:status": {"f:active": {},
+                    "f:lastScheduleTime": {}, "f:lastSuccessfulTime": {}}})),
+            ]
+        },
+        "spec": {
+            "schedule": "0 * * * *", "timeZone": "Europe/Berlin", "concurrencyPolicy": "Forbid",
+            "suspend": false, "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 1,
+            "jobTemplate": {"metadata": {"creationTimestamp": null,
+                                         "labels": {"app.kubernetes.io/name": "report"}},
+                            "spec": job["spec"]}
+        },
+        "status": {
+            "active": [{"kind": "Job", "namespace": "team-a", "name": "report-28488120",
+                        "uid": "5b0f6a53-9d0e-4c3c-a6e4-0c1e8f4a2b7d", "apiVersion": "batch/v1",
+                        "resourceVersion": "48151600"}],
+            "lastScheduleTime": "2024-03-01T10:00:00Z",
+            "lastSuccessfulTime": "2024-03-01T09:01:00Z"
+        }
+    })
+}
+
+/// A MODIFIED event of `object` as the API server writes it: the type
+/// first. (A `json!` map would sort "object" first, and serde would buffer
+/// the object before decoding it.)
+fn event(object: &serde_json::Value) -> Vec<u8> {
     [
         br#"{"type":"MODIFIED","object":"#.as_slice(),
-        &serde_json::to_vec(&job).unwrap(),
+        &serde_json::to_vec(object).unwrap(),
         b"}",
     ]
     .concat()
@@ -143,7 +194,7 @@ fn allocated_by<T>(f: impl Fn() -> T) -> usize {
 }
 
 fn bench(c: &mut Criterion) {
-    let bytes = event();
+    let bytes = event(&job());
     let full: Job = decode(&bytes);
     let lean: LeanJob = decode(&bytes);
     assert_eq!(JobSummary::from(&lean), JobSummary::from(&full));
@@ -158,6 +209,22 @@ fn bench(c: &mut Criterion) {
     });
     c.bench_function("decode/job/lean", |b| {
         b.iter(|| black_box(decode::<LeanJob>(black_box(&bytes))))
+    });
+
+    let bytes = event(&cronjob());
+    let lean: LeanCronJob = decode(&bytes);
+    assert!(lean.spec.job_template.is_some());
+    println!(
+        "decode/cronjob: {} bytes on the wire; heap allocated per event: full CronJob {} B, LeanCronJob {} B",
+        bytes.len(),
+        allocated_by(|| decode::<CronJob>(&bytes)),
+        allocated_by(|| decode::<LeanCronJob>(&bytes)),
+    );
+    c.bench_function("decode/cronjob/full", |b| {
+        b.iter(|| black_box(decode::<CronJob>(black_box(&bytes))))
+    });
+    c.bench_function("decode/cronjob/lean", |b| {
+        b.iter(|| black_box(decode::<LeanCronJob>(black_box(&bytes))))
     });
 }
 

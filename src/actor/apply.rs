@@ -604,6 +604,7 @@ mod tests {
     //! lands between two requests).
 
     use super::*;
+    use crate::kube::lean_cronjob::LeanCronJob;
     use k8s_openapi::api::batch::v1::Job;
     use std::cell::RefCell;
     use std::collections::VecDeque;
@@ -728,7 +729,7 @@ mod tests {
             _: Option<&str>,
             _: &k8s_openapi::api::batch::v1::CronJobStatus,
             why: StatusFor,
-        ) -> impl Future<Output = Result<CronJob, ApiFailure>> {
+        ) -> impl Future<Output = Result<LeanCronJob, ApiFailure>> {
             self.ask(match why {
                 StatusFor::Routine => "write status",
                 StatusFor::RecordSlot => "record slot",
@@ -738,7 +739,8 @@ mod tests {
                 .borrow_mut()
                 .statuses
                 .pop_front()
-                .unwrap_or_else(|| Ok(cronjob("8")));
+                .unwrap_or_else(|| Ok(cronjob("8")))
+                .map(|written| LeanCronJob::from(&written));
             async move { answer }
         }
 

@@ -10,13 +10,13 @@
 
 use super::apply::{self, Applied, Report, Shared, Snapshot};
 use super::timer::{self, MAX_SLEEP, Wake};
+use crate::kube::lean_cronjob::LeanCronJob;
 use crate::kube::requests::JobRequests as _;
 use crate::kube::resource_version::is_older;
 use crate::reconcile::{AfterUpdate, CronJobView, JobSummary, Requeue, SpecView, after_update};
 use crate::telemetry::metrics::{OkLabel, SyncLabels};
 use actix::prelude::*;
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::CronJob;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
@@ -28,7 +28,7 @@ pub enum Update {
     /// The initial lists are complete: decide for the first time.
     Start,
     /// The CronJob was added or changed.
-    CronJob(Box<CronJob>),
+    CronJob(Box<LeanCronJob>),
     /// A child Job was added or changed. `relisted`: it came from a re-list,
     /// where an unchanged Job is not news (upstream skips an update whose
     /// resourceVersion did not change).
@@ -72,12 +72,12 @@ impl CronJobActor {
     /// `known_slot`: what an earlier actor of this CronJob in this process
     /// knew and the status did not record (see [`Report::Stopped`]).
     pub fn new(
-        cronjob: &CronJob,
+        cronjob: &LeanCronJob,
         children: Vec<JobSummary>,
         known_slot: Option<Timestamp>,
         shared: Arc<Shared>,
     ) -> Result<Self, crate::reconcile::ViewError> {
-        let view = CronJobView::from_api(cronjob)?;
+        let view = cronjob.view(Arc::new(cronjob.spec_view()))?;
         let listed: Vec<Option<Timestamp>> = children.iter().map(|c| c.scheduled).collect();
         let mut actor = Self {
             cronjob: view,
@@ -113,7 +113,7 @@ impl CronJobActor {
     /// and neither does an older version than the one held (a re-list from
     /// a lagging cache must not move the status, `lastScheduleTime` above
     /// all, backwards).
-    fn absorb(&mut self, cronjob: &CronJob) -> Option<Arc<SpecView>> {
+    fn absorb(&mut self, cronjob: &LeanCronJob) -> Option<Arc<SpecView>> {
         let version = &cronjob.metadata.resource_version;
         if version.is_some() && *version == self.resource_version {
             return None;
@@ -128,9 +128,9 @@ impl CronJobActor {
         {
             self.cronjob.spec.clone()
         } else {
-            Arc::new(SpecView::new(&cronjob.spec))
+            Arc::new(cronjob.spec_view())
         };
-        match CronJobView::with_spec(cronjob, spec) {
+        match cronjob.view(spec) {
             Ok(view) => {
                 self.resource_version = version.clone();
                 self.generation = cronjob.metadata.generation;
@@ -143,7 +143,7 @@ impl CronJobActor {
         }
     }
 
-    fn on_cronjob(&mut self, cronjob: &CronJob, ctx: &mut Context<Self>) {
+    fn on_cronjob(&mut self, cronjob: &LeanCronJob, ctx: &mut Context<Self>) {
         let Some(old_spec) = self.absorb(cronjob) else {
             return;
         };
@@ -241,7 +241,7 @@ impl CronJobActor {
             self.resource_version = version;
         }
         if let Some(fresh) = applied.reread {
-            self.absorb(&fresh);
+            self.absorb(&LeanCronJob::from(&fresh));
         }
         self.children.retain(|c| !applied.deleted.contains(&c.uid));
         if let Some(created) = applied.created {

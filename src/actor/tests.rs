@@ -6,12 +6,12 @@
 use super::apply::{Report, Shared};
 use super::cronjob::{CronJobActor, Update};
 use crate::kube::gateway::{Gateway, Limits, WriteFence};
+use crate::kube::lean_cronjob::LeanCronJob;
 use crate::kube::scripted::{self, Answer};
 use crate::telemetry::Metrics;
 use ::kube::runtime::events::Reporter;
 use actix::prelude::*;
 use jiff::{Timestamp, ToSpan};
-use k8s_openapi::api::batch::v1::CronJob;
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -51,7 +51,7 @@ impl Handler<Report> for Reports {
 }
 
 /// An every-minute CronJob created 90 s ago: a slot is due at once.
-fn cronjob(created: Timestamp) -> CronJob {
+fn cronjob(created: Timestamp) -> LeanCronJob {
     serde_json::from_value(json!({
         "metadata": {"namespace": "team-a", "name": "nightly", "uid": "uid-nightly",
                      "resourceVersion": "5", "generation": 1,
@@ -74,7 +74,7 @@ fn echo(request: &scripted::Request, code: u16) -> Answer {
 
 /// Starts the actor of `cronjob` on a gateway over `script`.
 fn start(
-    cronjob: &CronJob,
+    cronjob: &LeanCronJob,
     script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,
 ) -> (
     Addr<CronJobActor>,
@@ -86,7 +86,7 @@ fn start(
 
 /// [`start`], the actor knowing `known_slot` and writing behind `fence`.
 fn start_with(
-    cronjob: &CronJob,
+    cronjob: &LeanCronJob,
     known_slot: Option<Timestamp>,
     fence: Fence,
     script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,

@@ -12,11 +12,11 @@
 //! win over a listed one and ignores listed objects the watch saw deleted
 //! meanwhile.
 
+use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
 use super::watch::JobFacts;
 use ::kube::api::{Api, ListParams};
 use ::kube::{Client, Resource};
-use k8s_openapi::api::batch::v1::CronJob;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 
@@ -26,7 +26,7 @@ const PAGE: u32 = 500;
 /// One page of a bulk load: the gained CronJobs or the Jobs they control.
 #[derive(Debug, Default)]
 pub struct Loaded {
-    pub cronjobs: Vec<CronJob>,
+    pub cronjobs: Vec<LeanCronJob>,
     pub jobs: Vec<JobFacts>,
 }
 
@@ -121,15 +121,15 @@ where
         selectors.jobs.iter().map(|s| Some(s.as_str())).collect()
     };
     for namespace in namespaces {
-        let (cronjobs, jobs): (Api<CronJob>, Api<LeanJob>) = match namespace {
+        let (cronjobs, jobs): (Api<LeanCronJob>, Api<LeanJob>) = match namespace {
             Some(ns) => (
                 Api::namespaced(cronjob_client.clone(), ns),
                 Api::namespaced(client.clone(), ns),
             ),
             None => (Api::all(cronjob_client.clone()), Api::all(client.clone())),
         };
-        list_all(cronjobs, None, |page: Vec<CronJob>| {
-            let cronjobs: Vec<CronJob> = page
+        list_all(cronjobs, None, |page: Vec<LeanCronJob>| {
+            let cronjobs: Vec<LeanCronJob> = page
                 .into_iter()
                 .filter(|cronjob| cronjob.metadata.uid.as_deref().is_some_and(&owned))
                 .collect();

@@ -17,6 +17,7 @@ pub mod deadline;
 pub mod events;
 pub mod failure;
 pub mod gateway;
+pub mod lean_cronjob;
 pub mod lean_job;
 pub mod queue;
 pub mod rate;

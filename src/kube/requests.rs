@@ -5,6 +5,7 @@
 
 use super::deadline;
 use super::failure::ApiFailure;
+use super::lean_cronjob::LeanCronJob;
 use super::queue::Priority;
 use crate::reconcile;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
@@ -155,7 +156,8 @@ pub trait JobRequests {
         running: bool,
     ) -> impl Future<Output = Result<(), ApiFailure>>;
 
-    /// Writes the CronJob's status, if it is still at `resource_version`.
+    /// Writes the CronJob's status, if it is still at `resource_version`;
+    /// answers the CronJob written.
     fn write_status(
         &self,
         namespace: &str,
@@ -163,7 +165,7 @@ pub trait JobRequests {
         resource_version: Option<&str>,
         status: &CronJobStatus,
         why: StatusFor,
-    ) -> impl Future<Output = Result<CronJob, ApiFailure>>;
+    ) -> impl Future<Output = Result<LeanCronJob, ApiFailure>>;
 
     /// Records an event (queued, never waited for).
     fn record(&self, regarding: ObjectReference, event: &reconcile::Event);

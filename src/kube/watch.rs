@@ -27,6 +27,7 @@
 //! objects, and a stale CronJob or Job watch only delays what the actors
 //! learn, never who may act.
 
+use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
 use crate::reconcile::JobSummary;
 use crate::telemetry::Metrics;
@@ -35,7 +36,6 @@ use ::kube::runtime::WatchStreamExt;
 use ::kube::runtime::watcher::{self, Event};
 use ::kube::{Api, Client, Resource};
 use futures::StreamExt;
-use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::coordination::v1::Lease;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
@@ -218,14 +218,14 @@ pub fn cronjobs<Delivered: Future<Output = ()> + Send>(
     strategy: ListStrategy,
     shard_selector: Option<&str>,
     metrics: Arc<Metrics>,
-    deliver: impl FnMut(Event<CronJob>) -> Delivered + Send + 'static,
+    deliver: impl FnMut(Event<LeanCronJob>) -> Delivered + Send + 'static,
 ) -> JoinHandle<()> {
     let client = match shard_selector {
         Some(selector) => super::sharded::client_with_shard_selector(&client, selector),
         None => client,
     };
     spawn_watch(
-        api::<CronJob>(counting(&client, &metrics, "cronjobs"), namespace),
+        api::<LeanCronJob>(counting(&client, &metrics, "cronjobs"), namespace),
         strategy.config(),
         "cronjobs",
         metrics,

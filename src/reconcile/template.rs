@@ -38,11 +38,15 @@ pub struct CompactTemplate(Box<[u8]>);
 
 impl CompactTemplate {
     pub fn new(template: &JobTemplateSpec) -> Self {
-        // Serializing an API object cannot fail (every map key is a string),
-        // nor can compressing into a growable buffer.
-        let json = serde_json::to_vec(template).unwrap_or_default();
+        // Serializing an API object cannot fail (every map key is a string).
+        Self::from_json(&serde_json::to_vec(template).unwrap_or_default())
+    }
+
+    /// The template whose JSON is `json` (as the API server sent it).
+    pub fn from_json(json: &[u8]) -> Self {
+        // Compressing into a growable buffer cannot fail.
         let compressed = zstd::bulk::Compressor::with_prepared_dictionary(&ENCODER)
-            .and_then(|mut c| c.compress(&json))
+            .and_then(|mut c| c.compress(json))
             .unwrap_or_default();
         Self(compressed.into())
     }

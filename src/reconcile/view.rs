@@ -67,6 +67,15 @@ pub struct SpecView {
 
 impl SpecView {
     pub fn new(spec: &k8s_openapi::api::batch::v1::CronJobSpec) -> Self {
+        Self::with_template(spec, CompactTemplate::new(&spec.job_template))
+    }
+
+    /// The spec `spec` with the Job template `job_template` (its own
+    /// `jobTemplate` is not read): for a template that arrived as JSON.
+    pub fn with_template(
+        spec: &k8s_openapi::api::batch::v1::CronJobSpec,
+        job_template: CompactTemplate,
+    ) -> Self {
         Self {
             schedule: spec.schedule.clone(),
             time_zone: spec.time_zone.clone(),
@@ -75,7 +84,7 @@ impl SpecView {
             suspend: spec.suspend == Some(true),
             successful_jobs_history_limit: spec.successful_jobs_history_limit,
             failed_jobs_history_limit: spec.failed_jobs_history_limit,
-            job_template: CompactTemplate::new(&spec.job_template),
+            job_template,
             setup: ScheduleSetup::new(&spec.schedule, spec.time_zone.as_deref()),
         }
     }
@@ -177,7 +186,15 @@ impl CronJobView {
     /// Builds the view around an already compiled spec (the actor keeps the
     /// `Arc` while only the status or metadata change).
     pub fn with_spec(cronjob: &CronJob, spec: Arc<SpecView>) -> Result<Self, ViewError> {
-        let meta = &cronjob.metadata;
+        Self::from_parts(&cronjob.metadata, cronjob.status.as_ref(), spec)
+    }
+
+    /// The view of a CronJob with metadata `meta` and status `status`.
+    pub fn from_parts(
+        meta: &ObjectMeta,
+        status: Option<&k8s_openapi::api::batch::v1::CronJobStatus>,
+        spec: Arc<SpecView>,
+    ) -> Result<Self, ViewError> {
         Ok(Self {
             namespace: meta.namespace.clone().unwrap_or_default(),
             name: meta.name.clone().ok_or(ViewError::MissingName)?,
@@ -189,7 +206,7 @@ impl CronJobView {
                 .ok_or(ViewError::MissingCreationTimestamp)?,
             deleting: meta.deletion_timestamp.is_some(),
             spec,
-            status: StatusView::from_api(cronjob.status.as_ref()),
+            status: StatusView::from_api(status),
         })
     }
 }

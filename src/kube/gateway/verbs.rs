@@ -3,6 +3,7 @@
 
 use super::Gateway;
 use crate::kube::failure::ApiFailure;
+use crate::kube::lean_cronjob::LeanCronJob;
 use crate::kube::requests::{DeleteFor, JobRequests, StatusFor, Verb};
 use crate::reconcile;
 use ::kube::api::{
@@ -110,10 +111,11 @@ impl JobRequests for Gateway {
         resource_version: Option<&str>,
         status: &CronJobStatus,
         why: StatusFor,
-    ) -> Result<CronJob, ApiFailure> {
+    ) -> Result<LeanCronJob, ApiFailure> {
         let patch = Arc::new(status_patch(resource_version, status));
         self.request(why.verb(), namespace, |client| {
-            let api = Api::<CronJob>::namespaced(client, namespace);
+            // The answer is read for its resourceVersion only.
+            let api = Api::<LeanCronJob>::namespaced(client, namespace);
             let name = name.to_owned();
             let patch = patch.clone();
             async move {

@@ -6,6 +6,7 @@
 
 use super::Supervisor;
 use crate::actor::cronjob::Update;
+use crate::kube::lean_cronjob::LeanCronJob;
 use crate::kube::watch::JobFacts;
 use crate::shard::jobs::JobRoute;
 use crate::shard::membership::LeaseObservation;
@@ -13,7 +14,6 @@ use crate::shard::ownership::{self, Input};
 use crate::shard::relist::Relist;
 use ::kube::runtime::watcher::Event;
 use actix::prelude::*;
-use k8s_openapi::api::batch::v1::CronJob;
 use std::time::Instant;
 
 /// An event of the CronJob watch of scope number `scope`, the watch's
@@ -23,7 +23,7 @@ use std::time::Instant;
 pub struct CronJobWatch {
     pub scope: usize,
     pub generation: u64,
-    pub event: Event<CronJob>,
+    pub event: Event<LeanCronJob>,
 }
 
 /// Which of a scope's two Job watches an event comes from: the one that selects
@@ -83,7 +83,12 @@ impl ScopeState {
 }
 
 impl Supervisor {
-    pub(super) fn on_cronjob(&mut self, cronjob: CronJob, now: Instant, ctx: &mut Context<Self>) {
+    pub(super) fn on_cronjob(
+        &mut self,
+        cronjob: LeanCronJob,
+        now: Instant,
+        ctx: &mut Context<Self>,
+    ) {
         let key = Self::key_of(&cronjob);
         let uid = cronjob.metadata.uid.clone().unwrap_or_default();
         if self.ownership.has(&key, &uid) {
@@ -95,7 +100,7 @@ impl Supervisor {
         self.step(Input::CronJobSeen { key, uid }, now, ctx, Some(cronjob));
     }
 
-    fn on_cronjob_deleted(&mut self, cronjob: &CronJob, now: Instant, ctx: &mut Context<Self>) {
+    fn on_cronjob_deleted(&mut self, cronjob: &LeanCronJob, now: Instant, ctx: &mut Context<Self>) {
         if self.ownership.loads_in_flight() > 0
             && let Some(uid) = &cronjob.metadata.uid
         {

@@ -40,13 +40,13 @@ use crate::actor::apply::{Report, Shared};
 use crate::actor::cronjob::{CronJobActor, Update};
 use crate::boot_clock::BootInstant;
 use crate::kube::gateway::Gateway;
+use crate::kube::lean_cronjob::LeanCronJob;
 use crate::telemetry::Metrics;
 use crate::telemetry::http::Readiness;
 use crate::telemetry::metrics::{MoveDirection, MovedLabels, OwnedLabels, OwnedState};
 use ::kube::Client;
 use actix::prelude::*;
 use intake::ScopeState;
-use k8s_openapi::api::batch::v1::CronJob;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -204,7 +204,7 @@ impl Supervisor {
         self.scopes.iter().map(|s| s.namespace.clone()).collect()
     }
 
-    fn key_of(cronjob: &CronJob) -> String {
+    fn key_of(cronjob: &LeanCronJob) -> String {
         let namespace = cronjob.metadata.namespace.as_deref().unwrap_or_default();
         let name = cronjob.metadata.name.as_deref().unwrap_or_default();
         format!("{namespace}/{name}")
@@ -217,7 +217,7 @@ impl Supervisor {
         input: Input,
         now: Instant,
         ctx: &mut Context<Self>,
-        mut spawning: Option<CronJob>,
+        mut spawning: Option<LeanCronJob>,
     ) {
         let mut queue = std::collections::VecDeque::from(self.ownership.on(input, now));
         while let Some(command) = queue.pop_front() {
@@ -290,7 +290,7 @@ impl Supervisor {
 
     /// Starts an actor for `key`, waiting for its start; false if the
     /// CronJob cannot be run.
-    fn spawn(&mut self, key: &str, cronjob: Option<CronJob>) -> bool {
+    fn spawn(&mut self, key: &str, cronjob: Option<LeanCronJob>) -> bool {
         let Some(cronjob) = cronjob else {
             return false;
         };

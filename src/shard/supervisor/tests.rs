@@ -86,7 +86,7 @@ fn cronjob_json(namespace: &str, name: &str) -> Value {
     })
 }
 
-fn cronjob(namespace: &str, name: &str) -> CronJob {
+fn cronjob(namespace: &str, name: &str) -> LeanCronJob {
     serde_json::from_value(cronjob_json(namespace, name)).expect("a CronJob")
 }
 
@@ -112,7 +112,7 @@ struct Shell {
 impl Shell {
     /// Starts the shell and feeds it the first lists: no Lease of the ring
     /// yet, the CronJobs `listed`, no Job.
-    fn start(store: LeaseStore, listed: Vec<CronJob>) -> Shell {
+    fn start(store: LeaseStore, listed: Vec<LeanCronJob>) -> Shell {
         let store = Arc::new(Mutex::new(store));
         let server = store.clone();
         let (client, asked) = scripted::client(move |request| {
@@ -274,7 +274,7 @@ async fn a_gained_key_decides_on_the_load_when_the_watch_replays_an_older_versio
         })
     };
     let recorded = version("5", json!({"lastScheduleTime": slot}));
-    let replayed: CronJob = serde_json::from_value(version("3", json!({}))).expect("a CronJob");
+    let replayed: LeanCronJob = serde_json::from_value(version("3", json!({}))).expect("a CronJob");
     let store = LeaseStore {
         listed: recorded,
         list_delay: Duration::from_millis(500),

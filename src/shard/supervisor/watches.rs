@@ -22,6 +22,7 @@
 use super::Supervisor;
 use super::intake::{CronJobWatch, JobStream, JobWatch};
 use crate::kube::bucket::{self, Bucket};
+use crate::kube::lean_cronjob::LeanCronJob;
 use crate::kube::watch::{self, JobFacts, ListStrategy};
 use crate::telemetry::Metrics;
 use ::kube::Client;
@@ -29,7 +30,6 @@ use ::kube::runtime::watcher::Event;
 use actix::dev::Request;
 use actix::prelude::*;
 use futures::FutureExt as _;
-use k8s_openapi::api::batch::v1::CronJob;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
 
@@ -90,7 +90,7 @@ fn send_cronjobs(
     to: &Addr<Supervisor>,
     scope: usize,
     generation: u64,
-) -> impl FnMut(Event<CronJob>) -> Request<Supervisor, CronJobWatch> + Send + 'static {
+) -> impl FnMut(Event<LeanCronJob>) -> Request<Supervisor, CronJobWatch> + Send + 'static {
     let to = to.clone();
     move |event| {
         to.send(CronJobWatch {

@@ -1,0 +1,317 @@
+//! A batch/v1 CronJob as the CronJob watch, the bulk loads and the status
+//! write's answer decode it: the spec's scalar fields and the status typed,
+//! the Job template kept as the raw JSON it arrived as.
+//!
+//! Every CronJob event carries the whole object, and most of its bytes are
+//! the Job template (a pod template) and `metadata.managedFields`. The
+//! controller reads the template only when its generation changes (the
+//! actor then compresses it, [`crate::reconcile::CompactTemplate`]) and
+//! decodes it only to create a Job; every status write of every firing
+//! comes back as a CronJob event with the same template. Decoded into
+//! k8s-openapi's `CronJob`, each of those events built the whole pod
+//! template and freed it. Here the deserializer re-emits the template's
+//! JSON as bytes without building it, and skips managedFields, labels and
+//! annotations. `benches/decode.rs` measures the difference.
+
+use crate::reconcile::{CompactTemplate, CronJobView, SpecView, ViewError};
+use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, CronJobStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
+use std::sync::Arc;
+
+/// A CronJob with only what the controller reads. `metadata` holds name,
+/// namespace, uid, resourceVersion, generation, creationTimestamp and
+/// deletionTimestamp; every other field is `None`.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct LeanCronJob {
+    #[serde(default, deserialize_with = "lean_metadata")]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: LeanCronJobSpec,
+    #[serde(default)]
+    pub status: Option<CronJobStatus>,
+}
+
+/// `spec`, its Job template undecoded.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeanCronJobSpec {
+    #[serde(default)]
+    pub schedule: String,
+    #[serde(default)]
+    pub time_zone: Option<String>,
+    #[serde(default)]
+    pub starting_deadline_seconds: Option<i64>,
+    #[serde(default)]
+    pub concurrency_policy: Option<String>,
+    #[serde(default)]
+    pub suspend: Option<bool>,
+    #[serde(default)]
+    pub successful_jobs_history_limit: Option<i32>,
+    #[serde(default)]
+    pub failed_jobs_history_limit: Option<i32>,
+    /// `jobTemplate` as JSON (`None` when absent: an empty template).
+    #[serde(default)]
+    pub job_template: Option<RawJson>,
+}
+
+/// A JSON value, re-emitted as compact JSON while it is read: no typed
+/// object is built. (serde_json's `RawValue` would copy the bytes as they
+/// are, but fails where serde buffers a value first, as it does for a watch
+/// event whose `object` comes before its `type`.)
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RawJson(Box<[u8]>);
+
+impl RawJson {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for RawJson {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut json = Vec::with_capacity(1024);
+        serde_transcode::transcode(deserializer, &mut serde_json::Serializer::new(&mut json))
+            .map_err(D::Error::custom)?;
+        Ok(Self(json.into()))
+    }
+}
+
+impl k8s_openapi::Resource for LeanCronJob {
+    const API_VERSION: &'static str = "batch/v1";
+    const GROUP: &'static str = "batch";
+    const KIND: &'static str = "CronJob";
+    const VERSION: &'static str = "v1";
+    const URL_PATH_SEGMENT: &'static str = "cronjobs";
+    type Scope = k8s_openapi::NamespaceResourceScope;
+}
+
+impl k8s_openapi::Metadata for LeanCronJob {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl LeanCronJob {
+    /// The compiled spec, its template compressed from the bytes received.
+    pub fn spec_view(&self) -> SpecView {
+        let spec = &self.spec;
+        let scalars = CronJobSpec {
+            schedule: spec.schedule.clone(),
+            time_zone: spec.time_zone.clone(),
+            starting_deadline_seconds: spec.starting_deadline_seconds,
+            concurrency_policy: spec.concurrency_policy.clone(),
+            suspend: spec.suspend,
+            successful_jobs_history_limit: spec.successful_jobs_history_limit,
+            failed_jobs_history_limit: spec.failed_jobs_history_limit,
+            job_template: Default::default(),
+        };
+        let template = spec
+            .job_template
+            .as_ref()
+            .map_or(b"{}".as_slice(), RawJson::as_bytes);
+        SpecView::with_template(&scalars, CompactTemplate::from_json(template))
+    }
+
+    /// The view of this version around `spec` (this version's spec, or an
+    /// unchanged one kept from an earlier version).
+    pub fn view(&self, spec: Arc<SpecView>) -> Result<CronJobView, ViewError> {
+        CronJobView::from_parts(&self.metadata, self.status.as_ref(), spec)
+    }
+}
+
+/// A full CronJob (a GET's answer, a test's object) in the lean form.
+impl From<&CronJob> for LeanCronJob {
+    fn from(cronjob: &CronJob) -> Self {
+        let meta = &cronjob.metadata;
+        let spec = &cronjob.spec;
+        Self {
+            metadata: kept(meta.clone()),
+            spec: LeanCronJobSpec {
+                schedule: spec.schedule.clone(),
+                time_zone: spec.time_zone.clone(),
+                starting_deadline_seconds: spec.starting_deadline_seconds,
+                concurrency_policy: spec.concurrency_policy.clone(),
+                suspend: spec.suspend,
+                successful_jobs_history_limit: spec.successful_jobs_history_limit,
+                failed_jobs_history_limit: spec.failed_jobs_history_limit,
+                // Serializing an API object cannot fail.
+                job_template: serde_json::to_vec(&spec.job_template)
+                    .ok()
+                    .map(|json| RawJson(json.into())),
+            },
+            status: cronjob.status.clone(),
+        }
+    }
+}
+
+/// The metadata fields kept; the others (managedFields, labels,
+/// annotations, ...) are skipped by the deserializer.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LeanMetadata {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    generation: Option<i64>,
+    #[serde(default)]
+    creation_timestamp: Option<Time>,
+    #[serde(default)]
+    deletion_timestamp: Option<Time>,
+}
+
+fn lean_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
+    let Some(lean) = Option::<LeanMetadata>::deserialize(deserializer)? else {
+        return Ok(ObjectMeta::default());
+    };
+    Ok(ObjectMeta {
+        name: lean.name,
+        namespace: lean.namespace,
+        uid: lean.uid,
+        resource_version: lean.resource_version,
+        generation: lean.generation,
+        creation_timestamp: lean.creation_timestamp,
+        deletion_timestamp: lean.deletion_timestamp,
+        ..ObjectMeta::default()
+    })
+}
+
+/// The fields of `meta` that [`lean_metadata`] keeps.
+fn kept(meta: ObjectMeta) -> ObjectMeta {
+    ObjectMeta {
+        name: meta.name,
+        namespace: meta.namespace,
+        uid: meta.uid,
+        resource_version: meta.resource_version,
+        generation: meta.generation,
+        creation_timestamp: meta.creation_timestamp,
+        deletion_timestamp: meta.deletion_timestamp,
+        ..ObjectMeta::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ::kube::core::{ObjectList, WatchEvent};
+    use jiff::tz::TimeZone;
+    use serde_json::{Value, json};
+
+    /// A CronJob as the API server sends it: managed fields, labels,
+    /// annotations, a pod template with what templates usually hold.
+    fn wire() -> Value {
+        json!({
+            "apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {
+                "name": "report", "namespace": "team-a", "uid": "cj-uid",
+                "resourceVersion": "4711", "generation": 3,
+                "creationTimestamp": "2024-03-01T08:00:00Z",
+                "deletionTimestamp": "2024-03-02T08:00:00Z",
+                "labels": {"app": "report"},
+                "annotations": {"example.com/owner": "team-a"},
+                "managedFields": [{"manager": "kubectl", "operation": "Update",
+                                   "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]
+            },
+            "spec": {
+                "schedule": "30 2 * * *", "timeZone": "Europe/Berlin",
+                "startingDeadlineSeconds": 200, "concurrencyPolicy": "Forbid",
+                "suspend": false, "successfulJobsHistoryLimit": 2, "failedJobsHistoryLimit": 4,
+                "jobTemplate": {
+                    "metadata": {"labels": {"app": "report"}, "annotations": {"a": "b"}},
+                    "spec": {"backoffLimit": 2, "ttlSecondsAfterFinished": 60,
+                        "template": {"metadata": {"labels": {"app": "report"}},
+                            "spec": {"restartPolicy": "OnFailure",
+                                "containers": [{"name": "main", "image": "busybox",
+                                    "command": ["sh", "-c", "date"],
+                                    "env": [{"name": "A", "value": "1"}],
+                                    "resources": {"requests": {"cpu": "100m"}}}]}}}
+                }
+            },
+            "status": {"lastScheduleTime": "2024-03-01T01:30:00Z",
+                       "active": [{"kind": "Job", "namespace": "team-a", "name": "report-1",
+                                   "uid": "j-1", "apiVersion": "batch/v1"}]}
+        })
+    }
+
+    #[test]
+    fn decides_as_the_full_cronjob_does() {
+        let lean: LeanCronJob = serde_json::from_value(wire()).expect("a lean CronJob");
+        let full: CronJob = serde_json::from_value(wire()).expect("a CronJob");
+        let from_lean = lean.view(Arc::new(lean.spec_view())).expect("a view");
+        let from_full = CronJobView::from_api(&full).expect("a view");
+        assert_eq!(
+            format!("{from_lean:?}"),
+            format!("{from_full:?}").replace(
+                &format!("{:?}", from_full.spec.job_template),
+                &format!("{:?}", from_lean.spec.job_template),
+            )
+        );
+        assert_eq!(
+            from_lean.spec.job_template.decode(),
+            from_full.spec.job_template.decode()
+        );
+        let slot = "2024-03-01T01:30:00Z".parse().expect("a time");
+        assert_eq!(
+            crate::reconcile::build_job(&from_lean, &TimeZone::UTC, slot),
+            crate::reconcile::build_job(&from_full, &TimeZone::UTC, slot)
+        );
+        // And a full CronJob converted keeps the same.
+        let converted = LeanCronJob::from(&full);
+        assert_eq!(converted.metadata, lean.metadata);
+        assert_eq!(
+            converted.spec_view().job_template.decode(),
+            from_full.spec.job_template.decode()
+        );
+    }
+
+    #[test]
+    fn watch_events_and_list_pages_decode_with_the_raw_template() {
+        // kube decodes each watch line as a `WatchEvent` (tagged by "type",
+        // the object under "object") and each page as an `ObjectList`.
+        let line =
+            serde_json::to_vec(&json!({"type": "MODIFIED", "object": wire()})).expect("a line");
+        match serde_json::from_slice::<WatchEvent<LeanCronJob>>(&line) {
+            Ok(WatchEvent::Modified(cronjob)) => {
+                assert!(cronjob.spec.job_template.is_some());
+                assert_eq!(cronjob.metadata.generation, Some(3));
+            }
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+        let page = serde_json::to_vec(&json!({
+            "apiVersion": "batch/v1", "kind": "CronJobList",
+            "metadata": {"resourceVersion": "9"}, "items": [wire(), wire()]
+        }))
+        .expect("a page");
+        let list: ObjectList<LeanCronJob> = serde_json::from_slice(&page).expect("a list");
+        assert_eq!(list.items.len(), 2);
+    }
+
+    #[test]
+    fn keeps_only_the_metadata_the_controller_reads() {
+        let lean: LeanCronJob = serde_json::from_value(wire()).expect("a lean CronJob");
+        let meta = &lean.metadata;
+        assert!(meta.labels.is_none() && meta.annotations.is_none());
+        assert!(meta.managed_fields.is_none());
+        assert!(meta.deletion_timestamp.is_some());
+        // Without a template, an empty one (the create then fails on the
+        // server, as upstream's would).
+        let bare: LeanCronJob = serde_json::from_value(
+            json!({"metadata": {"name": "x"}, "spec": {"schedule": "* * * * *"}}),
+        )
+        .expect("a lean CronJob");
+        assert_eq!(bare.spec_view().job_template.decode(), Default::default());
+    }
+}
