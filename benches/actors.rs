@@ -11,7 +11,6 @@
 //! `cargo bench --bench actors` (N = 100000; `SHARDCRON_BENCH_ACTORS=N` to change).
 
 use actix::prelude::*;
-use shardcron::kube::lean_cronjob::LeanCronJob;
 use kube::runtime::events::Reporter;
 use kube::{Client, Config};
 use serde_json::json;
@@ -19,6 +18,7 @@ use shardcron::actor::apply::Report;
 use shardcron::actor::apply::Shared;
 use shardcron::actor::cronjob::{CronJobActor, Update};
 use shardcron::kube::gateway::{Gateway, Limits};
+use shardcron::kube::lean_cronjob::LeanCronJob;
 use shardcron::shard::fence::SharedFence;
 use shardcron::telemetry::Metrics;
 use std::sync::Arc;

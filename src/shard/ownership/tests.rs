@@ -27,6 +27,16 @@ const VALID: Input = Input::Tick {
     fence: FenceState::Valid,
 };
 
+/// The fence judged valid [`JOIN_GRACE`] before `t0` and again at `t0`:
+/// the commands of the join.
+fn join(o: &mut Ownership, t0: Instant) -> Vec<Command> {
+    assert!(
+        o.on(VALID, t0 - JOIN_GRACE).is_empty(),
+        "joined within the grace"
+    );
+    o.on(VALID, t0)
+}
+
 fn published(commands: &[Command]) -> Option<Publication> {
     commands.iter().find_map(|c| match c {
         Command::Publish(p) => Some(p.clone()),
@@ -57,7 +67,7 @@ fn serving_alone(t0: Instant) -> (Ownership, Publication) {
     let mut o = Ownership::new("r0", "i1");
     o.on(Input::ListsSynced, t0);
     o.on(Input::LeasesListed, t0);
-    let commands = o.on(VALID, t0);
+    let commands = join(&mut o, t0);
     assert!(matches!(commands[0], Command::RingChanged { .. }));
     assert!(matches!(commands[1], Command::Load { .. }));
     let publication = published(&commands).expect("nothing to stop: published at once");
@@ -80,9 +90,27 @@ fn a_replica_joins_only_once_its_fence_is_open_and_the_leases_listed() {
     };
     assert!(o.on(waiting, t0).is_empty(), "fence not open yet");
     assert!(matches!(o.phase(), Phase::Joining));
-    let commands = o.on(VALID, t0);
+    // Open: it waits for peers starting with it, then chooses.
+    assert!(o.on(VALID, t0).is_empty());
+    assert!(o.on(VALID, t0 + JOIN_GRACE / 2).is_empty());
+    assert!(matches!(o.phase(), Phase::Joining));
+    let commands = o.on(VALID, t0 + JOIN_GRACE);
     assert!(matches!(o.phase(), Phase::Serving { .. }));
     assert_eq!(published(&commands).map(|p| p.view), Some("r0".into()));
+}
+
+#[test]
+fn a_peer_starting_with_it_is_in_its_first_ring() {
+    // The peer's Lease appears a second after the fence opened: the first
+    // ring already has it, and no load of the whole cluster is asked.
+    let t0 = Instant::now();
+    let mut o = Ownership::new("r0", "i1");
+    o.on(Input::ListsSynced, t0);
+    o.on(Input::LeasesListed, t0);
+    assert!(o.on(VALID, t0).is_empty());
+    o.on(seen("r1", lease("r1", 1, None)), t0 + JOIN_GRACE / 2);
+    let commands = o.on(VALID, t0 + JOIN_GRACE);
+    assert_eq!(published(&commands).map(|p| p.view), Some("r0,r1".into()));
 }
 
 #[test]
@@ -91,7 +119,7 @@ fn keys_start_only_after_the_load_and_the_echo_of_this_very_publication() {
     let mut o = Ownership::new("r0", "i1");
     o.on(Input::ListsSynced, t0);
     o.on(Input::LeasesListed, t0);
-    let publication = published(&o.on(VALID, t0)).unwrap();
+    let publication = published(&join(&mut o, t0)).unwrap();
     assert_eq!(publication.id, "i1.1");
     let commands = o.on(seen_cronjob("ns/a"), t0);
     assert_eq!(commands, [Command::Spawn { key: "ns/a".into() }]);
@@ -195,8 +223,10 @@ fn a_lapse_stops_everything_and_rejoins_once_stopped() {
     );
     assert_eq!(commands, [Command::RejoinFence]);
     assert!(matches!(o.phase(), Phase::Joining));
-    // The next publication is a new one: an old echo cannot start keys.
-    let commands = o.on(VALID, t0);
+    // It waits the grace again; the next publication is a new one: an old
+    // echo cannot start keys.
+    assert!(o.on(VALID, t0).is_empty());
+    let commands = o.on(VALID, t0 + JOIN_GRACE);
     assert_eq!(published(&commands).map(|p| p.id), Some("i1.2".into()));
 }
 
@@ -206,7 +236,7 @@ fn a_failed_load_is_retried_and_holds_every_start() {
     let mut o = Ownership::new("r0", "i1");
     o.on(Input::ListsSynced, t0);
     o.on(Input::LeasesListed, t0);
-    let publication = published(&o.on(VALID, t0)).unwrap();
+    let publication = published(&join(&mut o, t0)).unwrap();
     o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
     o.on(seen_cronjob("ns/a"), t0);
     let commands = o.on(Input::LoadDone { ok: false }, t0);
