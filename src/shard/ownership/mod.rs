@@ -306,9 +306,17 @@ impl Ownership {
     }
 
     /// When the membership must be judged next, apart from the periodic
-    /// [`Input::Tick`]: the instant the first live peer's Lease runs out.
+    /// [`Input::Tick`]: the instant the first live peer's Lease runs out,
+    /// or the end of the [`JOIN_GRACE`] while joining.
     pub fn next_expiry(&self, now: Instant) -> Option<Instant> {
-        self.membership.next_expiry(now)
+        let grace_ends = self
+            .valid_since
+            .filter(|_| matches!(self.phase, Phase::Joining))
+            .map(|since| since + JOIN_GRACE);
+        match (self.membership.next_expiry(now), grace_ends) {
+            (Some(expiry), Some(grace)) => Some(expiry.min(grace)),
+            (expiry, grace) => expiry.or(grace),
+        }
     }
 
     /// When the longest-stopping actor was told to stop.

@@ -94,6 +94,8 @@ fn a_replica_joins_only_once_its_fence_is_open_and_the_leases_listed() {
     assert!(o.on(VALID, t0).is_empty());
     assert!(o.on(VALID, t0 + JOIN_GRACE / 2).is_empty());
     assert!(matches!(o.phase(), Phase::Joining));
+    // The shell is told when the grace ends, to judge it then.
+    assert_eq!(o.next_expiry(t0), Some(t0 + JOIN_GRACE));
     let commands = o.on(VALID, t0 + JOIN_GRACE);
     assert!(matches!(o.phase(), Phase::Serving { .. }));
     assert_eq!(published(&commands).map(|p| p.view), Some("r0".into()));
