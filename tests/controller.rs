@@ -524,9 +524,7 @@ async fn held_jobs_of_a_deleted_cronjob_are_released() {
                         .owner_references
                         .as_ref()
                         .is_some_and(|o| o[0].name == name)
-                        && j.metadata.finalizers.as_ref().is_some_and(|f| {
-                            f.iter().any(|f| f == shardcron::reconcile::SLOT_FINALIZER)
-                        })
+                        && shardcron::reconcile::is_held(&j.metadata)
                 })
                 .then_some(())
         })

@@ -429,15 +429,11 @@ fn status_class(records_a_slot: bool, snapshot: &Snapshot, plan: &reconcile::Pla
         .as_ref()
         .and_then(|create| create.job.as_ref())
         .is_some_and(|job| {
-            let held = job
-                .metadata
-                .finalizers
-                .as_ref()
-                .is_some_and(|f| f.iter().any(|f| f == reconcile::SLOT_FINALIZER));
-            held || job
-                .spec
-                .as_ref()
-                .is_some_and(|spec| spec.ttl_seconds_after_finished.is_none())
+            reconcile::is_held(&job.metadata)
+                || job
+                    .spec
+                    .as_ref()
+                    .is_some_and(|spec| spec.ttl_seconds_after_finished.is_none())
         });
     if records_a_slot && (snapshot.stop.is_cancelled() || !created_job_lasts) {
         StatusFor::RecordSlot

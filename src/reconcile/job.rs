@@ -29,6 +29,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 /// only this controller deletes them and it records first.
 pub const SLOT_FINALIZER: &str = "shardcron.io/slot-record";
 
+/// Whether an object with metadata `meta` carries [`SLOT_FINALIZER`].
+pub fn is_held(meta: &ObjectMeta) -> bool {
+    meta.finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|f| f == SLOT_FINALIZER))
+}
+
 /// Upstream's `getJobName`: `<cronjob>-<scheduled.Unix()/60>` (Go's division
 /// truncates toward zero, so does Rust's).
 pub fn job_name(cronjob_name: &str, scheduled: Timestamp) -> String {

@@ -92,7 +92,9 @@ mod tests;
 pub use decision::{Decision, slot_outcome};
 pub use events::{Event, EventType, Reason, rfc1123z_utc};
 pub use history::{OverHistoryLimit, by_start_time, over_limit};
-pub use job::{SLOT_FINALIZER, active_reference, build_job, controller_reference, job_name};
+pub use job::{
+    SLOT_FINALIZER, active_reference, build_job, controller_reference, is_held, job_name,
+};
 pub use live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, LiveJob, Lookup};
 pub use release::{Release, releases};
 pub use sync::MAX_UNLISTED_LOOKUPS;

@@ -298,10 +298,7 @@ impl JobSummary {
                 .and_then(|a| a.get(SCHEDULED_TIMESTAMP_ANNOTATION))
                 .and_then(|stamp| stamp.parse::<Timestamp>().ok()),
             deleting: meta.deletion_timestamp.is_some(),
-            held: meta
-                .finalizers
-                .as_ref()
-                .is_some_and(|f| f.iter().any(|f| f == super::SLOT_FINALIZER)),
+            held: super::is_held(meta),
         }
     }
 }
