@@ -23,8 +23,7 @@ impl Supervisor {
         ctx: &mut Context<Self>,
     ) {
         let meta = &job.job.metadata;
-        let held_and_going =
-            crate::reconcile::is_held(meta) && meta.deletion_timestamp.is_some();
+        let held_and_going = crate::reconcile::is_held(meta) && meta.deletion_timestamp.is_some();
         if !held_and_going
             || self.keys_by_uid.contains_key(owner_uid)
             || self.orphan_checks.contains(&job.uid)
