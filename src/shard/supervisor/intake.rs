@@ -101,10 +101,11 @@ impl Supervisor {
     }
 
     fn on_cronjob_deleted(&mut self, cronjob: &LeanCronJob, now: Instant, ctx: &mut Context<Self>) {
-        if self.ownership.loads_in_flight() > 0
-            && let Some(uid) = &cronjob.metadata.uid
-        {
-            self.tombstones.insert(uid.clone());
+        if let Some(uid) = &cronjob.metadata.uid {
+            if self.ownership.loads_in_flight() > 0 {
+                self.tombstones.insert(uid.clone());
+            }
+            self.deleted_cronjobs.insert(uid);
         }
         let key = Self::key_of(cronjob);
         self.step(Input::CronJobGone { key }, now, ctx, None);

@@ -121,6 +121,8 @@ pub struct Supervisor {
     tombstones: HashSet<String>,
     /// Held Jobs whose CronJob is being looked up (see [`orphans`]).
     orphan_checks: HashSet<String>,
+    /// CronJobs the watch saw deleted (see [`orphans`]).
+    deleted_cronjobs: orphans::RecentlyDeleted,
     /// Every scope's watches have listed once.
     lists_synced: bool,
     readiness: Arc<Readiness>,
@@ -192,6 +194,7 @@ impl Supervisor {
             unrecorded: UnrecordedSlots::default(),
             tombstones: HashSet::new(),
             orphan_checks: HashSet::new(),
+            deleted_cronjobs: orphans::RecentlyDeleted::default(),
             lists_synced: false,
             readiness,
             expiry_armed: None,
