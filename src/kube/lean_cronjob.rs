@@ -1,6 +1,6 @@
 //! A batch/v1 CronJob as the CronJob watch, the bulk loads and the status
 //! write's answer decode it: the spec's scalar fields and the status typed,
-//! the Job template kept as the raw JSON it arrived as.
+//! the Job template kept as JSON bytes (re-emitted compact, never built).
 //!
 //! Every CronJob event carries the whole object, and most of its bytes are
 //! the Job template (a pod template) and `metadata.managedFields`. The
