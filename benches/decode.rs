@@ -193,39 +193,38 @@ fn allocated_by<T>(f: impl Fn() -> T) -> usize {
     ALLOCATED.load(Ordering::Relaxed) - before
 }
 
+/// Prints the heap each decoding of `bytes` allocates, and benches both:
+/// `decode/<kind>/full` (k8s-openapi's type) and `decode/<kind>/lean`.
+fn full_against_lean<Full: DeserializeOwned, Lean: DeserializeOwned>(
+    c: &mut Criterion,
+    kind: &str,
+    bytes: &[u8],
+) {
+    println!(
+        "decode/{kind}: {} bytes on the wire; heap allocated per event: full {} B, lean {} B",
+        bytes.len(),
+        allocated_by(|| decode::<Full>(bytes)),
+        allocated_by(|| decode::<Lean>(bytes)),
+    );
+    c.bench_function(&format!("decode/{kind}/full"), |b| {
+        b.iter(|| black_box(decode::<Full>(black_box(bytes))))
+    });
+    c.bench_function(&format!("decode/{kind}/lean"), |b| {
+        b.iter(|| black_box(decode::<Lean>(black_box(bytes))))
+    });
+}
+
 fn bench(c: &mut Criterion) {
     let bytes = event(&job());
     let full: Job = decode(&bytes);
     let lean: LeanJob = decode(&bytes);
     assert_eq!(JobSummary::from(&lean), JobSummary::from(&full));
-    println!(
-        "decode/job: {} bytes on the wire; heap allocated per event: full Job {} B, LeanJob {} B",
-        bytes.len(),
-        allocated_by(|| decode::<Job>(&bytes)),
-        allocated_by(|| decode::<LeanJob>(&bytes)),
-    );
-    c.bench_function("decode/job/full", |b| {
-        b.iter(|| black_box(decode::<Job>(black_box(&bytes))))
-    });
-    c.bench_function("decode/job/lean", |b| {
-        b.iter(|| black_box(decode::<LeanJob>(black_box(&bytes))))
-    });
+    full_against_lean::<Job, LeanJob>(c, "job", &bytes);
 
     let bytes = event(&cronjob());
     let lean: LeanCronJob = decode(&bytes);
     assert!(lean.spec.job_template.is_some());
-    println!(
-        "decode/cronjob: {} bytes on the wire; heap allocated per event: full CronJob {} B, LeanCronJob {} B",
-        bytes.len(),
-        allocated_by(|| decode::<CronJob>(&bytes)),
-        allocated_by(|| decode::<LeanCronJob>(&bytes)),
-    );
-    c.bench_function("decode/cronjob/full", |b| {
-        b.iter(|| black_box(decode::<CronJob>(black_box(&bytes))))
-    });
-    c.bench_function("decode/cronjob/lean", |b| {
-        b.iter(|| black_box(decode::<LeanCronJob>(black_box(&bytes))))
-    });
+    full_against_lean::<CronJob, LeanCronJob>(c, "cronjob", &bytes);
 }
 
 criterion_group!(benches, bench);

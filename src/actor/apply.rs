@@ -641,6 +641,16 @@ mod tests {
     }
 
     impl Scripted {
+        /// A write answered OK, or abandoned once the stop has landed (as
+        /// the gateway abandons what it has not sent).
+        fn write(&self, what: &str) -> futures::future::Ready<Result<(), ApiFailure>> {
+            if self.script.borrow().stopped && !self.unabandoned {
+                return futures::future::ready(Err(ApiFailure::Abandoned));
+            }
+            self.ask(what);
+            futures::future::ready(Ok(()))
+        }
+
         fn ask(&self, what: &str) {
             let mark = if self.unabandoned {
                 " (unabandoned)"
@@ -677,11 +687,7 @@ mod tests {
             _: &str,
             _: DeleteFor,
         ) -> impl Future<Output = Result<(), ApiFailure>> {
-            if self.script.borrow().stopped && !self.unabandoned {
-                return futures::future::ready(Err(ApiFailure::Abandoned));
-            }
-            self.ask(&format!("delete {name}"));
-            futures::future::ready(Ok(()))
+            self.write(&format!("delete {name}"))
         }
 
         fn release_job(
@@ -691,11 +697,7 @@ mod tests {
             _: &str,
             _: bool,
         ) -> impl Future<Output = Result<(), ApiFailure>> {
-            if self.script.borrow().stopped && !self.unabandoned {
-                return futures::future::ready(Err(ApiFailure::Abandoned));
-            }
-            self.ask(&format!("release {name}"));
-            futures::future::ready(Ok(()))
+            self.write(&format!("release {name}"))
         }
 
         fn get_job(&self, _: &str, name: &str) -> impl Future<Output = Result<Job, ApiFailure>> {

@@ -24,35 +24,26 @@ use std::sync::Arc;
 /// namespace, uid, resourceVersion, generation, creationTimestamp and
 /// deletionTimestamp; every other field is `None`.
 #[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
 pub struct LeanCronJob {
-    #[serde(default, deserialize_with = "lean_metadata")]
+    #[serde(deserialize_with = "lean_metadata")]
     pub metadata: ObjectMeta,
-    #[serde(default)]
     pub spec: LeanCronJobSpec,
-    #[serde(default)]
     pub status: Option<CronJobStatus>,
 }
 
 /// `spec`, its Job template undecoded.
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase")]
 pub struct LeanCronJobSpec {
-    #[serde(default)]
     pub schedule: String,
-    #[serde(default)]
     pub time_zone: Option<String>,
-    #[serde(default)]
     pub starting_deadline_seconds: Option<i64>,
-    #[serde(default)]
     pub concurrency_policy: Option<String>,
-    #[serde(default)]
     pub suspend: Option<bool>,
-    #[serde(default)]
     pub successful_jobs_history_limit: Option<i32>,
-    #[serde(default)]
     pub failed_jobs_history_limit: Option<i32>,
     /// `jobTemplate` as JSON (`None` when absent: an empty template).
-    #[serde(default)]
     pub job_template: Option<RawJson>,
 }
 
@@ -154,22 +145,15 @@ impl From<&CronJob> for LeanCronJob {
 
 /// The metadata fields kept; the others (managedFields, labels,
 /// annotations, ...) are skipped by the deserializer.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 struct LeanMetadata {
-    #[serde(default)]
     name: Option<String>,
-    #[serde(default)]
     namespace: Option<String>,
-    #[serde(default)]
     uid: Option<String>,
-    #[serde(default)]
     resource_version: Option<String>,
-    #[serde(default)]
     generation: Option<i64>,
-    #[serde(default)]
     creation_timestamp: Option<Time>,
-    #[serde(default)]
     deletion_timestamp: Option<Time>,
 }
 
