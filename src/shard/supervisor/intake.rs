@@ -112,13 +112,15 @@ impl Supervisor {
     }
 
     pub(super) fn on_job(&mut self, mut job: JobFacts, relisted: bool, ctx: &mut Context<Self>) {
-        if let Some(owner) = job.owner_uid.clone() {
-            if self.ownership.owns(&owner) {
-                self.release_if_orphaned(&job, &owner, ctx);
-            } else {
-                // Not ours: forget it (withdrawing it from an actor that had it).
-                job.owner_uid = None;
-            }
+        match job
+            .owner_uid
+            .as_deref()
+            .map(|owner| self.ownership.owns(owner))
+        {
+            Some(true) => self.release_if_orphaned(&job, ctx),
+            // Not ours: forget it (withdrawing it from an actor that had it).
+            Some(false) => job.owner_uid = None,
+            None => {}
         }
         let keys = &self.keys_by_uid;
         for route in self.jobs.apply(job, |owner| keys.contains_key(owner)) {

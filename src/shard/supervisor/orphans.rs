@@ -45,15 +45,13 @@ impl RecentlyDeleted {
 }
 
 impl Supervisor {
-    /// Checks `job` if it is held, being deleted, and its CronJob (UID
-    /// `owner_uid`, owned here) has no actor. At most one check per Job
-    /// is in flight; each request has the gateway's deadline.
-    pub(super) fn release_if_orphaned(
-        &mut self,
-        job: &JobFacts,
-        owner_uid: &str,
-        ctx: &mut Context<Self>,
-    ) {
+    /// Checks `job` if it is held, being deleted, and its CronJob (owned
+    /// here) has no actor. At most one check per Job is in flight; each
+    /// request has the gateway's deadline.
+    pub(super) fn release_if_orphaned(&mut self, job: &JobFacts, ctx: &mut Context<Self>) {
+        let Some(owner_uid) = job.owner_uid.as_deref() else {
+            return;
+        };
         let meta = &job.job.metadata;
         let held_and_going = crate::reconcile::is_held(meta) && meta.deletion_timestamp.is_some();
         if !held_and_going
