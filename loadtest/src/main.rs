@@ -116,7 +116,8 @@ enum Command {
         join_during_herd: bool,
     },
     /// Tracing overhead: CPU per firing of a replica exporting every span
-    /// versus one with tracing off, side by side on one control plane.
+    /// versus one with tracing off, side by side on one control plane
+    /// (with --variant: any flag's cost, the same way).
     Overhead {
         #[arg(long, default_value_t = 150)]
         count: usize,
@@ -126,6 +127,10 @@ enum Command {
         out: Option<PathBuf>,
         #[arg(long)]
         shardcron_bin: Option<PathBuf>,
+        /// Instead of tracing on against off: both untraced, the second
+        /// with these extra arguments (e.g. "--threads 1").
+        #[arg(long, allow_hyphen_values = true)]
+        variant: Option<String>,
     },
 }
 
@@ -275,24 +280,31 @@ async fn main() -> anyhow::Result<()> {
             minutes,
             out,
             shardcron_bin: bin,
+            variant,
         } => {
             let repo = shardcron_harness::repo_root();
             let out = out.unwrap_or_else(|| repo.join("loadtest/results/trace-overhead"));
-            let report = overhead::run(&out, &shardcron_bin(bin)?, count, minutes.max(1)).await?;
+            let variant: Vec<String> = variant
+                .iter()
+                .flat_map(|v| v.split_whitespace())
+                .map(str::to_owned)
+                .collect();
+            let report =
+                overhead::run(&out, &shardcron_bin(bin)?, count, minutes.max(1), &variant).await?;
             for side in [&report.off, &report.on] {
                 let s = &side.observation.slots;
+                let label = match (side.tracing, side.args.is_empty()) {
+                    (true, _) => "tracing on".to_owned(),
+                    (false, true) => "plain".to_owned(),
+                    (false, false) => side.args.join(" "),
+                };
                 println!(
-                    "tracing {:>3}: {} slots, {} answered, {} missed, {} duplicates, {:.3} ms CPU per firing",
-                    if side.tracing { "on" } else { "off" },
-                    s.expected,
-                    s.answered,
-                    s.missed,
-                    s.duplicates,
-                    side.cpu_ms_per_firing
+                    "{label:>12}: {} slots, {} answered, {} missed, {} duplicates, {:.3} ms CPU per firing",
+                    s.expected, s.answered, s.missed, s.duplicates, side.cpu_ms_per_firing
                 );
             }
             println!(
-                "ratio on/off: {:.3} ({:+.1}%)",
+                "ratio second/plain: {:.3} ({:+.1}%)",
                 report.ratio,
                 (report.ratio - 1.0) * 100.0
             );

@@ -4,6 +4,10 @@
 //! span (sampler always_on) to the local Jaeger and one with tracing off.
 //! Both see the same machine load in the same minutes, so the ratio of
 //! their CPU per firing is the cost of tracing.
+//!
+//! With a variant (`--variant "--threads 1"`), both sides are untraced and
+//! the second runs with the variant's extra arguments: the same A/B
+//! measurement for any flag.
 
 use crate::cluster::{self, LocalCluster};
 use crate::mix::{self, Mix};
@@ -18,6 +22,9 @@ use std::time::Duration;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Side {
     pub tracing: bool,
+    /// Extra arguments of this side's process (the variant's).
+    #[serde(default)]
+    pub args: Vec<String>,
     pub observation: Observation,
     pub cpu_ms_per_firing: f64,
 }
@@ -26,7 +33,9 @@ pub struct Side {
 pub struct OverheadReport {
     pub cronjobs_per_side: usize,
     pub minutes: u32,
+    /// The plain process: untraced, no extra arguments.
     pub off: Side,
+    /// The traced process, or the variant's.
     pub on: Side,
     /// on / off CPU per firing.
     pub ratio: f64,
@@ -39,12 +48,13 @@ pub async fn run(
     bin: &Path,
     count: usize,
     minutes: u32,
+    variant: &[String],
 ) -> anyhow::Result<OverheadReport> {
     std::fs::create_dir_all(out)?;
     let dir = out.join("cluster");
     let cluster = LocalCluster::up(&dir, false, "").await?;
     let mut replicas = Vec::new();
-    let result = run_on(&cluster, bin, count, minutes, &mut replicas).await;
+    let result = run_on(&cluster, bin, count, minutes, variant, &mut replicas).await;
     let report = cluster
         .finish(replicas, result, &out.join("logs"), false)
         .await?;
@@ -60,6 +70,7 @@ async fn run_on(
     bin: &Path,
     count: usize,
     minutes: u32,
+    variant: &[String],
     replicas: &mut Vec<Replica>,
 ) -> anyhow::Result<OverheadReport> {
     let client = &cluster.client;
@@ -69,13 +80,16 @@ async fn run_on(
         .env("SHARDCRON_OTLP_ENDPOINT")
         .context("the cluster runs no Jaeger (SHARDCRON_OTLP_ENDPOINT)")?;
     let mut sides = Vec::new();
-    for (group, tracing) in [("off", false), ("on", true)] {
+    for (group, second) in [("off", false), ("on", true)] {
+        let tracing = second && variant.is_empty();
+        let extra = if second { variant.to_vec() } else { Vec::new() };
         let plan = mix::plan(Mix::EveryMinute, count, 2, group, mix::Anchor::default());
         create::create(client, &plan, 100.0).await?;
         let mut args = vec!["--shard-ring-name".to_owned(), format!("overhead-{group}")];
         for namespace in mix::namespaces_of(&plan) {
             args.extend(["--namespace".to_owned(), namespace]);
         }
+        args.extend(extra.iter().cloned());
         let mut env = Vec::new();
         if tracing {
             args.extend(["--otlp-endpoint".to_owned(), otlp.to_owned()]);
@@ -96,10 +110,10 @@ async fn run_on(
         };
         replicas.push(replica);
         let prefix = format!("{}{group}-", mix::NAMESPACE_PREFIX);
-        sides.push((tracing, prefix, process));
+        sides.push((tracing, extra, prefix, process));
     }
     let (from, to) = observe::whole_minutes(11, minutes);
-    let observations = sides.iter().map(|(_, prefix, process)| {
+    let observations = sides.iter().map(|(_, _, prefix, process)| {
         let watch = JobWatch::start(client, prefix);
         let processes = std::slice::from_ref(process);
         async move {
@@ -120,16 +134,17 @@ async fn run_on(
     let mut sides: Vec<Side> = sides
         .iter()
         .zip(observations)
-        .map(|((tracing, _, _), observation)| {
+        .map(|((tracing, args, _, _), observation)| {
             let cpu: f64 = observation.processes.iter().map(|p| p.cpu_seconds).sum();
             Side {
                 tracing: *tracing,
+                args: args.clone(),
                 cpu_ms_per_firing: 1000.0 * cpu / observation.slots.answered.max(1) as f64,
                 observation,
             }
         })
         .collect();
-    let on = sides.pop().context("no traced side")?;
+    let on = sides.pop().context("no traced or variant side")?;
     let off = sides.pop().context("no untraced side")?;
     Ok(OverheadReport {
         cronjobs_per_side: count,

@@ -57,9 +57,10 @@ pub struct CronJobActor {
     deciding: bool,
     decide_again: bool,
     stopping: bool,
-    /// Cancelled on [`Update::Stop`]: the decision in flight abandons the
-    /// requests it has not sent yet (see [`Snapshot::stop`]).
-    stop: CancellationToken,
+    /// The decision in flight's stop, cancelled on [`Update::Stop`]: it
+    /// abandons the requests it has not sent yet (see [`Snapshot::stop`]).
+    /// Made per decision, not kept: an idle actor holds none (memory).
+    stop: Option<CancellationToken>,
     /// Consecutive failed decisions (upstream's per-item exponential backoff).
     failures: u32,
     timer: Option<(SpawnHandle, Timestamp)>,
@@ -91,7 +92,7 @@ impl CronJobActor {
             deciding: false,
             decide_again: false,
             stopping: false,
-            stop: CancellationToken::new(),
+            stop: None,
             failures: 0,
             timer: None,
             due: None,
@@ -206,12 +207,14 @@ impl CronJobActor {
             ctx.cancel_future(handle);
         }
         let shared = self.shared.clone();
+        let stop = CancellationToken::new();
+        self.stop = Some(stop.clone());
         let snapshot = Snapshot {
             cronjob: self.cronjob.clone(),
             resource_version: self.resource_version.clone(),
             children: self.children.clone(),
             known_slot: self.known_slot,
-            stop: self.stop.clone(),
+            stop,
         };
         // A firing is traced from the start; any other decision only once it
         // turns out to do something (see `decide_and_apply`).
@@ -233,6 +236,7 @@ impl CronJobActor {
 
     fn finish(&mut self, applied: Applied, decided_at: Option<String>, ctx: &mut Context<Self>) {
         self.deciding = false;
+        self.stop = None;
         // A CronJob event that came in meanwhile is newer than what we wrote.
         if let Some((status, version)) = applied.written_status
             && self.resource_version == decided_at
@@ -350,7 +354,9 @@ impl Handler<Update> for CronJobActor {
             Update::JobGone { uid } => self.on_job_gone(&uid, ctx),
             Update::Stop => {
                 self.stopping = true;
-                self.stop.cancel();
+                if let Some(stop) = &self.stop {
+                    stop.cancel();
+                }
                 if !self.deciding {
                     ctx.stop();
                 }

@@ -4,8 +4,9 @@
 //! A request first waits for its turn: a dispatcher task (`dispatch`)
 //! holds the fair queue (strict classes, round-robin across namespaces) and
 //! the token bucket (`--kube-api-qps`, `--kube-api-burst`), and grants one
-//! request per token. The request then runs on the process's multi-threaded
-//! runtime (not on the actor's Arbiter thread), and a transient failure
+//! request per token. The request then runs as a task of the process's
+//! tokio runtime (with `--threads 1`, the one thread every actor shares;
+//! with more, apart from the actors' Arbiters), and a transient failure
 //! (429, 5xx, no answer) is retried with bounded backoff, taking a new turn
 //! each time. A 409 Conflict is returned to the caller, which re-reads and
 //! re-decides: the gateway never overwrites blindly.

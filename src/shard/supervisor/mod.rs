@@ -4,8 +4,8 @@
 //! actors, publish the view, load gained keys in bulk), and routes every
 //! event to the actor it concerns. It reads the clock once per message.
 //!
-//! It runs on the System's thread; actors run on one Arbiter per core,
-//! assigned in turn. A Job is routed by its controller reference (kind
+//! It runs on the System's Arbiter; actors run there too with `--threads
+//! 1`, or on one Arbiter per thread, assigned in turn. A Job is routed by its controller reference (kind
 //! CronJob, by UID, as upstream's `resolveControllerRef`); a Job whose
 //! CronJob has no actor yet is parked (see [`super::jobs`]) and handed over
 //! when the actor starts. No actor decides anything before the first lists
