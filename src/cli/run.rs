@@ -372,3 +372,27 @@ async fn wait_for_signal() {
         _ = tokio::signal::ctrl_c() => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::Cli;
+    use clap::Parser as _;
+
+    fn threads(args: &[&str]) -> Result<u16, String> {
+        let cli = Cli::try_parse_from([&["shardcron", "run"], args].concat())
+            .map_err(|e| e.to_string())?;
+        match cli.command {
+            super::super::Command::Run(run) => Ok(run.threads),
+            _ => Err("not run".to_owned()),
+        }
+    }
+
+    #[test]
+    fn threads_default_to_one_and_reject_zero() {
+        // The default holds unless SHARDCRON_THREADS is set, which no test does.
+        assert_eq!(threads(&[]), Ok(1));
+        assert_eq!(threads(&["--threads", "4"]), Ok(4));
+        let zero = threads(&["--threads", "0"]).expect_err("0 threads");
+        assert!(zero.contains("--threads"), "{zero}");
+    }
+}

@@ -163,16 +163,18 @@ impl Fleet {
 
     /// Replica `index`, prepared but not started.
     pub async fn prepare(&self, index: usize) -> Controller {
+        let mut args: Vec<&str> = self.replica_args.iter().map(String::as_str).collect();
+        // Odd replicas run the thread-per-core layout, even ones the default
+        // single thread: every fleet test runs both, side by side in one ring.
+        if index % 2 == 1 {
+            args.extend(["--threads", "2"]);
+        }
         Controller::replica(
             Cluster::shared(),
             &self.ns.name,
             &self.ns.name,
             &format!("r{index}"),
-            &self
-                .replica_args
-                .iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>(),
+            &args,
         )
         .await
     }
