@@ -79,8 +79,7 @@ impl<E: SpanExporter> SpanExporter for CountingExporter<E> {
 }
 
 /// `tracing::info_span!` inside a span, nothing outside one: the steps of
-/// a decision (its `decide`, gateway waits and requests) belong to the
-/// decision's trace and must not start traces of their own when the
+/// a decision (its requests) belong to the decision's trace and must not start traces of their own when the
 /// decision has none (a reconcile that changed nothing).
 #[macro_export]
 macro_rules! child_span {

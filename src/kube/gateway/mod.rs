@@ -41,6 +41,13 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+/// A request's turn: how long it waited for its token, and how many
+/// requests of its class were queued when it arrived (read when traced).
+struct Turn {
+    waited: Duration,
+    queued_ahead: Option<i64>,
+}
+
 /// Client-side limits, as kube-controller-manager's `--kube-api-qps` and
 /// `--kube-api-burst`.
 #[derive(Debug, Clone, Copy)]
@@ -214,22 +221,21 @@ impl Gateway {
         Ok(granted)
     }
 
-    /// Waits for this request's turn; returns how long it waited.
-    async fn turn(&self, priority: Priority, namespace: &str) -> Result<Duration, ApiFailure> {
+    /// Waits for this request's turn. The wait is no span of its own but
+    /// attributes of the request's span (half the spans per firing, for
+    /// tracing's cost).
+    async fn turn(&self, priority: Priority, namespace: &str) -> Result<Turn, ApiFailure> {
         let queued_at = tokio::time::Instant::now();
         let labels = PriorityLabels {
             priority: priority.label(),
         };
-        let span = crate::child_span!(
-            "gateway.wait",
-            gateway.priority = priority.label(),
-            k8s.namespace.name = namespace,
-            gateway.queued_ahead = self.inner.metrics.queue_depth.get_or_create(&labels).get(),
-        );
+        // Read only where it is recorded: on a traced decision's request.
+        let queued_ahead = (!tracing::Span::current().is_none())
+            .then(|| self.inner.metrics.queue_depth.get_or_create(&labels).get());
         let granted = self.ticket(priority, namespace)?;
         let granted = tokio::select! {
             biased;
-            granted = granted.instrument(span) => granted,
+            granted = granted => granted,
             () = self.stopped() => match self.on_stop {
                 OnStop::Abandon => return Err(ApiFailure::Abandoned),
                 // The first ticket is withdrawn as its receiver is dropped.
@@ -243,7 +249,10 @@ impl Gateway {
             .queue_wait
             .get_or_create(&labels)
             .observe(waited.as_secs_f64());
-        Ok(waited)
+        Ok(Turn {
+            waited,
+            queued_ahead,
+        })
     }
 
     /// One request, with its turns and retries. `send` builds the request
@@ -263,7 +272,7 @@ impl Gateway {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            self.turn(terms.priority, namespace).await?;
+            let turn = self.turn(terms.priority, namespace).await?;
             // Checked after the wait, right before sending: the wait may
             // have outlasted the Lease (a freeze, a cut from the API server).
             if !self.inner.fence.may_write() {
@@ -277,6 +286,9 @@ impl Gateway {
                 k8s.verb = terms.label,
                 k8s.namespace.name = namespace,
                 attempt,
+                gateway.priority = terms.priority.label(),
+                gateway.queued_ahead = turn.queued_ahead,
+                gateway.wait_ms = turn.waited.as_millis() as u64,
                 http.response.status_code = tracing::field::Empty,
             );
             // The request may still be waiting in the client (for a
