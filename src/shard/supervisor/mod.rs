@@ -4,14 +4,15 @@
 //! actors, publish the view, load gained keys in bulk), and routes every
 //! event to the actor it concerns. It reads the clock once per message.
 //!
-//! It runs on the System's Arbiter; actors run there too with `--threads
-//! 1`, or on one Arbiter per thread, assigned in turn. A Job is routed by its controller reference (kind
-//! CronJob, by UID, as upstream's `resolveControllerRef`); a Job whose
-//! CronJob has no actor yet is parked (see [`super::jobs`]) and handed over
-//! when the actor starts. No actor decides anything before the first lists
-//! of both CronJobs and Jobs are complete, as upstream waits for its
-//! informers' caches. Events of CronJobs the ring gives to others are
-//! dropped, so memory follows the owned share.
+//! It runs on the System's Arbiter; actors run there too with
+//! `--threads 1`, or on one Arbiter per thread, assigned in turn. A Job is
+//! routed by its controller reference (kind CronJob, by UID, as upstream's
+//! `resolveControllerRef`); a Job whose CronJob has no actor yet is parked
+//! (see [`super::jobs`]) and handed over when the actor starts. No actor
+//! decides anything before the first lists of both CronJobs and Jobs are
+//! complete, as upstream waits for its informers' caches. Events of
+//! CronJobs the ring gives to others are dropped, so memory follows the
+//! owned share.
 //!
 //! [`intake`] turns the watches into inputs and routes; [`load`] runs the
 //! bulk loads of gained keys; [`watches`] runs the watches, their selectors
