@@ -217,7 +217,7 @@ fn run_controller(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<()> {
             .build()
             .expect("cannot start the tokio runtime")
     });
-    let started = system.block_on(start(args, settings, default_zone, metrics, threads));
+    let started = system.block_on(start(args, settings, default_zone, metrics));
     if let Err(error) = started {
         System::current().stop();
         return Err(error);
@@ -253,7 +253,6 @@ async fn start(
     settings: LeaseSettings,
     default_zone: jiff::tz::TimeZone,
     metrics: Arc<Metrics>,
-    threads: usize,
 ) -> anyhow::Result<()> {
     let client = client(args.kubeconfig.as_ref(), &settings.replica_id).await?;
     let readiness = Arc::new(Readiness::default());
@@ -287,6 +286,7 @@ async fn start(
         Arc::new(fence.clone()),
     );
 
+    let threads = usize::from(args.threads);
     // One thread: the actors live on the System's own Arbiter, beside
     // everything else, so no message between them wakes another thread.
     let arbiters: Vec<ArbiterHandle> = if threads == 1 {
