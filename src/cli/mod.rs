@@ -1,5 +1,6 @@
 //! The `shardcron` command line: argument parsing and dispatch to subcommands.
 
+mod crd;
 mod explain;
 mod next;
 mod run;
@@ -21,6 +22,8 @@ enum Command {
     Next(next::NextArgs),
     /// Show what the controller would do with a CronJob and its Jobs now, and why.
     Explain(explain::ExplainArgs),
+    /// Print the cronjobs.shardcron.io CustomResourceDefinition (batch/v1's CronJob as a CRD).
+    Crd(crd::CrdArgs),
     /// Run the controller.
     Run(Box<run::RunArgs>),
 }
@@ -45,6 +48,9 @@ pub fn main() -> ExitCode {
         }
         Command::Explain(args) => {
             explain::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
+        }
+        Command::Crd(args) => {
+            crd::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
         }
         Command::Run(args) => {
             return match run::run(&args) {

@@ -5,7 +5,9 @@
 //! parts: the rate limit ([`rate`]), the queue discipline ([`queue`]) and
 //! the retry policy ([`retry`]), every request's deadline ([`deadline`]),
 //! which of two resourceVersions is older ([`resource_version`]), and
-//! the buckets a replica's share is named by to the server ([`bucket`]). The
+//! the buckets a replica's share is named by to the server ([`bucket`]),
+//! and the `shardcron.io` CronJob's definition, made from batch/v1's
+//! published schema ([`crd`]). The
 //! own Lease is written by the shard layer. The shell's unit tests run
 //! against a scripted server (`scripted`, test builds only).
 
@@ -13,6 +15,7 @@ pub mod bucket;
 pub mod bulk;
 pub mod client;
 pub mod counted;
+pub mod crd;
 pub mod deadline;
 pub mod events;
 pub mod failure;

@@ -1,0 +1,405 @@
+//! `cronjobs.shardcron.io` on the real API server: the committed definition
+//! is what this API server's batch/v1 schema makes; it installs; and it
+//! defaults and refuses as batch/v1 does, tested side by side with
+//! batch/v1 on the same server (parity is tested, not assumed). The one
+//! deliberate difference, the cron syntax (which CEL cannot parse), is
+//! asserted too, so the docs' table cannot drift.
+
+mod support;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use serde_json::{Value, json};
+use shardcron::kube::crd;
+use std::time::Duration;
+use support::cluster::Cluster;
+use support::{eventually, repo_root};
+
+const COMMITTED: &str = include_str!("../deploy/crd/cronjobs.shardcron.io.yaml");
+const COMMITTED_PATH: &str = "deploy/crd/cronjobs.shardcron.io.yaml";
+
+async fn get_json(client: &Client, path: &str, accept: &str) -> Value {
+    let request = http::Request::get(path)
+        .header(http::header::ACCEPT, accept)
+        .body(Vec::new())
+        .expect("a GET request");
+    let text = client
+        .request_text(request)
+        .await
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {path} is not JSON: {e}"))
+}
+
+#[tokio::test]
+async fn the_committed_definition_is_made_from_the_api_servers_batch_v1() {
+    let client = Cluster::shared().admin().await;
+    let openapi = get_json(&client, crd::OPENAPI_PATH, "application/json").await;
+    let made = crd::definition(&openapi).and_then(|d| crd::to_yaml(&d));
+    let made = made.unwrap_or_else(|e| panic!("making the definition: {e}"));
+    if std::env::var_os("SHARDCRON_UPDATE_CRD").is_some() {
+        std::fs::write(repo_root().join(COMMITTED_PATH), &made).expect("write the definition");
+        return;
+    }
+    assert!(
+        made == COMMITTED,
+        "{COMMITTED_PATH} is not what this API server's batch/v1 schema makes; \
+         regenerate it: SHARDCRON_UPDATE_CRD=1 cargo test --test crd"
+    );
+    // The command prints the same definition, from either source.
+    let printed = support::shardcron(&["crd"]);
+    assert_eq!(support::stdout(&printed), COMMITTED);
+}
+
+/// Installs the committed definition (server-side apply: idempotent, so
+/// every test may call it) and waits until its objects are served.
+async fn install(client: &Client) -> ApiResource {
+    let definition: CustomResourceDefinition =
+        serde_yaml_ng::from_str(COMMITTED).expect("the committed definition parses");
+    let name = definition.metadata.name.clone().unwrap_or_default();
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    api.patch(
+        &name,
+        &PatchParams::apply("shardcron-tests").force(),
+        &Patch::Apply(&definition),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying {COMMITTED_PATH}: {e}"));
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(crd::GROUP, crd::VERSION, crd::KIND),
+        crd::PLURAL,
+    );
+    let probe = Api::<DynamicObject>::all_with(client.clone(), &resource);
+    eventually("the definition served", Duration::from_secs(30), || {
+        let probe = probe.clone();
+        async move { probe.list(&Default::default()).await.ok().map(|_| ()) }
+    })
+    .await;
+    resource
+}
+
+/// A valid every-minute CronJob's spec with `patch` merged in (JSON merge
+/// patch: `null` removes a field).
+fn spec(patch: Value) -> Value {
+    let mut spec = json!({
+        "schedule": "*/1 * * * *",
+        "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "OnFailure",
+            "containers": [{"name": "c", "image": "busybox"}]}}}}
+    });
+    merge(&mut spec, patch);
+    spec
+}
+
+fn merge(into: &mut Value, patch: Value) {
+    match (into, patch) {
+        (Value::Object(into), Value::Object(patch)) => {
+            for (key, value) in patch {
+                if value.is_null() {
+                    into.remove(&key);
+                } else {
+                    merge(into.entry(key).or_insert(Value::Null), value);
+                }
+            }
+        }
+        (into, patch) => *into = patch,
+    }
+}
+
+/// Creates the CronJob `name` with `spec` as batch/v1 and as shardcron.io/v1;
+/// the two answers (the created object's spec, or the refusal's message).
+async fn create_both(
+    client: &Client,
+    resource: &ApiResource,
+    namespace: &str,
+    name: &str,
+    spec: &Value,
+) -> (Result<Value, String>, Result<Value, String>) {
+    let object = |api_version: &str| {
+        json!({"apiVersion": api_version, "kind": "CronJob",
+               "metadata": {"name": name}, "spec": spec})
+    };
+    let batch = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::erase::<k8s_openapi::api::batch::v1::CronJob>(&()),
+    );
+    let ours = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, resource);
+    let answer = |result: kube::Result<DynamicObject>| match result {
+        Ok(created) => Ok(created.data["spec"].clone()),
+        Err(kube::Error::Api(status)) if status.code == 422 => Err(status.message),
+        Err(e) => panic!("creating {namespace}/{name}: {e}"),
+    };
+    let parse = |v: Value| serde_json::from_value::<DynamicObject>(v).expect("an object");
+    (
+        answer(
+            batch
+                .create(&PostParams::default(), &parse(object("batch/v1")))
+                .await,
+        ),
+        answer(
+            ours.create(&PostParams::default(), &parse(object("shardcron.io/v1")))
+                .await,
+        ),
+    )
+}
+
+#[tokio::test]
+async fn defaults_are_batch_v1s() {
+    let cluster = Cluster::shared();
+    let client = cluster.admin().await;
+    let resource = install(&client).await;
+    let ns = cluster.namespace("crd-defaults").await;
+    let (batch, ours) = create_both(&client, &resource, &ns.name, "plain", &spec(json!({}))).await;
+    let (batch, ours) = (
+        batch.expect("batch/v1 accepts"),
+        ours.expect("shardcron.io accepts"),
+    );
+    for field in [
+        "concurrencyPolicy",
+        "suspend",
+        "successfulJobsHistoryLimit",
+        "failedJobsHistoryLimit",
+        "startingDeadlineSeconds",
+        "timeZone",
+        "schedule",
+    ] {
+        assert_eq!(ours.get(field), batch.get(field), "spec.{field}");
+    }
+    assert_eq!(ours["concurrencyPolicy"], "Allow");
+    assert_eq!(ours["successfulJobsHistoryLimit"], 3);
+    assert_eq!(ours["failedJobsHistoryLimit"], 1);
+    assert_eq!(ours["suspend"], false);
+}
+
+#[tokio::test]
+async fn what_batch_v1_refuses_is_refused_and_what_it_accepts_is_accepted() {
+    let cluster = Cluster::shared();
+    let client = cluster.admin().await;
+    let resource = install(&client).await;
+    let ns = cluster.namespace("crd-validation").await;
+    let pod = |patch: Value| json!({"jobTemplate": {"spec": {"template": {"spec": patch}}}});
+    // (case, spec patch, what the CRD's refusal says; None: both accept)
+    let cases = [
+        (
+            "zone-unknown",
+            json!({"timeZone": "bad-time-zone"}),
+            Some("unknown time zone"),
+        ),
+        (
+            "zone-local",
+            json!({"timeZone": "Local"}),
+            Some("explicit time zone"),
+        ),
+        (
+            "zone-empty",
+            json!({"timeZone": ""}),
+            Some("unknown time zone"),
+        ),
+        (
+            "zone-dots",
+            json!({"timeZone": "../etc/passwd"}),
+            Some("unknown time zone"),
+        ),
+        (
+            "zone-offset",
+            json!({"timeZone": "+05:00"}),
+            Some("unknown time zone"),
+        ),
+        (
+            "tz-in-schedule",
+            json!({"schedule": "TZ=UTC 0 * * * *"}),
+            Some("use timeZone field"),
+        ),
+        (
+            "schedule-empty",
+            json!({"schedule": ""}),
+            Some("spec.schedule"),
+        ),
+        (
+            "policy-unknown",
+            json!({"concurrencyPolicy": "Sometimes"}),
+            Some("Sometimes"),
+        ),
+        (
+            "successful-negative",
+            json!({"successfulJobsHistoryLimit": -1}),
+            Some("0"),
+        ),
+        (
+            "failed-negative",
+            json!({"failedJobsHistoryLimit": -1}),
+            Some("0"),
+        ),
+        (
+            "deadline-negative",
+            json!({"startingDeadlineSeconds": -1}),
+            Some("0"),
+        ),
+        (
+            "restart-always",
+            pod(json!({"restartPolicy": "Always"})),
+            Some("OnFailure"),
+        ),
+        (
+            "restart-missing",
+            pod(json!({"restartPolicy": null})),
+            Some("OnFailure"),
+        ),
+        (
+            "no-containers",
+            pod(json!({"containers": []})),
+            Some("containers"),
+        ),
+        (
+            "selector-set",
+            json!({"jobTemplate": {"spec": {"selector": {"matchLabels": {"a": "b"}}}}}),
+            Some("auto-generated"),
+        ),
+        ("zone-berlin", json!({"timeZone": "Europe/Berlin"}), None),
+        ("zone-utc", json!({"timeZone": "UTC"}), None),
+        ("deadline-zero", json!({"startingDeadlineSeconds": 0}), None),
+        ("every", json!({"schedule": "@every 1h30m"}), None),
+        ("forbid", json!({"concurrencyPolicy": "Forbid"}), None),
+    ];
+    for (case, patch, refusal) in cases {
+        let (batch, ours) = create_both(&client, &resource, &ns.name, case, &spec(patch)).await;
+        match refusal {
+            Some(words) => {
+                assert!(batch.is_err(), "{case}: batch/v1 accepted it");
+                let message = ours
+                    .err()
+                    .unwrap_or_else(|| panic!("{case}: shardcron.io accepted it"));
+                assert!(
+                    message.contains(words),
+                    "{case}: {message:?} lacks {words:?}"
+                );
+            }
+            None => {
+                assert!(batch.is_ok(), "{case}: batch/v1 refused it: {batch:?}");
+                assert!(ours.is_ok(), "{case}: shardcron.io refused it: {ours:?}");
+            }
+        }
+    }
+
+    // The name: at most 52 characters, so the Job's name fits in 63.
+    let longest = "n".repeat(52);
+    let (batch, ours) = create_both(&client, &resource, &ns.name, &longest, &spec(json!({}))).await;
+    assert!(
+        batch.is_ok() && ours.is_ok(),
+        "52 characters: {batch:?} {ours:?}"
+    );
+    let too_long = "n".repeat(53);
+    let (batch, ours) =
+        create_both(&client, &resource, &ns.name, &too_long, &spec(json!({}))).await;
+    assert!(batch.is_err(), "53 characters: batch/v1 accepted it");
+    let message = ours.expect_err("53 characters: shardcron.io accepted it");
+    assert!(message.contains("52 characters"), "{message:?}");
+
+    // The deliberate difference: CEL cannot parse cron, so a bad schedule is
+    // stored and the controller reports it (a Warning event naming
+    // spec.schedule), as upstream does for a schedule it cannot use.
+    let (batch, ours) = create_both(
+        &client,
+        &resource,
+        &ns.name,
+        "bad-cron",
+        &spec(json!({"schedule": "61 * * * *"})),
+    )
+    .await;
+    assert!(batch.is_err(), "batch/v1 accepted minute 61");
+    assert!(ours.is_ok(), "shardcron.io refused minute 61: {ours:?}");
+}
+
+#[tokio::test]
+async fn status_is_a_subresource_and_kubectl_shows_batch_v1s_columns() {
+    let cluster = Cluster::shared();
+    let client = cluster.admin().await;
+    let resource = install(&client).await;
+    let ns = cluster.namespace("crd-status").await;
+    let zone = spec(json!({"timeZone": "Asia/Tokyo"}));
+    let (_, ours) = create_both(&client, &resource, &ns.name, "nightly", &zone).await;
+    ours.expect("shardcron.io accepts");
+    let api = Api::<DynamicObject>::namespaced_with(client.clone(), &ns.name, &resource);
+    let status = json!({"status": {
+        "active": [{"kind": "Job", "apiVersion": "batch/v1", "namespace": ns.name,
+                    "name": "nightly-29000000", "uid": "00000000-0000-4000-8000-000000000001"}],
+        "lastScheduleTime": "2026-01-01T00:00:00Z"},
+        // Ignored through /status, as for batch/v1.
+        "spec": {"suspend": true}});
+    let patched = api
+        .patch_status("nightly", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("patch the status");
+    assert_eq!(
+        patched.data["status"]["lastScheduleTime"],
+        "2026-01-01T00:00:00Z"
+    );
+    assert_eq!(
+        patched.data["spec"]["suspend"], false,
+        "/status changed the spec"
+    );
+
+    let path = format!("/apis/shardcron.io/v1/namespaces/{}/cronjobs", ns.name);
+    let table = get_json(
+        &client,
+        &path,
+        "application/json;as=Table;v=v1;g=meta.k8s.io",
+    )
+    .await;
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .expect("a Table")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            "Name",
+            "Schedule",
+            "Timezone",
+            "Suspend",
+            "Active",
+            "Last Schedule",
+            "Age"
+        ]
+    );
+    let cells = &table["rows"][0]["cells"];
+    assert_eq!(cells[0], "nightly");
+    assert_eq!(cells[1], "*/1 * * * *");
+    assert_eq!(cells[2], "Asia/Tokyo");
+    assert_eq!(cells[3], false);
+    assert_eq!(cells[4], "nightly-29000000");
+}
+
+#[test]
+fn bad_openapi_input_is_a_clear_error_with_status_2() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let cases = [
+        ("missing.json", None, "reading"),
+        ("not-json.json", Some("openapi: 3"), "is not JSON"),
+        ("empty.json", Some("{}"), "is not OpenAPI v3"),
+        (
+            "no-cronjob.json",
+            Some(r#"{"components": {"schemas": {}}}"#),
+            "no schema \"io.k8s.api.batch.v1.CronJob\"",
+        ),
+    ];
+    for (name, content, words) in cases {
+        let path = dir.path().join(name);
+        if let Some(content) = content {
+            std::fs::write(&path, content).expect("write the input");
+        }
+        let output = support::shardcron(&["crd", "--from-openapi", &path.to_string_lossy()]);
+        assert_eq!(output.status.code(), Some(2), "{name}");
+        let stderr = support::stderr(&output);
+        assert!(stderr.contains(words), "{name}: {stderr:?} lacks {words:?}");
+        assert!(
+            support::stdout(&output).is_empty(),
+            "{name}: printed a definition"
+        );
+    }
+}
