@@ -403,3 +403,213 @@ fn bad_openapi_input_is_a_clear_error_with_status_2() {
         );
     }
 }
+
+/// Applies deploy/crd/rbac.yaml: the controller's rights on the CRD's
+/// CronJobs (deploy/'s own RBAC is applied when the controller starts).
+async fn grant_the_controller(client: &Client) {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    const RBAC: &str = include_str!("../deploy/crd/rbac.yaml");
+    for document in serde_yaml_ng::Deserializer::from_str(RBAC) {
+        let value = serde_json::to_value(
+            <serde_yaml_ng::Value as serde::Deserialize>::deserialize(document)
+                .expect("rbac.yaml is YAML"),
+        )
+        .expect("rbac.yaml is JSON-like");
+        let name = value["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let apply = PatchParams::apply("shardcron-tests").force();
+        let result = match value["kind"].as_str() {
+            Some("ClusterRole") => Api::<ClusterRole>::all(client.clone())
+                .patch(&name, &apply, &Patch::Apply(&value))
+                .await
+                .map(drop),
+            Some("ClusterRoleBinding") => Api::<ClusterRoleBinding>::all(client.clone())
+                .patch(&name, &apply, &Patch::Apply(&value))
+                .await
+                .map(drop),
+            other => panic!("unexpected kind {other:?} in deploy/crd/rbac.yaml"),
+        };
+        result.unwrap_or_else(|e| panic!("applying {name}: {e}"));
+    }
+}
+
+/// `--cronjob-kinds shardcron`: a shardcron.io CronJob fires, its Job owned
+/// by it and its slot in its status; an unparseable schedule is reported on
+/// it as upstream reports one; a batch/v1 CronJob beside them is left alone
+/// (as beside kube-controller-manager's own CronJob controller).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_ring_serving_the_crd_fires_it_and_leaves_batch_v1_alone() {
+    use k8s_openapi::api::batch::v1::{CronJob, Job};
+    let cluster = Cluster::shared();
+    let client = cluster.admin().await;
+    let resource = install(&client).await;
+    grant_the_controller(&client).await;
+    let ns = cluster.namespace("crd-served").await;
+    let every_minute = spec(json!({"schedule": "*/1 * * * *"}));
+    let (_, ours) = create_both(&client, &resource, &ns.name, "every-minute", &every_minute).await;
+    ours.expect("shardcron.io accepts");
+    let ours_api = Api::<DynamicObject>::namespaced_with(client.clone(), &ns.name, &resource);
+    let bad = json!({"apiVersion": "shardcron.io/v1", "kind": "CronJob",
+                     "metadata": {"name": "bad-cron"}, "spec": spec(json!({"schedule": "61 * * * *"}))});
+    ours_api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(bad).expect("an object"),
+        )
+        .await
+        .expect("the CRD stores a schedule it cannot parse");
+
+    let mut controller = support::controller::Controller::start_with(
+        cluster,
+        &ns.name,
+        &["--cronjob-kinds", "shardcron"],
+    )
+    .await;
+    let jobs = Api::<Job>::namespaced(client.clone(), &ns.name);
+    let job = eventually(
+        "the shardcron.io CronJob's Job",
+        Duration::from_secs(90),
+        || {
+            let jobs = jobs.clone();
+            async move {
+                jobs.list(&Default::default())
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .find(|job| {
+                        job.metadata
+                            .name
+                            .as_deref()
+                            .is_some_and(|n| n.starts_with("every-minute-"))
+                    })
+            }
+        },
+    )
+    .await;
+    let owner = job
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+        .expect("a controller reference");
+    assert_eq!(
+        (
+            owner.api_version.as_str(),
+            owner.kind.as_str(),
+            owner.name.as_str()
+        ),
+        ("shardcron.io/v1", "CronJob", "every-minute")
+    );
+    let scheduled = job
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("batch.kubernetes.io/cronjob-scheduled-timestamp"))
+        .cloned()
+        .expect("the scheduled-timestamp annotation");
+    eventually(
+        "the slot in the CronJob's status",
+        Duration::from_secs(30),
+        || {
+            let ours_api = ours_api.clone();
+            let scheduled = scheduled.clone();
+            async move {
+                let cronjob = ours_api.get("every-minute").await.ok()?;
+                let recorded = cronjob.data["status"]["lastScheduleTime"]
+                    .as_str()?
+                    .to_owned();
+                let recorded: jiff::Timestamp = recorded.parse().ok()?;
+                let scheduled: jiff::Timestamp = scheduled.parse().ok()?;
+                (recorded == scheduled).then_some(())
+            }
+        },
+    )
+    .await;
+
+    // The unparseable schedule: a Warning naming spec.schedule, on the CRD's object.
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), &ns.name);
+    let warning = eventually(
+        "the bad schedule's warning",
+        Duration::from_secs(30),
+        || {
+            let events = events.clone();
+            async move {
+                events
+                    .list(&Default::default())
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .find(|e| {
+                        e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("bad-cron")
+                    })
+            }
+        },
+    )
+    .await;
+    let regarding = warning.regarding.as_ref().expect("a regarding object");
+    assert_eq!(regarding.api_version.as_deref(), Some("shardcron.io/v1"));
+    assert_eq!(warning.type_.as_deref(), Some("Warning"));
+    let note = warning.note.clone().unwrap_or_default();
+    assert!(note.contains("61 * * * *"), "{note}");
+
+    // The batch/v1 twin (create_both made one): no Job, no status.
+    let batch = Api::<CronJob>::namespaced(client.clone(), &ns.name);
+    let twin = batch.get("every-minute").await.expect("the batch/v1 twin");
+    assert!(
+        twin.status
+            .as_ref()
+            .is_none_or(|s| s.last_schedule_time.is_none()),
+        "{twin:?}"
+    );
+    let listed = jobs.list(&Default::default()).await.expect("list Jobs");
+    assert!(
+        listed.items.iter().all(|job| job
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .all(|r| r.api_version == "shardcron.io/v1")),
+        "a Job of a batch/v1 CronJob: {:?}",
+        listed
+            .items
+            .iter()
+            .map(|j| &j.metadata.name)
+            .collect::<Vec<_>>()
+    );
+    controller.stop().await;
+
+    // As the controller's ServiceAccount: the CRD's CronJobs are read, never
+    // created or changed (deploy/crd/rbac.yaml grants their status only).
+    let sa = cluster
+        .service_account_client("shardcron-system", "shardcron")
+        .await;
+    let as_controller = Api::<DynamicObject>::namespaced_with(sa, &ns.name, &resource);
+    as_controller
+        .get("every-minute")
+        .await
+        .expect("the controller reads the CRD's CronJobs");
+    let stray = json!({"apiVersion": "shardcron.io/v1", "kind": "CronJob",
+                       "metadata": {"name": "stray"}, "spec": spec(json!({}))});
+    match as_controller
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(stray).expect("an object"),
+        )
+        .await
+    {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 403),
+        other => panic!("the controller must not create CronJobs, got {other:?}"),
+    }
+    match as_controller
+        .delete("every-minute", &Default::default())
+        .await
+    {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 403),
+        other => panic!("the controller must not delete CronJobs, got {other:?}"),
+    }
+}

@@ -354,3 +354,43 @@ fn a_list_of_one_cronjob_is_accepted() {
         &["expected one CronJob, found a list of 2"],
     );
 }
+
+/// A `shardcron.io/v1` CronJob (the CRD with batch/v1's spec and status) is
+/// explained as its batch/v1 twin is, single or in a List.
+#[test]
+fn a_shardcron_io_cronjob_is_explained_as_its_batch_v1_twin() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let batch = std::fs::read_to_string(data("cronjob-forbid.yaml")).expect("the fixture");
+    assert!(batch.contains("apiVersion: batch/v1"), "{batch}");
+    let ours = batch.replace("apiVersion: batch/v1", "apiVersion: shardcron.io/v1");
+    let single = dir.path().join("shardcron.yaml");
+    std::fs::write(&single, &ours).expect("write the CronJob");
+    let indented: String = ours.lines().map(|l| format!("  {l}\n")).collect();
+    let listed = dir.path().join("shardcron-list.yaml");
+    let list = format!(
+        "apiVersion: v1\nkind: List\nitems:\n- {}",
+        indented.trim_start()
+    );
+    std::fs::write(&listed, list).expect("write the List");
+    let args = |cronjob: &str| {
+        json_of(&[
+            "--cronjob",
+            cronjob,
+            "--jobs",
+            &data("jobs-running.yaml"),
+            "--now",
+            AT_0930,
+        ])
+    };
+    let expected = args(&data("cronjob-forbid.yaml"));
+    assert_eq!(args(&single.to_string_lossy()), expected);
+    assert_eq!(args(&listed.to_string_lossy()), expected);
+
+    let other = batch.replace("apiVersion: batch/v1", "apiVersion: example.com/v1");
+    let wrong = dir.path().join("other.yaml");
+    std::fs::write(&wrong, other).expect("write the CronJob");
+    fails_with(
+        &["--cronjob", &wrong.to_string_lossy()],
+        &["apiVersion: expected \"batch/v1\" or \"shardcron.io/v1\", found \"example.com/v1\""],
+    );
+}

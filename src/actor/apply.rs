@@ -10,10 +10,11 @@
 use crate::kube::bucket::{self, Bucket};
 use crate::kube::failure::ApiFailure;
 use crate::kube::gateway::Gateway;
+use crate::kube::lean_cronjob::LeanCronJob;
 use crate::kube::requests::{DeleteFor, JobRequests, StatusFor};
 use crate::reconcile::{
-    self, CreateResult, CronJobView, DeleteReason, Deletion, EffectResults, Input, JobLookup,
-    JobSummary, LiveAnswers, LiveJob, Lookup, Requeue, Step,
+    self, CreateResult, CronJobKind, CronJobView, DeleteReason, Deletion, EffectResults, Input,
+    JobLookup, JobSummary, LiveAnswers, LiveJob, Lookup, Requeue, Step,
 };
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{
@@ -22,7 +23,6 @@ use crate::telemetry::metrics::{
 use crate::telemetry::traces;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::ObjectReference;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -133,7 +133,7 @@ pub struct Applied {
     pub written_status: Option<(reconcile::StatusView, Option<String>)>,
     /// The CronJob as re-read after a conflict: replace the view with it and
     /// decide again.
-    pub reread: Option<CronJob>,
+    pub reread: Option<LeanCronJob>,
     /// The Job just created, to count as a child before its watch event comes.
     pub created: Option<JobSummary>,
     /// Children deleted by this decision.
@@ -192,7 +192,7 @@ async fn decide<R: JobRequests + Clone>(
             }
             Step::Lookup(lookups) => {
                 for lookup in lookups {
-                    answer(gateway, &mut live, lookup).await;
+                    answer(gateway, snapshot.cronjob.kind, &mut live, lookup).await;
                 }
                 if snapshot.stop.is_cancelled() {
                     return Applied::abandoned(Vec::new());
@@ -457,6 +457,7 @@ async fn write_status<R: JobRequests>(
     let namespace = &snapshot.cronjob.namespace;
     match gateway
         .write_status(
+            snapshot.cronjob.kind,
             namespace,
             &snapshot.cronjob.name,
             snapshot.resource_version.as_deref(),
@@ -471,7 +472,11 @@ async fn write_status<R: JobRequests>(
         Err(error) if error.is_conflict() => {
             // Someone else changed the CronJob: re-read and decide again
             // from what is there, never overwrite it.
-            match gateway.get_cronjob(namespace, &snapshot.cronjob.name).await {
+            let kind = snapshot.cronjob.kind;
+            match gateway
+                .get_cronjob(kind, namespace, &snapshot.cronjob.name)
+                .await
+            {
                 Ok(fresh) => {
                     applied.reread = Some(fresh);
                     applied.requeue = Requeue::Backoff(error.to_api_error());
@@ -559,15 +564,23 @@ impl Applied {
     }
 }
 
-async fn answer(gateway: &impl JobRequests, live: &mut LiveAnswers, lookup: Lookup) {
+/// Answers one of the decision's lookups; a CronJob is looked up as `kind`,
+/// the decision's own.
+async fn answer(
+    gateway: &impl JobRequests,
+    kind: CronJobKind,
+    live: &mut LiveAnswers,
+    lookup: Lookup,
+) {
     match lookup {
         Lookup::CronJob { namespace, name } => {
             let answer = gateway
-                .get_cronjob(&namespace, &name)
+                .get_cronjob(kind, &namespace, &name)
                 .await
                 .map_err(|e| e.to_api_error())
                 .and_then(|cronjob| {
-                    CronJobView::from_api(&cronjob)
+                    cronjob
+                        .view(Arc::new(cronjob.spec_view()))
                         .map_err(|e| reconcile::ApiError::new(e.to_string()))
                 });
             live.set_cronjob(answer);
@@ -586,8 +599,8 @@ async fn answer(gateway: &impl JobRequests, live: &mut LiveAnswers, lookup: Look
 /// The CronJob as the regarding object of its events.
 pub fn object_reference(cronjob: &CronJobView) -> ObjectReference {
     ObjectReference {
-        api_version: Some("batch/v1".to_owned()),
-        kind: Some("CronJob".to_owned()),
+        api_version: Some(cronjob.kind.api_version().to_owned()),
+        kind: Some(CronJobKind::KIND.to_owned()),
         namespace: Some(cronjob.namespace.clone()),
         name: Some(cronjob.name.clone()),
         uid: Some(cronjob.uid.clone()),
@@ -602,8 +615,7 @@ mod tests {
     //! lands between two requests).
 
     use super::*;
-    use crate::kube::lean_cronjob::LeanCronJob;
-    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::batch::v1::{CronJob, Job};
     use std::cell::RefCell;
     use std::collections::VecDeque;
     use std::rc::Rc;
@@ -709,21 +721,24 @@ mod tests {
 
         fn get_cronjob(
             &self,
+            _: CronJobKind,
             _: &str,
             _: &str,
-        ) -> impl Future<Output = Result<CronJob, ApiFailure>> {
+        ) -> impl Future<Output = Result<LeanCronJob, ApiFailure>> {
             self.ask("get cronjob");
             let answer = self
                 .script
                 .borrow_mut()
                 .cronjob_gets
                 .pop_front()
-                .unwrap_or_else(|| Ok(cronjob("9")));
+                .unwrap_or_else(|| Ok(cronjob("9")))
+                .map(|got| LeanCronJob::from(&got));
             async move { answer }
         }
 
         fn write_status(
             &self,
+            _: CronJobKind,
             _: &str,
             _: &str,
             _: Option<&str>,

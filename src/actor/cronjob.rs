@@ -245,7 +245,7 @@ impl CronJobActor {
             self.resource_version = version;
         }
         if let Some(fresh) = applied.reread {
-            self.absorb(&LeanCronJob::from(&fresh));
+            self.absorb(&fresh);
         }
         self.children.retain(|c| !applied.deleted.contains(&c.uid));
         if let Some(created) = applied.created {

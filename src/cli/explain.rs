@@ -8,8 +8,8 @@
 
 use super::Output;
 use crate::reconcile::{
-    CronJobView, DeleteReason, Finished, Input, JobLookup, JobSummary, LiveAnswers, LiveJob,
-    Lookup, Plan, Requeue, StatusView, Step, ViewError, is_child_by_name, reconcile,
+    CronJobKind, CronJobView, DeleteReason, Finished, Input, JobLookup, JobSummary, LiveAnswers,
+    LiveJob, Lookup, Plan, Requeue, StatusView, Step, ViewError, is_child_by_name, reconcile,
 };
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
@@ -55,9 +55,10 @@ pub enum ExplainError {
 }
 
 pub fn run(args: &ExplainArgs, out: &mut impl Write) -> Result<(), ExplainError> {
-    let cronjob_api = load_cronjob(&args.cronjob)?;
-    let cronjob =
-        CronJobView::from_api(&cronjob_api).map_err(|source| ExplainError::Incomplete {
+    let (cronjob_api, kind) = load_cronjob(&args.cronjob)?;
+    let cronjob = CronJobView::from_api(&cronjob_api)
+        .map(|view| CronJobView { kind, ..view })
+        .map_err(|source| ExplainError::Incomplete {
             path: display(&args.cronjob),
             source,
         })?;
@@ -335,10 +336,21 @@ fn check_kind(
     path: &Path,
     document: Option<usize>,
 ) -> Result<(), ExplainError> {
-    for (field, want) in [("kind", kind), ("apiVersion", "batch/v1")] {
+    // A CronJob may be batch/v1's or the shardcron.io CRD's; a Job is batch/v1's.
+    let api_versions: &[&str] = if kind == CronJobKind::KIND {
+        &["batch/v1", "shardcron.io/v1"]
+    } else {
+        &["batch/v1"]
+    };
+    for (field, wants) in [("kind", &[kind][..]), ("apiVersion", api_versions)] {
+        let want = wants
+            .iter()
+            .map(|w| format!("{w:?}"))
+            .collect::<Vec<_>>()
+            .join(" or ");
         match value.get(field) {
             None => {}
-            Some(serde_yaml_ng::Value::String(found)) if found == want => {}
+            Some(serde_yaml_ng::Value::String(found)) if wants.contains(&found.as_str()) => {}
             Some(found) => {
                 let found = match found {
                     serde_yaml_ng::Value::String(s) => format!("{s:?}"),
@@ -347,7 +359,7 @@ fn check_kind(
                 return Err(parse_error(
                     path,
                     document,
-                    format!("{field}: expected {want:?}, found {found}"),
+                    format!("{field}: expected {want}, found {found}"),
                 ));
             }
         }
@@ -364,10 +376,24 @@ fn shape(value: &serde_yaml_ng::Value) -> Shape {
     }
 }
 
-fn load_cronjob(path: &Path) -> Result<CronJob, ExplainError> {
+/// The CronJob in `path` and the API it is of. A shardcron.io CronJob has
+/// batch/v1's spec and status: it is read as batch/v1's.
+fn load_cronjob(path: &Path) -> Result<(CronJob, CronJobKind), ExplainError> {
     let text = read(path)?;
-    let value: serde_yaml_ng::Value =
+    let mut value: serde_yaml_ng::Value =
         serde_yaml_ng::from_str(&text).map_err(|e| parse_error(path, None, e))?;
+    let kind = as_batch_v1(&mut value);
+    // Parsed from the text where nothing was rewritten: its errors say where.
+    fn parse<T: serde::de::DeserializeOwned>(
+        kind: CronJobKind,
+        text: &str,
+        value: serde_yaml_ng::Value,
+    ) -> Result<T, serde_yaml_ng::Error> {
+        match kind {
+            CronJobKind::Batch => serde_yaml_ng::from_str(text),
+            CronJobKind::Shardcron => serde_yaml_ng::from_value(value),
+        }
+    }
     match shape(&value) {
         Shape::Empty => Err(ExplainError::Parse {
             path: display(path),
@@ -380,11 +406,11 @@ fn load_cronjob(path: &Path) -> Result<CronJob, ExplainError> {
         // `kubectl get cronjobs -o yaml` prints a List: accept one item.
         Shape::List => {
             let list: ListOf<CronJob> =
-                serde_yaml_ng::from_str(&text).map_err(|e| parse_error(path, None, e))?;
+                parse(kind, &text, value).map_err(|e| parse_error(path, None, e))?;
             let count = list.items.len();
             let mut items = list.items.into_iter();
             match (items.next(), items.next()) {
-                (Some(cronjob), None) => Ok(cronjob),
+                (Some(cronjob), None) => Ok((cronjob, kind)),
                 _ => Err(ExplainError::NotOneCronJob {
                     path: display(path),
                     count,
@@ -392,10 +418,34 @@ fn load_cronjob(path: &Path) -> Result<CronJob, ExplainError> {
             }
         }
         Shape::Object => {
-            check_kind(&value, "CronJob", path, None)?;
-            serde_yaml_ng::from_str(&text).map_err(|e| parse_error(path, None, e))
+            check_kind(&value, CronJobKind::KIND, path, None)?;
+            let cronjob = parse(kind, &text, value).map_err(|e| parse_error(path, None, e))?;
+            Ok((cronjob, kind))
         }
     }
+}
+
+/// Rewrites a shardcron.io CronJob (or a list's items) as batch/v1's and
+/// says which it was.
+fn as_batch_v1(value: &mut serde_yaml_ng::Value) -> CronJobKind {
+    let shardcron = CronJobKind::Shardcron.api_version();
+    let mut kind = CronJobKind::Batch;
+    let mut rewrite = |object: &mut serde_yaml_ng::Value| {
+        if let Some(api_version) = object.get_mut("apiVersion")
+            && api_version.as_str() == Some(shardcron)
+        {
+            *api_version = CronJobKind::Batch.api_version().into();
+            kind = CronJobKind::Shardcron;
+        }
+    };
+    match value
+        .get_mut("items")
+        .and_then(|items| items.as_sequence_mut())
+    {
+        Some(items) => items.iter_mut().for_each(&mut rewrite),
+        None => rewrite(value),
+    }
+    kind
 }
 
 fn load_jobs(path: &Path) -> Result<Vec<Job>, ExplainError> {

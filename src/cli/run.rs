@@ -1,14 +1,15 @@
 //! `shardcron run`: the controller process.
 //!
-//! Wiring only: an actix System on a multi-threaded tokio runtime (watchers,
-//! the gateway's requests and the HTTP endpoints run on its workers), one
-//! Arbiter per core for the CronJob actors, the supervisor on the System
-//! thread, the own Lease's keeper, and SIGTERM / Ctrl-C for a graceful
-//! stop (which releases the Lease, so peers take over at once).
+//! Wiring only: an actix System on a tokio runtime of `--threads` workers
+//! (one by default: a current-thread runtime, the CronJob actors on the
+//! System's own Arbiter; N > 1: N workers and N Arbiters), the supervisor,
+//! the own Lease's keeper, and SIGTERM / Ctrl-C for a graceful stop (which
+//! releases the Lease, so peers take over at once).
 
 use crate::kube::gateway::{Gateway, Limits};
 use crate::kube::sharded::ServerShards;
 use crate::kube::watch::{self, ListStrategy};
+use crate::reconcile::CronJobKind;
 use crate::schedule::load_named_zone;
 use crate::shard::debug;
 use crate::shard::fence::SharedFence;
@@ -74,6 +75,18 @@ pub struct RunArgs {
         env = "SHARDCRON_SERVER_SIDE_SHARDS"
     )]
     server_side_shards: ServerShards,
+    /// Which CronJobs to serve: `batch` (batch/v1, in place of
+    /// kube-controller-manager's CronJob controller) or `shardcron` (the
+    /// cronjobs.shardcron.io CRD, beside it: `shardcron crd`). One kind per
+    /// ring for now: run a second ring (`--shard-ring-name`) for the other.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "batch",
+        value_parser = parse_kind,
+        env = "SHARDCRON_CRONJOB_KINDS"
+    )]
+    cronjob_kinds: Vec<CronJobKind>,
     /// This replica's stable id: its ring member name, its Lease's holder
     /// and the events' reporting instance. Default: the host name (the pod
     /// name in a StatefulSet). Two live processes must never share one.
@@ -200,6 +213,7 @@ fn run_controller(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<()> {
     if !(args.kube_api_qps.is_finite() && args.kube_api_qps > 0.0) {
         anyhow::bail!("--kube-api-qps must be a positive number");
     }
+    served_kind(&args.cronjob_kinds)?;
     let settings = lease_settings(args, replica_id(args)?)?;
     let default_zone = load_named_zone(&args.default_time_zone)
         .map_err(|e| anyhow::anyhow!("--default-time-zone: {e}"))?;
@@ -268,9 +282,10 @@ async fn start(
         .with_context(|| format!("binding {}", args.debug_bind_address))?;
 
     let strategy = args.list_strategy.resolve(&client).await;
+    let kind = served_kind(&args.cronjob_kinds)?;
     let server_shards = args
         .server_side_shards
-        .resolve(&client, args.namespaces.first().map(String::as_str))
+        .resolve(&client, kind, args.namespaces.first().map(String::as_str))
         .await;
     let gateway = Gateway::start(
         client.clone(),
@@ -314,6 +329,7 @@ async fn start(
             strategy,
             metrics: metrics.clone(),
             server_shards,
+            kind,
         }),
     });
     let metrics_addr = metrics_listener.local_addr()?;
@@ -343,6 +359,7 @@ async fn start(
     tracing::info!(
         ?strategy,
         server_shards,
+        %kind,
         ?scopes,
         threads,
         replica = %settings.replica_id,
@@ -356,6 +373,31 @@ async fn start(
         supervisor.do_send(Shutdown);
     });
     Ok(())
+}
+
+/// `--cronjob-kinds`' values.
+fn parse_kind(value: &str) -> Result<CronJobKind, String> {
+    CronJobKind::ALL
+        .into_iter()
+        .find(|kind| kind.name() == value)
+        .ok_or_else(|| {
+            format!("{value:?} is not a CronJob kind: batch (batch/v1) or shardcron (cronjobs.shardcron.io)")
+        })
+}
+
+/// The one kind a ring serves. Both in one ring would need keys that
+/// tell a batch/v1 CronJob from a shardcron.io one of the same name.
+fn served_kind(kinds: &[CronJobKind]) -> anyhow::Result<CronJobKind> {
+    let mut distinct = kinds.to_vec();
+    distinct.sort();
+    distinct.dedup();
+    match distinct.as_slice() {
+        [kind] => Ok(*kind),
+        [] => anyhow::bail!("--cronjob-kinds: name batch or shardcron"),
+        _ => anyhow::bail!(
+            "--cronjob-kinds: one kind per ring for now; run a second ring (--shard-ring-name) for the other"
+        ),
+    }
 }
 
 async fn wait_for_signal() {
@@ -385,6 +427,37 @@ mod tests {
             super::super::Command::Run(run) => Ok(run.threads),
             _ => Err("not run".to_owned()),
         }
+    }
+
+    fn kinds(args: &[&str]) -> Result<Vec<super::CronJobKind>, String> {
+        let cli = Cli::try_parse_from([&["shardcron", "run"], args].concat())
+            .map_err(|e| e.to_string())?;
+        match cli.command {
+            super::super::Command::Run(run) => Ok(run.cronjob_kinds),
+            _ => Err("not run".to_owned()),
+        }
+    }
+
+    #[test]
+    fn one_kind_is_served_batch_by_default() {
+        use super::CronJobKind::{Batch, Shardcron};
+        // The default holds unless SHARDCRON_CRONJOB_KINDS is set, which no test does.
+        assert_eq!(kinds(&[]), Ok(vec![Batch]));
+        assert_eq!(
+            kinds(&["--cronjob-kinds", "shardcron"]),
+            Ok(vec![Shardcron])
+        );
+        let unknown = kinds(&["--cronjob-kinds", "cron"]).expect_err("an unknown kind");
+        assert!(
+            unknown.contains("\"cron\" is not a CronJob kind"),
+            "{unknown}"
+        );
+        assert_eq!(
+            super::served_kind(&[Shardcron, Shardcron]).ok(),
+            Some(Shardcron)
+        );
+        let both = super::served_kind(&[Batch, Shardcron]).expect_err("both kinds");
+        assert!(both.to_string().contains("one kind per ring"), "{both}");
     }
 
     #[test]

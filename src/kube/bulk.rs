@@ -15,6 +15,7 @@
 use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
 use super::watch::JobFacts;
+use crate::reconcile::CronJobKind;
 use ::kube::api::{Api, ListParams};
 use ::kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -102,6 +103,7 @@ where
 /// CronJobs never holds more than a page of them decoded.
 pub async fn load<Taken>(
     client: Client,
+    kind: CronJobKind,
     namespaces: &[Option<String>],
     selectors: &LoadSelectors,
     owned: impl Fn(&str) -> bool,
@@ -121,17 +123,17 @@ where
         selectors.jobs.iter().map(|s| Some(s.as_str())).collect()
     };
     for namespace in namespaces {
-        let (cronjobs, jobs): (Api<LeanCronJob>, Api<LeanJob>) = match namespace {
-            Some(ns) => (
-                Api::namespaced(cronjob_client.clone(), ns),
-                Api::namespaced(client.clone(), ns),
-            ),
-            None => (Api::all(cronjob_client.clone()), Api::all(client.clone())),
+        let jobs: Api<LeanJob> = match namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
         };
+        let cronjobs =
+            super::watch::cronjob_api(cronjob_client.clone(), kind, namespace.as_deref());
         list_all(cronjobs, None, |page: Vec<LeanCronJob>| {
             let cronjobs: Vec<LeanCronJob> = page
                 .into_iter()
                 .filter(|cronjob| cronjob.metadata.uid.as_deref().is_some_and(&owned))
+                .map(|cronjob| LeanCronJob { kind, ..cronjob })
                 .collect();
             counts.cronjobs += cronjobs.len();
             deliver(Loaded {
@@ -144,7 +146,7 @@ where
             list_all(jobs.clone(), *labels, |page: Vec<LeanJob>| {
                 let jobs: Vec<JobFacts> = page
                     .into_iter()
-                    .map(JobFacts::from)
+                    .map(|job| JobFacts::of(job, kind))
                     .filter(|facts| facts.owner_uid.as_deref().is_some_and(&owned))
                     .collect();
                 counts.jobs += jobs.len();
@@ -208,6 +210,7 @@ mod tests {
         let mut pages = Vec::new();
         let result = load(
             client,
+            CronJobKind::Batch,
             &[None],
             &LoadSelectors::default(),
             |uid| uid.starts_with("uid-keep"),

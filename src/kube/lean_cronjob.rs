@@ -1,4 +1,5 @@
-//! A batch/v1 CronJob as the CronJob watch, the bulk loads and the status
+//! A CronJob (batch/v1, or the shardcron.io CRD: the same spec and status)
+//! as the CronJob watch, the bulk loads and the status
 //! write's answer decode it: the spec's scalar fields and the status typed,
 //! the Job template kept as JSON bytes (re-emitted compact, never built).
 //!
@@ -13,11 +14,12 @@
 //! JSON as bytes without building it, and skips managedFields, labels and
 //! annotations. `benches/decode.rs` measures the difference.
 
-use crate::reconcile::{CompactTemplate, CronJobView, SpecView, ViewError};
+use crate::reconcile::{CompactTemplate, CronJobKind, CronJobView, SpecView, ViewError};
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, CronJobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// A CronJob with only what the controller reads. `metadata` holds name,
@@ -26,6 +28,10 @@ use std::sync::Arc;
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct LeanCronJob {
+    /// Which API it came from: set by whoever read it (list items carry no
+    /// apiVersion of their own).
+    #[serde(skip)]
+    pub kind: CronJobKind,
     #[serde(deserialize_with = "lean_metadata")]
     pub metadata: ObjectMeta,
     pub spec: LeanCronJobSpec,
@@ -69,23 +75,39 @@ impl<'de> Deserialize<'de> for RawJson {
     }
 }
 
-impl k8s_openapi::Resource for LeanCronJob {
-    const API_VERSION: &'static str = "batch/v1";
-    const GROUP: &'static str = "batch";
-    const KIND: &'static str = "CronJob";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "cronjobs";
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
+/// The URL a CronJob is read at depends on its kind (batch/v1 or the
+/// shardcron.io CRD): `Api::<LeanCronJob>::namespaced_with(client, ns, &kind)`;
+/// `Api::namespaced` is batch/v1's.
+impl kube::Resource for LeanCronJob {
+    type DynamicType = CronJobKind;
+    // kube's name for "namespaced, known at run time": what `namespaced_with` takes.
+    type Scope = kube::core::DynamicResourceScope;
 
-impl k8s_openapi::Metadata for LeanCronJob {
-    type Ty = ObjectMeta;
+    fn kind(_: &CronJobKind) -> Cow<'_, str> {
+        Cow::Borrowed(CronJobKind::KIND)
+    }
 
-    fn metadata(&self) -> &ObjectMeta {
+    fn group(kind: &CronJobKind) -> Cow<'_, str> {
+        Cow::Borrowed(kind.group())
+    }
+
+    fn version(kind: &CronJobKind) -> Cow<'_, str> {
+        Cow::Borrowed(kind.version())
+    }
+
+    fn api_version(kind: &CronJobKind) -> Cow<'_, str> {
+        Cow::Borrowed(kind.api_version())
+    }
+
+    fn plural(_: &CronJobKind) -> Cow<'_, str> {
+        Cow::Borrowed(CronJobKind::PLURAL)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }
 
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
         &mut self.metadata
     }
 }
@@ -114,7 +136,7 @@ impl LeanCronJob {
     /// The view of this version around `spec` (this version's spec, or an
     /// unchanged one kept from an earlier version).
     pub fn view(&self, spec: Arc<SpecView>) -> Result<CronJobView, ViewError> {
-        CronJobView::from_parts(&self.metadata, self.status.as_ref(), spec)
+        CronJobView::from_parts(self.kind, &self.metadata, self.status.as_ref(), spec)
     }
 }
 
@@ -124,6 +146,7 @@ impl From<&CronJob> for LeanCronJob {
         let meta = &cronjob.metadata;
         let spec = &cronjob.spec;
         Self {
+            kind: CronJobKind::Batch,
             metadata: kept(meta.clone()),
             spec: LeanCronJobSpec {
                 schedule: spec.schedule.clone(),

@@ -7,8 +7,8 @@ use super::deadline;
 use super::failure::ApiFailure;
 use super::lean_cronjob::LeanCronJob;
 use super::queue::Priority;
-use crate::reconcile;
-use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
+use crate::reconcile::{self, CronJobKind};
+use k8s_openapi::api::batch::v1::{CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use std::future::Future;
 use std::time::Duration;
@@ -139,11 +139,13 @@ pub trait JobRequests {
     fn get_job(&self, namespace: &str, name: &str)
     -> impl Future<Output = Result<Job, ApiFailure>>;
 
+    /// The CronJob of `kind` named `name`, as the watch decodes it.
     fn get_cronjob(
         &self,
+        kind: CronJobKind,
         namespace: &str,
         name: &str,
-    ) -> impl Future<Output = Result<CronJob, ApiFailure>>;
+    ) -> impl Future<Output = Result<LeanCronJob, ApiFailure>>;
 
     /// Removes [`reconcile::SLOT_FINALIZER`] from Job `name` if its UID is
     /// still `uid`. `running`: the Job had not finished (see
@@ -160,6 +162,7 @@ pub trait JobRequests {
     /// answers the CronJob written.
     fn write_status(
         &self,
+        kind: CronJobKind,
         namespace: &str,
         name: &str,
         resource_version: Option<&str>,

@@ -11,6 +11,7 @@
 //! or the gate off) ignores the parameter and answers everything, which is
 //! still correct, since every replica filters what it receives by the ring.
 
+use crate::reconcile::CronJobKind;
 use ::kube::Client;
 use http::Request;
 use http::uri::{PathAndQuery, Uri};
@@ -61,9 +62,14 @@ pub enum ServerShards {
 impl ServerShards {
     /// Whether the CronJob watches are to be sharded by the server, asked
     /// in `namespace` (`None`: cluster-wide), one the controller may list.
-    pub async fn resolve(self, client: &Client, namespace: Option<&str>) -> bool {
+    pub async fn resolve(
+        self,
+        client: &Client,
+        kind: CronJobKind,
+        namespace: Option<&str>,
+    ) -> bool {
         match self {
-            ServerShards::Auto => server_filters_cronjobs(client, namespace).await,
+            ServerShards::Auto => server_filters_cronjobs(client, kind, namespace).await,
             ServerShards::Off => false,
         }
     }
@@ -72,14 +78,19 @@ impl ServerShards {
 /// Half the hash space: any valid selector serves the question.
 const PROBE: &str = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
 
-/// Whether the API server filters CronJob lists by `shardSelector`: asks
-/// for one CronJob of half the hash space in `namespace` (`None`: all) and
+/// Whether the API server filters `kind`'s CronJob lists by `shardSelector`:
+/// asks for one CronJob of half the hash space in `namespace` (`None`: all) and
 /// reads `metadata.shardInfo`. A failed question counts as no (the
 /// unfiltered path serves every server).
-pub async fn server_filters_cronjobs(client: &Client, namespace: Option<&str>) -> bool {
+pub async fn server_filters_cronjobs(
+    client: &Client,
+    kind: CronJobKind,
+    namespace: Option<&str>,
+) -> bool {
+    let group = kind.api_version();
     let path = match namespace {
-        Some(namespace) => format!("/apis/batch/v1/namespaces/{namespace}/cronjobs"),
-        None => "/apis/batch/v1/cronjobs".to_owned(),
+        Some(namespace) => format!("/apis/{group}/namespaces/{namespace}/cronjobs"),
+        None => format!("/apis/{group}/cronjobs"),
     };
     let uri = format!("{path}?limit=1&{}", query_pair(PROBE));
     let request = match Request::get(uri).body(Vec::new()) {
@@ -130,17 +141,27 @@ mod tests {
     #[tokio::test]
     async fn support_is_read_from_the_lists_answer() {
         let (client, asked) = scripted::client(|_| list(Some(PROBE)));
-        assert!(server_filters_cronjobs(&client, None).await);
+        assert!(server_filters_cronjobs(&client, CronJobKind::Batch, None).await);
         let probe = &asked.all()[0];
         assert!(
             probe.starts_with("GET /apis/batch/v1/cronjobs?limit=1&shardSelector=shardRange%28object.metadata.uid%2C+%270x0000000000000000%27"),
+            "{probe}"
+        );
+        // The CRD's CronJobs are probed at their own URL.
+        let (client, asked) = scripted::client(|_| list(Some(PROBE)));
+        assert!(server_filters_cronjobs(&client, CronJobKind::Shardcron, Some("team-a")).await);
+        let probe = &asked.all()[0];
+        assert!(
+            probe.starts_with("GET /apis/shardcron.io/v1/namespaces/team-a/cronjobs?limit=1&"),
             "{probe}"
         );
         for answer in [list(None), scripted::status(403, "Forbidden")] {
             let answer = std::sync::Mutex::new(Some(answer));
             let (client, _) =
                 scripted::client(move |_| answer.lock().unwrap().take().unwrap_or(Answer::Silence));
-            assert!(!server_filters_cronjobs(&client, Some("team-a")).await);
+            assert!(
+                !server_filters_cronjobs(&client, CronJobKind::Shardcron, Some("team-a")).await
+            );
         }
     }
 

@@ -29,7 +29,7 @@
 
 use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
-use crate::reconcile::JobSummary;
+use crate::reconcile::{CronJobKind, JobSummary};
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::ResourceLabels;
 use ::kube::runtime::WatchStreamExt;
@@ -116,9 +116,19 @@ impl JobFacts {
     }
 }
 
+/// A batch/v1 CronJob's view of a Job.
 impl From<LeanJob> for JobFacts {
     fn from(job: LeanJob) -> Self {
-        let owner = crate::reconcile::controller_in(&job.metadata).filter(|r| r.kind == "CronJob");
+        Self::of(job, CronJobKind::Batch)
+    }
+}
+
+impl JobFacts {
+    /// The facts of `job` for a controller serving `kind`: a Job whose
+    /// controller is a CronJob of another API has no owner here.
+    pub fn of(job: LeanJob, kind: CronJobKind) -> Self {
+        let owner = crate::reconcile::controller_in(&job.metadata)
+            .filter(|r| r.kind == CronJobKind::KIND && kind.is_group_of(&r.api_version));
         Self {
             namespace: job.metadata.namespace.clone().unwrap_or_default(),
             uid: job.metadata.uid.clone().unwrap_or_default(),
@@ -144,6 +154,18 @@ where
     }
 }
 
+/// The CronJobs of `kind` in one namespace (or all).
+pub(crate) fn cronjob_api(
+    client: Client,
+    kind: CronJobKind,
+    namespace: Option<&str>,
+) -> Api<LeanCronJob> {
+    match namespace {
+        Some(namespace) => Api::namespaced_with(client, namespace, &kind),
+        None => Api::all_with(client, &kind),
+    }
+}
+
 /// Drops `metadata.managedFields`, which the controller never reads: for a
 /// CronJob it is a JSON tree of every field set, as large as the rest of
 /// the object once decoded.
@@ -160,7 +182,7 @@ fn spawn_watch<K, T, Delivered>(
     config: watcher::Config,
     resource: &'static str,
     metrics: Arc<Metrics>,
-    map: fn(K) -> T,
+    map: impl Fn(K) -> T + Send + 'static,
     mut deliver: impl FnMut(Event<T>) -> Delivered + Send + 'static,
 ) -> JoinHandle<()>
 where
@@ -210,10 +232,13 @@ fn counting(client: &Client, metrics: &Metrics, resource: &'static str) -> Clien
     super::counted::client_counting_bytes(client, bytes)
 }
 
-/// Watches CronJobs in one namespace (or all); with `shard_selector`, only
-/// those the server's sharded watch selects ([`super::sharded`]).
+/// Watches the CronJobs of `kind` in one namespace (or all); with
+/// `shard_selector`, only those the server's sharded watch selects
+/// ([`super::sharded`]).
+#[allow(clippy::too_many_arguments)]
 pub fn cronjobs<Delivered: Future<Output = ()> + Send>(
     client: Client,
+    kind: CronJobKind,
     namespace: Option<&str>,
     strategy: ListStrategy,
     shard_selector: Option<&str>,
@@ -224,21 +249,35 @@ pub fn cronjobs<Delivered: Future<Output = ()> + Send>(
         Some(selector) => super::sharded::client_with_shard_selector(&client, selector),
         None => client,
     };
+    let resource = cronjob_resource(kind);
     spawn_watch(
-        api::<LeanCronJob>(counting(&client, &metrics, "cronjobs"), namespace),
+        cronjob_api(counting(&client, &metrics, resource), kind, namespace),
         strategy.config(),
-        "cronjobs",
+        resource,
         metrics,
-        |cronjob| cronjob,
+        move |mut cronjob: LeanCronJob| {
+            cronjob.kind = kind;
+            cronjob
+        },
         deliver,
     )
 }
 
+/// The `resource` label of a CronJob watch's metrics.
+fn cronjob_resource(kind: CronJobKind) -> &'static str {
+    match kind {
+        CronJobKind::Batch => "cronjobs",
+        CronJobKind::Shardcron => "cronjobs.shardcron.io",
+    }
+}
+
 /// Watches the Jobs in one namespace (or all) that `selector` selects
-/// ([`super::bucket`]: the owned buckets, or no bucket), as [`JobFacts`];
-/// `resource` names the watch in the metrics.
+/// ([`super::bucket`]: the owned buckets, or no bucket), as [`JobFacts`]
+/// for CronJobs of `kind`; `resource` names the watch in the metrics.
+#[allow(clippy::too_many_arguments)]
 pub fn jobs<Delivered: Future<Output = ()> + Send>(
     client: Client,
+    kind: CronJobKind,
     namespace: Option<&str>,
     strategy: ListStrategy,
     selector: &str,
@@ -251,7 +290,7 @@ pub fn jobs<Delivered: Future<Output = ()> + Send>(
         strategy.config().labels(selector),
         resource,
         metrics,
-        JobFacts::from,
+        move |job| JobFacts::of(job, kind),
         deliver,
     )
 }

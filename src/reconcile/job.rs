@@ -6,6 +6,7 @@
 //! work twice. That is the last line of defence against duplicates, for
 //! upstream and for shardcron's shards alike.
 
+use super::kind::CronJobKind;
 use super::schedule_setup::NamedZone;
 use super::view::{CronJobView, SCHEDULED_TIMESTAMP_ANNOTATION};
 use crate::schedule::format_rfc3339;
@@ -97,11 +98,12 @@ pub(crate) fn build_job_in(
     }
 }
 
-/// `metav1.NewControllerRef(cj, batch/v1 CronJob)`.
+/// `metav1.NewControllerRef(cj, batch/v1 CronJob)`, with the CronJob's own
+/// API version (the shardcron.io CRD's Jobs are owned by it).
 pub fn controller_reference(cronjob: &CronJobView) -> OwnerReference {
     OwnerReference {
-        api_version: "batch/v1".to_owned(),
-        kind: "CronJob".to_owned(),
+        api_version: cronjob.kind.api_version().to_owned(),
+        kind: CronJobKind::KIND.to_owned(),
         name: cronjob.name.clone(),
         uid: cronjob.uid.clone(),
         controller: Some(true),

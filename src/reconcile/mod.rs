@@ -78,6 +78,7 @@ mod decision;
 mod events;
 mod history;
 mod job;
+mod kind;
 mod live;
 mod release;
 mod schedule_setup;
@@ -95,6 +96,7 @@ pub use history::{OverHistoryLimit, by_start_time, over_limit};
 pub use job::{
     SLOT_FINALIZER, active_reference, build_job, controller_reference, is_held, job_name,
 };
+pub use kind::CronJobKind;
 pub use live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, LiveJob, Lookup};
 pub use release::{Release, releases};
 pub use sync::MAX_UNLISTED_LOOKUPS;

@@ -6,6 +6,7 @@
 //! schedule and time zone are compiled once, when the view is built. A Job is
 //! kept as a [`JobSummary`]: the few fields the controller reads.
 
+use super::kind::CronJobKind;
 use super::schedule_setup::ScheduleSetup;
 use super::template::CompactTemplate;
 use jiff::Timestamp;
@@ -155,6 +156,8 @@ pub(crate) fn ref_namespace(r: &ObjectReference) -> &str {
 /// A CronJob as the controller sees it: identity, the shared spec, the status.
 #[derive(Debug, Clone)]
 pub struct CronJobView {
+    /// Which API serves it (batch/v1 or the shardcron.io CRD).
+    pub kind: CronJobKind,
     pub namespace: String,
     pub name: String,
     pub uid: String,
@@ -186,16 +189,23 @@ impl CronJobView {
     /// Builds the view around an already compiled spec (the actor keeps the
     /// `Arc` while only the status or metadata change).
     pub fn with_spec(cronjob: &CronJob, spec: Arc<SpecView>) -> Result<Self, ViewError> {
-        Self::from_parts(&cronjob.metadata, cronjob.status.as_ref(), spec)
+        Self::from_parts(
+            CronJobKind::Batch,
+            &cronjob.metadata,
+            cronjob.status.as_ref(),
+            spec,
+        )
     }
 
-    /// The view of a CronJob with metadata `meta` and status `status`.
+    /// The view of a CronJob of `kind` with metadata `meta` and status `status`.
     pub fn from_parts(
+        kind: CronJobKind,
         meta: &ObjectMeta,
         status: Option<&k8s_openapi::api::batch::v1::CronJobStatus>,
         spec: Arc<SpecView>,
     ) -> Result<Self, ViewError> {
         Ok(Self {
+            kind,
             namespace: meta.namespace.clone().unwrap_or_default(),
             name: meta.name.clone().ok_or(ViewError::MissingName)?,
             uid: meta.uid.clone().unwrap_or_default(),

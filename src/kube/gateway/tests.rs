@@ -4,6 +4,7 @@
 use super::*;
 use crate::kube::requests::{JobRequests as _, StatusFor};
 use crate::kube::scripted::{self, Answer};
+use crate::reconcile::CronJobKind;
 use k8s_openapi::api::batch::v1::{CronJobStatus, Job};
 use serde_json::json;
 
@@ -74,7 +75,14 @@ async fn a_stopping_senders_slot_record_goes_ahead_of_the_queued_creates() {
     let record = tokio::spawn(async move {
         let status = CronJobStatus::default();
         moving
-            .write_status("moved", "report", Some("1"), &status, StatusFor::Routine)
+            .write_status(
+                CronJobKind::Batch,
+                "moved",
+                "report",
+                Some("1"),
+                &status,
+                StatusFor::Routine,
+            )
             .await
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -110,7 +118,14 @@ async fn a_routine_status_write_waits_behind_the_creates() {
         .unabandoned();
     let status = CronJobStatus::default();
     staying
-        .write_status("moved", "report", Some("1"), &status, StatusFor::Routine)
+        .write_status(
+            CronJobKind::Batch,
+            "moved",
+            "report",
+            Some("1"),
+            &status,
+            StatusFor::Routine,
+        )
         .await
         .expect("written");
     let order = asked.paths();

@@ -5,11 +5,12 @@ use super::Gateway;
 use crate::kube::failure::ApiFailure;
 use crate::kube::lean_cronjob::LeanCronJob;
 use crate::kube::requests::{DeleteFor, JobRequests, StatusFor, Verb};
-use crate::reconcile;
+use crate::kube::watch::cronjob_api;
+use crate::reconcile::{self, CronJobKind};
 use ::kube::api::{
     Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
 };
-use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
+use k8s_openapi::api::batch::v1::{CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use std::sync::Arc;
 
@@ -91,11 +92,16 @@ impl JobRequests for Gateway {
         .await
     }
 
-    async fn get_cronjob(&self, namespace: &str, name: &str) -> Result<CronJob, ApiFailure> {
+    async fn get_cronjob(
+        &self,
+        kind: CronJobKind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<LeanCronJob, ApiFailure> {
         self.request(Verb::GetCronJob, namespace, |client| {
-            let api = Api::<CronJob>::namespaced(client, namespace);
+            let api = cronjob_api(client, kind, Some(namespace));
             let name = name.to_owned();
-            async move { api.get(&name).await }
+            async move { api.get(&name).await.map(|got| LeanCronJob { kind, ..got }) }
         })
         .await
     }
@@ -106,6 +112,7 @@ impl JobRequests for Gateway {
     /// Conflict rather than being overwritten.
     async fn write_status(
         &self,
+        kind: CronJobKind,
         namespace: &str,
         name: &str,
         resource_version: Option<&str>,
@@ -115,12 +122,13 @@ impl JobRequests for Gateway {
         let patch = Arc::new(status_patch(resource_version, status));
         self.request(why.verb(), namespace, |client| {
             // The answer is read for its resourceVersion only.
-            let api = Api::<LeanCronJob>::namespaced(client, namespace);
+            let api = cronjob_api(client, kind, Some(namespace));
             let name = name.to_owned();
             let patch = patch.clone();
             async move {
                 api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&*patch))
                     .await
+                    .map(|written| LeanCronJob { kind, ..written })
             }
         })
         .await

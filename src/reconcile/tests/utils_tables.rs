@@ -376,6 +376,7 @@ fn upstream_update_cron_job() {
         SpecView::new(&spec)
     };
     let cronjob = |spec: SpecView, last: Option<jiff::Timestamp>| CronJobView {
+        kind: CronJobKind::Batch,
         namespace: String::new(),
         name: String::new(),
         uid: String::new(),

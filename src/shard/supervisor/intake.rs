@@ -63,9 +63,12 @@ pub(super) struct ScopeState {
 }
 
 impl ScopeState {
-    pub(super) fn new(namespace: Option<String>) -> Self {
+    /// The scope of `namespace`; without the unlabelled Job watch
+    /// (`unlabelled_jobs: false`), its list counts as done from the start.
+    pub(super) fn new(namespace: Option<String>, unlabelled_jobs: bool) -> Self {
         Self {
             namespace,
+            unlabelled_jobs_listed: !unlabelled_jobs,
             ..Self::default()
         }
     }

@@ -35,6 +35,7 @@ impl Supervisor {
         let me = self.setup.me.clone();
         let client = self.setup.client.clone();
         let namespaces = self.namespaces();
+        let kind = self.watches.kind();
         let Some(selectors) = self.load_selectors(&target, previous.as_deref()) else {
             // Nothing gained: nothing to list.
             ctx.notify(LoadDone(Ok(LoadCounts::default())));
@@ -55,7 +56,8 @@ impl Supervisor {
                             .is_none_or(|p| p.owner(uid) != Some(me.as_str()))
                 };
                 let deliver = |page| to.send(LoadPage(page)).map(drop);
-                let result = bulk::load(client, &namespaces, &selectors, gained, deliver).await;
+                let result =
+                    bulk::load(client, kind, &namespaces, &selectors, gained, deliver).await;
                 if let Ok(counts) = &result {
                     let span = tracing::Span::current();
                     span.record("shard.cronjobs_gained", counts.cronjobs);
@@ -87,10 +89,13 @@ impl Supervisor {
                 .server_shards()
                 .then(|| bucket::shard_selector(&gained))
                 .flatten(),
-            jobs: vec![
-                bucket::label_selector(&gained),
-                bucket::unlabelled_selector(),
-            ],
+            jobs: std::iter::once(bucket::label_selector(&gained))
+                .chain(
+                    self.watches
+                        .watches_unlabelled_jobs()
+                        .then(bucket::unlabelled_selector),
+                )
+                .collect(),
         })
     }
 }

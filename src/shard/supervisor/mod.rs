@@ -185,7 +185,10 @@ impl Supervisor {
             shared,
             arbiters,
             next_arbiter: 0,
-            scopes: scopes.into_iter().map(ScopeState::new).collect(),
+            scopes: scopes
+                .into_iter()
+                .map(|namespace| ScopeState::new(namespace, watches.watches_unlabelled_jobs()))
+                .collect(),
             watches,
             leases: Relist::default(),
             setup,

@@ -13,6 +13,7 @@
 use super::Supervisor;
 use crate::kube::requests::JobRequests;
 use crate::kube::watch::JobFacts;
+use crate::reconcile::CronJobKind;
 use actix::prelude::*;
 use std::collections::{HashSet, VecDeque};
 
@@ -60,10 +61,12 @@ impl Supervisor {
         {
             return;
         }
-        let (Some(name), Some(owner)) = (
-            meta.name.clone(),
-            crate::reconcile::controller_in(meta).map(|r| r.name.clone()),
-        ) else {
+        // The owner is looked up as the kind its reference names; a Job of
+        // any other API's CronJob is not this controller's to release.
+        let owner = crate::reconcile::controller_in(meta).and_then(|r| {
+            CronJobKind::from_api_version(&r.api_version).map(|kind| (kind, r.name.clone()))
+        });
+        let (Some(name), Some((kind, owner))) = (meta.name.clone(), owner) else {
             return;
         };
         self.orphan_checks.insert(job.uid.clone());
@@ -73,7 +76,7 @@ impl Supervisor {
             (job.namespace.clone(), job.uid.clone(), owner_uid.to_owned());
         let check = async move {
             let gone = known_gone
-                || match gateway.get_cronjob(&namespace, &owner).await {
+                || match gateway.get_cronjob(kind, &namespace, &owner).await {
                     Ok(cronjob) => cronjob.metadata.uid.as_deref() != Some(owner_uid.as_str()),
                     Err(error) => error.is_not_found(),
                 };

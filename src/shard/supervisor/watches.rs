@@ -7,7 +7,8 @@
 //!   restarted with a new selector whenever the owned buckets change;
 //! - Jobs without the label (made before shardcron took over, or by hand
 //!   with a CronJob as controller), unfiltered: every replica reads them
-//!   and routes them by their controller's UID, as before;
+//!   and routes them by their controller's UID, as before (only where
+//!   batch/v1 CronJobs are served: see [`Watches::watches_unlabelled_jobs`]);
 //! - CronJobs: sharded by the server and restarted with the ring where it
 //!   can ([`crate::kube::sharded`]), all of them otherwise.
 //!
@@ -24,6 +25,7 @@ use super::intake::{CronJobWatch, JobStream, JobWatch};
 use crate::kube::bucket::{self, Bucket};
 use crate::kube::lean_cronjob::LeanCronJob;
 use crate::kube::watch::{self, JobFacts, ListStrategy};
+use crate::reconcile::CronJobKind;
 use crate::telemetry::Metrics;
 use ::kube::Client;
 use ::kube::runtime::watcher::Event;
@@ -41,6 +43,8 @@ pub struct WatchSetup {
     pub metrics: Arc<Metrics>,
     /// The API server filters CronJobs by `shardSelector`.
     pub server_shards: bool,
+    /// The CronJobs served: batch/v1's or the shardcron.io CRD's.
+    pub kind: CronJobKind,
 }
 
 /// A running watch and its generation.
@@ -130,6 +134,21 @@ impl Watches {
         self.setup.as_ref().is_some_and(|s| s.server_shards)
     }
 
+    /// The CronJobs served (batch/v1's without a setup).
+    pub(super) fn kind(&self) -> CronJobKind {
+        self.setup.as_ref().map_or(CronJobKind::Batch, |s| s.kind)
+    }
+
+    /// Whether Jobs without the bucket label are watched: only batch/v1's
+    /// CronJobs have Jobs shardcron did not make (made before it took over,
+    /// or by `kubectl create job --from=cronjob/...`). Every Job of a
+    /// shardcron.io CronJob is made by shardcron, labelled; beside
+    /// kube-controller-manager, the unlabelled ones are its Jobs, which no
+    /// replica should read.
+    pub(super) fn watches_unlabelled_jobs(&self) -> bool {
+        self.kind() == CronJobKind::Batch
+    }
+
     /// Whether an event of generation `generation` comes from the scope's
     /// current CronJob watch.
     pub(super) fn is_current_cronjob_watch(&self, scope: usize, generation: u64) -> bool {
@@ -158,22 +177,27 @@ impl Watches {
         let Some(setup) = self.setup.clone() else {
             return;
         };
+        let unlabelled = self.watches_unlabelled_jobs();
         for (scope, namespace) in namespaces.iter().enumerate() {
             let watches = &mut self.scopes[scope];
-            let mut send = send_jobs(to, scope, JobStream::Unlabelled, 0);
-            watches.unlabelled_jobs = Some(watch::jobs(
-                setup.client.clone(),
-                namespace.as_deref(),
-                setup.strategy,
-                &bucket::unlabelled_selector(),
-                "unlabelled_jobs",
-                setup.metrics.clone(),
-                move |event| send(event).map(drop),
-            ));
+            if unlabelled {
+                let mut send = send_jobs(to, scope, JobStream::Unlabelled, 0);
+                watches.unlabelled_jobs = Some(watch::jobs(
+                    setup.client.clone(),
+                    setup.kind,
+                    namespace.as_deref(),
+                    setup.strategy,
+                    &bucket::unlabelled_selector(),
+                    "unlabelled_jobs",
+                    setup.metrics.clone(),
+                    move |event| send(event).map(drop),
+                ));
+            }
             if !setup.server_shards {
                 let mut send = send_cronjobs(to, scope, 1);
                 let task = watch::cronjobs(
                     setup.client.clone(),
+                    setup.kind,
                     namespace.as_deref(),
                     setup.strategy,
                     None,
@@ -218,6 +242,7 @@ impl Watches {
                 let mut send = send_jobs(to, scope, JobStream::Labelled, generation);
                 watch::jobs(
                     setup.client.clone(),
+                    setup.kind,
                     namespace.as_deref(),
                     setup.strategy,
                     &labels,
@@ -231,6 +256,7 @@ impl Watches {
                     let mut send = send_cronjobs(to, scope, generation);
                     watch::cronjobs(
                         setup.client.clone(),
+                        setup.kind,
                         namespace.as_deref(),
                         setup.strategy,
                         shards.as_deref(),
