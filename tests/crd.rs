@@ -613,3 +613,129 @@ async fn a_ring_serving_the_crd_fires_it_and_leaves_batch_v1_alone() {
         other => panic!("the controller must not delete CronJobs, got {other:?}"),
     }
 }
+
+/// The move, as docs/operations.md describes it, with a batch/v1 ring in
+/// kube-controller-manager's place: suspend the original, `shardcron
+/// convert --resume`, apply the copy, delete the original. An every-minute
+/// CronJob has one Job per slot across the move, and none missing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cronjob_moved_over_runs_each_slot_once() {
+    use k8s_openapi::api::batch::v1::{CronJob, Job};
+    use kube::api::{DeleteParams, PropagationPolicy};
+    use support::controller::Controller;
+    let cluster = Cluster::shared();
+    let client = cluster.admin().await;
+    let resource = install(&client).await;
+    grant_the_controller(&client).await;
+    let ns = cluster.namespace("crd-move").await;
+    let mut rings = Vec::new();
+    for (ring, kind) in [("b", "batch"), ("s", "shardcron")] {
+        let ring = format!("{}-{ring}", ns.name);
+        let mut replica =
+            Controller::replica(cluster, &ns.name, &ring, kind, &["--cronjob-kinds", kind]).await;
+        replica.launch();
+        replica.wait_ready().await;
+        rings.push(replica);
+    }
+    let batch = Api::<CronJob>::namespaced(client.clone(), &ns.name);
+    let original: CronJob = serde_json::from_value(json!({
+        "metadata": {"name": "mover"}, "spec": spec(json!({"successfulJobsHistoryLimit": 10}))
+    }))
+    .expect("a CronJob");
+    batch
+        .create(&PostParams::default(), &original)
+        .await
+        .expect("create the original");
+
+    // The original runs a slot; right after it has recorded it, the move.
+    let first = eventually("the original's first slot", Duration::from_secs(90), || {
+        let batch = batch.clone();
+        async move {
+            let got = batch.get("mover").await.ok()?;
+            got.status?.last_schedule_time.map(|t| t.0)
+        }
+    })
+    .await;
+    let suspended = batch
+        .patch(
+            "mover",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"suspend": true}})),
+        )
+        .await
+        .expect("suspend the original");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("mover.yaml");
+    let mut listed = serde_json::to_value(&suspended).expect("JSON");
+    listed["apiVersion"] = json!("batch/v1");
+    listed["kind"] = json!("CronJob");
+    std::fs::write(&file, serde_yaml_ng::to_string(&listed).expect("YAML")).expect("write");
+    let converted = support::shardcron(&["convert", "-f", &file.to_string_lossy(), "--resume"]);
+    assert!(
+        converted.status.success(),
+        "{}",
+        support::stderr(&converted)
+    );
+    let copy: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(support::stdout(&converted).trim_start_matches("---\n"))
+            .expect("one YAML document");
+    let copy: DynamicObject =
+        serde_json::from_value(serde_json::to_value(copy).expect("JSON")).expect("an object");
+    Api::<DynamicObject>::namespaced_with(client.clone(), &ns.name, &resource)
+        .create(&PostParams::default(), &copy)
+        .await
+        .expect("apply the copy");
+    // Orphaned, so the original's Jobs stay to be counted.
+    batch
+        .delete(
+            "mover",
+            &DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Orphan),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("delete the original");
+
+    // Two more slots from the copy; then every slot once.
+    let jobs = Api::<Job>::namespaced(client.clone(), &ns.name);
+    let slot_of = |job: &Job| -> Option<jiff::Timestamp> {
+        job.metadata
+            .annotations
+            .as_ref()?
+            .get("batch.kubernetes.io/cronjob-scheduled-timestamp")?
+            .parse()
+            .ok()
+    };
+    let by_copy = |job: &Job| {
+        job.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.api_version == "shardcron.io/v1")
+    };
+    let all = eventually(
+        "two slots run by the copy",
+        Duration::from_secs(180),
+        || {
+            let jobs = jobs.clone();
+            async move {
+                let all = jobs.list(&Default::default()).await.ok()?.items;
+                (all.iter().filter(|j| by_copy(j)).count() >= 2).then_some(all)
+            }
+        },
+    )
+    .await;
+    let mut slots: Vec<jiff::Timestamp> = all.iter().filter_map(slot_of).collect();
+    slots.sort();
+    let last = *slots.last().expect("slots");
+    let minutes = (last.as_second() - first.as_second()) / 60;
+    let expected: Vec<jiff::Timestamp> = (0..=minutes)
+        .map(|m| jiff::Timestamp::from_second(first.as_second() + 60 * m).expect("a time"))
+        .collect();
+    assert_eq!(slots, expected, "one Job per slot from {first} to {last}");
+    assert!(all.iter().any(|j| !by_copy(j)), "no Job of the original");
+    for mut ring in rings {
+        ring.stop().await;
+    }
+}

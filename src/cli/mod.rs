@@ -1,5 +1,6 @@
 //! The `shardcron` command line: argument parsing and dispatch to subcommands.
 
+mod convert;
 mod crd;
 mod explain;
 mod next;
@@ -24,6 +25,8 @@ enum Command {
     Explain(explain::ExplainArgs),
     /// Print the cronjobs.shardcron.io CustomResourceDefinition (batch/v1's CronJob as a CRD).
     Crd(crd::CrdArgs),
+    /// Copy batch/v1 CronJobs as cronjobs.shardcron.io ones, their last slot carried.
+    Convert(convert::ConvertArgs),
     /// Run the controller.
     Run(Box<run::RunArgs>),
 }
@@ -48,6 +51,9 @@ pub fn main() -> ExitCode {
         }
         Command::Explain(args) => {
             explain::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
+        }
+        Command::Convert(args) => {
+            convert::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
         }
         Command::Crd(args) => {
             crd::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())

@@ -14,12 +14,15 @@
 //! JSON as bytes without building it, and skips managedFields, labels and
 //! annotations. `benches/decode.rs` measures the difference.
 
-use crate::reconcile::{CompactTemplate, CronJobKind, CronJobView, SpecView, ViewError};
+use crate::reconcile::{
+    CompactTemplate, CronJobKind, CronJobView, LAST_SCHEDULE_ANNOTATION, SpecView, ViewError,
+};
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, CronJobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A CronJob with only what the controller reads. `metadata` holds name,
@@ -178,6 +181,48 @@ struct LeanMetadata {
     generation: Option<i64>,
     creation_timestamp: Option<Time>,
     deletion_timestamp: Option<Time>,
+    /// Only [`LAST_SCHEDULE_ANNOTATION`]: the others are skipped as read.
+    #[serde(deserialize_with = "seed_annotation")]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+/// `metadata.annotations`, of which only the converted CronJob's last slot
+/// is kept (every other value is skipped, not built).
+fn seed_annotation<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<BTreeMap<String, String>>, D::Error> {
+    struct Seed;
+    impl<'de> serde::de::Visitor<'de> for Seed {
+        type Value = Option<BTreeMap<String, String>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map of annotations")
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut kept = None;
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == LAST_SCHEDULE_ANNOTATION {
+                    let value: String = map.next_value()?;
+                    kept = Some(BTreeMap::from([(key.into_owned(), value)]));
+                } else {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            Ok(kept)
+        }
+    }
+    deserializer.deserialize_option(Seed)
 }
 
 fn lean_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
@@ -192,6 +237,7 @@ fn lean_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMet
         generation: lean.generation,
         creation_timestamp: lean.creation_timestamp,
         deletion_timestamp: lean.deletion_timestamp,
+        annotations: lean.annotations,
         ..ObjectMeta::default()
     })
 }
@@ -206,6 +252,10 @@ fn kept(meta: ObjectMeta) -> ObjectMeta {
         generation: meta.generation,
         creation_timestamp: meta.creation_timestamp,
         deletion_timestamp: meta.deletion_timestamp,
+        annotations: meta.annotations.and_then(|mut all| {
+            let seed = all.remove_entry(LAST_SCHEDULE_ANNOTATION)?;
+            Some(BTreeMap::from([seed]))
+        }),
         ..ObjectMeta::default()
     }
 }
@@ -320,5 +370,31 @@ mod tests {
         )
         .expect("a lean CronJob");
         assert_eq!(bare.spec_view().job_template.decode(), Default::default());
+    }
+
+    #[test]
+    fn of_the_annotations_only_a_converted_cronjobs_last_slot_is_kept() {
+        let mut converted = wire();
+        converted["metadata"]["annotations"][LAST_SCHEDULE_ANNOTATION] =
+            json!("2024-03-01T10:00:00Z");
+        converted["status"] = json!(null);
+        let lean: LeanCronJob = serde_json::from_value(converted.clone()).expect("lean");
+        let kept = BTreeMap::from([(
+            LAST_SCHEDULE_ANNOTATION.to_owned(),
+            "2024-03-01T10:00:00Z".to_owned(),
+        )]);
+        assert_eq!(lean.metadata.annotations.as_ref(), Some(&kept));
+        // The full decode keeps the same, and both views start from the slot.
+        let full: CronJob = serde_json::from_value(converted).expect("full");
+        assert_eq!(LeanCronJob::from(&full).metadata.annotations, Some(kept));
+        let view = lean.view(Arc::new(lean.spec_view())).expect("a view");
+        assert_eq!(
+            view.status.last_schedule_time,
+            Some("2024-03-01T10:00:00Z".parse().unwrap())
+        );
+        let none: LeanCronJob =
+            serde_json::from_value(json!({"metadata": {"name": "x", "annotations": null}}))
+                .expect("null annotations");
+        assert_eq!(none.metadata.annotations, None);
     }
 }

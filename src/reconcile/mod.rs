@@ -103,8 +103,9 @@ pub use sync::MAX_UNLISTED_LOOKUPS;
 pub use template::CompactTemplate;
 pub use update::{AfterUpdate, after_update};
 pub use view::{
-    ConcurrencyPolicy, CronJobView, Finished, JobSummary, SCHEDULED_TIMESTAMP_ANNOTATION, SpecView,
-    StatusView, ViewError, controller_in, controller_of, is_child_by_name,
+    ConcurrencyPolicy, CronJobView, Finished, JobSummary, LAST_SCHEDULE_ANNOTATION,
+    SCHEDULED_TIMESTAMP_ANNOTATION, SpecView, StatusView, ViewError, controller_in, controller_of,
+    is_child_by_name,
 };
 
 use jiff::Timestamp;

@@ -114,6 +114,23 @@ impl StatusView {
         }
     }
 
+    /// Without a `lastScheduleTime` of its own, the one `meta`'s
+    /// [`LAST_SCHEDULE_ANNOTATION`] carries, if it parses.
+    fn seeded(self, meta: &ObjectMeta) -> Self {
+        if self.last_schedule_time.is_some() {
+            return self;
+        }
+        let seed = meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(LAST_SCHEDULE_ANNOTATION))
+            .and_then(|t| t.parse::<Timestamp>().ok());
+        Self {
+            last_schedule_time: seed,
+            ..self
+        }
+    }
+
     /// The status as the API object, for the status subresource.
     pub fn to_api(&self) -> k8s_openapi::api::batch::v1::CronJobStatus {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -169,6 +186,15 @@ pub struct CronJobView {
     pub status: StatusView,
 }
 
+/// The slot a converted CronJob's original last ran (RFC 3339), written by
+/// `shardcron convert` because a new object's status cannot be set on
+/// create. A CronJob without `status.lastScheduleTime` starts from it
+/// instead of from its creation, so the copy neither runs that slot again
+/// nor skips the ones after it; its first status write records it. Any
+/// CronJob may carry it: it can only make its own CronJob start later or
+/// earlier, as editing its status could.
+pub const LAST_SCHEDULE_ANNOTATION: &str = "shardcron.io/last-schedule-time";
+
 /// A CronJob object lacks a field the controller cannot do without.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ViewError {
@@ -216,7 +242,7 @@ impl CronJobView {
                 .ok_or(ViewError::MissingCreationTimestamp)?,
             deleting: meta.deletion_timestamp.is_some(),
             spec,
-            status: StatusView::from_api(status),
+            status: StatusView::from_api(status).seeded(meta),
         })
     }
 }

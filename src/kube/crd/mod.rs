@@ -8,10 +8,12 @@
 //! batch/v1's defaults, the validation CEL can express (the cron syntax it
 //! cannot: the controller reports that, as upstream, with a Warning event
 //! naming the field), the columns `kubectl get cronjobs.batch` prints, the
-//! status subresource and the names. `deploy/crd/` holds the definition
+//! status subresource and the names ([`convert`] copies a batch/v1 CronJob
+//! into one). `deploy/crd/` holds the definition
 //! generated from the pinned Kubernetes; `tests/crd.rs` regenerates it from
 //! the local API server and fails if the committed file differs.
 
+pub mod convert;
 pub mod structural;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -3,6 +3,7 @@
 //! the lookup and follow-up flows, a lost status write, event texts, and
 //! properties.
 
+mod converted;
 mod fixtures;
 mod flows;
 mod lost_status_write;
