@@ -3,7 +3,9 @@
 //! defaults and refuses as batch/v1 does, tested side by side with
 //! batch/v1 on the same server (parity is tested, not assumed). The one
 //! deliberate difference, the cron syntax (which CEL cannot parse), is
-//! asserted too, so the docs' table cannot drift.
+//! asserted too, so the docs' table cannot drift. Then a ring serving the
+//! CRD, and the move of a CronJob to it. The control plane runs
+//! kube-controller-manager's own CronJob controller, as a managed one does.
 
 mod support;
 
@@ -35,7 +37,7 @@ async fn get_json(client: &Client, path: &str, accept: &str) -> Value {
 
 #[tokio::test]
 async fn the_committed_definition_is_made_from_the_api_servers_batch_v1() {
-    let client = Cluster::shared().admin().await;
+    let client = Cluster::shared_beside_upstream().admin().await;
     let openapi = get_json(&client, crd::OPENAPI_PATH, "application/json").await;
     let made = crd::definition(&openapi).and_then(|d| crd::to_yaml(&d));
     let made = made.unwrap_or_else(|e| panic!("making the definition: {e}"));
@@ -83,8 +85,9 @@ async fn install(client: &Client) -> ApiResource {
 /// A valid every-minute CronJob's spec with `patch` merged in (JSON merge
 /// patch: `null` removes a field).
 fn spec(patch: Value) -> Value {
+    // Yearly: the batch/v1 twins kube-controller-manager serves start no Job.
     let mut spec = json!({
-        "schedule": "*/1 * * * *",
+        "schedule": "0 0 1 1 *",
         "jobTemplate": {"spec": {"template": {"spec": {
             "restartPolicy": "OnFailure",
             "containers": [{"name": "c", "image": "busybox"}]}}}}
@@ -148,7 +151,7 @@ async fn create_both(
 
 #[tokio::test]
 async fn defaults_are_batch_v1s() {
-    let cluster = Cluster::shared();
+    let cluster = Cluster::shared_beside_upstream();
     let client = cluster.admin().await;
     let resource = install(&client).await;
     let ns = cluster.namespace("crd-defaults").await;
@@ -176,7 +179,7 @@ async fn defaults_are_batch_v1s() {
 
 #[tokio::test]
 async fn what_batch_v1_refuses_is_refused_and_what_it_accepts_is_accepted() {
-    let cluster = Cluster::shared();
+    let cluster = Cluster::shared_beside_upstream();
     let client = cluster.admin().await;
     let resource = install(&client).await;
     let ns = cluster.namespace("crd-validation").await;
@@ -315,7 +318,7 @@ async fn what_batch_v1_refuses_is_refused_and_what_it_accepts_is_accepted() {
 
 #[tokio::test]
 async fn status_is_a_subresource_and_kubectl_shows_batch_v1s_columns() {
-    let cluster = Cluster::shared();
+    let cluster = Cluster::shared_beside_upstream();
     let client = cluster.admin().await;
     let resource = install(&client).await;
     let ns = cluster.namespace("crd-status").await;
@@ -369,7 +372,7 @@ async fn status_is_a_subresource_and_kubectl_shows_batch_v1s_columns() {
     );
     let cells = &table["rows"][0]["cells"];
     assert_eq!(cells[0], "nightly");
-    assert_eq!(cells[1], "*/1 * * * *");
+    assert_eq!(cells[1], "0 0 1 1 *");
     assert_eq!(cells[2], "Asia/Tokyo");
     assert_eq!(cells[3], false);
     assert_eq!(cells[4], "nightly-29000000");
@@ -437,26 +440,44 @@ async fn grant_the_controller(client: &Client) {
 
 /// `--cronjob-kinds shardcron`: a shardcron.io CronJob fires, its Job owned
 /// by it and its slot in its status; an unparseable schedule is reported on
-/// it as upstream reports one; a batch/v1 CronJob beside them is left alone
-/// (as beside kube-controller-manager's own CronJob controller).
+/// it as upstream reports one; a batch/v1 CronJob beside them is left to
+/// kube-controller-manager.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_ring_serving_the_crd_fires_it_and_leaves_batch_v1_alone() {
     use k8s_openapi::api::batch::v1::{CronJob, Job};
-    let cluster = Cluster::shared();
+    let cluster = Cluster::shared_beside_upstream();
     let client = cluster.admin().await;
     let resource = install(&client).await;
     grant_the_controller(&client).await;
     let ns = cluster.namespace("crd-served").await;
     let every_minute = spec(json!({"schedule": "*/1 * * * *"}));
-    let (_, ours) = create_both(&client, &resource, &ns.name, "every-minute", &every_minute).await;
-    ours.expect("shardcron.io accepts");
     let ours_api = Api::<DynamicObject>::namespaced_with(client.clone(), &ns.name, &resource);
-    let bad = json!({"apiVersion": "shardcron.io/v1", "kind": "CronJob",
-                     "metadata": {"name": "bad-cron"}, "spec": spec(json!({"schedule": "61 * * * *"}))});
+    let object = |name: &str, spec: &Value| {
+        serde_json::from_value::<DynamicObject>(json!({"apiVersion": "shardcron.io/v1",
+            "kind": "CronJob", "metadata": {"name": name}, "spec": spec}))
+        .expect("an object")
+    };
     ours_api
         .create(
             &PostParams::default(),
-            &serde_json::from_value(bad).expect("an object"),
+            &object("every-minute", &every_minute),
+        )
+        .await
+        .expect("shardcron.io accepts");
+    // A batch/v1 neighbour (another name: namesakes' Jobs would collide),
+    // kube-controller-manager's where it runs its CronJob controller.
+    let neighbour: CronJob = serde_json::from_value(
+        json!({"metadata": {"name": "batch-neighbour"}, "spec": every_minute}),
+    )
+    .expect("a CronJob");
+    Api::<CronJob>::namespaced(client.clone(), &ns.name)
+        .create(&PostParams::default(), &neighbour)
+        .await
+        .expect("create the batch/v1 neighbour");
+    ours_api
+        .create(
+            &PostParams::default(),
+            &object("bad-cron", &spec(json!({"schedule": "61 * * * *"}))),
         )
         .await
         .expect("the CRD stores a schedule it cannot parse");
@@ -557,30 +578,28 @@ async fn a_ring_serving_the_crd_fires_it_and_leaves_batch_v1_alone() {
     let note = warning.note.clone().unwrap_or_default();
     assert!(note.contains("61 * * * *"), "{note}");
 
-    // The batch/v1 twin (create_both made one): no Job, no status.
-    let batch = Api::<CronJob>::namespaced(client.clone(), &ns.name);
-    let twin = batch.get("every-minute").await.expect("the batch/v1 twin");
-    assert!(
-        twin.status
-            .as_ref()
-            .is_none_or(|s| s.last_schedule_time.is_none()),
-        "{twin:?}"
-    );
+    // The batch/v1 neighbour: no Job of it is shardcron's.
     let listed = jobs.list(&Default::default()).await.expect("list Jobs");
-    assert!(
-        listed.items.iter().all(|job| job
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .all(|r| r.api_version == "shardcron.io/v1")),
-        "a Job of a batch/v1 CronJob: {:?}",
-        listed
-            .items
-            .iter()
-            .map(|j| &j.metadata.name)
-            .collect::<Vec<_>>()
-    );
+    let made_for_batch: Vec<&str> = listed
+        .items
+        .iter()
+        .filter(|job| {
+            let batch_owner = job
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| r.api_version == "batch/v1");
+            let by_shardcron = job
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key("shardcron.io/created-by"));
+            batch_owner && by_shardcron
+        })
+        .filter_map(|job| job.metadata.name.as_deref())
+        .collect();
+    assert!(made_for_batch.is_empty(), "{made_for_batch:?}");
     controller.stop().await;
 
     // As the controller's ServiceAccount: the CRD's CronJobs are read, never
@@ -614,22 +633,30 @@ async fn a_ring_serving_the_crd_fires_it_and_leaves_batch_v1_alone() {
     }
 }
 
-/// The move, as docs/operations.md describes it, with a batch/v1 ring in
-/// kube-controller-manager's place: suspend the original, `shardcron
-/// convert --resume`, apply the copy, delete the original. An every-minute
-/// CronJob has one Job per slot across the move, and none missing.
+/// The move, as docs/operations.md describes it, from kube-controller-
+/// manager's controller (or a batch/v1 ring in its place): suspend the
+/// original, `shardcron convert --resume`, apply the copy, delete the
+/// original. An every-minute CronJob has one Job per slot across the move,
+/// and none missing.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cronjob_moved_over_runs_each_slot_once() {
     use k8s_openapi::api::batch::v1::{CronJob, Job};
     use kube::api::{DeleteParams, PropagationPolicy};
     use support::controller::Controller;
-    let cluster = Cluster::shared();
+    let cluster = Cluster::shared_beside_upstream();
     let client = cluster.admin().await;
     let resource = install(&client).await;
     grant_the_controller(&client).await;
     let ns = cluster.namespace("crd-move").await;
+    // The original's controller: kube-controller-manager's where it runs
+    // one, else a batch/v1 ring in its place.
+    let kinds: &[(&str, &str)] = if cluster.runs_upstream_cronjob() {
+        &[("s", "shardcron")]
+    } else {
+        &[("b", "batch"), ("s", "shardcron")]
+    };
     let mut rings = Vec::new();
-    for (ring, kind) in [("b", "batch"), ("s", "shardcron")] {
+    for &(ring, kind) in kinds {
         let ring = format!("{}-{ring}", ns.name);
         let mut replica =
             Controller::replica(cluster, &ns.name, &ring, kind, &["--cronjob-kinds", kind]).await;
@@ -639,7 +666,8 @@ async fn a_cronjob_moved_over_runs_each_slot_once() {
     }
     let batch = Api::<CronJob>::namespaced(client.clone(), &ns.name);
     let original: CronJob = serde_json::from_value(json!({
-        "metadata": {"name": "mover"}, "spec": spec(json!({"successfulJobsHistoryLimit": 10}))
+        "metadata": {"name": "mover"},
+        "spec": spec(json!({"schedule": "*/1 * * * *", "successfulJobsHistoryLimit": 10}))
     }))
     .expect("a CronJob");
     batch

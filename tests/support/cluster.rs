@@ -32,6 +32,26 @@ impl std::ops::Deref for Cluster {
 impl Cluster {
     /// The control plane of this test binary, started on first use.
     pub fn shared() -> &'static Cluster {
+        Self::shared_with(UpOptions::default())
+    }
+
+    /// The same, with kube-controller-manager's own CronJob controller on
+    /// (as on a managed control plane), for the tests of shardcron beside
+    /// it. `SHARDCRON_TEST_CLUSTER` may name either kind of cluster: see
+    /// [`Self::runs_upstream_cronjob`].
+    pub fn shared_beside_upstream() -> &'static Cluster {
+        Self::shared_with(UpOptions {
+            upstream_cronjob: true,
+            ..UpOptions::default()
+        })
+    }
+
+    /// Whether kube-controller-manager runs its own CronJob controller here.
+    pub fn runs_upstream_cronjob(&self) -> bool {
+        self.env("SHARDCRON_UPSTREAM_CRONJOB") == Some("1")
+    }
+
+    fn shared_with(options: UpOptions) -> &'static Cluster {
         CLUSTER.get_or_init(|| {
             if let Ok(dir) = std::env::var("SHARDCRON_TEST_CLUSTER") {
                 let cluster = LocalCluster::attach(dir.as_ref());
@@ -42,7 +62,7 @@ impl Cluster {
             let dir = super::repo_root()
                 .join("target/test-clusters")
                 .join(format!("{name}-{}", std::process::id()));
-            let cluster = LocalCluster::up(&dir, &UpOptions::default());
+            let cluster = LocalCluster::up(&dir, &options);
             Cluster(cluster.expect("deploy/local/up (its output is above)"))
         })
     }

@@ -2,7 +2,7 @@
 //! paused clock: what a stop does to requests still waiting for a turn.
 
 use super::*;
-use crate::kube::requests::{JobRequests as _, StatusFor};
+use crate::kube::requests::{JobRequests, StatusFor};
 use crate::kube::scripted::{self, Answer};
 use crate::reconcile::CronJobKind;
 use k8s_openapi::api::batch::v1::{CronJobStatus, Job};
@@ -72,19 +72,7 @@ async fn a_stopping_senders_slot_record_goes_ahead_of_the_queued_creates() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let stop = CancellationToken::new();
     let moving = gateway.abandoning_on(stop.clone()).unabandoned();
-    let record = tokio::spawn(async move {
-        let status = CronJobStatus::default();
-        moving
-            .write_status(
-                CronJobKind::Batch,
-                "moved",
-                "report",
-                Some("1"),
-                &status,
-                StatusFor::Routine,
-            )
-            .await
-    });
+    let record = tokio::spawn(async move { routine_status_write(&moving).await });
     tokio::time::sleep(Duration::from_millis(100)).await;
     let stopped_at = tokio::time::Instant::now();
     stop.cancel();
@@ -116,18 +104,7 @@ async fn a_routine_status_write_waits_behind_the_creates() {
     let staying = gateway
         .abandoning_on(CancellationToken::new())
         .unabandoned();
-    let status = CronJobStatus::default();
-    staying
-        .write_status(
-            CronJobKind::Batch,
-            "moved",
-            "report",
-            Some("1"),
-            &status,
-            StatusFor::Routine,
-        )
-        .await
-        .expect("written");
+    routine_status_write(&staying).await.expect("written");
     let order = asked.paths();
     assert_eq!(
         order.iter().position(|a| a.starts_with("PATCH")),
@@ -137,4 +114,20 @@ async fn a_routine_status_write_waits_behind_the_creates() {
     for create in herd {
         create.await.expect("the task").expect("a herd's create");
     }
+}
+
+/// A routine status write of CronJob moved/report at resourceVersion 1.
+async fn routine_status_write(
+    requests: &impl JobRequests,
+) -> Result<crate::kube::lean_cronjob::LeanCronJob, crate::kube::failure::ApiFailure> {
+    requests
+        .write_status(
+            CronJobKind::Batch,
+            "moved",
+            "report",
+            Some("1"),
+            &CronJobStatus::default(),
+            StatusFor::Routine,
+        )
+        .await
 }
