@@ -575,6 +575,7 @@ async fn a_ring_serving_the_crd_fires_it_and_leaves_batch_v1_alone() {
     let regarding = warning.regarding.as_ref().expect("a regarding object");
     assert_eq!(regarding.api_version.as_deref(), Some("shardcron.io/v1"));
     assert_eq!(warning.type_.as_deref(), Some("Warning"));
+    assert_eq!(warning.reason.as_deref(), Some("UnparseableSchedule"));
     let note = warning.note.clone().unwrap_or_default();
     assert!(note.contains("61 * * * *"), "{note}");
 
