@@ -9,7 +9,7 @@
 use crate::kube::crd::convert::{ConvertError, to_shardcron};
 use serde::Deserialize;
 use serde_json::Value;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -51,13 +51,7 @@ pub enum ConvertCommandError {
 
 pub fn run(args: &ConvertArgs, out: &mut impl Write) -> Result<(), ConvertCommandError> {
     let path = args.filename.display().to_string();
-    let mut text = String::new();
-    let read = if path == "-" {
-        std::io::stdin().lock().read_to_string(&mut text)
-    } else {
-        std::fs::File::open(&args.filename).and_then(|mut f| f.read_to_string(&mut text))
-    };
-    read.map_err(|source| ConvertCommandError::Read {
+    let text = super::read_input(&args.filename).map_err(|source| ConvertCommandError::Read {
         path: path.clone(),
         source,
     })?;

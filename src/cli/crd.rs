@@ -6,7 +6,7 @@
 //! `kubectl get --raw /openapi/v3/apis/batch/v1 | shardcron crd --from-openapi -`.
 
 use crate::kube::crd::{self, CrdError};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 /// The definition generated from the pinned Kubernetes' batch/v1.
@@ -46,17 +46,11 @@ pub fn run(args: &CrdArgs, out: &mut impl Write) -> Result<(), CrdCommandError> 
         return Ok(());
     };
     let shown = path.display().to_string();
-    let mut text = Vec::new();
-    let read = if shown == "-" {
-        std::io::stdin().lock().read_to_end(&mut text)
-    } else {
-        std::fs::File::open(path).and_then(|mut f| f.read_to_end(&mut text))
-    };
-    read.map_err(|source| CrdCommandError::Read {
+    let text = super::read_input(path).map_err(|source| CrdCommandError::Read {
         path: shown.clone(),
         source,
     })?;
-    let openapi = serde_json::from_slice(&text).map_err(|source| CrdCommandError::NotJson {
+    let openapi = serde_json::from_str(&text).map_err(|source| CrdCommandError::NotJson {
         path: shown.clone(),
         source,
     })?;

@@ -42,6 +42,18 @@ pub enum Output {
 /// Exit status for bad input (invalid schedule, zone, file), as documented.
 pub const EXIT_BAD_INPUT: u8 = 2;
 
+/// The text of the file `path`, or of stdin when `path` is `-`.
+fn read_input(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    if path.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin().lock().read_to_string(&mut text)?;
+        Ok(text)
+    } else {
+        std::fs::read_to_string(path)
+    }
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -87,10 +87,10 @@ pub async fn server_filters_cronjobs(
     kind: CronJobKind,
     namespace: Option<&str>,
 ) -> bool {
-    let group = kind.api_version();
+    let api_version = kind.api_version();
     let path = match namespace {
-        Some(namespace) => format!("/apis/{group}/namespaces/{namespace}/cronjobs"),
-        None => format!("/apis/{group}/cronjobs"),
+        Some(namespace) => format!("/apis/{api_version}/namespaces/{namespace}/cronjobs"),
+        None => format!("/apis/{api_version}/cronjobs"),
     };
     let uri = format!("{path}?limit=1&{}", query_pair(PROBE));
     let request = match Request::get(uri).body(Vec::new()) {

@@ -20,19 +20,19 @@ impl CronJobKind {
     pub const KIND: &'static str = "CronJob";
     pub const PLURAL: &'static str = "cronjobs";
 
-    pub fn group(self) -> &'static str {
+    pub const fn group(self) -> &'static str {
         match self {
             Self::Batch => "batch",
             Self::Shardcron => "shardcron.io",
         }
     }
 
-    pub fn version(self) -> &'static str {
+    pub const fn version(self) -> &'static str {
         "v1"
     }
 
     /// `apiVersion` as objects and references write it.
-    pub fn api_version(self) -> &'static str {
+    pub const fn api_version(self) -> &'static str {
         match self {
             Self::Batch => "batch/v1",
             Self::Shardcron => "shardcron.io/v1",
@@ -50,7 +50,9 @@ impl CronJobKind {
     /// `CronJob`) names a CronJob of this kind: any version of the group,
     /// so that Jobs made in batch/v1beta1's days still count as batch's.
     pub fn is_group_of(self, api_version: &str) -> bool {
-        api_version.split('/').next() == Some(self.group()) && api_version.contains('/')
+        api_version
+            .split_once('/')
+            .is_some_and(|(group, _)| group == self.group())
     }
 
     /// The short name the command line uses (`--cronjob-kinds batch,shardcron`).

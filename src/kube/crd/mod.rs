@@ -16,15 +16,17 @@
 pub mod convert;
 pub mod structural;
 
+use crate::reconcile::CronJobKind;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Map, Value, json};
 use structural::StructuralError;
 use thiserror::Error;
 
-pub const GROUP: &str = "shardcron.io";
-pub const VERSION: &str = "v1";
-pub const KIND: &str = "CronJob";
-pub const PLURAL: &str = "cronjobs";
+// The names the controller reads and writes these objects by.
+pub const GROUP: &str = CronJobKind::Shardcron.group();
+pub const VERSION: &str = CronJobKind::Shardcron.version();
+pub const KIND: &str = CronJobKind::KIND;
+pub const PLURAL: &str = CronJobKind::PLURAL;
 /// Not batch's `cj`: kubectl would resolve a shared short name to the
 /// built-in group first, so `cj` could never reach these objects.
 pub const SHORT_NAME: &str = "scj";
