@@ -9,19 +9,14 @@
 
 mod support;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use shardcron::kube::crd;
 use std::time::Duration;
 use support::cluster::Cluster;
+use support::crd::{COMMITTED, COMMITTED_PATH, grant_the_controller, install};
 use support::{eventually, repo_root};
-
-const COMMITTED: &str = include_str!("../deploy/crd/cronjobs.shardcron.io.yaml");
-const COMMITTED_PATH: &str = "deploy/crd/cronjobs.shardcron.io.yaml";
 
 async fn get_json(client: &Client, path: &str, accept: &str) -> Value {
     let request = http::Request::get(path)
@@ -53,33 +48,6 @@ async fn the_committed_definition_is_made_from_the_api_servers_batch_v1() {
     // The command prints the same definition, from either source.
     let printed = support::shardcron(&["crd"]);
     assert_eq!(support::stdout(&printed), COMMITTED);
-}
-
-/// Installs the committed definition (server-side apply: idempotent, so
-/// every test may call it) and waits until its objects are served.
-async fn install(client: &Client) -> ApiResource {
-    let definition: CustomResourceDefinition =
-        serde_yaml_ng::from_str(COMMITTED).expect("the committed definition parses");
-    let name = definition.metadata.name.clone().unwrap_or_default();
-    let api = Api::<CustomResourceDefinition>::all(client.clone());
-    api.patch(
-        &name,
-        &PatchParams::apply("shardcron-tests").force(),
-        &Patch::Apply(&definition),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("applying {COMMITTED_PATH}: {e}"));
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(crd::GROUP, crd::VERSION, crd::KIND),
-        crd::PLURAL,
-    );
-    let probe = Api::<DynamicObject>::all_with(client.clone(), &resource);
-    eventually("the definition served", Duration::from_secs(30), || {
-        let probe = probe.clone();
-        async move { probe.list(&Default::default()).await.ok().map(|_| ()) }
-    })
-    .await;
-    resource
 }
 
 /// A valid every-minute CronJob's spec with `patch` merged in (JSON merge
@@ -404,37 +372,6 @@ fn bad_openapi_input_is_a_clear_error_with_status_2() {
             support::stdout(&output).is_empty(),
             "{name}: printed a definition"
         );
-    }
-}
-
-/// Applies deploy/crd/rbac.yaml: the controller's rights on the CRD's
-/// CronJobs (deploy/'s own RBAC is applied when the controller starts).
-async fn grant_the_controller(client: &Client) {
-    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-    const RBAC: &str = include_str!("../deploy/crd/rbac.yaml");
-    for document in serde_yaml_ng::Deserializer::from_str(RBAC) {
-        let value = serde_json::to_value(
-            <serde_yaml_ng::Value as serde::Deserialize>::deserialize(document)
-                .expect("rbac.yaml is YAML"),
-        )
-        .expect("rbac.yaml is JSON-like");
-        let name = value["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let apply = PatchParams::apply("shardcron-tests").force();
-        let result = match value["kind"].as_str() {
-            Some("ClusterRole") => Api::<ClusterRole>::all(client.clone())
-                .patch(&name, &apply, &Patch::Apply(&value))
-                .await
-                .map(drop),
-            Some("ClusterRoleBinding") => Api::<ClusterRoleBinding>::all(client.clone())
-                .patch(&name, &apply, &Patch::Apply(&value))
-                .await
-                .map(drop),
-            other => panic!("unexpected kind {other:?} in deploy/crd/rbac.yaml"),
-        };
-        result.unwrap_or_else(|e| panic!("applying {name}: {e}"));
     }
 }
 

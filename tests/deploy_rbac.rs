@@ -1,12 +1,10 @@
-//! deploy/kubernetes/rbac.yaml and flowschema.yaml on the real API server:
+//! deploy/kubernetes/rbac.yaml, deploy/batch/rbac.yaml and flowschema.yaml
+//! on the real API server:
 //! the controller's ServiceAccount can do exactly what the controller needs,
 //! and no more; its Lease traffic is served at leader-election priority.
 
 mod support;
 
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
@@ -18,8 +16,14 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 use support::cluster::Cluster;
+use support::rbac::allowed;
 
-const MANIFEST: &str = include_str!("../deploy/kubernetes/rbac.yaml");
+/// What `kubectl apply -k deploy/` gives the controller: the rights of any
+/// ring, and those of a batch/v1 ring.
+const MANIFESTS: [&str; 2] = [
+    include_str!("../deploy/kubernetes/rbac.yaml"),
+    include_str!("../deploy/batch/rbac.yaml"),
+];
 const FLOW_SCHEMA: &str = include_str!("../deploy/kubernetes/flowschema.yaml");
 const NAMESPACE: &str = "shardcron-system";
 
@@ -39,12 +43,15 @@ fn ignore_exists<T>(result: kube::Result<T>) {
     match result {
         Ok(_) => {}
         Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => panic!("applying deploy/kubernetes/rbac.yaml: {e}"),
+        Err(e) => panic!("applying the RBAC manifests: {e}"),
     }
 }
 
 async fn apply_manifest(client: &Client) {
-    for doc in serde_yaml_ng::Deserializer::from_str(MANIFEST) {
+    for doc in MANIFESTS
+        .into_iter()
+        .flat_map(serde_yaml_ng::Deserializer::from_str)
+    {
         let doc = serde_yaml_ng::Value::deserialize(doc).expect("manifest is YAML");
         let kind = doc["kind"].as_str().expect("kind").to_owned();
         let c = client.clone();
@@ -60,39 +67,6 @@ async fn apply_manifest(client: &Client) {
             other => panic!("unexpected kind {other} in rbac.yaml"),
         }
     }
-}
-
-async fn allowed(
-    client: &Client,
-    verb: &str,
-    group: &str,
-    resource: &str,
-    namespace: Option<&str>,
-) -> bool {
-    let (resource, subresource) = match resource.split_once('/') {
-        Some((r, s)) => (r, Some(s.to_owned())),
-        None => (resource, None),
-    };
-    let review = SelfSubjectAccessReview {
-        spec: SelfSubjectAccessReviewSpec {
-            resource_attributes: Some(ResourceAttributes {
-                verb: Some(verb.into()),
-                group: Some(group.into()),
-                resource: Some(resource.into()),
-                subresource,
-                namespace: namespace.map(Into::into),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<SelfSubjectAccessReview>::all(client.clone())
-        .create(&PostParams::default(), &review)
-        .await
-        .expect("self subject access review")
-        .status
-        .is_some_and(|s| s.allowed)
 }
 
 #[tokio::test]

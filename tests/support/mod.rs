@@ -24,8 +24,11 @@ pub fn local_binary(name: &str) -> PathBuf {
 
 pub mod cluster;
 pub mod controller;
+pub mod crd;
+pub mod cronjobs;
 pub mod fleet;
 pub mod proxy;
+pub mod rbac;
 pub mod scenario;
 
 /// Runs the built `shardcron` binary with `args`.

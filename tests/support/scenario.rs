@@ -1,14 +1,17 @@
 //! Scenarios for the controller tests: a namespace, the controller scoped
-//! to it, and helpers to create CronJobs and read what happened.
+//! to it, and helpers to create CronJobs and read what happened. Every
+//! scenario names the kind of CronJob it runs on (batch/v1 or
+//! shardcron.io), so one suite runs against both.
 
 use super::cluster::{Cluster, TestNamespace};
 use super::controller::Controller;
+use super::cronjobs::CronJobs;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::Event;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use shardcron::reconcile::SCHEDULED_TIMESTAMP_ANNOTATION;
+use shardcron::reconcile::{CronJobKind, SCHEDULED_TIMESTAMP_ANNOTATION};
 use std::time::Duration;
 
 /// Enough for the next minute boundary, the create, and slack for a busy machine.
@@ -22,22 +25,56 @@ pub struct Scenario {
     pub ns: TestNamespace,
     pub admin: Client,
     pub controller: Controller,
-    pub cronjobs: Api<CronJob>,
+    pub cronjobs: CronJobs,
     pub jobs: Api<Job>,
 }
 
+/// A batch/v1 scenario.
 pub async fn scenario(test: &str) -> Scenario {
-    scenario_with(test, &[]).await
+    scenario_of(CronJobKind::Batch, test, &[]).await
 }
 
-/// A scenario whose controller gets `extra_args` too.
+/// A batch/v1 scenario whose controller gets `extra_args` too.
 pub async fn scenario_with(test: &str, extra_args: &[&str]) -> Scenario {
-    let cluster = Cluster::shared();
+    scenario_of(CronJobKind::Batch, test, extra_args).await
+}
+
+/// The cluster for CronJobs of `kind`: for batch/v1 one without
+/// kube-controller-manager's CronJob controller (shardcron replaces it);
+/// for shardcron.io one with it (as on a managed control plane, where
+/// shardcron serves only the CRD), the definition installed and the
+/// controller granted deploy/crd/rbac.yaml.
+pub async fn cluster_for(kind: CronJobKind) -> &'static Cluster {
+    match kind {
+        CronJobKind::Batch => Cluster::shared(),
+        CronJobKind::Shardcron => {
+            static READY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+            let cluster = Cluster::shared_beside_upstream();
+            READY
+                .get_or_init(|| async {
+                    let admin = cluster.admin().await;
+                    super::crd::install(&admin).await;
+                    super::crd::grant_the_controller(&admin).await;
+                })
+                .await;
+            cluster
+        }
+    }
+}
+
+/// A scenario on CronJobs of `kind`, its controller serving that kind and
+/// given `extra_args` too.
+pub async fn scenario_of(kind: CronJobKind, test: &str, extra_args: &[&str]) -> Scenario {
+    let cluster = cluster_for(kind).await;
     let ns = cluster.namespace(test).await;
     let admin = cluster.admin().await;
-    let controller = Controller::start_with(cluster, &ns.name, extra_args).await;
+    let kinds = format!("--cronjob-kinds={kind}");
+    let args: Vec<&str> = std::iter::once(kinds.as_str())
+        .chain(extra_args.iter().copied())
+        .collect();
+    let controller = Controller::start_with(cluster, &ns.name, &args).await;
     Scenario {
-        cronjobs: Api::namespaced(admin.clone(), &ns.name),
+        cronjobs: CronJobs::namespaced(admin.clone(), &ns.name, kind),
         jobs: Api::namespaced(admin.clone(), &ns.name),
         ns,
         admin,
@@ -81,6 +118,11 @@ impl Scenario {
 
     pub async fn get(&self, name: &str) -> CronJob {
         self.cronjobs.get(name).await.expect("get CronJob")
+    }
+
+    /// The kind of the scenario's CronJobs.
+    pub fn kind(&self) -> CronJobKind {
+        self.cronjobs.kind
     }
 
     pub async fn patch_spec(&self, name: &str, spec: Value) {

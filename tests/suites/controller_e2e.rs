@@ -1,0 +1,779 @@
+//! The controller at work on the real control plane: upstream's e2e
+//! scenarios (test/e2e/apps/cronjob.go) and the cases around them, for the
+//! kind of CronJob the including test binary names (`super::KIND`):
+//! tests/controller.rs runs them on batch/v1 CronJobs, tests/controller_crd.rs
+//! on shardcron.io ones beside kube-controller-manager's own CronJob
+//! controller.
+//!
+//! Each test has its own namespace and its own `shardcron run` process
+//! scoped to it, authenticated as the ServiceAccount from deploy/. Job names
+//! carry the scheduled minute (upstream's naming, which makes a second
+//! create of a slot an AlreadyExists), so a CronJob makes at most one Job a
+//! minute whatever its schedule: the scenarios use `*/1 * * * *`, as
+//! upstream's e2e suite does, and run in parallel.
+
+use super::KIND;
+use super::support::cronjobs::CronJobs;
+use super::support::eventually;
+use super::support::scenario::*;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// A scenario on this suite's kind (shadows the batch/v1 one of the glob import).
+async fn scenario(test: &str) -> Scenario {
+    scenario_of(KIND, test, &[]).await
+}
+
+// ---- upstream's e2e scenarios ------------------------------------------
+
+#[tokio::test(flavor = "multi_thread")]
+async fn allow_schedules_jobs_concurrently() {
+    let s = scenario("allow-concurrent").await;
+    s.create(&cronjob(
+        "concurrent",
+        "*/1 * * * *",
+        json!({}),
+        long_running(),
+    ))
+    .await;
+    eventually("2 active Jobs", TWO_SLOTS, || async {
+        (s.active_count("concurrent").await >= 2).then_some(())
+    })
+    .await;
+    let running = s
+        .live_jobs()
+        .await
+        .into_iter()
+        .filter(|j| finished(j).is_none())
+        .count();
+    assert!(running >= 2, "{running} unfinished Jobs");
+    assert_one_job_per_slot("concurrent", &s.live_jobs().await);
+    assert!(
+        s.controller
+            .metric("shardcron_jobs_created_total{result=\"created\"}")
+            >= 2.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn suspended_cronjob_schedules_nothing() {
+    let s = scenario("suspended").await;
+    s.create(&cronjob(
+        "suspended",
+        "*/1 * * * *",
+        json!({"suspend": true}),
+        json!({}),
+    ))
+    .await;
+    // The positive control: the same schedule, not suspended, in the same
+    // namespace under the same controller. Without it, a controller that
+    // did nothing at all would pass.
+    s.create(&cronjob("control", "*/1 * * * *", json!({}), json!({})))
+        .await;
+    // Past at least one minute boundary.
+    tokio::time::sleep(Duration::from_secs(65)).await;
+    let owners: Vec<String> = s
+        .all_jobs()
+        .await
+        .iter()
+        .filter_map(|job| {
+            let owner = job.metadata.owner_references.as_ref()?.first()?;
+            Some(owner.name.clone())
+        })
+        .collect();
+    assert!(
+        owners.iter().any(|o| o == "control"),
+        "the control CronJob fired: {owners:?}"
+    );
+    assert!(
+        owners.iter().all(|o| o != "suspended"),
+        "the suspended one did not: {owners:?}"
+    );
+    assert_eq!(s.active_count("suspended").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forbid_does_not_start_a_second_job() {
+    let s = scenario("forbid").await;
+    s.create(&cronjob(
+        "forbid",
+        "*/1 * * * *",
+        json!({"concurrencyPolicy": "Forbid"}),
+        long_running(),
+    ))
+    .await;
+    eventually("1 active Job", ONE_SLOT, || async {
+        (s.active_count("forbid").await == 1).then_some(())
+    })
+    .await;
+    // The next slot passes: still exactly one Job.
+    tokio::time::sleep(Duration::from_secs(65)).await;
+    assert_eq!(s.all_jobs().await.len(), 1);
+    assert_eq!(s.active_count("forbid").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn replace_replaces_the_running_job() {
+    let s = scenario("replace").await;
+    s.create(&cronjob(
+        "replace",
+        "*/1 * * * *",
+        json!({"concurrencyPolicy": "Replace"}),
+        long_running(),
+    ))
+    .await;
+    let first = eventually("the first Job", ONE_SLOT, || async {
+        s.live_jobs().await.first().map(name_of)
+    })
+    .await;
+    let deadline = tokio::time::Instant::now() + TWO_SLOTS;
+    loop {
+        let live = s.live_jobs().await;
+        assert!(
+            live.len() <= 1,
+            "more than one live Job: {:?}",
+            live.iter().map(name_of).collect::<Vec<_>>()
+        );
+        if live.len() == 1 && name_of(&live[0]) != first {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the Job was never replaced"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(s.active_count("replace").await, 1);
+    eventually("the SuccessfulDelete event", EVENT_LAG, || async {
+        s.has_event("replace", "SuccessfulDelete")
+            .await
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn schedules_after_more_than_100_missed_slots() {
+    let s = scenario("missed-100").await;
+    s.create(&cronjob(
+        "missed",
+        "*/1 * * * *",
+        json!({"concurrencyPolicy": "Forbid"}),
+        long_running(),
+    ))
+    .await;
+    // Pretend the last run was three hours ago: 180 slots missed.
+    let long_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(3);
+    s.cronjobs
+        .patch_status(
+            "missed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"lastScheduleTime": long_ago.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}})),
+        )
+        .await
+        .expect("patch status");
+    eventually(
+        "a Job despite the missed slots",
+        Duration::from_secs(30),
+        || async { (s.active_count("missed").await == 1).then_some(()) },
+    )
+    .await;
+    eventually("the TooManyMissedTimes event", EVENT_LAG, || async {
+        s.has_event("missed", "TooManyMissedTimes")
+            .await
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn emits_no_unexpected_warnings() {
+    let s = scenario("no-warnings").await;
+    s.create(&cronjob("quiet", "*/1 * * * *", json!({}), json!({})))
+        .await;
+    eventually("2 Jobs, one finished", TWO_SLOTS, || async {
+        let jobs = s.all_jobs().await;
+        (jobs.len() >= 2 && jobs.iter().any(|j| finished(j).is_some())).then_some(())
+    })
+    .await;
+    let events = s.events("quiet").await;
+    for (_, reason, message) in &events {
+        assert!(
+            reason != "MissingJob" && reason != "UnexpectedJob",
+            "unexpected {reason}: {message}"
+        );
+    }
+    assert!(events.iter().any(|(_, r, _)| r == "SuccessfulCreate"));
+    assert!(events.iter().any(|(_, r, _)| r == "SawCompletedJob"));
+    let cronjob = s.get("quiet").await;
+    let status = cronjob.status.expect("status");
+    assert!(status.last_schedule_time.is_some());
+    assert!(status.last_successful_time.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sets_the_scheduled_timestamp_annotation() {
+    let s = scenario("annotation").await;
+    s.create(&cronjob("annotated", "*/1 * * * *", json!({}), json!({})))
+        .await;
+    let job = eventually("a Job", ONE_SLOT, || async {
+        s.all_jobs().await.into_iter().next()
+    })
+    .await;
+    let scheduled = scheduled_time(&job);
+    assert_eq!(scheduled.as_second() % 60, 0, "a */1 slot is on the minute");
+    assert_one_job_per_slot("annotated", &[job]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deleted_active_job_is_reported_missing() {
+    let s = scenario("missing-job").await;
+    s.create(&cronjob(
+        "missing",
+        "*/1 * * * *",
+        json!({"concurrencyPolicy": "Forbid"}),
+        long_running(),
+    ))
+    .await;
+    let job = eventually("an active Job", ONE_SLOT, || async {
+        if s.active_count("missing").await == 1 {
+            s.all_jobs().await.into_iter().next()
+        } else {
+            None
+        }
+    })
+    .await;
+    s.jobs
+        .delete(&name_of(&job), &DeleteParams::background())
+        .await
+        .expect("delete the Job");
+    eventually(
+        "the Job off the active list, with MissingJob",
+        Duration::from_secs(30),
+        || async {
+            (s.active_count("missing").await == 0 && s.has_event("missing", "MissingJob").await)
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+async fn history_limit_keeps_one(test: &str, outcome: Value, spec: Value) {
+    let s = scenario(test).await;
+    s.create(&cronjob("history", "*/1 * * * *", spec, outcome))
+        .await;
+    // Two Jobs finish; the older one goes.
+    eventually(
+        "a second finished Job",
+        Duration::from_secs(200),
+        || async {
+            let jobs = s.all_jobs().await;
+            let first_gone = jobs.len() == 1;
+            (first_gone && s.has_event("history", "SuccessfulDelete").await).then_some(())
+        },
+    )
+    .await;
+    eventually(
+        "exactly one finished Job",
+        Duration::from_secs(20),
+        || async {
+            let jobs = s.live_jobs().await;
+            (jobs.len() == 1 && finished(&jobs[0]).is_some()).then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keeps_one_successful_job_with_limit_one() {
+    history_limit_keeps_one(
+        "history-success",
+        json!({}),
+        json!({"successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 0}),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keeps_one_failed_job_with_limit_one() {
+    history_limit_keeps_one(
+        "history-failed",
+        json!({"shardcron.test/outcome": "fail"}),
+        json!({"successfulJobsHistoryLimit": 0, "failedJobsHistoryLimit": 1}),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_time_zone_is_rejected() {
+    let cluster = cluster_for(KIND).await;
+    let ns = cluster.namespace("bad-zone").await;
+    let cronjobs = CronJobs::namespaced(cluster.admin().await, &ns.name, KIND);
+    let mut bad = cronjob("bad-zone", "*/1 * * * *", json!({}), json!({}));
+    bad.spec.time_zone = Some("bad-time-zone".into());
+    match cronjobs.create(&PostParams::default(), &bad).await {
+        Err(kube::Error::Api(status)) => assert_eq!(status.reason, "Invalid"),
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
+
+// ---- beyond upstream's suite ---------------------------------------------
+
+#[tokio::test(flavor = "multi_thread")]
+async fn schedule_and_zone_changes_take_effect_without_a_spurious_run() {
+    let s = scenario("schedule-change").await;
+    s.create(&cronjob("changing", "*/1 * * * *", json!({}), json!({})))
+        .await;
+    eventually("the first Job", ONE_SLOT, || async {
+        (!s.all_jobs().await.is_empty()).then_some(())
+    })
+    .await;
+    // To a slot a few minutes ahead in another zone: lastScheduleTime is
+    // now the baseline, and nothing is due yet.
+    let zone = "Asia/Kathmandu";
+    let ahead = jiff::Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::get(zone).unwrap())
+        .checked_add(jiff::SignedDuration::from_mins(3))
+        .unwrap();
+    let schedule = format!("{} {} * * *", ahead.minute(), ahead.hour());
+    s.patch_spec("changing", json!({"schedule": schedule, "timeZone": zone}))
+        .await;
+    tokio::time::sleep(Duration::from_secs(70)).await;
+    assert_eq!(
+        s.all_jobs().await.len(),
+        1,
+        "a spurious run after the change"
+    );
+    // The new slot (in the new zone) fires.
+    let jobs = eventually(
+        "the Job of the new slot",
+        Duration::from_secs(150),
+        || async {
+            let jobs = s.all_jobs().await;
+            (jobs.len() == 2).then_some(jobs)
+        },
+    )
+    .await;
+    let newest = jobs.iter().map(scheduled_time).max().unwrap();
+    let expected = ahead
+        .with()
+        .second(0)
+        .subsec_nanosecond(0)
+        .build()
+        .unwrap()
+        .timestamp();
+    assert_eq!(newest, expected);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn suspend_then_resume_starts_the_missed_slot() {
+    let s = scenario("resume").await;
+    s.create(&cronjob(
+        "resumed",
+        "*/1 * * * *",
+        json!({"suspend": true}),
+        json!({}),
+    ))
+    .await;
+    tokio::time::sleep(Duration::from_secs(65)).await;
+    assert!(s.all_jobs().await.is_empty());
+    let resumed_at = jiff::Timestamp::now();
+    s.patch_spec("resumed", json!({"suspend": false})).await;
+    // Upstream starts the most recent missed slot at once (no deadline set).
+    let job = eventually("the missed slot's Job", Duration::from_secs(10), || async {
+        s.all_jobs().await.into_iter().next()
+    })
+    .await;
+    assert!(scheduled_time(&job) < resumed_at);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleting_a_cronjob_with_active_jobs_stops_it() {
+    let s = scenario("delete-cronjob").await;
+    s.create(&cronjob("doomed", "*/1 * * * *", json!({}), long_running()))
+        .await;
+    eventually("an active Job", ONE_SLOT, || async {
+        (s.active_count("doomed").await == 1).then_some(())
+    })
+    .await;
+    s.cronjobs
+        .delete("doomed", &DeleteParams::background())
+        .await
+        .expect("delete the CronJob");
+    eventually("the actor stopped", Duration::from_secs(10), || async {
+        (s.controller.metric("shardcron_actors") == 0.0).then_some(())
+    })
+    .await;
+    // The garbage collector removes the Job; nothing new is created.
+    eventually("the Job collected", Duration::from_secs(30), || async {
+        s.live_jobs().await.is_empty().then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(65)).await;
+    assert!(s.live_jobs().await.is_empty());
+}
+
+/// The CronJob `name`, its Jobs with `ttlSecondsAfterFinished: 0`.
+fn with_ttl_zero(mut cronjob: CronJob) -> CronJob {
+    if let Some(spec) = cronjob.spec.job_template.spec.as_mut() {
+        spec.ttl_seconds_after_finished = Some(0);
+    }
+    cronjob
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_the_ttl_controller_deletes_is_held_until_its_slot_is_recorded() {
+    // The lost status write, as it happens: the slot's Job made, the
+    // replica gone before recording it (killed here; fenced behind a
+    // silent partition in the churn test), the Job finished and deleted
+    // by the TTL controller meanwhile. Without the slot finalizer the
+    // restarted controller finds neither the Job nor the slot in the
+    // status and runs the slot again.
+    let mut s = scenario("held-job").await;
+    s.controller.kill();
+    // Daily at the next minute: that slot is the only one due for a day.
+    let now = jiff::Timestamp::now();
+    let slot = jiff::Timestamp::from_second(((now.as_second() + 5) / 60 + 1) * 60).expect("a slot");
+    let at = slot.to_zoned(jiff::tz::TimeZone::UTC);
+    let schedule = format!("{} {} * * *", at.minute(), at.hour());
+    let cronjob = s
+        .create(&with_ttl_zero(cronjob(
+            "held",
+            &schedule,
+            json!({}),
+            json!({}),
+        )))
+        .await;
+    let wait = slot.as_second() - jiff::Timestamp::now().as_second() + 1;
+    tokio::time::sleep(Duration::from_secs(wait.max(0) as u64)).await;
+    // The Job shardcron makes for the slot (the created-by annotation and
+    // the bucket label aside), made by hand while no controller runs.
+    let template = cronjob.spec.job_template.clone();
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {
+            "name": format!("held-{}", slot.as_second() / 60),
+            "annotations": {"batch.kubernetes.io/cronjob-scheduled-timestamp": slot.to_string()},
+            "ownerReferences": [{"apiVersion": KIND.api_version(), "kind": "CronJob", "name": "held",
+                                 "uid": cronjob.metadata.uid, "controller": true,
+                                 "blockOwnerDeletion": true}],
+            "finalizers": [shardcron::reconcile::SLOT_FINALIZER],
+        },
+        "spec": template.spec,
+    }))
+    .expect("a Job");
+    s.jobs
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("create the slot's Job");
+    eventually(
+        "the Job finished and deleted by the TTL controller",
+        Duration::from_secs(30),
+        || async {
+            let jobs = s.all_jobs().await;
+            jobs.iter()
+                .any(|j| finished(j).is_some() && j.metadata.deletion_timestamp.is_some())
+                .then_some(())
+        },
+    )
+    .await;
+    s.controller.restart().await;
+    eventually(
+        "the slot recorded, then the Job released",
+        Duration::from_secs(20),
+        || async {
+            let status = s.get("held").await.status.unwrap_or_default();
+            let recorded = status.last_schedule_time.map(|t| t.0) == Some(slot);
+            (recorded && status.last_successful_time.is_some() && s.all_jobs().await.is_empty())
+                .then_some(())
+        },
+    )
+    .await;
+    // `restart` returned once every actor had made its first decision: the
+    // one that would have started the slot again.
+    assert_eq!(
+        s.controller
+            .metric("shardcron_jobs_created_total{result=\"created\"}"),
+        0.0
+    );
+    assert!(
+        jiff::Timestamp::now().as_second() < slot.as_second() + 24 * 3600,
+        "no other slot was due"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn held_jobs_of_a_deleted_cronjob_are_released() {
+    // Background deletion: the CronJob goes first, the garbage collector
+    // then deletes its Jobs, and no actor is left to release them.
+    // Foreground: the CronJob waits (deleting) for its Jobs, whose actor
+    // releases them.
+    let s = scenario("held-orphans").await;
+    for (name, propagation) in [
+        ("background", DeleteParams::background()),
+        ("foreground", DeleteParams::foreground()),
+    ] {
+        s.create(&with_ttl_zero(cronjob(
+            name,
+            "*/1 * * * *",
+            json!({}),
+            long_running(),
+        )))
+        .await;
+        eventually(&format!("a held Job of {name}"), ONE_SLOT, || async {
+            s.all_jobs()
+                .await
+                .iter()
+                .any(|j| {
+                    j.metadata
+                        .owner_references
+                        .as_ref()
+                        .is_some_and(|o| o[0].name == name)
+                        && shardcron::reconcile::is_held(&j.metadata)
+                })
+                .then_some(())
+        })
+        .await;
+        s.cronjobs
+            .delete(name, &propagation)
+            .await
+            .expect("delete the CronJob");
+        eventually(
+            &format!("{name}: the CronJob and its Jobs gone"),
+            Duration::from_secs(30),
+            || async {
+                let cronjob_gone = s.cronjobs.get_opt(name).await.expect("get").is_none();
+                (cronjob_gone && s.all_jobs().await.is_empty()).then_some(())
+            },
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_foreign_job_holding_the_name_is_not_adopted() {
+    let s = scenario("foreign").await;
+    s.create(&cronjob("foreign", "*/1 * * * *", json!({}), json!({})))
+        .await;
+    // A Job with the next slot's name, controlled by a ConfigMap.
+    let owner: ConfigMap = Api::namespaced(s.admin.clone(), &s.ns.name)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap(),
+        )
+        .await
+        .expect("create the owner");
+    let next_minute = jiff::Timestamp::now().as_second() / 60 + 1;
+    let name = format!("foreign-{next_minute}");
+    let foreign: Job = serde_json::from_value(json!({
+        "metadata": {"name": name, "ownerReferences": [{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+            "uid": owner.metadata.uid, "controller": true
+        }]},
+        "spec": {"template": {
+            "metadata": {"annotations": long_running()},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+        }}
+    }))
+    .unwrap();
+    s.jobs
+        .create(&PostParams::default(), &foreign)
+        .await
+        .expect("create the foreign Job");
+    eventually(
+        "the slot's create to meet the foreign Job",
+        ONE_SLOT,
+        || async {
+            (s.controller
+                .metric("shardcron_jobs_created_total{result=\"already_exists\"}")
+                >= 1.0)
+                .then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let attempts = s
+        .controller
+        .metric("shardcron_jobs_created_total{result=\"already_exists\"}");
+    assert_eq!(attempts, 1.0, "the controller keeps trying the taken name");
+    let job = s.jobs.get(&name).await.expect("the foreign Job");
+    let owners = job.metadata.owner_references.unwrap_or_default();
+    assert_eq!(owners.len(), 1);
+    assert_eq!(owners[0].kind, "ConfigMap", "the Job was adopted");
+    assert_eq!(s.active_count("foreign").await, 0);
+}
+
+/// A Job that runs for a while, owned by nothing.
+fn bare_job(name: &str) -> Job {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"template": {
+            "metadata": {"annotations": long_running()},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+        }}
+    }))
+    .unwrap()
+}
+
+/// A tenant allowed to write its own CronJobs' status (and nothing else)
+/// points `status.active` at another namespace's Job and at a Job of its
+/// own namespace that the CronJob does not control. Under Replace,
+/// upstream's controller deletes whatever the list names at the next slot;
+/// shardcron, which has the same rights in every namespace, drops both
+/// entries with a warning and deletes neither.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenant_cannot_get_other_jobs_deleted_through_status_active() {
+    let s = scenario("hostile-status").await;
+    let cluster = cluster_for(KIND).await;
+    let elsewhere = cluster.namespace("hostile-victim").await;
+    let precious = Api::<Job>::namespaced(s.admin.clone(), &elsewhere.name)
+        .create(&PostParams::default(), &bare_job("precious"))
+        .await
+        .expect("create the other namespace's Job");
+    let bystander = s
+        .jobs
+        .create(&PostParams::default(), &bare_job("bystander"))
+        .await
+        .expect("create the uncontrolled Job");
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "cronjob-status"},
+        "rules": [{"apiGroups": [KIND.group()], "resources": ["cronjobs", "cronjobs/status"],
+                   "verbs": ["get", "patch", "update"]}]
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(s.admin.clone(), &s.ns.name)
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("create the tenant's Role");
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "cronjob-status"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cronjob-status"},
+        "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": s.ns.name}]
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(s.admin.clone(), &s.ns.name)
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("bind it");
+    let tenant = CronJobs::namespaced(
+        cluster.service_account_client(&s.ns.name, "tenant").await,
+        &s.ns.name,
+        KIND,
+    );
+    s.create(&cronjob(
+        "hostile",
+        "*/1 * * * *",
+        json!({"concurrencyPolicy": "Replace"}),
+        long_running(),
+    ))
+    .await;
+    let reference = |job: &Job| {
+        json!({"apiVersion": "batch/v1", "kind": "Job",
+               "namespace": job.metadata.namespace, "name": job.metadata.name,
+               "uid": job.metadata.uid})
+    };
+    let hostile = json!({"status": {"active": [reference(&precious), reference(&bystander)]}});
+    eventually(
+        "the tenant's status write (once its RoleBinding takes effect)",
+        Duration::from_secs(30),
+        || async {
+            tenant
+                .patch_status("hostile", &PatchParams::default(), &Patch::Merge(&hostile))
+                .await
+                .ok()
+        },
+    )
+    .await;
+    // The slot's Job under Replace, and the warnings.
+    eventually("the slot's Job and ForeignActiveJob", ONE_SLOT, || async {
+        let created = s
+            .live_jobs()
+            .await
+            .iter()
+            .any(|j| name_of(j).starts_with("hostile-"));
+        (created && s.has_event("hostile", "ForeignActiveJob").await).then_some(())
+    })
+    .await;
+    let still = |job: &Job, api: Api<Job>| {
+        let (name, uid) = (name_of(job), job.metadata.uid.clone());
+        async move {
+            let now = api.get(&name).await.expect("the Job still exists");
+            assert_eq!(now.metadata.uid, uid, "{name} was replaced");
+            assert!(
+                now.metadata.deletion_timestamp.is_none(),
+                "{name} is being deleted"
+            );
+        }
+    };
+    still(&precious, Api::namespaced(s.admin.clone(), &elsewhere.name)).await;
+    still(&bystander, s.jobs.clone()).await;
+    let active = s
+        .get("hostile")
+        .await
+        .status
+        .and_then(|st| st.active)
+        .unwrap_or_default();
+    assert!(
+        active
+            .iter()
+            .all(|r| r.name.as_deref().is_some_and(|n| n.starts_with("hostile-"))),
+        "the foreign entries stayed: {active:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_52_character_name_works() {
+    let s = scenario("long-name").await;
+    let name = "a".repeat(52);
+    s.create(&cronjob(&name, "*/1 * * * *", json!({}), json!({})))
+        .await;
+    let job = eventually("a Job", ONE_SLOT, || async {
+        s.all_jobs().await.into_iter().next()
+    })
+    .await;
+    assert_eq!(name_of(&job).len(), 52 + 1 + 8);
+    assert_one_job_per_slot(&name, &[job]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_mid_run_neither_duplicates_nor_loses_a_slot() {
+    let mut s = scenario("restart").await;
+    s.create(&cronjob(
+        "restarted",
+        "*/1 * * * *",
+        json!({}),
+        long_running(),
+    ))
+    .await;
+    eventually("the first Job", ONE_SLOT, || async {
+        (s.active_count("restarted").await == 1).then_some(())
+    })
+    .await;
+    // Killed outright in the middle of the run, down across a slot.
+    s.controller.kill();
+    let down_at = jiff::Timestamp::now();
+    let next_slot = (down_at.as_second() / 60 + 1) * 60;
+    let wait = (next_slot - down_at.as_second() + 3).max(0) as u64;
+    tokio::time::sleep(Duration::from_secs(wait)).await;
+    s.controller.restart().await;
+    let jobs = eventually("the missed slot's Job", Duration::from_secs(20), || async {
+        let jobs = s.live_jobs().await;
+        (jobs.len() == 2).then_some(jobs)
+    })
+    .await;
+    assert_one_job_per_slot("restarted", &jobs);
+    assert!(
+        jobs.iter()
+            .any(|j| scheduled_time(j).as_second() == next_slot)
+    );
+    // A graceful restart right after the create changes nothing either.
+    // `restart` returns once /readyz answers, that is once every actor has
+    // made and carried out its first decision: the one that would have
+    // created a duplicate. No sleep needed.
+    s.controller.restart().await;
+    assert_eq!(s.live_jobs().await.len(), 2);
+    assert_eq!(s.active_count("restarted").await, 2);
+}
