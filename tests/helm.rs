@@ -1,0 +1,366 @@
+//! deploy/helm/shardcron: the chart lints; with its defaults it renders what
+//! `kubectl apply -k deploy/` applies, and with `cronjobKinds: [shardcron]`
+//! what `deploy/managed` applies, object for object (so the two cannot
+//! drift); bad values are refused with a message. Then `helm install` on a
+//! control plane running kube-controller-manager's own CronJob controller
+//! (a managed one): the chart's container, run as the chart's
+//! ServiceAccount with the chart's arguments and environment, fires a
+//! shardcron.io CronJob; that ServiceAccount may do what the mode needs and
+//! no more; `helm uninstall` keeps the definition and the CronJobs.
+
+mod support;
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use serde_json::{Value, json};
+use shardcron::reconcile::CronJobKind;
+use shardcron_harness::{Replica, ReplicaSpec};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use support::cluster::Cluster;
+use support::crd::api_resource;
+use support::cronjobs::CronJobs;
+use support::rbac::allowed;
+use support::scenario::{ONE_SLOT, cronjob};
+use support::{eventually, local_binary, repo_root};
+
+const CHART: &str = "deploy/helm/shardcron";
+
+/// The labels Helm's conventions add to deploy/'s (the chart's selectors
+/// carry the release too, so two releases never select each other's pods).
+const HELM_LABELS: [&str; 4] = [
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/version",
+    "helm.sh/chart",
+];
+
+/// Runs `program args` in the repository; its stdout, or a panic with its stderr.
+fn output_of(program: &Path, args: &[&str]) -> String {
+    let output = Command::new(program)
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", program.display()));
+    assert!(
+        output.status.success(),
+        "{} {args:?} failed: {}",
+        program.display(),
+        support::stderr(&output)
+    );
+    support::stdout(&output)
+}
+
+fn helm(args: &[&str]) -> String {
+    output_of(&local_binary("helm"), args)
+}
+
+/// `helm template` with `args`, or its error message.
+fn render(args: &[&str]) -> Result<String, String> {
+    let output = Command::new(local_binary("helm"))
+        .args([
+            "template",
+            "shardcron",
+            CHART,
+            "--namespace",
+            "shardcron-system",
+        ])
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .expect("run helm");
+    if output.status.success() {
+        Ok(support::stdout(&output))
+    } else {
+        Err(support::stderr(&output))
+    }
+}
+
+fn kustomize(dir: &str) -> String {
+    output_of(&local_binary("kubectl"), &["kustomize", dir])
+}
+
+/// The objects of a multi-document YAML stream by (kind, name).
+fn objects(yaml: &str) -> BTreeMap<(String, String), Value> {
+    serde_yaml_ng::Deserializer::from_str(yaml)
+        .filter_map(|document| {
+            let value: Value = serde::Deserialize::deserialize(document).expect("YAML");
+            let kind = value["kind"].as_str()?.to_owned();
+            let name = value["metadata"]["name"].as_str()?.to_owned();
+            Some(((kind, name), value))
+        })
+        .collect()
+}
+
+/// Helm's labels and the CRD's keep annotation out, so what is left is
+/// what deploy/ says.
+fn without_helms_additions(value: &mut Value) {
+    let Value::Object(map) = value else {
+        if let Value::Array(items) = value {
+            items.iter_mut().for_each(without_helms_additions);
+        }
+        return;
+    };
+    for key in ["labels", "matchLabels", "selector", "annotations"] {
+        let Some(Value::Object(inner)) = map.get_mut(key) else {
+            continue;
+        };
+        let before = inner.len();
+        for label in HELM_LABELS.iter().chain(&["helm.sh/resource-policy"]) {
+            inner.remove(*label);
+        }
+        if inner.is_empty() && before > 0 {
+            map.remove(key);
+        }
+    }
+    map.values_mut().for_each(without_helms_additions);
+}
+
+/// The chart rendered with `values` is the kustomize overlay `dir`, but for
+/// the Namespace (a release's namespace is `helm install
+/// --create-namespace`'s) and Helm's labels.
+fn assert_renders_as(values: &[&str], dir: &str) {
+    let mut chart = objects(&render(values).expect("helm template"));
+    let mut base = objects(&kustomize(dir));
+    base.retain(|(kind, _), _| kind != "Namespace");
+    chart.values_mut().for_each(without_helms_additions);
+    assert_eq!(
+        chart.keys().collect::<Vec<_>>(),
+        base.keys().collect::<Vec<_>>(),
+        "the chart ({values:?}) and {dir} make different objects"
+    );
+    for (key, object) in &chart {
+        assert!(
+            object == &base[key],
+            "{key:?} differs between the chart ({values:?}) and {dir}:\nchart: {}\n{dir}: {}",
+            serde_json::to_string_pretty(object).unwrap_or_default(),
+            serde_json::to_string_pretty(&base[key]).unwrap_or_default()
+        );
+    }
+}
+
+#[test]
+fn the_chart_lints() {
+    let out = helm(&["lint", "--strict", CHART]);
+    assert!(out.contains("0 chart(s) failed"), "{out}");
+}
+
+#[test]
+fn with_its_defaults_the_chart_is_deploy() {
+    assert_renders_as(&[], "deploy");
+}
+
+#[test]
+fn serving_the_crd_the_chart_is_deploy_managed() {
+    assert_renders_as(&["--set", "cronjobKinds={shardcron}"], "deploy/managed");
+}
+
+#[test]
+fn bad_values_are_refused_with_a_message() {
+    for (values, message) in [
+        // One kind per release (values.schema.json; the template says why
+        // when the schema is skipped).
+        (
+            "cronjobKinds={batch,shardcron}",
+            "'/cronjobKinds': maxItems",
+        ),
+        (
+            "cronjobKinds={cron}",
+            "value must be one of 'batch', 'shardcron'",
+        ),
+        ("replicas=2", "additional properties 'replicas' not allowed"),
+        ("kubeApi.qps=0", "kubeApi/qps"),
+    ] {
+        match render(&["--set", values]) {
+            Ok(_) => panic!("{values} was rendered"),
+            Err(error) => assert!(error.contains(message), "{values}: {error}"),
+        }
+    }
+}
+
+/// What the chart's StatefulSet runs: its container's arguments (those
+/// after `run`) and plain environment, from the installed release.
+fn container_of(
+    release: &str,
+    namespace: &str,
+    kubeconfig: &Path,
+) -> (Vec<String>, Vec<(String, String)>) {
+    let manifest = helm(&[
+        "get",
+        "manifest",
+        release,
+        "--namespace",
+        namespace,
+        "--kubeconfig",
+        &kubeconfig.to_string_lossy(),
+    ]);
+    let statefulset = objects(&manifest)
+        .into_iter()
+        .find_map(|((kind, _), object)| (kind == "StatefulSet").then_some(object))
+        .expect("a StatefulSet in the release");
+    let container = &statefulset["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(args.first().map(String::as_str), Some("run"));
+    let env = container["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .filter_map(|e| {
+            Some((
+                e["name"].as_str()?.to_owned(),
+                e["value"].as_str()?.to_owned(),
+            ))
+        })
+        .collect();
+    (args[1..].to_vec(), env)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn helm_install_brings_up_a_controller_serving_the_crd() {
+    // Not `cluster_for`, which installs the definition: here the chart does
+    // (Helm adopts no object it did not make).
+    let cluster = Cluster::shared_beside_upstream();
+    let kubeconfig = cluster.kubeconfig_path();
+    let kubeconfig_arg = kubeconfig.to_string_lossy().into_owned();
+    let (release, namespace) = ("shardcron-chart", "shardcron-chart-system");
+    helm(&[
+        "install",
+        release,
+        CHART,
+        "--namespace",
+        namespace,
+        "--create-namespace",
+        "--set",
+        "cronjobKinds={shardcron}",
+        "--set",
+        "replicaCount=1",
+        "--kubeconfig",
+        &kubeconfig_arg,
+    ]);
+
+    // The chart's container, as the chart's ServiceAccount. The ports are
+    // the one thing replaced: the harness gives each process free ones.
+    let (args, env) = container_of(release, namespace, &kubeconfig);
+    let args: Vec<String> = args
+        .into_iter()
+        .filter(|a| !a.contains("-bind-address="))
+        .collect();
+    let sa_kubeconfig: PathBuf = cluster.dir().join("chart-controller.kubeconfig");
+    let yaml = cluster
+        .service_account_kubeconfig(namespace, release)
+        .await
+        .expect("the chart's ServiceAccount's kubeconfig");
+    std::fs::write(&sa_kubeconfig, yaml).expect("write it");
+    let mut env = env;
+    env.push(("SHARDCRON_NAMESPACE".into(), namespace.into()));
+    env.push(("RUST_LOG".into(), "info,shardcron=debug".into()));
+    let mut controller = Replica::new(ReplicaSpec {
+        bin: PathBuf::from(env!("CARGO_BIN_EXE_shardcron")),
+        id: format!("{release}-0"),
+        kubeconfig: sa_kubeconfig,
+        args,
+        env,
+        log: cluster.dir().join("shardcron-chart.log"),
+    });
+    // The definition served, and the binding in effect (RBAC takes a
+    // moment to see a new one).
+    let sa = cluster.service_account_client(namespace, release).await;
+    let shardcron = CronJobKind::Shardcron.group();
+    let served = Api::<DynamicObject>::all_with(sa.clone(), &api_resource(CronJobKind::Shardcron));
+    eventually(
+        "the definition served and the chart's RBAC in effect",
+        Duration::from_secs(30),
+        || async { served.list(&ListParams::default()).await.ok().map(drop) },
+    )
+    .await;
+    controller.launch().expect("start the chart's controller");
+    controller
+        .wait_ready(Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+
+    // It fires a shardcron.io CronJob.
+    let tenant = cluster.namespace("chart-tenant").await;
+    let admin = cluster.admin().await;
+    let cronjobs = CronJobs::namespaced(admin.clone(), &tenant.name, CronJobKind::Shardcron);
+    cronjobs
+        .create(
+            &PostParams::default(),
+            &cronjob("charted", "*/1 * * * *", json!({}), json!({})),
+        )
+        .await
+        .expect("create a shardcron.io CronJob");
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), &tenant.name);
+    let job = eventually("its Job", ONE_SLOT, || async {
+        jobs.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .next()
+    })
+    .await;
+    let owner = &job.metadata.owner_references.expect("an owner")[0];
+    assert_eq!(
+        (owner.api_version.as_str(), owner.name.as_str()),
+        ("shardcron.io/v1", "charted")
+    );
+
+    // Least privilege for this mode: the CRD's CronJobs read and their
+    // status written; batch/v1 CronJobs not even read; nothing else.
+    let own = Some(namespace);
+    let tenant_ns = Some(tenant.name.as_str());
+    for (verb, group, resource, namespace) in [
+        ("watch", shardcron, "cronjobs", None),
+        ("patch", shardcron, "cronjobs/status", tenant_ns),
+        ("update", shardcron, "cronjobs/finalizers", tenant_ns),
+        ("create", "batch", "jobs", tenant_ns),
+        ("update", "coordination.k8s.io", "leases", own),
+    ] {
+        assert!(
+            allowed(&sa, verb, group, resource, namespace).await,
+            "{verb} {group}/{resource} in {namespace:?} must be allowed"
+        );
+    }
+    for (verb, group, resource, namespace) in [
+        ("list", "batch", "cronjobs", None),
+        ("patch", "batch", "cronjobs/status", tenant_ns),
+        ("update", shardcron, "cronjobs", tenant_ns),
+        ("create", shardcron, "cronjobs", tenant_ns),
+        ("delete", shardcron, "cronjobs", tenant_ns),
+        ("update", "batch", "jobs", tenant_ns),
+        ("create", "coordination.k8s.io", "leases", tenant_ns),
+        ("get", "", "secrets", own),
+        ("list", "", "pods", tenant_ns),
+    ] {
+        assert!(
+            !allowed(&sa, verb, group, resource, namespace).await,
+            "{verb} {group}/{resource} in {namespace:?} must be refused"
+        );
+    }
+    controller
+        .stop(Duration::from_secs(60))
+        .await
+        .expect("a graceful stop");
+
+    // Uninstalled: the definition stays, and with it the tenants' CronJobs.
+    helm(&[
+        "uninstall",
+        release,
+        "--namespace",
+        namespace,
+        "--kubeconfig",
+        &kubeconfig_arg,
+    ]);
+    assert!(
+        cronjobs.get_opt("charted").await.expect("get").is_some(),
+        "helm uninstall took the CronJobs with it"
+    );
+}
