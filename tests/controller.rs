@@ -1,13 +1,121 @@
 //! The controller suite (tests/suites/controller_e2e.rs) on batch/v1
 //! CronJobs, shardcron in place of kube-controller-manager's CronJob
-//! controller.
+//! controller; and one ring serving both kinds.
 
 mod support;
 
 #[path = "suites/controller_e2e.rs"]
 mod e2e;
 
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::json;
 use shardcron::reconcile::CronJobKind;
+use std::time::Duration;
+use support::cluster::Cluster;
+use support::controller::Controller;
+use support::cronjobs::CronJobs;
+use support::eventually;
+use support::scenario::{ONE_SLOT, cronjob};
 
 /// The kind the suite's CronJobs are.
 const KIND: CronJobKind = CronJobKind::Batch;
+
+/// The controller of each Job: (apiVersion, name).
+async fn owners(jobs: &Api<Job>) -> Vec<(String, String)> {
+    jobs.list(&ListParams::default())
+        .await
+        .expect("list Jobs")
+        .items
+        .into_iter()
+        .filter_map(|job| {
+            let owner = job.metadata.owner_references?.into_iter().next()?;
+            Some((owner.api_version, owner.name))
+        })
+        .collect()
+}
+
+/// `--cronjob-kinds batch,shardcron`: one ring fires CronJobs of both
+/// kinds, and a batch/v1 CronJob and a shardcron.io one of the same name
+/// are two CronJobs (two keys, two actors): suspending or deleting one
+/// leaves the other running.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_ring_serves_both_kinds_and_keeps_namesakes_apart() {
+    // Not `cluster_for(Shardcron)`: that one runs kube-controller-manager's
+    // CronJob controller, which must be off where batch/v1 is served.
+    let cluster = Cluster::shared();
+    let admin = cluster.admin().await;
+    support::crd::install(&admin).await;
+    support::crd::grant_the_controller(&admin).await;
+    let ns = cluster.namespace("both-kinds").await;
+    let controller =
+        Controller::start_with(cluster, &ns.name, &["--cronjob-kinds=batch,shardcron"]).await;
+    let batch = CronJobs::namespaced(admin.clone(), &ns.name, CronJobKind::Batch);
+    let crd = CronJobs::namespaced(admin.clone(), &ns.name, CronJobKind::Shardcron);
+    let every_minute = |name: &str, spec| cronjob(name, "*/1 * * * *", spec, json!({}));
+    let create = PostParams::default();
+    // Namesakes: the batch/v1 one suspended, so that their Jobs' names
+    // (the CronJob's name and the minute) never meet.
+    batch
+        .create(&create, &every_minute("same", json!({"suspend": true})))
+        .await
+        .expect("create batch/v1 same");
+    crd.create(&create, &every_minute("same", json!({})))
+        .await
+        .expect("create shardcron.io same");
+    batch
+        .create(&create, &every_minute("other", json!({})))
+        .await
+        .expect("create batch/v1 other");
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), &ns.name);
+    let both_fired = |owners: &[(String, String)]| {
+        owners.contains(&("shardcron.io/v1".into(), "same".into()))
+            && owners.contains(&("batch/v1".into(), "other".into()))
+    };
+    eventually("a Job of each kind", ONE_SLOT, || async {
+        both_fired(&owners(&jobs).await).then_some(())
+    })
+    .await;
+    assert!(
+        !owners(&jobs)
+            .await
+            .contains(&("batch/v1".into(), "same".into())),
+        "the suspended batch/v1 namesake fired"
+    );
+    let keys = controller
+        .shards()
+        .and_then(|report| report.keys)
+        .expect("the replica's keys");
+    let mut expected = [
+        format!("{}/other", ns.name),
+        format!("{}/same", ns.name),
+        format!("shardcron.io/{}/same", ns.name),
+    ];
+    expected.sort();
+    assert_eq!(keys, expected);
+    for (cronjobs, name) in [(&crd, "same"), (&batch, "other")] {
+        let status = cronjobs.get(name).await.expect("get").status;
+        assert!(
+            status.and_then(|s| s.last_schedule_time).is_some(),
+            "{} {name}: no lastScheduleTime",
+            cronjobs.kind
+        );
+    }
+    // Deleting the batch/v1 namesake stops its actor only.
+    batch
+        .delete("same", &DeleteParams::background())
+        .await
+        .expect("delete batch/v1 same");
+    eventually("its actor stopped", Duration::from_secs(10), || async {
+        (controller.metric("shardcron_actors") == 2.0).then_some(())
+    })
+    .await;
+    let keys = controller
+        .shards()
+        .and_then(|report| report.keys)
+        .unwrap_or_default();
+    assert!(
+        keys.contains(&format!("shardcron.io/{}/same", ns.name)),
+        "the shardcron.io namesake's actor went with it: {keys:?}"
+    );
+}

@@ -103,10 +103,13 @@ impl CronJobActor {
         Ok(actor)
     }
 
-    /// `namespace/name`, built when needed rather than kept (memory per actor
-    /// is the budget that matters at 10^5 CronJobs).
+    /// Its key ([`crate::reconcile::CronJobKind::key`]), built when needed
+    /// rather than kept (memory per actor is the budget that matters at
+    /// 10^5 CronJobs).
     fn key(&self) -> String {
-        format!("{}/{}", self.cronjob.namespace, self.cronjob.name)
+        self.cronjob
+            .kind
+            .key(&self.cronjob.namespace, &self.cronjob.name)
     }
 
     /// Takes in a new version of the CronJob; returns the spec it replaced.

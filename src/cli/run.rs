@@ -9,12 +9,12 @@
 use crate::kube::gateway::{Gateway, Limits};
 use crate::kube::sharded::ServerShards;
 use crate::kube::watch::{self, ListStrategy};
-use crate::reconcile::CronJobKind;
+use crate::reconcile::{CronJobKind, CronJobKinds};
 use crate::schedule::load_named_zone;
 use crate::shard::debug;
 use crate::shard::fence::SharedFence;
 use crate::shard::lease::{self, LeaseSettings};
-use crate::shard::supervisor::{LeaseWatch, Parts, Shutdown, Supervisor, WatchSetup};
+use crate::shard::supervisor::{LeaseWatch, Parts, ServedKind, Shutdown, Supervisor, WatchSetup};
 use crate::telemetry::Metrics;
 use crate::telemetry::http::{self, Readiness};
 use crate::telemetry::logging::{self, LogFormat};
@@ -76,9 +76,9 @@ pub struct RunArgs {
     )]
     server_side_shards: ServerShards,
     /// Which CronJobs to serve: `batch` (batch/v1, in place of
-    /// kube-controller-manager's CronJob controller) or `shardcron` (the
-    /// cronjobs.shardcron.io CRD, beside it: `shardcron crd`). One kind per
-    /// ring for now: run a second ring (`--shard-ring-name`) for the other.
+    /// kube-controller-manager's CronJob controller), `shardcron` (the
+    /// cronjobs.shardcron.io CRD, beside it: `shardcron crd`), or
+    /// `batch,shardcron` (both, kube-controller-manager's off).
     #[arg(
         long,
         value_delimiter = ',',
@@ -213,7 +213,7 @@ fn run_controller(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<()> {
     if !(args.kube_api_qps.is_finite() && args.kube_api_qps > 0.0) {
         anyhow::bail!("--kube-api-qps must be a positive number");
     }
-    served_kind(&args.cronjob_kinds)?;
+    served_kinds(&args.cronjob_kinds)?;
     let settings = lease_settings(args, replica_id(args)?)?;
     let default_zone = load_named_zone(&args.default_time_zone)
         .map_err(|e| anyhow::anyhow!("--default-time-zone: {e}"))?;
@@ -282,11 +282,20 @@ async fn start(
         .with_context(|| format!("binding {}", args.debug_bind_address))?;
 
     let strategy = args.list_strategy.resolve(&client).await;
-    let kind = served_kind(&args.cronjob_kinds)?;
-    let server_shards = args
-        .server_side_shards
-        .resolve(&client, kind, args.namespaces.first().map(String::as_str))
-        .await;
+    let kinds = served_kinds(&args.cronjob_kinds)?;
+    let mut served = Vec::new();
+    for kind in kinds.iter() {
+        // Asked per kind: Kubernetes 1.36 shards batch/v1's watches, not
+        // custom resources'.
+        let server_shards = args
+            .server_side_shards
+            .resolve(&client, kind, args.namespaces.first().map(String::as_str))
+            .await;
+        served.push(ServedKind {
+            kind,
+            server_shards,
+        });
+    }
     let gateway = Gateway::start(
         client.clone(),
         Limits {
@@ -328,8 +337,7 @@ async fn start(
             client: client.clone(),
             strategy,
             metrics: metrics.clone(),
-            server_shards,
-            kind,
+            kinds: served.clone(),
         }),
     });
     let metrics_addr = metrics_listener.local_addr()?;
@@ -358,8 +366,7 @@ async fn start(
     }
     tracing::info!(
         ?strategy,
-        server_shards,
-        %kind,
+        ?served,
         ?scopes,
         threads,
         replica = %settings.replica_id,
@@ -385,19 +392,13 @@ fn parse_kind(value: &str) -> Result<CronJobKind, String> {
         })
 }
 
-/// The one kind a ring serves. Both in one ring would need keys that
-/// tell a batch/v1 CronJob from a shardcron.io one of the same name.
-fn served_kind(kinds: &[CronJobKind]) -> anyhow::Result<CronJobKind> {
-    let mut distinct = kinds.to_vec();
-    distinct.sort();
-    distinct.dedup();
-    match distinct.as_slice() {
-        [kind] => Ok(*kind),
-        [] => anyhow::bail!("--cronjob-kinds: name batch or shardcron"),
-        _ => anyhow::bail!(
-            "--cronjob-kinds: one kind per ring for now; run a second ring (--shard-ring-name) for the other"
-        ),
+/// The kinds a ring serves: at least one.
+fn served_kinds(kinds: &[CronJobKind]) -> anyhow::Result<CronJobKinds> {
+    let set = CronJobKinds::of(kinds.iter().copied());
+    if set.is_empty() {
+        anyhow::bail!("--cronjob-kinds: name batch, shardcron or both");
     }
+    Ok(set)
 }
 
 async fn wait_for_signal() {
@@ -439,7 +440,7 @@ mod tests {
     }
 
     #[test]
-    fn one_kind_is_served_batch_by_default() {
+    fn batch_is_served_by_default_and_either_kind_or_both_on_request() {
         use super::CronJobKind::{Batch, Shardcron};
         // The default holds unless SHARDCRON_CRONJOB_KINDS is set, which no test does.
         assert_eq!(kinds(&[]), Ok(vec![Batch]));
@@ -453,11 +454,19 @@ mod tests {
             "{unknown}"
         );
         assert_eq!(
-            super::served_kind(&[Shardcron, Shardcron]).ok(),
-            Some(Shardcron)
+            kinds(&["--cronjob-kinds", "batch,shardcron"]),
+            Ok(vec![Batch, Shardcron])
         );
-        let both = super::served_kind(&[Batch, Shardcron]).expect_err("both kinds");
-        assert!(both.to_string().contains("one kind per ring"), "{both}");
+        assert_eq!(
+            super::served_kinds(&[Shardcron, Shardcron]).ok(),
+            Some(super::CronJobKinds::of([Shardcron]))
+        );
+        assert_eq!(
+            super::served_kinds(&[Shardcron, Batch]).ok(),
+            Some(super::CronJobKinds::of([Batch, Shardcron]))
+        );
+        let none = super::served_kinds(&[]).expect_err("no kind");
+        assert!(none.to_string().contains("--cronjob-kinds"), "{none}");
     }
 
     #[test]

@@ -15,7 +15,7 @@
 use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
 use super::watch::JobFacts;
-use crate::reconcile::CronJobKind;
+use crate::reconcile::{CronJobKind, CronJobKinds};
 use ::kube::api::{Api, ListParams};
 use ::kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -47,13 +47,15 @@ pub enum LoadError {
     Deadline(super::deadline::Elapsed),
 }
 
-/// What the server is asked to filter a load by (the client filters by
-/// ownership anyway, so a server that ignores a selector costs only bytes).
-#[derive(Debug, Clone, Default)]
+/// What a load lists, and what the server is asked to filter it by (the
+/// client filters by ownership anyway, so a server that ignores a selector
+/// costs only bytes).
+#[derive(Debug, Clone)]
 pub struct LoadSelectors {
-    /// The gained buckets' hash ranges, where the server shards lists
-    /// ([`super::sharded`]); `None`: every CronJob.
-    pub cronjobs: Option<String>,
+    /// One list per served kind of CronJob, with the gained buckets' hash
+    /// ranges where the server shards that kind's lists
+    /// ([`super::sharded`]); `None`: every CronJob of the kind.
+    pub cronjobs: Vec<(CronJobKind, Option<String>)>,
     /// One list of Jobs per label selector ([`super::bucket`]: the gained
     /// buckets, and the unlabelled); empty: one list of every Job.
     pub jobs: Vec<String>,
@@ -103,7 +105,6 @@ where
 /// CronJobs never holds more than a page of them decoded.
 pub async fn load<Taken>(
     client: Client,
-    kind: CronJobKind,
     namespaces: &[Option<String>],
     selectors: &LoadSelectors,
     owned: impl Fn(&str) -> bool,
@@ -113,10 +114,7 @@ where
     Taken: Future<Output = ()>,
 {
     let mut counts = LoadCounts::default();
-    let cronjob_client = match &selectors.cronjobs {
-        Some(selector) => super::sharded::client_with_shard_selector(&client, selector),
-        None => client.clone(),
-    };
+    let kinds = CronJobKinds::of(selectors.cronjobs.iter().map(|(kind, _)| *kind));
     let job_selectors: Vec<Option<&str>> = if selectors.jobs.is_empty() {
         vec![None]
     } else {
@@ -127,26 +125,32 @@ where
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
         };
-        let cronjobs =
-            super::watch::cronjob_api(cronjob_client.clone(), kind, namespace.as_deref());
-        list_all(cronjobs, None, |page: Vec<LeanCronJob>| {
-            let cronjobs: Vec<LeanCronJob> = page
-                .into_iter()
-                .filter(|cronjob| cronjob.metadata.uid.as_deref().is_some_and(&owned))
-                .map(|cronjob| LeanCronJob { kind, ..cronjob })
-                .collect();
-            counts.cronjobs += cronjobs.len();
-            deliver(Loaded {
-                cronjobs,
-                jobs: Vec::new(),
+        for (kind, shards) in &selectors.cronjobs {
+            let kind = *kind;
+            let cronjob_client = match shards {
+                Some(selector) => super::sharded::client_with_shard_selector(&client, selector),
+                None => client.clone(),
+            };
+            let cronjobs = super::watch::cronjob_api(cronjob_client, kind, namespace.as_deref());
+            list_all(cronjobs, None, |page: Vec<LeanCronJob>| {
+                let cronjobs: Vec<LeanCronJob> = page
+                    .into_iter()
+                    .filter(|cronjob| cronjob.metadata.uid.as_deref().is_some_and(&owned))
+                    .map(|cronjob| LeanCronJob { kind, ..cronjob })
+                    .collect();
+                counts.cronjobs += cronjobs.len();
+                deliver(Loaded {
+                    cronjobs,
+                    jobs: Vec::new(),
+                })
             })
-        })
-        .await?;
+            .await?;
+        }
         for labels in &job_selectors {
             list_all(jobs.clone(), *labels, |page: Vec<LeanJob>| {
                 let jobs: Vec<JobFacts> = page
                     .into_iter()
-                    .map(|job| JobFacts::of(job, kind))
+                    .map(|job| JobFacts::of(job, kinds))
                     .filter(|facts| facts.owner_uid.as_deref().is_some_and(&owned))
                     .collect();
                 counts.jobs += jobs.len();
@@ -210,9 +214,11 @@ mod tests {
         let mut pages = Vec::new();
         let result = load(
             client,
-            CronJobKind::Batch,
             &[None],
-            &LoadSelectors::default(),
+            &LoadSelectors {
+                cronjobs: vec![(CronJobKind::Batch, None)],
+                jobs: Vec::new(),
+            },
             |uid| uid.starts_with("uid-keep"),
             |page| {
                 pages.push(page);

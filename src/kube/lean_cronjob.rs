@@ -118,6 +118,15 @@ impl kube::Resource for LeanCronJob {
 }
 
 impl LeanCronJob {
+    /// Its key in the ring ([`CronJobKind::key`]: kind-qualified, so that
+    /// namesakes of the two kinds stay apart).
+    pub fn key(&self) -> String {
+        self.kind.key(
+            self.metadata.namespace.as_deref().unwrap_or_default(),
+            self.metadata.name.as_deref().unwrap_or_default(),
+        )
+    }
+
     /// The compiled spec, its template compressed from the bytes received.
     pub fn spec_view(&self) -> SpecView {
         let spec = &self.spec;

@@ -29,7 +29,7 @@
 
 use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
-use crate::reconcile::{CronJobKind, JobSummary};
+use crate::reconcile::{CronJobKind, CronJobKinds, JobSummary};
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::ResourceLabels;
 use ::kube::runtime::WatchStreamExt;
@@ -119,16 +119,16 @@ impl JobFacts {
 /// A batch/v1 CronJob's view of a Job.
 impl From<LeanJob> for JobFacts {
     fn from(job: LeanJob) -> Self {
-        Self::of(job, CronJobKind::Batch)
+        Self::of(job, CronJobKinds::of([CronJobKind::Batch]))
     }
 }
 
 impl JobFacts {
-    /// The facts of `job` for a controller serving `kind`: a Job whose
+    /// The facts of `job` for a controller serving `kinds`: a Job whose
     /// controller is a CronJob of another API has no owner here.
-    pub fn of(job: LeanJob, kind: CronJobKind) -> Self {
+    pub fn of(job: LeanJob, kinds: CronJobKinds) -> Self {
         let owner = crate::reconcile::controller_in(&job.metadata)
-            .filter(|r| r.kind == CronJobKind::KIND && kind.is_group_of(&r.api_version));
+            .filter(|r| r.kind == CronJobKind::KIND && kinds.serving(&r.api_version).is_some());
         Self {
             namespace: job.metadata.namespace.clone().unwrap_or_default(),
             uid: job.metadata.uid.clone().unwrap_or_default(),
@@ -273,11 +273,11 @@ fn cronjob_resource(kind: CronJobKind) -> &'static str {
 
 /// Watches the Jobs in one namespace (or all) that `selector` selects
 /// ([`super::bucket`]: the owned buckets, or no bucket), as [`JobFacts`]
-/// for CronJobs of `kind`; `resource` names the watch in the metrics.
+/// for CronJobs of `kinds`; `resource` names the watch in the metrics.
 #[allow(clippy::too_many_arguments)]
 pub fn jobs<Delivered: Future<Output = ()> + Send>(
     client: Client,
-    kind: CronJobKind,
+    kinds: CronJobKinds,
     namespace: Option<&str>,
     strategy: ListStrategy,
     selector: &str,
@@ -290,7 +290,7 @@ pub fn jobs<Delivered: Future<Output = ()> + Send>(
         strategy.config().labels(selector),
         resource,
         metrics,
-        move |job| JobFacts::of(job, kind),
+        move |job| JobFacts::of(job, kinds),
         deliver,
     )
 }

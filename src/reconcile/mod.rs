@@ -96,7 +96,7 @@ pub use history::{OverHistoryLimit, by_start_time, over_limit};
 pub use job::{
     SLOT_FINALIZER, active_reference, build_job, controller_reference, is_held, job_name,
 };
-pub use kind::CronJobKind;
+pub use kind::{CronJobKind, CronJobKinds};
 pub use live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, LiveJob, Lookup};
 pub use release::{Release, releases};
 pub use sync::MAX_UNLISTED_LOOKUPS;

@@ -21,6 +21,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use shardcron::kube::bucket;
 use std::time::Duration;
 
 /// A scenario on this suite's kind (shadows the batch/v1 one of the glob import).
@@ -450,12 +451,15 @@ async fn a_job_the_ttl_controller_deletes_is_held_until_its_slot_is_recorded() {
         .await;
     let wait = slot.as_second() - jiff::Timestamp::now().as_second() + 1;
     tokio::time::sleep(Duration::from_secs(wait.max(0) as u64)).await;
-    // The Job shardcron makes for the slot (the created-by annotation and
-    // the bucket label aside), made by hand while no controller runs.
+    // The Job shardcron makes for the slot (the created-by annotation
+    // aside), made by hand while no controller runs. Its bucket label too:
+    // a ring serving only shardcron.io CronJobs reads labelled Jobs alone.
     let template = cronjob.spec.job_template.clone();
+    let uid = cronjob.metadata.uid.clone().unwrap_or_default();
     let job: Job = serde_json::from_value(json!({
         "metadata": {
             "name": format!("held-{}", slot.as_second() / 60),
+            "labels": {bucket::LABEL: bucket::Bucket::of(&uid).label_value()},
             "annotations": {"batch.kubernetes.io/cronjob-scheduled-timestamp": slot.to_string()},
             "ownerReferences": [{"apiVersion": KIND.api_version(), "kind": "CronJob", "name": "held",
                                  "uid": cronjob.metadata.uid, "controller": true,

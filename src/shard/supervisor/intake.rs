@@ -8,20 +8,22 @@ use super::Supervisor;
 use crate::actor::cronjob::Update;
 use crate::kube::lean_cronjob::LeanCronJob;
 use crate::kube::watch::JobFacts;
+use crate::reconcile::{CronJobKind, CronJobKinds};
 use crate::shard::jobs::JobRoute;
 use crate::shard::membership::LeaseObservation;
-use crate::shard::ownership::{self, Input};
+use crate::shard::ownership::Input;
 use crate::shard::relist::Relist;
 use ::kube::runtime::watcher::Event;
 use actix::prelude::*;
 use std::time::Instant;
 
-/// An event of the CronJob watch of scope number `scope`, the watch's
-/// `generation` (see [`super::watches`]).
+/// An event of the CronJob watch of `kind` of scope number `scope`, the
+/// watch's `generation` (see [`super::watches`]).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct CronJobWatch {
     pub scope: usize,
+    pub kind: CronJobKind,
     pub generation: u64,
     pub event: Event<LeanCronJob>,
 }
@@ -54,23 +56,47 @@ pub struct LeaseWatch(pub Event<(String, LeaseObservation)>);
 #[derive(Default)]
 pub(super) struct ScopeState {
     pub(super) namespace: Option<String>,
-    cronjobs_listed: bool,
+    /// Each served kind's CronJob watch: its re-list, and whether it has
+    /// listed once.
+    cronjobs: Vec<(CronJobKind, Relist<String>, bool)>,
     labelled_jobs_listed: bool,
     unlabelled_jobs_listed: bool,
-    cronjobs: Relist<String>,
     labelled_jobs: Relist<String>,
     unlabelled_jobs: Relist<String>,
 }
 
 impl ScopeState {
-    /// The scope of `namespace`; without the unlabelled Job watch
-    /// (`unlabelled_jobs: false`), its list counts as done from the start.
-    pub(super) fn new(namespace: Option<String>, unlabelled_jobs: bool) -> Self {
+    /// The scope of `namespace`, serving `kinds`; without the unlabelled
+    /// Job watch (`unlabelled_jobs: false`), its list counts as done from
+    /// the start.
+    pub(super) fn new(
+        namespace: Option<String>,
+        kinds: CronJobKinds,
+        unlabelled_jobs: bool,
+    ) -> Self {
         Self {
             namespace,
+            cronjobs: kinds
+                .iter()
+                .map(|kind| (kind, Relist::default(), false))
+                .collect(),
             unlabelled_jobs_listed: !unlabelled_jobs,
             ..Self::default()
         }
+    }
+
+    /// The re-list of the CronJob watch of `kind`, and whether it listed.
+    fn cronjobs(&mut self, kind: CronJobKind) -> Option<(&mut Relist<String>, &mut bool)> {
+        self.cronjobs
+            .iter_mut()
+            .find(|(k, _, _)| *k == kind)
+            .map(|(_, relist, listed)| (relist, listed))
+    }
+
+    fn listed(&self) -> bool {
+        self.cronjobs.iter().all(|(_, _, listed)| *listed)
+            && self.labelled_jobs_listed
+            && self.unlabelled_jobs_listed
     }
 
     fn covers(&self, namespace: &str) -> bool {
@@ -92,7 +118,7 @@ impl Supervisor {
         now: Instant,
         ctx: &mut Context<Self>,
     ) {
-        let key = Self::key_of(&cronjob);
+        let key = cronjob.key();
         let uid = cronjob.metadata.uid.clone().unwrap_or_default();
         if self.ownership.has(&key, &uid) {
             if let Some(running) = self.actors.get(&key) {
@@ -110,7 +136,7 @@ impl Supervisor {
             }
             self.deleted_cronjobs.insert(uid);
         }
-        let key = Self::key_of(cronjob);
+        let key = cronjob.key();
         self.step(Input::CronJobGone { key }, now, ctx, None);
     }
 
@@ -157,13 +183,10 @@ impl Supervisor {
         }
     }
 
-    /// Once every scope has listed both kinds, the protocol may start actors.
+    /// Once every scope has listed CronJobs and Jobs, the protocol may
+    /// start actors.
     fn maybe_sync(&mut self, now: Instant, ctx: &mut Context<Self>) {
-        if self
-            .scopes
-            .iter()
-            .all(|s| s.cronjobs_listed && s.labelled_jobs_listed && s.unlabelled_jobs_listed)
-        {
+        if self.scopes.iter().all(ScopeState::listed) {
             // Again after each restarted watch's list (the ring changed):
             // logged the first time only.
             if !self.lists_synced {
@@ -180,19 +203,37 @@ impl Handler<CronJobWatch> for Supervisor {
 
     fn handle(&mut self, message: CronJobWatch, ctx: &mut Self::Context) {
         let now = super::now();
-        let scope = message.scope;
+        let CronJobWatch {
+            scope,
+            kind,
+            generation,
+            event,
+        } = message;
         if !self
             .watches
-            .is_current_cronjob_watch(scope, message.generation)
+            .is_current_cronjob_watch(scope, kind, generation)
         {
             return;
         }
-        match message.event {
+        // The watch reads one kind; the objects say which only through it.
+        let event = match event {
+            Event::Apply(cronjob) => Event::Apply(LeanCronJob { kind, ..cronjob }),
+            Event::Delete(cronjob) => Event::Delete(LeanCronJob { kind, ..cronjob }),
+            Event::InitApply(cronjob) => Event::InitApply(LeanCronJob { kind, ..cronjob }),
+            other => other,
+        };
+        let Some(state) = self.scopes.get_mut(scope) else {
+            return;
+        };
+        let Some((relist, _)) = state.cronjobs(kind) else {
+            return;
+        };
+        match event {
             Event::Apply(cronjob) => self.on_cronjob(cronjob, now, ctx),
             Event::Delete(cronjob) => self.on_cronjob_deleted(&cronjob, now, ctx),
-            Event::Init => self.scopes[scope].cronjobs.begin(),
+            Event::Init => relist.begin(),
             Event::InitApply(cronjob) => {
-                self.scopes[scope].cronjobs.saw(&Self::key_of(&cronjob));
+                relist.saw(&cronjob.key());
                 self.on_cronjob(cronjob, now, ctx);
             }
             Event::InitDone => {
@@ -200,13 +241,19 @@ impl Handler<CronJobWatch> for Supervisor {
                 let known: Vec<&String> = self
                     .actors
                     .keys()
-                    .filter(|key| in_scope.covers(ownership::split_key(key).0))
+                    .filter(|key| {
+                        let (of_kind, namespace, _) = CronJobKind::parse_key(key);
+                        of_kind == kind && in_scope.covers(namespace)
+                    })
                     .collect();
-                let gone = self.scopes[scope].cronjobs.finish(known);
+                let Some((relist, listed)) = self.scopes[scope].cronjobs(kind) else {
+                    return;
+                };
+                let gone = relist.finish(known);
+                *listed = true;
                 for key in gone {
                     self.step(Input::CronJobGone { key }, now, ctx, None);
                 }
-                self.scopes[scope].cronjobs_listed = true;
                 self.maybe_sync(now, ctx);
                 crate::memory::release_free_pages();
             }

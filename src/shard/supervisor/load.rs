@@ -35,7 +35,6 @@ impl Supervisor {
         let me = self.setup.me.clone();
         let client = self.setup.client.clone();
         let namespaces = self.namespaces();
-        let kind = self.watches.kind();
         let Some(selectors) = self.load_selectors(&target, previous.as_deref()) else {
             // Nothing gained: nothing to list.
             ctx.notify(LoadDone(Ok(LoadCounts::default())));
@@ -56,8 +55,7 @@ impl Supervisor {
                             .is_none_or(|p| p.owner(uid) != Some(me.as_str()))
                 };
                 let deliver = |page| to.send(LoadPage(page)).map(drop);
-                let result =
-                    bulk::load(client, kind, &namespaces, &selectors, gained, deliver).await;
+                let result = bulk::load(client, &namespaces, &selectors, gained, deliver).await;
                 if let Ok(counts) = &result {
                     let span = tracing::Span::current();
                     span.record("shard.cronjobs_gained", counts.cronjobs);
@@ -71,8 +69,9 @@ impl Supervisor {
 
     /// What to ask the server for when loading what `target` gives this
     /// replica and `previous` did not: the gained buckets' Jobs and the
-    /// unlabelled ones, and, where the server shards lists, only the gained
-    /// buckets' CronJobs. `None` if nothing is gained.
+    /// unlabelled ones, and each served kind's CronJobs (where the server
+    /// shards that kind's lists, only the gained buckets'). `None` if
+    /// nothing is gained.
     fn load_selectors(&self, target: &Ring, previous: Option<&Ring>) -> Option<LoadSelectors> {
         let me = self.setup.me.as_str();
         let gained: Vec<Bucket> = target
@@ -86,9 +85,16 @@ impl Supervisor {
         Some(LoadSelectors {
             cronjobs: self
                 .watches
-                .server_shards()
-                .then(|| bucket::shard_selector(&gained))
-                .flatten(),
+                .served()
+                .into_iter()
+                .map(|served| {
+                    let shards = served
+                        .server_shards
+                        .then(|| bucket::shard_selector(&gained))
+                        .flatten();
+                    (served.kind, shards)
+                })
+                .collect(),
             jobs: std::iter::once(bucket::label_selector(&gained))
                 .chain(
                     self.watches
@@ -126,7 +132,7 @@ impl Handler<LoadPage> for Supervisor {
             }
             // `on_cronjob` hands a known CronJob to its actor as the watch's
             // versions are handed.
-            match self.actors.get(&Self::key_of(&cronjob)) {
+            match self.actors.get(&cronjob.key()) {
                 Some(running) if running.uid != uid => {}
                 _ => self.on_cronjob(cronjob, now, ctx),
             }

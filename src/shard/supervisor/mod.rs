@@ -27,7 +27,7 @@ mod tests;
 mod watches;
 
 pub use intake::{CronJobWatch, JobStream, JobWatch, LeaseWatch};
-pub use watches::WatchSetup;
+pub use watches::{ServedKind, WatchSetup};
 
 use super::debug::{DebugShards, ShardReport};
 use super::fence::{FenceState, SharedFence};
@@ -187,7 +187,13 @@ impl Supervisor {
             next_arbiter: 0,
             scopes: scopes
                 .into_iter()
-                .map(|namespace| ScopeState::new(namespace, watches.watches_unlabelled_jobs()))
+                .map(|namespace| {
+                    ScopeState::new(
+                        namespace,
+                        watches.kinds(),
+                        watches.watches_unlabelled_jobs(),
+                    )
+                })
                 .collect(),
             watches,
             leases: Relist::default(),
@@ -209,12 +215,6 @@ impl Supervisor {
     /// The watched namespaces (`None`: all), by scope number.
     fn namespaces(&self) -> Vec<Option<String>> {
         self.scopes.iter().map(|s| s.namespace.clone()).collect()
-    }
-
-    fn key_of(cronjob: &LeanCronJob) -> String {
-        let namespace = cronjob.metadata.namespace.as_deref().unwrap_or_default();
-        let name = cronjob.metadata.name.as_deref().unwrap_or_default();
-        format!("{namespace}/{name}")
     }
 
     /// Feeds the protocol one input and carries out what it answers.

@@ -8,6 +8,7 @@
 use super::*;
 use crate::kube::gateway::Limits;
 use crate::kube::scripted::{self, Answer};
+use crate::reconcile::CronJobKind;
 use crate::shard::lease::VIEW_ANNOTATION;
 use ::kube::runtime::events::Reporter;
 use ::kube::runtime::watcher::Event;
@@ -163,6 +164,7 @@ impl Shell {
         {
             supervisor.do_send(CronJobWatch {
                 scope: 0,
+                kind: CronJobKind::Batch,
                 generation: 0,
                 event,
             });
@@ -293,6 +295,7 @@ async fn a_gained_key_decides_on_the_load_when_the_watch_replays_an_older_versio
     // still on its way.
     shell.supervisor.do_send(CronJobWatch {
         scope: 0,
+        kind: CronJobKind::Batch,
         generation: 0,
         event: Event::Apply(replayed),
     });

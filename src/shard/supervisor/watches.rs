@@ -9,8 +9,9 @@
 //!   with a CronJob as controller), unfiltered: every replica reads them
 //!   and routes them by their controller's UID, as before (only where
 //!   batch/v1 CronJobs are served: see [`Watches::watches_unlabelled_jobs`]);
-//! - CronJobs: sharded by the server and restarted with the ring where it
-//!   can ([`crate::kube::sharded`]), all of them otherwise.
+//! - CronJobs, one watch per served kind: sharded by the server and
+//!   restarted with the ring where it can ([`crate::kube::sharded`]), all
+//!   of them otherwise.
 //!
 //! A restarted watch lists again; its events carry a generation, and the
 //! supervisor drops those of a watch it has replaced (the old watch may
@@ -25,7 +26,7 @@ use super::intake::{CronJobWatch, JobStream, JobWatch};
 use crate::kube::bucket::{self, Bucket};
 use crate::kube::lean_cronjob::LeanCronJob;
 use crate::kube::watch::{self, JobFacts, ListStrategy};
-use crate::reconcile::CronJobKind;
+use crate::reconcile::{CronJobKind, CronJobKinds};
 use crate::telemetry::Metrics;
 use ::kube::Client;
 use ::kube::runtime::watcher::Event;
@@ -41,10 +42,18 @@ pub struct WatchSetup {
     pub client: Client,
     pub strategy: ListStrategy,
     pub metrics: Arc<Metrics>,
-    /// The API server filters CronJobs by `shardSelector`.
-    pub server_shards: bool,
-    /// The CronJobs served: batch/v1's or the shardcron.io CRD's.
+    /// The CronJobs served (batch/v1's, the shardcron.io CRD's, or both),
+    /// each with whether the API server filters its CronJobs by
+    /// `shardSelector` (Kubernetes 1.36 does for batch/v1, not for custom
+    /// resources).
+    pub kinds: Vec<ServedKind>,
+}
+
+/// One kind of CronJob a replica serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServedKind {
     pub kind: CronJobKind,
+    pub server_shards: bool,
 }
 
 /// A running watch and its generation.
@@ -56,7 +65,8 @@ struct Running {
 /// The watches of one scope.
 #[derive(Default)]
 struct ScopeWatches {
-    cronjobs: Option<Running>,
+    /// One per served kind, in [`WatchSetup::kinds`]' order.
+    cronjobs: Vec<Option<Running>>,
     labelled_jobs: Option<Running>,
     unlabelled_jobs: Option<JoinHandle<()>>,
 }
@@ -93,12 +103,14 @@ fn send_jobs(
 fn send_cronjobs(
     to: &Addr<Supervisor>,
     scope: usize,
+    kind: CronJobKind,
     generation: u64,
 ) -> impl FnMut(Event<LeanCronJob>) -> Request<Supervisor, CronJobWatch> + Send + 'static {
     let to = to.clone();
     move |event| {
         to.send(CronJobWatch {
             scope,
+            kind,
             generation,
             event,
         })
@@ -130,13 +142,19 @@ impl Watches {
         }
     }
 
-    pub(super) fn server_shards(&self) -> bool {
-        self.setup.as_ref().is_some_and(|s| s.server_shards)
+    /// The kinds served (batch/v1 alone, without a setup).
+    pub(super) fn served(&self) -> Vec<ServedKind> {
+        match &self.setup {
+            Some(setup) => setup.kinds.clone(),
+            None => vec![ServedKind {
+                kind: CronJobKind::Batch,
+                server_shards: false,
+            }],
+        }
     }
 
-    /// The CronJobs served (batch/v1's without a setup).
-    pub(super) fn kind(&self) -> CronJobKind {
-        self.setup.as_ref().map_or(CronJobKind::Batch, |s| s.kind)
+    pub(super) fn kinds(&self) -> CronJobKinds {
+        CronJobKinds::of(self.served().into_iter().map(|s| s.kind))
     }
 
     /// Whether Jobs without the bucket label are watched: only batch/v1's
@@ -146,15 +164,23 @@ impl Watches {
     /// kube-controller-manager, the unlabelled ones are its Jobs, which no
     /// replica should read.
     pub(super) fn watches_unlabelled_jobs(&self) -> bool {
-        self.kind() == CronJobKind::Batch
+        self.kinds().contains(CronJobKind::Batch)
     }
 
     /// Whether an event of generation `generation` comes from the scope's
-    /// current CronJob watch.
-    pub(super) fn is_current_cronjob_watch(&self, scope: usize, generation: u64) -> bool {
+    /// current CronJob watch of `kind`.
+    pub(super) fn is_current_cronjob_watch(
+        &self,
+        scope: usize,
+        kind: CronJobKind,
+        generation: u64,
+    ) -> bool {
+        let Some(index) = self.served().iter().position(|s| s.kind == kind) else {
+            return false;
+        };
         self.scopes
             .get(scope)
-            .is_some_and(|s| current(&s.cronjobs) == generation)
+            .is_some_and(|s| current(s.cronjobs.get(index).unwrap_or(&None)) == generation)
     }
 
     /// Whether an event of `stream`, generation `generation`, comes from
@@ -178,13 +204,15 @@ impl Watches {
             return;
         };
         let unlabelled = self.watches_unlabelled_jobs();
+        let kinds = self.kinds();
         for (scope, namespace) in namespaces.iter().enumerate() {
             let watches = &mut self.scopes[scope];
+            watches.cronjobs = setup.kinds.iter().map(|_| None).collect();
             if unlabelled {
                 let mut send = send_jobs(to, scope, JobStream::Unlabelled, 0);
                 watches.unlabelled_jobs = Some(watch::jobs(
                     setup.client.clone(),
-                    setup.kind,
+                    kinds,
                     namespace.as_deref(),
                     setup.strategy,
                     &bucket::unlabelled_selector(),
@@ -193,18 +221,21 @@ impl Watches {
                     move |event| send(event).map(drop),
                 ));
             }
-            if !setup.server_shards {
-                let mut send = send_cronjobs(to, scope, 1);
+            for (served, running) in setup.kinds.iter().zip(&mut watches.cronjobs) {
+                if served.server_shards {
+                    continue;
+                }
+                let mut send = send_cronjobs(to, scope, served.kind, 1);
                 let task = watch::cronjobs(
                     setup.client.clone(),
-                    setup.kind,
+                    served.kind,
                     namespace.as_deref(),
                     setup.strategy,
                     None,
                     setup.metrics.clone(),
                     move |event| send(event).map(drop),
                 );
-                watches.cronjobs = Some(Running {
+                *running = Some(Running {
                     generation: 1,
                     task,
                 });
@@ -233,16 +264,17 @@ impl Watches {
             buckets = buckets.len(),
             label_selector_bytes = labels.len(),
             shard_selector_bytes = shards.as_ref().map_or(0, String::len),
-            server_shards = setup.server_shards,
+            server_shards = ?setup.kinds,
             "watching the owned buckets"
         );
+        let kinds = self.kinds();
         for (scope, namespace) in namespaces.iter().enumerate() {
             let watches = &mut self.scopes[scope];
             restart(&mut watches.labelled_jobs, |generation| {
                 let mut send = send_jobs(to, scope, JobStream::Labelled, generation);
                 watch::jobs(
                     setup.client.clone(),
-                    setup.kind,
+                    kinds,
                     namespace.as_deref(),
                     setup.strategy,
                     &labels,
@@ -251,12 +283,15 @@ impl Watches {
                     move |event| send(event).map(drop),
                 )
             });
-            if setup.server_shards {
-                restart(&mut watches.cronjobs, |generation| {
-                    let mut send = send_cronjobs(to, scope, generation);
+            for (served, running) in setup.kinds.iter().zip(&mut watches.cronjobs) {
+                if !served.server_shards {
+                    continue;
+                }
+                restart(running, |generation| {
+                    let mut send = send_cronjobs(to, scope, served.kind, generation);
                     watch::cronjobs(
                         setup.client.clone(),
-                        setup.kind,
+                        served.kind,
                         namespace.as_deref(),
                         setup.strategy,
                         shards.as_deref(),
