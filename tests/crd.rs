@@ -630,13 +630,18 @@ async fn a_cronjob_moved_over_runs_each_slot_once() {
         )
         .await
         .expect("suspend the original");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let file = dir.path().join("mover.yaml");
-    let mut listed = serde_json::to_value(&suspended).expect("JSON");
-    listed["apiVersion"] = json!("batch/v1");
-    listed["kind"] = json!("CronJob");
-    std::fs::write(&file, serde_yaml_ng::to_string(&listed).expect("YAML")).expect("write");
-    let converted = support::shardcron(&["convert", "-f", &file.to_string_lossy(), "--resume"]);
+    // Read from the cluster, as the user would: their kubeconfig, the
+    // namespace (of which the original is the only CronJob).
+    assert_eq!(suspended.spec.suspend, Some(true));
+    let kubeconfig = cluster.kubeconfig_path();
+    let converted = support::shardcron(&[
+        "convert",
+        "--namespace",
+        &ns.name,
+        "--kubeconfig",
+        &kubeconfig.to_string_lossy(),
+        "--resume",
+    ]);
     assert!(
         converted.status.success(),
         "{}",

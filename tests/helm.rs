@@ -157,15 +157,48 @@ fn serving_the_crd_the_chart_is_deploy_managed() {
     assert_renders_as(&["--set", "cronjobKinds={shardcron}"], "deploy/managed");
 }
 
+/// Both kinds: the rights on both kinds' CronJobs (deploy/batch's and
+/// deploy/crd's), the definition, and the flag naming both.
+#[test]
+fn serving_both_kinds_the_chart_grants_both_and_installs_the_definition() {
+    let chart = objects(&render(&["--set", "cronjobKinds={shardcron,batch}"]).expect("render"));
+    let base = objects(&format!(
+        "{}\n---\n{}",
+        kustomize("deploy"),
+        kustomize("deploy/crd")
+    ));
+    for key in [
+        ("ClusterRole", "shardcron-batch"),
+        ("ClusterRole", "shardcron-crd"),
+        ("ClusterRoleBinding", "shardcron-batch"),
+        ("ClusterRoleBinding", "shardcron-crd"),
+        ("CustomResourceDefinition", "cronjobs.shardcron.io"),
+    ] {
+        let key = (key.0.to_owned(), key.1.to_owned());
+        let mut object = chart
+            .get(&key)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {key:?}"));
+        without_helms_additions(&mut object);
+        assert!(object == base[&key], "{key:?} differs from kustomize's");
+    }
+    let statefulset = &chart[&("StatefulSet".to_owned(), "shardcron".to_owned())];
+    let args = &statefulset["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(
+        args.as_array()
+            .is_some_and(|a| a.contains(&json!("--cronjob-kinds=batch,shardcron"))),
+        "{args}"
+    );
+}
+
 #[test]
 fn bad_values_are_refused_with_a_message() {
     for (values, message) in [
-        // One kind per release (values.schema.json; the template says why
-        // when the schema is skipped).
         (
-            "cronjobKinds={batch,shardcron}",
-            "'/cronjobKinds': maxItems",
+            "cronjobKinds={batch,batch}",
+            "'/cronjobKinds': items at 0 and 1 are equal",
         ),
+        ("cronjobKinds=null", "missing property 'cronjobKinds'"),
         (
             "cronjobKinds={cron}",
             "value must be one of 'batch', 'shardcron'",

@@ -54,6 +54,34 @@ fn read_input(path: &std::path::Path) -> std::io::Result<String> {
     }
 }
 
+/// A client from `kubeconfig`, or else from inside a pod, or else from the
+/// default kubeconfig (`KUBECONFIG`, `~/.kube/config`), as kubectl finds
+/// one; `user_agent` names the caller to the API server.
+async fn kube_client(
+    kubeconfig: Option<&std::path::PathBuf>,
+    user_agent: &str,
+) -> anyhow::Result<::kube::Client> {
+    use ::kube::Config;
+    use ::kube::config::{KubeConfigOptions, Kubeconfig};
+    use anyhow::Context as _;
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("using kubeconfig {}", path.display()))?
+        }
+        None => match Config::incluster() {
+            Ok(config) => config,
+            Err(_) => Config::from_kubeconfig(&KubeConfigOptions::default())
+                .await
+                .context("no in-cluster config and no usable kubeconfig")?,
+        },
+    };
+    crate::kube::client::build(config, user_agent).context("building the Kubernetes client")
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -19,9 +19,8 @@ use crate::telemetry::Metrics;
 use crate::telemetry::http::{self, Readiness};
 use crate::telemetry::logging::{self, LogFormat};
 use crate::telemetry::traces;
-use ::kube::config::{KubeConfigOptions, Kubeconfig};
+use ::kube::Client;
 use ::kube::runtime::events::Reporter;
-use ::kube::{Client, Config};
 use actix::prelude::*;
 use anyhow::Context as _;
 use clap::Args;
@@ -243,23 +242,7 @@ fn run_controller(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<()> {
 }
 
 async fn client(kubeconfig: Option<&PathBuf>, replica_id: &str) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("using kubeconfig {}", path.display()))?
-        }
-        None => match Config::incluster() {
-            Ok(config) => config,
-            Err(_) => Config::from_kubeconfig(&KubeConfigOptions::default())
-                .await
-                .context("no in-cluster config and no usable kubeconfig")?,
-        },
-    };
-    crate::kube::client::build(config, &crate::kube::client::user_agent(replica_id))
-        .context("building the Kubernetes client")
+    super::kube_client(kubeconfig, &crate::kube::client::user_agent(replica_id)).await
 }
 
 async fn start(

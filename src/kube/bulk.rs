@@ -62,9 +62,9 @@ pub struct LoadSelectors {
 }
 
 /// Lists every page of `api` (of the objects `labels` selects, if any),
-/// handing each page's objects (without managedFields) to `page` and
-/// waiting for it before asking for the next.
-async fn list_all<K, Taken>(
+/// each within the list deadline, handing each page's objects (without
+/// managedFields) to `page` and waiting for it before asking for the next.
+pub async fn list_all<K, Taken>(
     api: Api<K>,
     labels: Option<&str>,
     mut page: impl FnMut(Vec<K>) -> Taken,

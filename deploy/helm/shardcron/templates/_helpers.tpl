@@ -31,15 +31,23 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 app.kubernetes.io/component: controller
 {{- end -}}
 
-{{/* The one kind this release serves (the controller refuses two). */}}
-{{- define "shardcron.kind" -}}
-{{- $kinds := uniq .Values.cronjobKinds -}}
-{{- if ne (len $kinds) 1 -}}
-{{- fail (printf "cronjobKinds: name exactly one of batch or shardcron (got %v); install a release per kind" .Values.cronjobKinds) -}}
+{{/* The kinds this release serves, checked (values.schema.json checks them too, unless skipped). */}}
+{{- define "shardcron.kinds" -}}
+{{- $kinds := uniq (.Values.cronjobKinds | default list) -}}
+{{- if not $kinds -}}
+{{- fail "cronjobKinds: name batch, shardcron or both" -}}
 {{- end -}}
-{{- $kind := first $kinds -}}
-{{- if not (has $kind (list "batch" "shardcron")) -}}
-{{- fail (printf "cronjobKinds: %q is not batch or shardcron" $kind) -}}
+{{- range $kinds -}}
+{{- if not (has . (list "batch" "shardcron")) -}}
+{{- fail (printf "cronjobKinds: %q is not batch or shardcron" .) -}}
 {{- end -}}
-{{- $kind -}}
+{{- end -}}
+{{- /* batch first, as the controller lists them. */ -}}
+{{- $ordered := list -}}
+{{- range (list "batch" "shardcron") -}}
+{{- if has . $kinds -}}
+{{- $ordered = append $ordered . -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $ordered -}}
 {{- end -}}
