@@ -20,6 +20,32 @@ fn prints_five_times_in_utc_by_default() {
 }
 
 #[test]
+fn fall_back_once_prints_the_repeated_wall_time_once() {
+    let args = [
+        "30 1 * * *",
+        "--time-zone",
+        "America/New_York",
+        "--after",
+        "2024-11-02T12:00:00Z",
+        "--count",
+        "2",
+    ];
+    let once = next(&[&args[..], &["--fall-back", "once"]].concat());
+    assert!(once.status.success(), "{}", stderr(&once));
+    assert_eq!(
+        stdout(&once),
+        "2024-11-03T01:30:00-04:00\n2024-11-04T01:30:00-05:00\n"
+    );
+    let bad = next(&[&args[..], &["--fall-back", "never"]].concat());
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("possible values: twice, once"),
+        "{}",
+        stderr(&bad)
+    );
+}
+
+#[test]
 fn time_zone_offsets_and_dst_overlap() {
     let o = next(&[
         "30 1 * * *",

@@ -30,6 +30,32 @@ fn json_of(args: &[&str]) -> Value {
 const AT_0930: &str = "2024-03-01T09:30:10Z";
 
 #[test]
+fn the_opt_ins_are_shown_and_the_catch_up_starts_the_oldest_missed_slot() {
+    let args = [
+        "--cronjob",
+        &data("cronjob-catch-up.yaml"),
+        "--now",
+        AT_0930,
+    ];
+    let out = json_of(&args);
+    assert_eq!(
+        out["options"],
+        json!({"fallBack": "once", "catchUpWindowSeconds": 3600})
+    );
+    // 09:10, 09:20 and 09:30 were missed: the oldest first, and at once the next.
+    assert_eq!(out["create"][0]["scheduledTime"], "2024-03-01T09:10:00Z");
+    assert_eq!(out["nextWakeup"], "2024-03-01T09:20:00Z");
+    let text = explain(&args);
+    assert!(text.status.success(), "{}", stderr(&text));
+    let text = stdout(&text);
+    assert!(
+        text.contains("shardcron.io/catch-up-window: 3600s")
+            && text.contains("shardcron.io/fall-back: once"),
+        "{text}"
+    );
+}
+
+#[test]
 fn forbid_with_a_running_job_explains_why_nothing_starts() {
     let o = explain(&[
         "--cronjob",
@@ -81,6 +107,7 @@ fn forbid_with_a_running_job_explains_why_nothing_starts() {
             },
             "statusChanged": false,
             "nextWakeup": "2024-03-01T10:00:00Z",
+            "options": {"fallBack": "twice", "catchUpWindowSeconds": null},
         })
     );
 }
@@ -121,6 +148,7 @@ fn finished_jobs_history_and_a_new_job_from_yaml_documents() {
             },
             "statusChanged": true,
             "nextWakeup": "2024-03-01T10:00:00Z",
+            "options": {"fallBack": "twice", "catchUpWindowSeconds": null},
         })
     );
 }
@@ -248,6 +276,7 @@ fn without_now_it_uses_the_clock() {
             "delete",
             "events",
             "nextWakeup",
+            "options",
             "status",
             "statusChanged"
         ]

@@ -83,6 +83,8 @@ struct Explained {
     ignored: Vec<String>,
     /// Active Jobs a live GET was asked about and that `--jobs` lacks.
     taken_as_gone: Vec<String>,
+    /// The opt-ins the timing depends on ([`crate::reconcile::options`]).
+    options: crate::reconcile::Options,
 }
 
 fn explain(cronjob: &CronJobView, jobs: &[Job], now: Timestamp) -> Explained {
@@ -143,6 +145,7 @@ fn explain(cronjob: &CronJobView, jobs: &[Job], now: Timestamp) -> Explained {
             .map(|job| job.metadata.name.clone().unwrap_or_default())
             .collect(),
         taken_as_gone,
+        options: cronjob.options.clone(),
     }
 }
 
@@ -204,6 +207,10 @@ fn to_json(explained: &Explained) -> Value {
             "lastSuccessfulTime": outcome.status.last_successful_time.map(|t| t.to_string()),
         },
         "statusChanged": outcome.status_changed,
+        "options": {
+            "fallBack": explained.options.fall_back,
+            "catchUpWindowSeconds": explained.options.catch_up_window(),
+        },
         "nextWakeup": outcome.next_wakeup().map(|t| t.to_string()),
     })
 }
@@ -227,6 +234,20 @@ fn write_text(
         spec.schedule,
         spec.concurrency_policy.as_str()
     )?;
+    if let Some(seconds) = cronjob.options.catch_up_window() {
+        writeln!(
+            out,
+            "  {}: {seconds}s (every missed slot within it runs, oldest first)",
+            crate::reconcile::CATCH_UP_ANNOTATION
+        )?;
+    }
+    if cronjob.options.once_per_wall_time() {
+        writeln!(
+            out,
+            "  {}: once (a fall-back's repeated wall-clock times run at their first instant only)",
+            crate::reconcile::FALL_BACK_ANNOTATION
+        )?;
+    }
     if !jobs_given {
         writeln!(out, "  (no --jobs: the CronJob is taken to have no Jobs)")?;
     }

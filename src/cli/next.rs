@@ -16,6 +16,10 @@ pub struct NextArgs {
     /// Start after this instant (RFC 3339; default now).
     #[arg(long)]
     after: Option<Timestamp>,
+    /// What a fall-back's repeated wall-clock times do, as the CronJob's
+    /// annotation shardcron.io/fall-back says: `twice` (upstream's), `once`.
+    #[arg(long, value_enum, default_value = "twice")]
+    fall_back: FallBackArg,
     /// How many activations to print.
     #[arg(long, default_value_t = 5)]
     count: usize,
@@ -37,6 +41,13 @@ pub enum NextError {
     Io(#[from] std::io::Error),
 }
 
+/// `--fall-back`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FallBackArg {
+    Twice,
+    Once,
+}
+
 pub fn run(args: &NextArgs, out: &mut impl Write) -> Result<(), NextError> {
     let parsed = schedule::parse(&args.schedule).map_err(|source| NextError::Schedule {
         schedule: args.schedule.clone(),
@@ -52,11 +63,13 @@ pub fn run(args: &NextArgs, out: &mut impl Write) -> Result<(), NextError> {
         _ => zone.clone(),
     };
     let after = args.after.unwrap_or_else(Timestamp::now);
-    let times: Vec<String> = parsed
-        .upcoming(after, &zone)
-        .take(args.count)
-        .map(|t| format_rfc3339(t, &shown))
-        .collect();
+    let once = args.fall_back == FallBackArg::Once;
+    let times: Vec<String> = std::iter::successors(parsed.next_slot(after, &zone, once), |&t| {
+        parsed.next_slot(t, &zone, once)
+    })
+    .take(args.count)
+    .map(|t| format_rfc3339(t, &shown))
+    .collect();
     match args.output {
         Output::Text => times.iter().try_for_each(|t| writeln!(out, "{t}"))?,
         Output::Json => writeln!(out, "{}", serde_json::Value::from(times))?,

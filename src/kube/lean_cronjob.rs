@@ -15,6 +15,7 @@
 //! annotations (all but the one a converted CronJob's last slot travels
 //! in). `benches/decode.rs` measures the difference.
 
+use crate::reconcile::options;
 use crate::reconcile::{
     CompactTemplate, CronJobKind, CronJobView, LAST_SCHEDULE_ANNOTATION, SpecView, ViewError,
 };
@@ -192,13 +193,14 @@ struct LeanMetadata {
     generation: Option<i64>,
     creation_timestamp: Option<Time>,
     deletion_timestamp: Option<Time>,
-    /// Only [`LAST_SCHEDULE_ANNOTATION`]: the others are skipped as read.
+    /// Only [`LAST_SCHEDULE_ANNOTATION`] and the opt-ins'
+    /// ([`options::ANNOTATIONS`]): the others are skipped as read.
     #[serde(deserialize_with = "seed_annotation")]
     annotations: Option<BTreeMap<String, String>>,
 }
 
 /// `metadata.annotations`, of which only the converted CronJob's last slot
-/// is kept (every other value is skipped, not built).
+/// and the opt-ins are kept (every other value is skipped, not built).
 fn seed_annotation<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<BTreeMap<String, String>>, D::Error> {
@@ -221,11 +223,11 @@ fn seed_annotation<'de, D: Deserializer<'de>>(
             self,
             mut map: A,
         ) -> Result<Self::Value, A::Error> {
-            let mut kept = None;
+            let mut kept: Option<BTreeMap<String, String>> = None;
             while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                if key == LAST_SCHEDULE_ANNOTATION {
+                if key == LAST_SCHEDULE_ANNOTATION || options::ANNOTATIONS.contains(&&*key) {
                     let value: String = map.next_value()?;
-                    kept = Some(BTreeMap::from([(key.into_owned(), value)]));
+                    kept.get_or_insert_default().insert(key.into_owned(), value);
                 } else {
                     map.next_value::<serde::de::IgnoredAny>()?;
                 }

@@ -70,6 +70,10 @@ pub enum Decision {
         error: String,
     },
     Deleting,
+    /// An opt-in annotation was not understood: upstream's behaviour applies.
+    InvalidOption {
+        error: String,
+    },
     UnknownTimeZone {
         time_zone: String,
     },
@@ -219,6 +223,7 @@ impl fmt::Display for Decision {
             UnknownTimeZone { time_zone } => {
                 write!(f, "not scheduling: unknown spec.timeZone {time_zone:?}")
             }
+            InvalidOption { error } => write!(f, "{error}"),
             Suspended => write!(f, "not started: spec.suspend is true"),
             TimeZoneInSchedule => write!(
                 f,

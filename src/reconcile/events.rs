@@ -37,6 +37,9 @@ pub enum Reason {
     /// shardcron's own (not upstream's): an entry of `status.active` that is
     /// not a Job this CronJob controls in its namespace was dropped.
     ForeignActiveJob,
+    /// shardcron's own: an opt-in annotation has a value it does not take
+    /// ([`super::options`]).
+    InvalidOption,
 }
 
 impl Reason {
@@ -69,6 +72,7 @@ impl Reason {
             UnsupportedSchedule => "UnsupportedSchedule",
             UnParseableCronJobSchedule => "UnParseableCronJobSchedule",
             ForeignActiveJob => "ForeignActiveJob",
+            InvalidOption => "InvalidOption",
         }
     }
 }
@@ -122,6 +126,10 @@ impl Event {
             Reason::ForeignActiveJob,
             format!("Dropped {namespace}/{job} from status.active: {why}"),
         )
+    }
+
+    pub fn invalid_option(invalid: &super::options::InvalidOption) -> Self {
+        Self::new(Reason::InvalidOption, invalid.to_string())
     }
 
     pub fn job_already_active() -> Self {

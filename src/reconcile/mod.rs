@@ -80,6 +80,7 @@ mod history;
 mod job;
 mod kind;
 mod live;
+pub mod options;
 mod release;
 mod schedule_setup;
 mod sync;
@@ -98,6 +99,7 @@ pub use job::{
 };
 pub use kind::{CronJobKind, CronJobKinds};
 pub use live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, LiveJob, Lookup};
+pub use options::{CATCH_UP_ANNOTATION, FALL_BACK_ANNOTATION, FallBack, InvalidOption, Options};
 pub use release::{Release, releases};
 pub use sync::MAX_UNLISTED_LOOKUPS;
 pub use template::CompactTemplate;

@@ -442,6 +442,12 @@ impl Engine<'_> {
             self.decisions.push(Decision::Suspended);
             return Exit::Requeue(Requeue::Never);
         }
+        if let Some(invalid) = &self.cj.options.invalid {
+            self.events.push(Event::invalid_option(invalid));
+            self.decisions.push(Decision::InvalidOption {
+                error: invalid.to_string(),
+            });
+        }
         if spec.setup.tz_in_schedule {
             self.events
                 .push(Event::unsupported_schedule(&spec.schedule));
@@ -458,12 +464,16 @@ impl Engine<'_> {
                 return Exit::Requeue(Requeue::Never);
             }
         };
+        let once_per_wall_time = self.cj.options.once_per_wall_time();
+        let catch_up_window = self.cj.options.catch_up_window();
         let slots = |status: &StatusView, created| Slots {
             schedule,
             zone: input.default_zone,
             created,
             last_scheduled: status.last_schedule_time,
             starting_deadline_seconds: spec.starting_deadline_seconds,
+            once_per_wall_time,
+            catch_up_window,
         };
         let now = input.now;
         let wake_up = |status: &StatusView, created| match slots(status, created).next_wakeup(now) {
@@ -525,7 +535,18 @@ impl Engine<'_> {
         {
             return exit;
         }
-        self.start(slot, name, &wake_up)
+        // Once this slot is recorded, a catch-up window's next missed slot
+        // is due at once; every other exit waits as upstream does (under
+        // Forbid, the running Job's end brings the next decision; a slot
+        // whose name a foreign Job holds is not retried in a loop).
+        let wake_up_after_start = |status: &StatusView, created| match slots(status, created)
+            .catch_up(now)
+            .filter(|_| status.last_schedule_time == Some(slot))
+        {
+            Some(next) => Requeue::At(next),
+            None => wake_up(status, created),
+        };
+        self.start(slot, name, &wake_up_after_start)
     }
 
     /// Replace: a live GET of every active Job, then its delete, in order;

@@ -49,6 +49,8 @@ pub fn after_update(
         created: new.created,
         last_scheduled: new.status.last_schedule_time,
         starting_deadline_seconds: spec.starting_deadline_seconds,
+        once_per_wall_time: new.options.once_per_wall_time(),
+        catch_up_window: new.options.catch_up_window(),
     };
     match slots.next_wakeup(now) {
         Some(t) => AfterUpdate::At(t),

@@ -7,6 +7,7 @@
 //! kept as a [`JobSummary`]: the few fields the controller reads.
 
 use super::kind::CronJobKind;
+use super::options::Options;
 use super::schedule_setup::ScheduleSetup;
 use super::template::CompactTemplate;
 use jiff::Timestamp;
@@ -184,6 +185,8 @@ pub struct CronJobView {
     pub deleting: bool,
     pub spec: Arc<SpecView>,
     pub status: StatusView,
+    /// The opt-ins its annotations set ([`super::options`]).
+    pub options: Options,
 }
 
 /// The slot a converted CronJob's original last ran (RFC 3339), written by
@@ -243,6 +246,7 @@ impl CronJobView {
             deleting: meta.deletion_timestamp.is_some(),
             spec,
             status: StatusView::from_api(status).seeded(meta),
+            options: Options::from_annotations(meta.annotations.as_ref()),
         })
     }
 }

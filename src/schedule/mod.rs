@@ -86,6 +86,20 @@ impl Fields {
 /// (Pacific/Apia skipped 2011-12-30), and this ends such a search with "never".
 const MAX_SEARCH_STEPS: u32 = 1_000_000;
 
+/// More slots than a day of minutes in one fall-back's repeat: no zone
+/// repeats a day.
+const MAX_REPEATED_SLOTS: u32 = 24 * 60;
+
+/// Whether `at` is the second occurrence of its wall-clock time in `zone`
+/// (it falls in a fall-back's fold, on the later offset).
+pub fn is_repeated_wall_time(at: Timestamp, zone: &TimeZone) -> bool {
+    let offset = zone.to_offset(at);
+    match zone.to_ambiguous_timestamp(offset.to_datetime(at)).offset() {
+        jiff::tz::AmbiguousOffset::Fold { after, .. } => offset == after,
+        _ => false,
+    }
+}
+
 /// Instants beyond this many seconds are not searched (jiff stops at year 9999).
 const LAST_SEARCHABLE: i64 = 253_000_000_000; // ~ year 9987
 
@@ -129,6 +143,42 @@ impl Schedule {
                 Timestamp::from_second(unix).ok()
             }
         }
+    }
+
+    /// [`Self::next`], or with `once_per_wall_time`
+    /// [`Self::next_once_per_wall_time`].
+    pub fn next_slot(
+        &self,
+        after: Timestamp,
+        zone: &TimeZone,
+        once_per_wall_time: bool,
+    ) -> Option<Timestamp> {
+        if once_per_wall_time {
+            self.next_once_per_wall_time(after, zone)
+        } else {
+            self.next(after, zone)
+        }
+    }
+
+    /// The first activation after `after` whose wall-clock time has not
+    /// been seen before: on a fall-back, the repeated hour's slots run at
+    /// their first occurrence and not at the second (the opt-in
+    /// `shardcron.io/fall-back: once`; upstream runs both). `@every` counts
+    /// elapsed time, not wall-clock time: for it this is [`Self::next`].
+    pub fn next_once_per_wall_time(&self, after: Timestamp, zone: &TimeZone) -> Option<Timestamp> {
+        let mut slot = self.next(after, zone)?;
+        if self.is_every() {
+            return Some(slot);
+        }
+        let own = self.zone_or(zone);
+        // A repeat lasts at most hours, at most a slot a minute: bounded.
+        for _ in 0..MAX_REPEATED_SLOTS {
+            if !is_repeated_wall_time(slot, own) {
+                return Some(slot);
+            }
+            slot = self.next(slot, zone)?;
+        }
+        Some(slot)
     }
 
     /// Whether `at` is an activation time of a field schedule, read in `zone`

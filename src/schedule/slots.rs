@@ -55,6 +55,13 @@ pub struct Slots<'a> {
     pub created: Timestamp,
     pub last_scheduled: Option<Timestamp>,
     pub starting_deadline_seconds: Option<i64>,
+    /// The opt-in `shardcron.io/fall-back: once`: a wall-clock time that a
+    /// fall-back repeats is a slot at its first instant only
+    /// ([`Schedule::next_once_per_wall_time`]).
+    pub once_per_wall_time: bool,
+    /// The opt-in `shardcron.io/catch-up-window`, in seconds: the missed
+    /// slots within it run, oldest first ([`Self::due`]).
+    pub catch_up_window: Option<i64>,
 }
 
 /// Go's zero `time.Time` (0001-01-01T00:00:00Z), which robfig returns for "never".
@@ -68,7 +75,8 @@ fn nanos(t: Timestamp) -> i128 {
 
 impl Slots<'_> {
     fn next(&self, after: Timestamp) -> Option<Timestamp> {
-        self.schedule.next(after, self.zone)
+        self.schedule
+            .next_slot(after, self.zone, self.once_per_wall_time)
     }
 
     /// Upstream's `mostRecentScheduleTime(cj, now, schedule, includeStartingDeadlineSeconds)`.
@@ -149,12 +157,39 @@ impl Slots<'_> {
 
     /// Upstream's `nextScheduleTime`: the slot to start now, if any, with the
     /// starting deadline applied, and whether more than 100 were missed.
+    /// With a catch-up window, the oldest unstarted slot within it instead
+    /// ([`Self::catch_up`]); slots older than the window do not run.
     pub fn due(&self, now: Timestamp) -> Result<Option<(Timestamp, Missed)>, IntervalTooShort> {
         let recent = self.most_recent(now, true)?;
+        if self.catch_up_window.is_some() {
+            // Catching up is not missing: no TooManyMissedTimes for it.
+            return Ok(self.catch_up(now).map(|slot| (slot, Missed::Few)));
+        }
         Ok(recent
             .most_recent
             .filter(|&slot| slot <= now)
             .map(|slot| (slot, recent.missed)))
+    }
+
+    /// With a catch-up window: the oldest slot after the last one started
+    /// that is within the window and the starting deadline and not after
+    /// `now`, if any. `None` without a window.
+    pub fn catch_up(&self, now: Timestamp) -> Option<Timestamp> {
+        let window = self.catch_up_window?;
+        // `next` answers strictly after a whole second: one second before
+        // the window's start lets a slot exactly at its start in.
+        let since = |seconds: i64| {
+            now.checked_sub(jiff::SignedDuration::from_secs(seconds.saturating_add(1)))
+                .unwrap_or(Timestamp::MIN)
+        };
+        let mut from = self
+            .last_scheduled
+            .unwrap_or(self.created)
+            .max(since(window));
+        if let Some(deadline) = self.starting_deadline_seconds {
+            from = from.max(since(deadline));
+        }
+        self.next(from).filter(|&slot| slot <= now)
     }
 
     /// When to look again: upstream's `nextScheduleTimeDuration` as an

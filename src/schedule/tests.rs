@@ -730,3 +730,97 @@ fn half_hour_dst_gap_lets_robfig_fire_outside_the_hour_field() {
     );
     assert!(!s.matches(runs[1], &z));
 }
+
+/// Each slot from `after` on, up to `until`: `once` skips a fall-back's
+/// repeated wall-clock times.
+fn slots_until(spec: &str, after: &str, until: &str, zone: &TimeZone, once: bool) -> Vec<String> {
+    let schedule = parse(spec).unwrap();
+    let mut out = Vec::new();
+    let mut t = ts(after);
+    loop {
+        let next = if once {
+            schedule.next_once_per_wall_time(t, zone)
+        } else {
+            schedule.next(t, zone)
+        };
+        match next {
+            Some(slot) if slot <= ts(until) => {
+                out.push(slot.to_string());
+                t = slot;
+            }
+            _ => return out,
+        }
+    }
+}
+
+#[test]
+fn once_per_wall_time_skips_the_repeat_of_a_fall_back_and_nothing_else() {
+    // Berlin falls back at 01:00Z on 2023-10-29: 02:00-02:59 happen at
+    // 00:00Z-00:59Z (CEST) and again at 01:00Z-01:59Z (CET).
+    let berlin = tz("Europe/Berlin");
+    let (after, until) = ("2023-10-28T23:50:00Z", "2023-10-29T02:10:00Z");
+    let twice = slots_until("*/30 * * * *", after, until, &berlin, false);
+    let once = slots_until("*/30 * * * *", after, until, &berlin, true);
+    assert_eq!(
+        twice,
+        [
+            "2023-10-29T00:00:00Z",
+            "2023-10-29T00:30:00Z",
+            "2023-10-29T01:00:00Z",
+            "2023-10-29T01:30:00Z",
+            "2023-10-29T02:00:00Z",
+        ]
+    );
+    assert_eq!(
+        once,
+        [
+            "2023-10-29T00:00:00Z",
+            "2023-10-29T00:30:00Z",
+            "2023-10-29T02:00:00Z",
+        ]
+    );
+    // The same schedule in its own zone (a TZ= prefix) is read in that zone.
+    let prefixed = slots_until(
+        "TZ=Europe/Berlin */30 * * * *",
+        after,
+        until,
+        &TimeZone::UTC,
+        true,
+    );
+    assert_eq!(prefixed, once);
+    // Nothing changes where nothing repeats: UTC, a spring-forward, @every.
+    for (spec, zone, after, until) in [
+        ("*/30 * * * *", TimeZone::UTC, after, until),
+        (
+            "30 2 * * *",
+            berlin.clone(),
+            "2024-03-30T00:00:00Z",
+            "2024-04-02T00:00:00Z",
+        ),
+        ("@every 30m", berlin.clone(), after, until),
+    ] {
+        assert_eq!(
+            slots_until(spec, after, until, &zone, true),
+            slots_until(spec, after, until, &zone, false),
+            "{spec}"
+        );
+    }
+}
+
+#[test]
+fn a_repeated_wall_time_is_the_later_instant_of_a_fold() {
+    let berlin = tz("Europe/Berlin");
+    assert!(!is_repeated_wall_time(ts("2023-10-29T00:30:00Z"), &berlin));
+    assert!(is_repeated_wall_time(ts("2023-10-29T01:30:00Z"), &berlin));
+    assert!(!is_repeated_wall_time(ts("2023-10-29T02:30:00Z"), &berlin));
+    assert!(!is_repeated_wall_time(
+        ts("2023-10-29T01:30:00Z"),
+        &TimeZone::UTC
+    ));
+    // Lord Howe falls back half an hour (02:00 to 01:30, UTC+11 to +10:30).
+    let lord_howe = tz("Australia/Lord_Howe");
+    assert!(is_repeated_wall_time(
+        ts("2024-04-06T15:15:00Z"),
+        &lord_howe
+    ));
+}

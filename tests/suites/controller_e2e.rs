@@ -728,6 +728,101 @@ async fn a_tenant_cannot_get_other_jobs_deleted_through_status_active() {
     );
 }
 
+/// The opt-in `shardcron.io/fall-back` as the controller reads it from the
+/// server: `once` changes nothing outside a fall-back (the CronJob fires),
+/// and a value it does not take is a Warning naming the values it takes,
+/// upstream's behaviour applying (that CronJob fires too). The fall-back
+/// itself is src/reconcile's test (tests/fall_back.rs), with time passed in.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_fall_back_option_is_read_and_a_bad_value_is_a_warning() {
+    let s = scenario("fall-back").await;
+    for (name, value) in [("once", "once"), ("bad", "sometimes")] {
+        let mut cronjob = cronjob(name, "*/1 * * * *", json!({}), json!({}));
+        cronjob.metadata.annotations = Some(
+            [(
+                shardcron::reconcile::FALL_BACK_ANNOTATION.to_owned(),
+                value.to_owned(),
+            )]
+            .into(),
+        );
+        s.create(&cronjob).await;
+    }
+    eventually("a Job of each", ONE_SLOT, || async {
+        let jobs = s.all_jobs().await;
+        let of = |name: &str| {
+            jobs.iter()
+                .any(|j| name_of(j).starts_with(&format!("{name}-")))
+        };
+        (of("once") && of("bad")).then_some(())
+    })
+    .await;
+    let warning = eventually("the InvalidOption warning", EVENT_LAG, || async {
+        s.events("bad")
+            .await
+            .into_iter()
+            .find(|(_, reason, _)| reason == "InvalidOption")
+    })
+    .await;
+    assert_eq!(warning.0, "Warning");
+    assert!(
+        warning
+            .2
+            .contains("\"sometimes\" is not one of: once, twice"),
+        "{}",
+        warning.2
+    );
+    assert!(!s.has_event("once", "InvalidOption").await);
+}
+
+/// `shardcron.io/catch-up-window`: a CronJob whose last run was four slots
+/// back (set in its status while it was suspended, as a controller down for
+/// four minutes leaves it) runs every missed slot once resumed, each once,
+/// where upstream runs only the latest (`suspend_then_resume_starts_the_missed_slot`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_catch_up_window_runs_every_missed_slot() {
+    let s = scenario("catch-up").await;
+    let mut cronjob = cronjob("caught", "*/1 * * * *", json!({"suspend": true}), json!({}));
+    cronjob.metadata.annotations = Some(
+        [(
+            shardcron::reconcile::CATCH_UP_ANNOTATION.to_owned(),
+            "10m".to_owned(),
+        )]
+        .into(),
+    );
+    s.create(&cronjob).await;
+    let minute = jiff::Timestamp::now().as_second() / 60;
+    let last = jiff::Timestamp::from_second((minute - 4) * 60).expect("a minute");
+    s.cronjobs
+        .patch_status(
+            "caught",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"lastScheduleTime": last.to_string()}})),
+        )
+        .await
+        .expect("patch status");
+    s.patch_spec("caught", json!({"suspend": false})).await;
+    let jobs = eventually(
+        "the four missed slots' Jobs",
+        Duration::from_secs(30),
+        || async {
+            let jobs = s.live_jobs().await;
+            (jobs.len() >= 4).then_some(jobs)
+        },
+    )
+    .await;
+    assert_one_job_per_slot("caught", &jobs);
+    let mut slots: Vec<i64> = jobs
+        .iter()
+        .map(|j| scheduled_time(j).as_second() / 60)
+        .collect();
+    slots.sort();
+    assert_eq!(
+        &slots[..4],
+        &[minute - 3, minute - 2, minute - 1, minute],
+        "the missed slots, each once"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_52_character_name_works() {
     let s = scenario("long-name").await;

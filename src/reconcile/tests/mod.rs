@@ -3,7 +3,9 @@
 //! the lookup and follow-up flows, a lost status write, event texts, and
 //! properties.
 
+mod catch_up;
 mod converted;
+mod fall_back;
 mod fixtures;
 mod flows;
 mod lost_status_write;

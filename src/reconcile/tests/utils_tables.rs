@@ -388,6 +388,7 @@ fn upstream_update_cron_job() {
             last_schedule_time: last,
             ..StatusView::default()
         },
+        options: Default::default(),
     };
     let lst = Some(just_before_the_hour());
     let cases = [

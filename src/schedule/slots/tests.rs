@@ -50,6 +50,8 @@ fn most_recent(c: &Case) -> Result<RecentSlot, IntervalTooShort> {
         created: c.created,
         last_scheduled: c.last,
         starting_deadline_seconds: c.deadline,
+        once_per_wall_time: false,
+        catch_up_window: None,
     }
     .most_recent(c.now, c.include_deadline)
 }
@@ -192,6 +194,8 @@ fn slots<'a>(
         created,
         last_scheduled: last,
         starting_deadline_seconds: deadline,
+        once_per_wall_time: false,
+        catch_up_window: None,
     }
 }
 
