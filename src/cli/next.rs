@@ -64,12 +64,11 @@ pub fn run(args: &NextArgs, out: &mut impl Write) -> Result<(), NextError> {
     };
     let after = args.after.unwrap_or_else(Timestamp::now);
     let once = args.fall_back == FallBackArg::Once;
-    let times: Vec<String> = std::iter::successors(parsed.next_slot(after, &zone, once), |&t| {
-        parsed.next_slot(t, &zone, once)
-    })
-    .take(args.count)
-    .map(|t| format_rfc3339(t, &shown))
-    .collect();
+    let times: Vec<String> = parsed
+        .upcoming_slots(after, &zone, once)
+        .take(args.count)
+        .map(|t| format_rfc3339(t, &shown))
+        .collect();
     match args.output {
         Output::Text => times.iter().try_for_each(|t| writeln!(out, "{t}"))?,
         Output::Json => writeln!(out, "{}", serde_json::Value::from(times))?,

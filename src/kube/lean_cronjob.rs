@@ -13,7 +13,7 @@
 //! template and freed it. Here the deserializer re-emits the template's
 //! JSON as bytes without building it, and skips managedFields, labels and
 //! annotations (all but the one a converted CronJob's last slot travels
-//! in). `benches/decode.rs` measures the difference.
+//! in and the opt-ins'). `benches/decode.rs` measures the difference.
 
 use crate::reconcile::options;
 use crate::reconcile::{
@@ -30,7 +30,8 @@ use std::sync::Arc;
 /// A CronJob with only what the controller reads. `metadata` holds name,
 /// namespace, uid, resourceVersion, generation, creationTimestamp,
 /// deletionTimestamp and, of the annotations, only
-/// [`LAST_SCHEDULE_ANNOTATION`]; every other field is `None`.
+/// [`LAST_SCHEDULE_ANNOTATION`] and the opt-ins' ([`options::ANNOTATIONS`]);
+/// every other field is `None`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct LeanCronJob {

@@ -205,7 +205,19 @@ impl Schedule {
         after: Timestamp,
         zone: &'a TimeZone,
     ) -> impl Iterator<Item = Timestamp> + 'a {
-        std::iter::successors(self.next(after, zone), move |&t| self.next(t, zone))
+        self.upcoming_slots(after, zone, false)
+    }
+
+    /// Successive slots after `after`, as [`Self::next_slot`] finds them.
+    pub fn upcoming_slots<'a>(
+        &'a self,
+        after: Timestamp,
+        zone: &'a TimeZone,
+        once_per_wall_time: bool,
+    ) -> impl Iterator<Item = Timestamp> + 'a {
+        std::iter::successors(self.next_slot(after, zone, once_per_wall_time), move |&t| {
+            self.next_slot(t, zone, once_per_wall_time)
+        })
     }
 }
 

@@ -18,7 +18,8 @@ use actix::prelude::*;
 use std::time::Instant;
 
 /// An event of the CronJob watch of `kind` of scope number `scope`, the
-/// watch's `generation` (see [`super::watches`]).
+/// watch's `generation` (see [`super::watches`]); the watch has set each
+/// object's `kind` already.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct CronJobWatch {
@@ -215,13 +216,6 @@ impl Handler<CronJobWatch> for Supervisor {
         {
             return;
         }
-        // The watch reads one kind; the objects say which only through it.
-        let event = match event {
-            Event::Apply(cronjob) => Event::Apply(LeanCronJob { kind, ..cronjob }),
-            Event::Delete(cronjob) => Event::Delete(LeanCronJob { kind, ..cronjob }),
-            Event::InitApply(cronjob) => Event::InitApply(LeanCronJob { kind, ..cronjob }),
-            other => other,
-        };
         let Some(state) = self.scopes.get_mut(scope) else {
             return;
         };

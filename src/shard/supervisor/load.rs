@@ -86,7 +86,7 @@ impl Supervisor {
             cronjobs: self
                 .watches
                 .served()
-                .into_iter()
+                .iter()
                 .map(|served| {
                     let shards = served
                         .server_shards

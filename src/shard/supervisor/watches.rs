@@ -142,19 +142,21 @@ impl Watches {
         }
     }
 
-    /// The kinds served (batch/v1 alone, without a setup).
-    pub(super) fn served(&self) -> Vec<ServedKind> {
+    /// The kinds served (batch/v1 alone, without a setup). Borrowed: it is
+    /// asked on every CronJob event.
+    pub(super) fn served(&self) -> &[ServedKind] {
+        const BATCH_ONLY: &[ServedKind] = &[ServedKind {
+            kind: CronJobKind::Batch,
+            server_shards: false,
+        }];
         match &self.setup {
-            Some(setup) => setup.kinds.clone(),
-            None => vec![ServedKind {
-                kind: CronJobKind::Batch,
-                server_shards: false,
-            }],
+            Some(setup) => &setup.kinds,
+            None => BATCH_ONLY,
         }
     }
 
     pub(super) fn kinds(&self) -> CronJobKinds {
-        CronJobKinds::of(self.served().into_iter().map(|s| s.kind))
+        CronJobKinds::of(self.served().iter().map(|s| s.kind))
     }
 
     /// Whether Jobs without the bucket label are watched: only batch/v1's
