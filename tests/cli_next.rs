@@ -46,6 +46,27 @@ fn fall_back_once_prints_the_repeated_wall_time_once() {
 }
 
 #[test]
+fn spread_prints_the_delayed_starts_of_one_cronjob() {
+    // snazzycats/mycronjob's offset in 10 minutes: 517 s (docs/options.md).
+    let args = [
+        "0 * * * *",
+        "--after",
+        "2024-01-01T10:00:00Z",
+        "--count",
+        "2",
+    ];
+    let spread = ["--spread", "10m", "--cronjob", "snazzycats/mycronjob"];
+    let o = next(&[&args[..], &spread[..]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "2024-01-01T10:08:37Z\n2024-01-01T11:08:37Z\n");
+    let without_identity = next(&[&args[..], &["--spread", "10m"]].concat());
+    assert_eq!(without_identity.status.code(), Some(2));
+    let bad = next(&[&args[..], &["--spread", "2d", "--cronjob", "a/b"]].concat());
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("--spread \"2d\""), "{}", stderr(&bad));
+}
+
+#[test]
 fn time_zone_offsets_and_dst_overlap() {
     let o = next(&[
         "30 1 * * *",

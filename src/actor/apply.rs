@@ -275,7 +275,7 @@ async fn apply_plan<R: JobRequests + Clone>(
         let (result, label) = match gateway.create_job(namespace, job).await {
             Err(ApiFailure::Abandoned) => return Applied::abandoned(deleted),
             Ok(job) => {
-                let skew = (env.clock)().duration_since(create.scheduled_time);
+                let skew = (env.clock)().duration_since(create.start_at);
                 tracing::Span::current().record("cronjob.skew_ms", skew.as_millis() as i64);
                 tracing::debug!(job = ?job.metadata.name, skew_ms = skew.as_millis() as i64, "created Job");
                 metrics.observe_skew(

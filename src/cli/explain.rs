@@ -85,6 +85,8 @@ struct Explained {
     taken_as_gone: Vec<String>,
     /// The opt-ins the timing depends on ([`crate::reconcile::options`]).
     options: crate::reconcile::Options,
+    /// How late every slot starts (`shardcron.io/spread`), in seconds.
+    spread_offset: i64,
 }
 
 fn explain(cronjob: &CronJobView, jobs: &[Job], now: Timestamp) -> Explained {
@@ -146,6 +148,9 @@ fn explain(cronjob: &CronJobView, jobs: &[Job], now: Timestamp) -> Explained {
             .collect(),
         taken_as_gone,
         options: cronjob.options.clone(),
+        spread_offset: cronjob
+            .options
+            .spread_offset(&cronjob.namespace, &cronjob.name),
     }
 }
 
@@ -210,6 +215,8 @@ fn to_json(explained: &Explained) -> Value {
         "options": {
             "fallBack": explained.options.fall_back,
             "catchUpWindowSeconds": explained.options.catch_up_window(),
+            "spreadSeconds": explained.options.spread_seconds,
+            "spreadOffsetSeconds": explained.spread_offset,
         },
         "nextWakeup": outcome.next_wakeup().map(|t| t.to_string()),
     })
@@ -239,6 +246,15 @@ fn write_text(
             out,
             "  {}: {seconds}s (every missed slot within it runs, oldest first)",
             crate::reconcile::CATCH_UP_ANNOTATION
+        )?;
+    }
+    if cronjob.options.spread_seconds > 0 {
+        writeln!(
+            out,
+            "  {}: {}s (every slot starts {}s late, under its own name)",
+            crate::reconcile::SPREAD_ANNOTATION,
+            cronjob.options.spread_seconds,
+            explained.spread_offset,
         )?;
     }
     if cronjob.options.once_per_wall_time() {

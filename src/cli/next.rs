@@ -1,9 +1,10 @@
 //! `shardcron next`: when will this schedule run?
 
 use super::Output;
+use crate::reconcile::{Options, SPREAD_ANNOTATION};
 use crate::schedule::{self, ScheduleZone, format_rfc3339, load_named_zone};
-use jiff::Timestamp;
 use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
 use std::io::Write;
 
 #[derive(Debug, clap::Args)]
@@ -20,6 +21,14 @@ pub struct NextArgs {
     /// annotation shardcron.io/fall-back says: `twice` (upstream's), `once`.
     #[arg(long, value_enum, default_value = "twice")]
     fall_back: FallBackArg,
+    /// The CronJob's `shardcron.io/spread` window (a Go duration such as
+    /// 10m): the times printed are the slots' delayed starts. Needs
+    /// --cronjob, whose identity fixes the offset.
+    #[arg(long, requires = "cronjob")]
+    spread: Option<String>,
+    /// NAMESPACE/NAME of the CronJob, for --spread.
+    #[arg(long)]
+    cronjob: Option<String>,
     /// How many activations to print.
     #[arg(long, default_value_t = 5)]
     count: usize,
@@ -37,6 +46,10 @@ pub enum NextError {
     },
     #[error("--time-zone: {0}")]
     Zone(schedule::ZoneError),
+    #[error("--spread {0:?}: not a duration from 1s to 24h, such as 10m")]
+    Spread(String),
+    #[error("--cronjob {0:?}: not NAMESPACE/NAME")]
+    CronJob(String),
     #[error("writing output: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -46,6 +59,24 @@ pub enum NextError {
 enum FallBackArg {
     Twice,
     Once,
+}
+
+/// The offset `--spread` and `--cronjob` give, in seconds (0 without).
+fn spread_offset(args: &NextArgs) -> Result<i64, NextError> {
+    let (Some(spread), Some(cronjob)) = (&args.spread, &args.cronjob) else {
+        return Ok(0);
+    };
+    let mut annotations = std::collections::BTreeMap::new();
+    annotations.insert(SPREAD_ANNOTATION.to_owned(), spread.clone());
+    let options = Options::from_annotations(Some(&annotations));
+    if options.invalid.is_some() {
+        return Err(NextError::Spread(spread.clone()));
+    }
+    let (namespace, name) = cronjob
+        .split_once('/')
+        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'))
+        .ok_or_else(|| NextError::CronJob(cronjob.clone()))?;
+    Ok(options.spread_offset(namespace, name))
 }
 
 pub fn run(args: &NextArgs, out: &mut impl Write) -> Result<(), NextError> {
@@ -64,10 +95,13 @@ pub fn run(args: &NextArgs, out: &mut impl Write) -> Result<(), NextError> {
     };
     let after = args.after.unwrap_or_else(Timestamp::now);
     let once = args.fall_back == FallBackArg::Once;
+    let offset = SignedDuration::from_secs(spread_offset(args)?);
+    // A slot starts `offset` late: the first printed is the first whose
+    // start is after `after`.
     let times: Vec<String> = parsed
-        .upcoming_slots(after, &zone, once)
+        .upcoming_slots(after - offset, &zone, once)
         .take(args.count)
-        .map(|t| format_rfc3339(t, &shown))
+        .map(|t| format_rfc3339(t + offset, &shown))
         .collect();
     match args.output {
         Output::Text => times.iter().try_for_each(|t| writeln!(out, "{t}"))?,

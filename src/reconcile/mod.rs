@@ -99,7 +99,9 @@ pub use job::{
 };
 pub use kind::{CronJobKind, CronJobKinds};
 pub use live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, LiveJob, Lookup};
-pub use options::{CATCH_UP_ANNOTATION, FALL_BACK_ANNOTATION, FallBack, InvalidOption, Options};
+pub use options::{
+    CATCH_UP_ANNOTATION, FALL_BACK_ANNOTATION, FallBack, InvalidOption, Options, SPREAD_ANNOTATION,
+};
 pub use release::{Release, releases};
 pub use sync::MAX_UNLISTED_LOOKUPS;
 pub use template::CompactTemplate;
@@ -172,6 +174,9 @@ impl Deletion {
 pub struct JobToCreate {
     pub name: String,
     pub scheduled_time: Timestamp,
+    /// When it was due to start: the slot, or later by the CronJob's
+    /// spread offset (the skew metric counts from here).
+    pub start_at: Timestamp,
     /// The object to send. Present in a [`Plan`]; the follow-up does not
     /// rebuild it.
     pub job: Option<Job>,

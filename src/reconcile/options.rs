@@ -21,13 +21,23 @@ pub const FALL_BACK_ANNOTATION: &str = "shardcron.io/fall-back";
 /// deadline; slots older than the window do not run.
 pub const CATCH_UP_ANNOTATION: &str = "shardcron.io/catch-up-window";
 
+/// A window (a Go duration, `10m`; at most [`MAX_SPREAD_SECONDS`]) within
+/// which every slot of the CronJob starts late by the same offset, derived
+/// from its namespace and name ([`spread_offset`]): CronJobs written for the
+/// same minute start spread over the window instead of in one second. The
+/// Job's name and scheduled-timestamp annotation stay the nominal slot's.
+pub const SPREAD_ANNOTATION: &str = "shardcron.io/spread";
+
+/// A day: the longest spread window.
+pub const MAX_SPREAD_SECONDS: u32 = 24 * 3600;
+
 /// A day: the longest catch-up window (an every-minute CronJob catching up
 /// a day makes 1,440 Jobs, one decision each).
 pub const MAX_CATCH_UP_SECONDS: u32 = 24 * 3600;
 
 /// The annotations [`Options::from_annotations`] reads: a CronJob decoder
 /// that keeps only some of the annotations keeps these.
-pub const ANNOTATIONS: [&str; 2] = [FALL_BACK_ANNOTATION, CATCH_UP_ANNOTATION];
+pub const ANNOTATIONS: [&str; 3] = [FALL_BACK_ANNOTATION, CATCH_UP_ANNOTATION, SPREAD_ANNOTATION];
 
 /// What a slot in a fall-back's repeated hour does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -69,6 +79,8 @@ pub struct Options {
     pub fall_back: FallBack,
     /// The catch-up window in seconds; 0: none (upstream's behaviour).
     pub catch_up_seconds: u32,
+    /// The spread window in seconds; 0: none (upstream's behaviour).
+    pub spread_seconds: u32,
     /// The first annotation that could not be read, for the warning (boxed:
     /// almost always `None`, and the view is kept per CronJob).
     pub invalid: Option<Box<InvalidOption>>,
@@ -88,12 +100,22 @@ impl Options {
             }
         }
         if let Some(value) = annotations.get(CATCH_UP_ANNOTATION) {
-            match catch_up_seconds(value) {
+            match whole_seconds(value, MAX_CATCH_UP_SECONDS) {
                 Some(seconds) => options.catch_up_seconds = seconds,
                 None => options.note_invalid(
                     CATCH_UP_ANNOTATION,
                     value,
                     "a duration from 1s to 24h, such as 30m or 2h",
+                ),
+            }
+        }
+        if let Some(value) = annotations.get(SPREAD_ANNOTATION) {
+            match whole_seconds(value, MAX_SPREAD_SECONDS) {
+                Some(seconds) => options.spread_seconds = seconds,
+                None => options.note_invalid(
+                    SPREAD_ANNOTATION,
+                    value,
+                    "a duration from 1s to 24h, such as 10m",
                 ),
             }
         }
@@ -116,20 +138,54 @@ impl Options {
         (self.catch_up_seconds > 0).then_some(i64::from(self.catch_up_seconds))
     }
 
+    /// How late every slot of the CronJob `namespace/name` starts, in
+    /// seconds: 0 without a spread window.
+    pub fn spread_offset(&self, namespace: &str, name: &str) -> i64 {
+        spread_offset(namespace, name, self.spread_seconds)
+    }
+
     /// Whether a wall-clock time repeated by a fall-back runs once.
     pub fn once_per_wall_time(&self) -> bool {
         self.fall_back == FallBack::Once
     }
 }
 
-/// A catch-up window's whole seconds, if `value` is a Go duration of 1 s
-/// to [`MAX_CATCH_UP_SECONDS`].
-fn catch_up_seconds(value: &str) -> Option<u32> {
+/// A window's whole seconds, if `value` is a Go duration of 1 s to `max`.
+fn whole_seconds(value: &str, max: u32) -> Option<u32> {
     let nanos = crate::schedule::parse_go_duration(value).ok()?;
     let seconds = u32::try_from(nanos / 1_000_000_000).ok()?;
-    (1..=MAX_CATCH_UP_SECONDS)
-        .contains(&seconds)
-        .then_some(seconds)
+    (1..=max).contains(&seconds).then_some(seconds)
+}
+
+/// The offset, in whole seconds below `window`, of the CronJob
+/// `namespace/name` within a spread window: FNV-1a (64 bits) of
+/// `namespace/name`, mixed by MurmurHash3's 64-bit finaliser (FNV-1a alone
+/// leaves names that differ in their last characters, `job-1`, `job-2`,
+/// close together modulo a window), modulo the window. Only the identity and the window
+/// decide it, so every replica and every restart computes the same one,
+/// and anyone can (docs/options.md); 0 when `window` is 0.
+pub fn spread_offset(namespace: &str, name: &str, window: u32) -> i64 {
+    if window == 0 {
+        return 0;
+    }
+    const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+    let hash = [namespace.as_bytes(), b"/", name.as_bytes()]
+        .into_iter()
+        .flatten()
+        .fold(FNV_OFFSET, |hash, byte| {
+            (hash ^ u64::from(*byte)).wrapping_mul(FNV_PRIME)
+        });
+    (fmix64(hash) % u64::from(window)) as i64
+}
+
+/// MurmurHash3's 64-bit finaliser: every input bit moves every output bit.
+fn fmix64(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
 }
 
 #[cfg(test)]
@@ -177,6 +233,30 @@ mod tests {
             both.invalid.map(|e| e.annotation),
             Some(FALL_BACK_ANNOTATION)
         );
+    }
+
+    #[test]
+    fn a_spread_offset_is_fixed_by_the_identity_and_within_the_window() {
+        let options = of(&[(SPREAD_ANNOTATION, "10m")]);
+        assert_eq!(options.spread_seconds, 600);
+        let offset = options.spread_offset("team-a", "nightly");
+        assert!((0..600).contains(&offset));
+        // The same on every call (replica, restart), and FNV-1a's known
+        // value, so that the docs' recipe gives it too.
+        assert_eq!(offset, options.spread_offset("team-a", "nightly"));
+        // FNV-1a 64 of "team-a/nightly", fmix64, modulo 600 (computed apart).
+        assert_eq!(offset, 347);
+        // Namesakes elsewhere and neighbours differ (not all: a hash).
+        let offsets: std::collections::HashSet<i64> = (0..100)
+            .map(|i| spread_offset("team-a", &format!("job-{i}"), 600))
+            .collect();
+        assert!(offsets.len() > 80, "{}", offsets.len());
+        assert_eq!(Options::default().spread_offset("team-a", "nightly"), 0);
+        for value in ["0s", "25h", "later"] {
+            let options = of(&[(SPREAD_ANNOTATION, value)]);
+            assert_eq!(options.spread_seconds, 0, "{value}");
+            assert!(options.invalid.is_some(), "{value}");
+        }
     }
 
     #[test]

@@ -466,6 +466,10 @@ impl Engine<'_> {
         };
         let once_per_wall_time = self.cj.options.once_per_wall_time();
         let catch_up_window = self.cj.options.catch_up_window();
+        let spread_offset = self
+            .cj
+            .options
+            .spread_offset(&self.cj.namespace, &self.cj.name);
         let slots = |status: &StatusView, created| Slots {
             schedule,
             zone: input.default_zone,
@@ -474,6 +478,7 @@ impl Engine<'_> {
             starting_deadline_seconds: spec.starting_deadline_seconds,
             once_per_wall_time,
             catch_up_window,
+            spread_offset,
         };
         let now = input.now;
         let wake_up = |status: &StatusView, created| match slots(status, created).next_wakeup(now) {
@@ -499,8 +504,9 @@ impl Engine<'_> {
             self.events.push(Event::too_many_missed_times());
             self.decisions.push(Decision::TooManyMissed { slot });
         }
+        // With a spread, the deadline counts from the slot's delayed start.
         if let Some(deadline) = spec.starting_deadline_seconds
-            && go_add_seconds(slot, deadline) < now
+            && go_add_seconds(slot, deadline) < slots(&self.cj.status, created).nominal(now)
         {
             self.events.push(Event::miss_schedule(slot));
             self.decisions.push(Decision::TooLate { slot });
@@ -539,14 +545,18 @@ impl Engine<'_> {
         // is due at once; every other exit waits as upstream does (under
         // Forbid, the running Job's end brings the next decision; a slot
         // whose name a foreign Job holds is not retried in a loop).
-        let wake_up_after_start = |status: &StatusView, created| match slots(status, created)
-            .catch_up(now)
-            .filter(|_| status.last_schedule_time == Some(slot))
-        {
-            Some(next) => Requeue::At(next),
-            None => wake_up(status, created),
+        let wake_up_after_start = |status: &StatusView, created| {
+            let slots = slots(status, created);
+            match slots
+                .catch_up(now)
+                .filter(|_| status.last_schedule_time == Some(slot))
+            {
+                Some(next) => Requeue::At(slots.start_of(next)),
+                None => wake_up(status, created),
+            }
         };
-        self.start(slot, name, &wake_up_after_start)
+        let start_at = slots(&self.cj.status, created).start_of(slot);
+        self.start(slot, start_at, name, &wake_up_after_start)
     }
 
     /// Replace: a live GET of every active Job, then its delete, in order;
@@ -594,6 +604,7 @@ impl Engine<'_> {
     fn start(
         &mut self,
         slot: Timestamp,
+        start_at: Timestamp,
         name: String,
         wake_up: &dyn Fn(&StatusView, Timestamp) -> Requeue,
     ) -> Exit {
@@ -622,6 +633,7 @@ impl Engine<'_> {
         self.create = Some(JobToCreate {
             name: name.clone(),
             scheduled_time: slot,
+            start_at,
             job,
         });
         let namespace = self.cj.namespace.clone();

@@ -13,8 +13,8 @@
 //! is "none" instead of "immediately".
 
 use super::Schedule;
-use jiff::Timestamp;
 use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
 use thiserror::Error;
 
 /// How many slots were missed since the baseline (upstream's `missedSchedulesType`).
@@ -62,6 +62,12 @@ pub struct Slots<'a> {
     /// The opt-in `shardcron.io/catch-up-window`, in seconds: the missed
     /// slots within it run, oldest first ([`Self::due`]).
     pub catch_up_window: Option<i64>,
+    /// The opt-in `shardcron.io/spread`: every slot starts this many seconds
+    /// late (0: on time). [`Self::due`], [`Self::catch_up`] and
+    /// [`Self::next_wakeup`] answer as upstream would at `now` minus the
+    /// offset, so the starting deadline counts from the delayed start; the
+    /// slots themselves (the Job's name, `lastScheduleTime`) stay nominal.
+    pub spread_offset: i64,
 }
 
 /// Go's zero `time.Time` (0001-01-01T00:00:00Z), which robfig returns for "never".
@@ -160,10 +166,11 @@ impl Slots<'_> {
     /// With a catch-up window, the oldest unstarted slot within it instead
     /// ([`Self::catch_up`]); slots older than the window do not run.
     pub fn due(&self, now: Timestamp) -> Result<Option<(Timestamp, Missed)>, IntervalTooShort> {
+        let now = self.nominal(now);
         let recent = self.most_recent(now, true)?;
         if self.catch_up_window.is_some() {
             // Catching up is not missing: no TooManyMissedTimes for it.
-            return Ok(self.catch_up(now).map(|slot| (slot, Missed::Few)));
+            return Ok(self.catch_up_at(now).map(|slot| (slot, Missed::Few)));
         }
         Ok(recent
             .most_recent
@@ -175,11 +182,16 @@ impl Slots<'_> {
     /// that is within the window and the starting deadline and not after
     /// `now`, if any. `None` without a window.
     pub fn catch_up(&self, now: Timestamp) -> Option<Timestamp> {
+        self.catch_up_at(self.nominal(now))
+    }
+
+    /// [`Self::catch_up`] at a nominal `now` (the spread offset taken off).
+    fn catch_up_at(&self, now: Timestamp) -> Option<Timestamp> {
         let window = self.catch_up_window?;
         // `next` answers strictly after a whole second: one second before
         // the window's start lets a slot exactly at its start in.
         let since = |seconds: i64| {
-            now.checked_sub(jiff::SignedDuration::from_secs(seconds.saturating_add(1)))
+            now.checked_sub(SignedDuration::from_secs(seconds.saturating_add(1)))
                 .unwrap_or(Timestamp::MIN)
         };
         let mut from = self
@@ -196,6 +208,7 @@ impl Slots<'_> {
     /// instant, without its 100 ms margin (an actor's own timer needs none).
     /// `None` when the schedule has no slot within the search horizon.
     pub fn next_wakeup(&self, now: Timestamp) -> Option<Timestamp> {
+        let now = self.nominal(now);
         let base = match self.most_recent(now, false) {
             Err(IntervalTooShort) => now,
             Ok(RecentSlot {
@@ -211,7 +224,20 @@ impl Slots<'_> {
                 most_recent: None, ..
             }) => now,
         };
-        self.next(base)
+        self.next(base).map(|slot| self.start_of(slot))
+    }
+
+    /// The instant that counts as `now` for the slots: `now` less the
+    /// spread offset.
+    pub fn nominal(&self, now: Timestamp) -> Timestamp {
+        now.checked_sub(SignedDuration::from_secs(self.spread_offset))
+            .unwrap_or(Timestamp::MIN)
+    }
+
+    /// When `slot` starts: the slot plus the spread offset.
+    pub fn start_of(&self, slot: Timestamp) -> Timestamp {
+        slot.checked_add(SignedDuration::from_secs(self.spread_offset))
+            .unwrap_or(Timestamp::MAX)
     }
 }
 

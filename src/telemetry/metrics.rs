@@ -142,7 +142,7 @@ impl Metrics {
         let creation_skew = HistogramWithExemplars::new(millis_to_minute());
         registry.register(
             "job_creation_skew_seconds",
-            "Time between a slot's scheduled time and the creation of its Job (the API server's creationTimestamp has 1 s resolution; this uses the controller's clock when the create returned)",
+            "Time between a slot's start (its scheduled time, plus the CronJob's offset under shardcron.io/spread) and the creation of its Job (the API server's creationTimestamp has 1 s resolution; this uses the controller's clock when the create returned)",
             creation_skew.clone(),
         );
         let jobs_created = Family::<CreateLabels, Counter>::default();

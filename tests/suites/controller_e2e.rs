@@ -823,6 +823,48 @@ async fn a_catch_up_window_runs_every_missed_slot() {
     );
 }
 
+/// `shardcron.io/spread`: each slot's Job is created no earlier than the
+/// slot plus the CronJob's own offset (FNV-1a and fmix64 of
+/// `namespace/name`, modulo the window), under the slot's own name and with
+/// its scheduled-timestamp annotation.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spread_cronjob_starts_each_slot_late_by_its_offset() {
+    let s = scenario("spread").await;
+    let mut cronjob = cronjob("spread", "*/1 * * * *", json!({}), json!({}));
+    cronjob.metadata.annotations = Some(
+        [(
+            shardcron::reconcile::SPREAD_ANNOTATION.to_owned(),
+            "40s".to_owned(),
+        )]
+        .into(),
+    );
+    s.create(&cronjob).await;
+    let offset = shardcron::reconcile::options::spread_offset(&s.ns.name, "spread", 40);
+    let job = eventually(
+        "the first slot's Job",
+        ONE_SLOT + Duration::from_secs(40),
+        || async { s.all_jobs().await.into_iter().next() },
+    )
+    .await;
+    let slot = scheduled_time(&job);
+    assert_eq!(
+        name_of(&job),
+        format!("spread-{}", slot.as_second() / 60),
+        "the nominal slot's name"
+    );
+    let created = job
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .expect("a creation time")
+        .0;
+    let late = created.as_second() - slot.as_second();
+    assert!(
+        late >= offset,
+        "created {late} s after its slot, before its offset of {offset} s"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_52_character_name_works() {
     let s = scenario("long-name").await;

@@ -11,5 +11,6 @@ mod flows;
 mod lost_status_write;
 mod messages;
 mod properties;
+mod spread;
 mod sync_table;
 mod utils_tables;

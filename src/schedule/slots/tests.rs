@@ -52,6 +52,7 @@ fn most_recent(c: &Case) -> Result<RecentSlot, IntervalTooShort> {
         starting_deadline_seconds: c.deadline,
         once_per_wall_time: false,
         catch_up_window: None,
+        spread_offset: 0,
     }
     .most_recent(c.now, c.include_deadline)
 }
@@ -196,6 +197,7 @@ fn slots<'a>(
         starting_deadline_seconds: deadline,
         once_per_wall_time: false,
         catch_up_window: None,
+        spread_offset: 0,
     }
 }
 
