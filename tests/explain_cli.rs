@@ -40,7 +40,7 @@ fn the_opt_ins_are_shown_and_the_catch_up_starts_the_oldest_missed_slot() {
     let out = json_of(&args);
     assert_eq!(
         out["options"],
-        json!({"fallBack": "once", "catchUpWindowSeconds": 3600})
+        json!({"fallBack": "once", "catchUpWindowSeconds": 3600, "spreadSeconds": 0, "spreadOffsetSeconds": 0, "runNow": null})
     );
     // 09:10, 09:20 and 09:30 were missed: the oldest first, and at once the next.
     assert_eq!(out["create"][0]["scheduledTime"], "2024-03-01T09:10:00Z");
@@ -107,7 +107,7 @@ fn forbid_with_a_running_job_explains_why_nothing_starts() {
             },
             "statusChanged": false,
             "nextWakeup": "2024-03-01T10:00:00Z",
-            "options": {"fallBack": "twice", "catchUpWindowSeconds": null},
+            "options": {"fallBack": "twice", "catchUpWindowSeconds": null, "spreadSeconds": 0, "spreadOffsetSeconds": 0, "runNow": null},
         })
     );
 }
@@ -148,7 +148,7 @@ fn finished_jobs_history_and_a_new_job_from_yaml_documents() {
             },
             "statusChanged": true,
             "nextWakeup": "2024-03-01T10:00:00Z",
-            "options": {"fallBack": "twice", "catchUpWindowSeconds": null},
+            "options": {"fallBack": "twice", "catchUpWindowSeconds": null, "spreadSeconds": 0, "spreadOffsetSeconds": 0, "runNow": null},
         })
     );
 }

@@ -217,6 +217,7 @@ fn to_json(explained: &Explained) -> Value {
             "catchUpWindowSeconds": explained.options.catch_up_window(),
             "spreadSeconds": explained.options.spread_seconds,
             "spreadOffsetSeconds": explained.spread_offset,
+            "runNow": explained.options.run_now.map(|t| t.to_string()),
         },
         "nextWakeup": outcome.next_wakeup().map(|t| t.to_string()),
     })
@@ -255,6 +256,13 @@ fn write_text(
             crate::reconcile::SPREAD_ANNOTATION,
             cronjob.options.spread_seconds,
             explained.spread_offset,
+        )?;
+    }
+    if let Some(requested) = cronjob.options.run_now {
+        writeln!(
+            out,
+            "  {}: {requested} (a request for one run; served once a Job starts at or after it)",
+            crate::reconcile::RUN_NOW_ANNOTATION
         )?;
     }
     if cronjob.options.once_per_wall_time() {

@@ -5,6 +5,7 @@ mod crd;
 mod explain;
 mod next;
 mod run;
+mod trigger;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -27,6 +28,8 @@ enum Command {
     Crd(crd::CrdArgs),
     /// Copy batch/v1 CronJobs as cronjobs.shardcron.io ones, their last slot carried.
     Convert(convert::ConvertArgs),
+    /// Ask for one run of a CronJob now (its shardcron.io/run-now annotation).
+    Trigger(trigger::TriggerArgs),
     /// Run the controller.
     Run(Box<run::RunArgs>),
 }
@@ -82,6 +85,17 @@ async fn kube_client(
     crate::kube::client::build(config, user_agent).context("building the Kubernetes client")
 }
 
+/// `--cronjob-kinds`' and `--kind`'s values: a kind's short name.
+fn parse_kind(value: &str) -> Result<crate::reconcile::CronJobKind, String> {
+    use crate::reconcile::CronJobKind;
+    CronJobKind::ALL
+        .into_iter()
+        .find(|kind| kind.name() == value)
+        .ok_or_else(|| {
+            format!("{value:?} is not a CronJob kind: batch (batch/v1) or shardcron (cronjobs.shardcron.io)")
+        })
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -94,6 +108,9 @@ pub fn main() -> ExitCode {
         }
         Command::Convert(args) => {
             convert::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
+        }
+        Command::Trigger(args) => {
+            trigger::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
         }
         Command::Crd(args) => {
             crd::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())

@@ -82,7 +82,7 @@ pub struct RunArgs {
         long,
         value_delimiter = ',',
         default_value = "batch",
-        value_parser = parse_kind,
+        value_parser = super::parse_kind,
         env = "SHARDCRON_CRONJOB_KINDS"
     )]
     cronjob_kinds: Vec<CronJobKind>,
@@ -366,15 +366,6 @@ async fn start(
 }
 
 /// `--cronjob-kinds`' values.
-fn parse_kind(value: &str) -> Result<CronJobKind, String> {
-    CronJobKind::ALL
-        .into_iter()
-        .find(|kind| kind.name() == value)
-        .ok_or_else(|| {
-            format!("{value:?} is not a CronJob kind: batch (batch/v1) or shardcron (cronjobs.shardcron.io)")
-        })
-}
-
 /// The kinds a ring serves: at least one.
 fn served_kinds(kinds: &[CronJobKind]) -> anyhow::Result<CronJobKinds> {
     let set = CronJobKinds::of(kinds.iter().copied());

@@ -107,6 +107,22 @@ pub enum Decision {
         slot: Timestamp,
         job: String,
     },
+    /// A run-now request (`shardcron.io/run-now`) no Job has served yet:
+    /// its Job is started (the `Start` that follows names it).
+    RunNow {
+        requested: Timestamp,
+    },
+    /// A run-now request waits: concurrencyPolicy Forbid and these Jobs
+    /// still running (at most until it lapses).
+    RunNowWaits {
+        requested: Timestamp,
+        running: Vec<String>,
+    },
+    /// A run-now request that will not run.
+    RunNowIgnored {
+        requested: Timestamp,
+        why: &'static str,
+    },
     /// The Job of this slot exists but is not this CronJob's.
     ExistsForeign {
         job: String,
@@ -146,7 +162,7 @@ pub fn slot_outcome(decisions: &[Decision]) -> &'static str {
             Decision::Suspended => "skipped-suspended",
             Decision::TooLate { .. } => "missed-deadline",
             Decision::AlreadyHandled { .. } => "already-handled",
-            Decision::ForbidWhileActive { .. } => "skipped-forbid",
+            Decision::ForbidWhileActive { .. } | Decision::RunNowWaits { .. } => "skipped-forbid",
             Decision::Replace { .. } => "replacing",
             Decision::Start { .. } if outcome == "replacing" => "replaced",
             Decision::Start { .. } => "created",
@@ -255,6 +271,18 @@ impl fmt::Display for Decision {
                 "concurrencyPolicy Replace: delete running job {job} first"
             ),
             Start { slot, job } => write!(f, "start {job} for slot {slot}"),
+            RunNow { requested } => write!(
+                f,
+                "run-now request of {requested}: no Job started since, so one is started now"
+            ),
+            RunNowWaits { requested, running } => write!(
+                f,
+                "run-now request of {requested} waits: concurrencyPolicy Forbid and job {} still running",
+                running.join(", ")
+            ),
+            RunNowIgnored { requested, why } => {
+                write!(f, "run-now request of {requested} not run: {why}")
+            }
             ExistsForeign { job } => write!(
                 f,
                 "{job} already exists and is not controlled by this CronJob: left alone"

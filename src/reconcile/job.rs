@@ -43,7 +43,27 @@ pub fn job_name(cronjob_name: &str, scheduled: Timestamp) -> String {
     format!("{cronjob_name}-{}", scheduled.as_second() / 60)
 }
 
-/// The labels and annotations of a Job made for a slot.
+/// The Job of a run-now request made at `requested`:
+/// `<cronjob>-r<requested Unix seconds in base 36>`. The request's own
+/// time names it, so a replayed request meets its own Job (AlreadyExists);
+/// the `r` keeps it apart from every slot's all-digit suffix; at most 8
+/// characters follow the dash (7 base-36 digits last until the year 4400),
+/// within the 11 a CronJob's 52-character name leaves for a Job's 63.
+pub fn run_now_job_name(cronjob_name: &str, requested: Timestamp) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut seconds = requested.as_second().max(0) as u64;
+    let mut suffix = Vec::new();
+    loop {
+        suffix.push(DIGITS[(seconds % 36) as usize]);
+        seconds /= 36;
+        if seconds == 0 {
+            break;
+        }
+    }
+    suffix.reverse();
+    format!("{cronjob_name}-r{}", String::from_utf8_lossy(&suffix))
+}
+
 /// Upstream's `getJobFromTemplate2`: the Job to create for `scheduled`. It
 /// fails, as upstream's, only when `spec.timeZone` does not load (the text is
 /// Go's `LoadLocation` error).
@@ -57,11 +77,12 @@ pub fn build_job(
         .setup
         .annotation_zone()
         .map_err(str::to_owned)?;
-    Ok(build_job_in(cronjob, zone, default_zone, scheduled))
+    let name = job_name(&cronjob.name, scheduled);
+    Ok(build_job_in(cronjob, zone, default_zone, scheduled, name))
 }
 
-/// The Job object to create (the namespace travels with the create call, as
-/// upstream leaves it unset on the object). Labels and annotations are the
+/// The Job object `name` to create for `scheduled` (the namespace travels
+/// with the create call, as upstream leaves it unset on the object). Labels and annotations are the
 /// template's, plus the scheduled-timestamp annotation rendered in
 /// `spec.timeZone` (UTC when unset; the controller's zone for `Local`).
 pub(crate) fn build_job_in(
@@ -69,6 +90,7 @@ pub(crate) fn build_job_in(
     annotation_zone: &NamedZone,
     default_zone: &TimeZone,
     scheduled: Timestamp,
+    name: String,
 ) -> Job {
     // The one decoding of the template, made only when a Job is created.
     let template = cronjob.spec.job_template.decode();
@@ -80,7 +102,7 @@ pub(crate) fn build_job_in(
     );
     Job {
         metadata: ObjectMeta {
-            name: Some(job_name(&cronjob.name, scheduled)),
+            name: Some(name),
             labels: Some(metadata.labels.unwrap_or_default()),
             annotations: Some(annotations),
             // The API server overrides it; upstream sets it, so do we.

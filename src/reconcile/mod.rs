@@ -96,11 +96,13 @@ pub use events::{Event, EventType, Reason, rfc1123z_utc};
 pub use history::{OverHistoryLimit, by_start_time, over_limit};
 pub use job::{
     SLOT_FINALIZER, active_reference, build_job, controller_reference, is_held, job_name,
+    run_now_job_name,
 };
 pub use kind::{CronJobKind, CronJobKinds};
 pub use live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, LiveJob, Lookup};
 pub use options::{
-    CATCH_UP_ANNOTATION, FALL_BACK_ANNOTATION, FallBack, InvalidOption, Options, SPREAD_ANNOTATION,
+    CATCH_UP_ANNOTATION, FALL_BACK_ANNOTATION, FallBack, InvalidOption, Options,
+    RUN_NOW_ANNOTATION, SPREAD_ANNOTATION,
 };
 pub use release::{Release, releases};
 pub use sync::MAX_UNLISTED_LOOKUPS;

@@ -28,6 +28,23 @@ pub const CATCH_UP_ANNOTATION: &str = "shardcron.io/catch-up-window";
 /// Job's name and scheduled-timestamp annotation stay the nominal slot's.
 pub const SPREAD_ANNOTATION: &str = "shardcron.io/spread";
 
+/// A request to run the CronJob now: an RFC 3339 instant, the request's
+/// time (`shardcron trigger` writes its clock's). One Job is started for it
+/// (named from it, [`super::run_now_job_name`]) unless a Job of the CronJob
+/// was started at or after it (`status.lastScheduleTime`, which the run's
+/// own start moves to the request's time), subject to `concurrencyPolicy`;
+/// a request not started within [`RUN_NOW_DEADLINE_SECONDS`] lapses.
+pub const RUN_NOW_ANNOTATION: &str = "shardcron.io/run-now";
+
+/// How long a run-now request waits to be started (the controller down,
+/// or Forbid and a Job still running): five minutes. A request re-applied
+/// from a manifest long after is not run again.
+pub const RUN_NOW_DEADLINE_SECONDS: i64 = 300;
+
+/// How far ahead of the controller's clock a run-now request may be (the
+/// requester's clock may run ahead); one further ahead is refused.
+pub const RUN_NOW_MAX_AHEAD_SECONDS: i64 = 60;
+
 /// A day: the longest spread window.
 pub const MAX_SPREAD_SECONDS: u32 = 24 * 3600;
 
@@ -37,7 +54,12 @@ pub const MAX_CATCH_UP_SECONDS: u32 = 24 * 3600;
 
 /// The annotations [`Options::from_annotations`] reads: a CronJob decoder
 /// that keeps only some of the annotations keeps these.
-pub const ANNOTATIONS: [&str; 3] = [FALL_BACK_ANNOTATION, CATCH_UP_ANNOTATION, SPREAD_ANNOTATION];
+pub const ANNOTATIONS: [&str; 4] = [
+    FALL_BACK_ANNOTATION,
+    CATCH_UP_ANNOTATION,
+    SPREAD_ANNOTATION,
+    RUN_NOW_ANNOTATION,
+];
 
 /// What a slot in a fall-back's repeated hour does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -81,6 +103,8 @@ pub struct Options {
     pub catch_up_seconds: u32,
     /// The spread window in seconds; 0: none (upstream's behaviour).
     pub spread_seconds: u32,
+    /// The run-now request's time, if one is set.
+    pub run_now: Option<jiff::Timestamp>,
     /// The first annotation that could not be read, for the warning (boxed:
     /// almost always `None`, and the view is kept per CronJob).
     pub invalid: Option<Box<InvalidOption>>,
@@ -106,6 +130,16 @@ impl Options {
                     CATCH_UP_ANNOTATION,
                     value,
                     "a duration from 1s to 24h, such as 30m or 2h",
+                ),
+            }
+        }
+        if let Some(value) = annotations.get(RUN_NOW_ANNOTATION) {
+            match value.parse::<jiff::Timestamp>() {
+                Ok(requested) => options.run_now = Some(requested),
+                Err(_) => options.note_invalid(
+                    RUN_NOW_ANNOTATION,
+                    value,
+                    "an RFC 3339 instant, such as 2026-11-26T09:30:00Z (shardcron trigger writes it)",
                 ),
             }
         }

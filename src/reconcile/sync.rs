@@ -11,8 +11,11 @@
 use super::decision::Decision;
 use super::events::Event;
 use super::history::{self, OverHistoryLimit};
-use super::job::{active_reference, build_job_in, job_name};
+use super::job::{active_reference, build_job_in, job_name, run_now_job_name};
 use super::live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, Lookup};
+use super::options::{
+    InvalidOption, RUN_NOW_ANNOTATION, RUN_NOW_DEADLINE_SECONDS, RUN_NOW_MAX_AHEAD_SECONDS,
+};
 use super::view::{CronJobView, JobSummary, ref_name, ref_namespace, ref_uid};
 use super::{ConcurrencyPolicy, DeleteReason, Deletion, Input, JobToCreate, Requeue, StatusView};
 use crate::schedule::slots::{Missed, Slots};
@@ -440,7 +443,9 @@ impl Engine<'_> {
         }
         if spec.suspend {
             self.decisions.push(Decision::Suspended);
-            return Exit::Requeue(Requeue::Never);
+            // A run-now request is an explicit ask: it runs while suspended
+            // too (as `kubectl create job --from` does).
+            return self.run_now_or(Requeue::Never);
         }
         if let Some(invalid) = &self.cj.options.invalid {
             self.events.push(Event::invalid_option(invalid));
@@ -496,7 +501,7 @@ impl Engine<'_> {
             }
             Ok(None) => {
                 self.decisions.push(Decision::NothingDue);
-                return Exit::Requeue(wake_up(&self.cj.status, created));
+                return self.run_now_or(wake_up(&self.cj.status, created));
             }
             Ok(Some(due)) => due,
         };
@@ -510,7 +515,7 @@ impl Engine<'_> {
         {
             self.events.push(Event::miss_schedule(slot));
             self.decisions.push(Decision::TooLate { slot });
-            return Exit::Requeue(wake_up(&self.cj.status, created));
+            return self.run_now_or(wake_up(&self.cj.status, created));
         }
         let name = job_name(&self.cj.name, slot);
         let namespace = self.cj.namespace.clone();
@@ -523,7 +528,7 @@ impl Engine<'_> {
         {
             self.decisions
                 .push(Decision::AlreadyHandled { slot, job: name });
-            return Exit::Requeue(wake_up(&self.cj.status, created));
+            return self.run_now_or(wake_up(&self.cj.status, created));
         }
         if spec.concurrency_policy == ConcurrencyPolicy::Forbid && !status.active.is_empty() {
             self.events.push(Event::job_already_active());
@@ -541,22 +546,118 @@ impl Engine<'_> {
         {
             return exit;
         }
-        // Once this slot is recorded, a catch-up window's next missed slot
-        // is due at once; every other exit waits as upstream does (under
-        // Forbid, the running Job's end brings the next decision; a slot
-        // whose name a foreign Job holds is not retried in a loop).
+        // Once this slot is recorded, a catch-up window's next missed slot,
+        // then a run-now request the slot's Job does not serve, is due at
+        // once; every other exit waits as upstream does (under Forbid, the
+        // running Job's end brings the next decision; a slot whose name a
+        // foreign Job holds is not retried in a loop).
+        let run_now = self.cj.options.run_now;
         let wake_up_after_start = |status: &StatusView, created| {
             let slots = slots(status, created);
-            match slots
-                .catch_up(now)
-                .filter(|_| status.last_schedule_time == Some(slot))
-            {
+            let recorded = status.last_schedule_time == Some(slot);
+            match slots.catch_up(now).filter(|_| recorded) {
                 Some(next) => Requeue::At(slots.start_of(next)),
+                None if recorded && run_now.is_some_and(|requested| requested > slot) => {
+                    Requeue::At(now)
+                }
                 None => wake_up(status, created),
             }
         };
         let start_at = slots(&self.cj.status, created).start_of(slot);
         self.start(slot, start_at, name, &wake_up_after_start)
+    }
+
+    /// A run-now request (`shardcron.io/run-now`) that no Job has served
+    /// yet is started now, as a slot at the request's time would be (its own
+    /// Job name, `concurrencyPolicy`, `lastScheduleTime` moved to the
+    /// request's time, which marks it served); without one, `otherwise`.
+    /// Only called when no slot is started in this decision: a due slot
+    /// goes first, and its Job, started after the request, serves it.
+    fn run_now_or(&mut self, otherwise: Requeue) -> Exit {
+        let Some(requested) = self.run_now_request() else {
+            return Exit::Requeue(otherwise);
+        };
+        if requested > self.input.now {
+            // Within the tolerance for the requester's clock: at its time.
+            return Exit::Requeue(match otherwise {
+                Requeue::At(t) => Requeue::At(t.min(requested)),
+                _ => Requeue::At(requested),
+            });
+        }
+        let name = run_now_job_name(&self.cj.name, requested);
+        let status = &self.cj.status;
+        if status.active.iter().any(|r| ref_name(r) == name) {
+            self.decisions.push(Decision::AlreadyHandled {
+                slot: requested,
+                job: name,
+            });
+            return Exit::Requeue(otherwise);
+        }
+        if self.cj.spec.concurrency_policy == ConcurrencyPolicy::Forbid && !status.active.is_empty()
+        {
+            self.events.push(Event::job_already_active());
+            let running = status
+                .active
+                .iter()
+                .map(|r| ref_name(r).to_owned())
+                .collect();
+            self.decisions
+                .push(Decision::RunNowWaits { requested, running });
+            return Exit::Requeue(otherwise);
+        }
+        if self.cj.spec.concurrency_policy == ConcurrencyPolicy::Replace
+            && let Some(exit) = self.replace_active()
+        {
+            return exit;
+        }
+        self.decisions.push(Decision::RunNow { requested });
+        // Nothing was due before the request: the wake-up stays the one
+        // the schedule gave (its next slot is after the request's time).
+        let exit = self.start(requested, requested, name, &|_, _| otherwise.clone());
+        // The Job says it was asked for, not scheduled.
+        if let Some(job) = self.create.as_mut().and_then(|create| create.job.as_mut()) {
+            job.metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(RUN_NOW_ANNOTATION.to_owned(), requested.to_string());
+        }
+        exit
+    }
+
+    /// The run-now request to serve, if any: set, not yet served (no Job
+    /// started at or after it), made after the CronJob was created, not
+    /// lapsed and not too far ahead of the clock. Each request that will not
+    /// run says why, once per decision.
+    fn run_now_request(&mut self) -> Option<Timestamp> {
+        let requested = self.cj.options.run_now?;
+        if self
+            .cj
+            .status
+            .last_schedule_time
+            .is_some_and(|last| last >= requested)
+        {
+            return None;
+        }
+        let now = self.input.now;
+        let ignored = if requested < self.cj.created {
+            "it is older than the CronJob (a manifest's copy)"
+        } else if requested > now + SignedDuration::from_secs(RUN_NOW_MAX_AHEAD_SECONDS) {
+            self.events.push(Event::invalid_option(&InvalidOption {
+                annotation: RUN_NOW_ANNOTATION,
+                value: requested.to_string(),
+                allowed: "an instant at most 60s ahead of the controller's clock",
+            }));
+            "it is more than 60s ahead of the controller's clock"
+        } else if now > requested + SignedDuration::from_secs(RUN_NOW_DEADLINE_SECONDS) {
+            "it lapsed: not started within 5 minutes of its time"
+        } else {
+            return Some(requested);
+        };
+        self.decisions.push(Decision::RunNowIgnored {
+            requested,
+            why: ignored,
+        });
+        None
     }
 
     /// Replace: a live GET of every active Job, then its delete, in order;
@@ -627,6 +728,7 @@ impl Engine<'_> {
                 annotation_zone,
                 input.default_zone,
                 slot,
+                name.clone(),
             )),
             Some(_) => None,
         };

@@ -865,6 +865,158 @@ async fn a_spread_cronjob_starts_each_slot_late_by_its_offset() {
     );
 }
 
+/// `shardcron trigger` (the `shardcron.io/run-now` annotation): refused to
+/// whoever may not patch the CronJob; for whoever may, one Job at once,
+/// named from the request, listed in `status.active` and recorded as
+/// `lastScheduleTime`; a second request while it runs under Forbid is a
+/// JobAlreadyActive event and no Job; the first request set again (a
+/// replay) makes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn shardcron_trigger_runs_a_cronjob_once_for_whoever_may_patch_it() {
+    let s = scenario("run-now").await;
+    let cluster = cluster_for(KIND).await;
+    // Yearly: no slot is due during the test.
+    s.create(&cronjob(
+        "manual",
+        "0 0 1 1 *",
+        json!({"concurrencyPolicy": "Forbid"}),
+        long_running(),
+    ))
+    .await;
+    let mut kubeconfigs = Vec::new();
+    for (account, verbs) in [
+        ("viewer", json!(["get"])),
+        ("operator", json!(["get", "patch"])),
+    ] {
+        let role: Role = serde_json::from_value(json!({
+            "metadata": {"name": account},
+            "rules": [{"apiGroups": [KIND.group()], "resources": ["cronjobs"], "verbs": verbs}]
+        }))
+        .unwrap();
+        Api::<Role>::namespaced(s.admin.clone(), &s.ns.name)
+            .create(&PostParams::default(), &role)
+            .await
+            .expect("create the Role");
+        let binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": account},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": s.ns.name}]
+        }))
+        .unwrap();
+        Api::<RoleBinding>::namespaced(s.admin.clone(), &s.ns.name)
+            .create(&PostParams::default(), &binding)
+            .await
+            .expect("bind it");
+        let yaml = cluster
+            .service_account_kubeconfig(&s.ns.name, account)
+            .await
+            .expect("a kubeconfig");
+        let path = std::env::temp_dir().join(format!("{}-{account}.kubeconfig", s.ns.name));
+        std::fs::write(&path, yaml).expect("write the kubeconfig");
+        kubeconfigs.push(path);
+    }
+    let cronjob = format!("{}/manual", s.ns.name);
+    let trigger = |kubeconfig: &std::path::Path| {
+        super::support::shardcron(&[
+            "trigger",
+            &cronjob,
+            "--kind",
+            KIND.name(),
+            "--kubeconfig",
+            &kubeconfig.to_string_lossy(),
+            "--output",
+            "json",
+        ])
+    };
+    let refused = trigger(&kubeconfigs[0]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        super::support::stderr(&refused).contains("forbidden"),
+        "{}",
+        super::support::stderr(&refused)
+    );
+    let first: Value = eventually(
+        "the operator's request (once its RoleBinding takes effect)",
+        Duration::from_secs(30),
+        || async {
+            let out = trigger(&kubeconfigs[1]);
+            out.status
+                .success()
+                .then(|| serde_json::from_str(&super::support::stdout(&out)).expect("JSON output"))
+        },
+    )
+    .await;
+    let job = first["job"].as_str().expect("the Job's name").to_owned();
+    let requested: jiff::Timestamp = first["requested"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .expect("the request's time");
+    eventually(
+        "the request's Job in status.active",
+        Duration::from_secs(30),
+        || async {
+            let status = s.get("manual").await.status.unwrap_or_default();
+            let listed = status
+                .active
+                .unwrap_or_default()
+                .iter()
+                .any(|r| r.name.as_deref() == Some(job.as_str()));
+            (listed && status.last_schedule_time.map(|t| t.0) == Some(requested)).then_some(())
+        },
+    )
+    .await;
+    let made = s.all_jobs().await;
+    assert_eq!(
+        made.len(),
+        1,
+        "one Job: {:?}",
+        made.iter().map(name_of).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        made[0]
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(shardcron::reconcile::RUN_NOW_ANNOTATION)),
+        Some(&requested.to_string())
+    );
+    // A second request while the first runs: Forbid.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let second = trigger(&kubeconfigs[1]);
+    assert!(
+        second.status.success(),
+        "{}",
+        super::support::stderr(&second)
+    );
+    eventually("JobAlreadyActive", EVENT_LAG, || async {
+        s.has_event("manual", "JobAlreadyActive")
+            .await
+            .then_some(())
+    })
+    .await;
+    // The first request set again (a replay): served already.
+    s.cronjobs
+        .patch(
+            "manual",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {
+                shardcron::reconcile::RUN_NOW_ANNOTATION: requested.to_string()
+            }}})),
+        )
+        .await
+        .expect("set the first request again");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let names: Vec<String> = s.all_jobs().await.iter().map(name_of).collect();
+    assert_eq!(
+        names,
+        [job],
+        "no Job for the refused or the replayed request"
+    );
+    for path in kubeconfigs {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_52_character_name_works() {
     let s = scenario("long-name").await;

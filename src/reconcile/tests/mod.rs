@@ -11,6 +11,7 @@ mod flows;
 mod lost_status_write;
 mod messages;
 mod properties;
+mod run_now;
 mod spread;
 mod sync_table;
 mod utils_tables;
