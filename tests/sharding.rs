@@ -276,6 +276,35 @@ async fn a_second_process_with_a_replicas_id_waits_for_the_first() {
     );
 }
 
+/// Each CronJob's per-CronJob series (`shardcron_cronjob_*`) on exactly
+/// one live replica: they move with the key and are never exported twice.
+async fn each_cronjobs_series_are_exported_once(fleet: &Fleet) {
+    support::eventually(
+        "each CronJob's series on exactly one replica",
+        Duration::from_secs(20),
+        || async {
+            let mut seen = std::collections::HashMap::<String, usize>::new();
+            for replica in fleet.live() {
+                let text = replica.metrics_text();
+                for line in text
+                    .lines()
+                    .filter(|l| l.starts_with("shardcron_cronjob_active_jobs{"))
+                {
+                    if let Some(name) = line
+                        .split("cronjob=\"")
+                        .nth(1)
+                        .and_then(|rest| rest.split('"').next())
+                    {
+                        *seen.entry(name.to_owned()).or_default() += 1;
+                    }
+                }
+            }
+            (seen.len() == CRONJOBS && seen.values().all(|&n| n == 1)).then_some(())
+        },
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn scaling_1_3_5_2_keeps_every_slot_once() {
     let mut fleet = Fleet::new("shard-scale", 1, CRONJOBS).await;
@@ -307,6 +336,7 @@ async fn scaling_1_3_5_2_keeps_every_slot_once() {
         ));
         let slot = next_minute(Timestamp::now());
         fleet.all_slots_through(slot).await;
+        each_cronjobs_series_are_exported_once(&fleet).await;
     }
     let slots = fleet.slots().await;
     // The losing side of each hand-off, as the replicas still running saw it.

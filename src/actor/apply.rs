@@ -140,6 +140,8 @@ pub struct Applied {
     pub deleted: Vec<String>,
     /// When to decide next.
     pub requeue: Requeue,
+    /// The slot this decision skipped, and why (the per-CronJob metrics).
+    pub skipped: Option<(reconcile::SkipReason, Timestamp)>,
 }
 
 /// Runs one decision at `now` and carries it out through the gateway.
@@ -331,6 +333,7 @@ async fn apply_plan<R: JobRequests + Clone>(
         created,
         deleted: Vec::new(),
         requeue: recorded.requeue.clone(),
+        skipped: reconcile::skipped_slot(&plan.decisions),
     };
     let mut keep_evidence = false;
     if let Some(status) = recorded.status_update() {
@@ -550,6 +553,7 @@ impl Applied {
             created: None,
             deleted,
             requeue: Requeue::Never,
+            skipped: None,
         }
     }
 
@@ -560,6 +564,7 @@ impl Applied {
             created: None,
             deleted: Vec::new(),
             requeue: Requeue::Backoff(reconcile::ApiError::new(why)),
+            skipped: None,
         }
     }
 }
@@ -966,6 +971,7 @@ mod tests {
             start_time: None,
             completion_time: Some("2024-03-01T09:29:30Z".parse().expect("a time")),
             finished: Some(reconcile::Finished::Complete),
+            failed_at: None,
             succeeded: true,
             scheduled: Some(scheduled.parse().expect("a time")),
             deleting: true,
@@ -1009,6 +1015,7 @@ mod tests {
                 start_time: None,
                 completion_time: Some("2024-03-01T09:29:30Z".parse().expect("a time")),
                 finished: Some(reconcile::Finished::Complete),
+                failed_at: None,
                 succeeded: true,
                 scheduled: Some("2024-03-01T09:29:00Z".parse().expect("a time")),
                 deleting: false,

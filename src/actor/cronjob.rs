@@ -13,7 +13,10 @@ use super::timer::{self, MAX_SLEEP, Wake};
 use crate::kube::lean_cronjob::LeanCronJob;
 use crate::kube::requests::JobRequests as _;
 use crate::kube::resource_version::is_older;
-use crate::reconcile::{AfterUpdate, CronJobView, JobSummary, Requeue, SpecView, after_update};
+use crate::reconcile::{
+    AfterUpdate, CronJobView, Finished, JobSummary, Requeue, SkipReason, SpecView, after_update,
+};
+use crate::telemetry::cronjob_series::seconds;
 use crate::telemetry::metrics::{OkLabel, SyncLabels};
 use actix::prelude::*;
 use jiff::Timestamp;
@@ -257,6 +260,9 @@ impl CronJobActor {
                 self.children.push(created);
             }
         }
+        if !self.stopping {
+            self.record_series(&applied.requeue, applied.skipped);
+        }
         let result = match applied.requeue {
             Requeue::Backoff(_) => OkLabel::failed,
             _ => OkLabel::ok,
@@ -293,6 +299,39 @@ impl CronJobActor {
         } else if std::mem::take(&mut self.decide_again) {
             self.decide(ctx);
         }
+    }
+
+    /// The per-CronJob metrics after a decision: the status as now held,
+    /// the wake-up armed (a failed decision keeps the one before), the
+    /// latest failure among the children, a skipped slot.
+    fn record_series(&self, requeue: &Requeue, skipped: Option<(SkipReason, Timestamp)>) {
+        // `None`: keep the wake-up recorded before.
+        let next = match requeue {
+            Requeue::At(at) => Some(Some(*at)),
+            Requeue::Never => Some(None),
+            Requeue::Backoff(_) => None,
+        };
+        let status = &self.cronjob.status;
+        let last_failed = self
+            .children
+            .iter()
+            .filter(|c| c.finished == Some(Finished::Failed))
+            .filter_map(|c| c.failed_at)
+            .max();
+        let suspended = self.cronjob.spec.suspend;
+        self.shared.metrics.cronjobs.update(&self.key(), |record| {
+            if let Some(next) = next {
+                record.next_schedule = seconds(next);
+            }
+            record.last_schedule = seconds(status.last_schedule_time);
+            record.last_successful = seconds(status.last_successful_time);
+            record.last_failed = record.last_failed.max(seconds(last_failed));
+            record.active = u32::try_from(status.active.len()).unwrap_or(u32::MAX);
+            record.suspended = suspended;
+            if let Some((reason, slot)) = skipped {
+                record.skip(reason, slot);
+            }
+        });
     }
 
     /// Arms the timer for `at`, replacing any earlier arming.
@@ -332,6 +371,8 @@ impl Actor for CronJobActor {
     fn stopped(&mut self, _: &mut Self::Context) {
         let status = &self.cronjob.status;
         let unrecorded = self.known_slot.filter(|slot| status.does_not_record(*slot));
+        // Its series go with it: the next owner exports them.
+        self.shared.metrics.cronjobs.remove(&self.key());
         self.shared.reports.do_send(Report::Stopped {
             key: self.key(),
             uid: std::mem::take(&mut self.cronjob.uid),

@@ -91,6 +91,12 @@ pub struct RunArgs {
     /// name in a StatefulSet). Two live processes must never share one.
     #[arg(long, env = "SHARDCRON_REPLICA_ID")]
     replica_id: Option<String>,
+    /// Export per-CronJob series (`shardcron_cronjob_*`, labelled by
+    /// namespace and CronJob) for the CronJobs this replica owns: about
+    /// 100 bytes of memory per CronJob, and 6 to 7 series each per scrape
+    /// (docs/operations.md). `--cronjob-metrics=false` turns them off.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "SHARDCRON_CRONJOB_METRICS")]
+    cronjob_metrics: bool,
     /// The ring: replicas with the same ring name share the CronJobs.
     #[arg(long, default_value = "shardcron")]
     shard_ring_name: String,
@@ -195,7 +201,7 @@ fn lease_settings(args: &RunArgs, replica_id: String) -> anyhow::Result<LeaseSet
 
 /// Runs the controller until SIGTERM or Ctrl-C.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(Metrics::with_cronjob_series(args.cronjob_metrics));
     let (traces, layer) = match traces::start(args.otlp_endpoint.as_deref(), &metrics)? {
         Some((traces, layer)) => (Some(traces), Some(layer)),
         None => (None, None),

@@ -51,12 +51,16 @@ pub struct LeanJobStatus {
     pub conditions: Option<Vec<LeanJobCondition>>,
 }
 
-/// A Job condition's type and status (`"True"`, `"False"`, `"Unknown"`).
+/// A Job condition's type, status (`"True"`, `"False"`, `"Unknown"`) and
+/// when it last changed.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct LeanJobCondition {
     #[serde(rename = "type")]
     pub type_: String,
     pub status: String,
+    #[serde(default)]
+    pub last_transition_time: Option<Time>,
 }
 
 impl k8s_openapi::Resource for LeanJob {
@@ -90,9 +94,13 @@ impl From<&LeanJob> for JobSummary {
             &job.metadata,
             status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
             status.and_then(|s| s.completion_time.as_ref()).map(|t| t.0),
-            conditions
-                .iter()
-                .map(|c| (c.type_.as_str(), c.status.as_str())),
+            conditions.iter().map(|c| {
+                (
+                    c.type_.as_str(),
+                    c.status.as_str(),
+                    c.last_transition_time.as_ref().map(|t| t.0),
+                )
+            }),
         )
     }
 }

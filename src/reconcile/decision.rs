@@ -148,6 +148,42 @@ pub enum Decision {
     NoWakeup,
 }
 
+/// Why a slot did not start as scheduled: the per-CronJob metric
+/// `shardcron_cronjob_skipped_slots_total`'s `reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    /// concurrencyPolicy Forbid and a Job still running.
+    Forbid,
+    /// Past `startingDeadlineSeconds`.
+    Deadline,
+    /// More than 100 slots were missed (upstream's `TooManyMissedTimes`):
+    /// only the most recent is considered.
+    TooManyMissed,
+}
+
+impl SkipReason {
+    pub const ALL: [Self; 3] = [Self::Forbid, Self::Deadline, Self::TooManyMissed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Forbid => "forbid",
+            Self::Deadline => "deadline",
+            Self::TooManyMissed => "too_many_missed",
+        }
+    }
+}
+
+/// The slot a decision skipped (or found more than 100 missed before), and
+/// why, if it did.
+pub fn skipped_slot(decisions: &[Decision]) -> Option<(SkipReason, Timestamp)> {
+    decisions.iter().find_map(|decision| match decision {
+        Decision::ForbidWhileActive { slot, .. } => Some((SkipReason::Forbid, *slot)),
+        Decision::TooLate { slot } => Some((SkipReason::Deadline, *slot)),
+        Decision::TooManyMissed { slot } => Some((SkipReason::TooManyMissed, *slot)),
+        _ => None,
+    })
+}
+
 /// What a decision did about the slot, in a word: the `cronjob.decision`
 /// attribute of a firing's trace.
 pub fn slot_outcome(decisions: &[Decision]) -> &'static str {
@@ -336,6 +372,33 @@ mod slot_outcome_tests {
         assert_eq!(
             slot_outcome(&[Decision::TooLate { slot }]),
             "missed-deadline"
+        );
+    }
+
+    #[test]
+    fn names_the_skipped_slot_and_why() {
+        let slot = Timestamp::UNIX_EPOCH;
+        assert_eq!(skipped_slot(&[Decision::NothingDue]), None);
+        assert_eq!(
+            skipped_slot(&[Decision::TooLate { slot }]),
+            Some((SkipReason::Deadline, slot))
+        );
+        assert_eq!(
+            skipped_slot(&[Decision::ForbidWhileActive {
+                slot,
+                running: vec![]
+            }]),
+            Some((SkipReason::Forbid, slot))
+        );
+        assert_eq!(
+            skipped_slot(&[
+                Decision::TooManyMissed { slot },
+                Decision::Start {
+                    slot,
+                    job: "j".into()
+                }
+            ]),
+            Some((SkipReason::TooManyMissed, slot))
         );
     }
 }

@@ -91,7 +91,7 @@ mod view;
 #[cfg(test)]
 mod tests;
 
-pub use decision::{Decision, slot_outcome};
+pub use decision::{Decision, SkipReason, skipped_slot, slot_outcome};
 pub use events::{Event, EventType, Reason, rfc1123z_utc};
 pub use history::{OverHistoryLimit, by_start_time, over_limit};
 pub use job::{

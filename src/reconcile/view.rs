@@ -281,6 +281,9 @@ pub struct JobSummary {
     pub start_time: Option<Timestamp>,
     pub completion_time: Option<Timestamp>,
     pub finished: Option<Finished>,
+    /// When it failed: its `Failed` condition's lastTransitionTime (a
+    /// failed Job has no completionTime). For the per-CronJob metrics only.
+    pub failed_at: Option<Timestamp>,
     /// Some `Complete` condition is `True` (upstream's `IsJobSucceeded`). It
     /// differs from `finished == Some(Complete)` only for a Job that has both
     /// conditions True with `Failed` first, which upstream also tells apart.
@@ -301,24 +304,28 @@ pub struct JobSummary {
 
 impl JobSummary {
     /// The summary of a Job with metadata `meta`, the given start and
-    /// completion times, and conditions as `(type, status)` pairs: one
+    /// completion times, and conditions as `(type, status, lastTransitionTime)`: one
     /// reading for the full Job a GET or a create returns and for the lean
     /// one the watches decode.
     pub fn new<'a>(
         meta: &ObjectMeta,
         start_time: Option<Timestamp>,
         completion_time: Option<Timestamp>,
-        conditions: impl IntoIterator<Item = (&'a str, &'a str)>,
+        conditions: impl IntoIterator<Item = (&'a str, &'a str, Option<Timestamp>)>,
     ) -> Self {
         let mut finished = None;
         let mut succeeded = false;
-        for (kind, _) in conditions
+        let mut failed_at = None;
+        for (kind, _, changed) in conditions
             .into_iter()
-            .filter(|(_, status)| *status == "True")
+            .filter(|(_, status, _)| *status == "True")
         {
             let outcome = match kind {
                 "Complete" => Finished::Complete,
-                "Failed" => Finished::Failed,
+                "Failed" => {
+                    failed_at = changed;
+                    Finished::Failed
+                }
                 _ => continue,
             };
             // The first True terminal condition says how it finished.
@@ -332,6 +339,7 @@ impl JobSummary {
             completion_time,
             finished,
             succeeded,
+            failed_at,
             scheduled: meta
                 .annotations
                 .as_ref()
@@ -353,9 +361,13 @@ impl From<&Job> for JobSummary {
             &job.metadata,
             status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
             status.and_then(|s| s.completion_time.as_ref()).map(|t| t.0),
-            conditions
-                .iter()
-                .map(|c| (c.type_.as_str(), c.status.as_str())),
+            conditions.iter().map(|c| {
+                (
+                    c.type_.as_str(),
+                    c.status.as_str(),
+                    c.last_transition_time.as_ref().map(|t| t.0),
+                )
+            }),
         )
     }
 }

@@ -5,6 +5,7 @@
 //! 1 s .. 512 s. shardcron wakes on the slot itself, so its skew is usually
 //! a few milliseconds: the buckets run from 1 ms to about a minute.
 
+use super::cronjob_series::CronJobSeries;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::exemplar::HistogramWithExemplars;
@@ -12,6 +13,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How a Job create ended.
@@ -94,6 +96,8 @@ pub struct Metrics {
     pub lease_lapses: Counter,
     pub spans_dropped: Counter,
     pub events_dropped: Counter,
+    /// The per-CronJob series of the CronJobs this replica owns.
+    pub cronjobs: Arc<CronJobSeries>,
 }
 
 /// The exemplar of a skew observation: the trace of that firing.
@@ -137,8 +141,17 @@ fn millis_to_minute() -> impl Iterator<Item = f64> {
 }
 
 impl Metrics {
+    /// Every metric, the per-CronJob ones included.
     pub fn new() -> Self {
+        Self::with_cronjob_series(true)
+    }
+
+    /// Every metric; the per-CronJob ones only if `per_cronjob`
+    /// (`--cronjob-metrics`).
+    pub fn with_cronjob_series(per_cronjob: bool) -> Self {
         let mut registry = Registry::with_prefix("shardcron");
+        let cronjobs = Arc::new(CronJobSeries::new(per_cronjob));
+        registry.register_collector(Box::new(cronjobs.clone()));
         let creation_skew = HistogramWithExemplars::new(millis_to_minute());
         registry.register(
             "job_creation_skew_seconds",
@@ -274,6 +287,7 @@ impl Metrics {
         );
         Self {
             registry,
+            cronjobs,
             spans_dropped,
             events_dropped,
             ring_members,

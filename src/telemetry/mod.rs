@@ -1,7 +1,9 @@
-//! What the controller tells operators: Prometheus metrics ([`metrics`]),
+//! What the controller tells operators: Prometheus metrics ([`metrics`],
+//! and per CronJob [`cronjob_series`]),
 //! the health and metrics HTTP endpoints ([`http`]), structured logs
 //! ([`logging`]) and OpenTelemetry traces ([`traces`]).
 
+pub mod cronjob_series;
 pub mod http;
 pub mod logging;
 pub mod metrics;

@@ -115,6 +115,29 @@ async fn forbid_does_not_start_a_second_job() {
     tokio::time::sleep(Duration::from_secs(65)).await;
     assert_eq!(s.all_jobs().await.len(), 1);
     assert_eq!(s.active_count("forbid").await, 1);
+    // The per-CronJob series say so: one running, one slot held back by
+    // Forbid (counted once, however many decisions saw it), the next slot
+    // a minute after the last one started.
+    let labels = format!(
+        "{{namespace=\"{}\",cronjob=\"forbid\",group=\"{}\"",
+        s.ns.name,
+        KIND.group()
+    );
+    let metric = |name: &str| {
+        s.controller
+            .metric(&format!("shardcron_cronjob_{name}{labels}}}"))
+    };
+    assert_eq!(metric("active_jobs"), 1.0);
+    assert_eq!(metric("suspended"), 0.0);
+    assert_eq!(
+        s.controller.metric(&format!(
+            "shardcron_cronjob_skipped_slots_total{labels},reason=\"forbid\"}}"
+        )),
+        1.0
+    );
+    let last = metric("last_schedule_time_seconds");
+    let next = metric("next_schedule_time_seconds");
+    assert!(last > 0.0 && next > last, "last {last}, next {next}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

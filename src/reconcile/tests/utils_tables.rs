@@ -115,6 +115,7 @@ fn summary(name: &str, start: Option<&str>) -> JobSummary {
         start_time: start.map(ts),
         completion_time: None,
         finished: Some(Finished::Complete),
+        failed_at: None,
         succeeded: true,
         scheduled: None,
         deleting: false,

@@ -1,0 +1,288 @@
+//! Per-CronJob metrics, from the decision itself: when the owner will next
+//! start a Job, the last slot started, the last success and failure, the
+//! Jobs running, whether it is suspended, and the slots skipped by reason.
+//!
+//! kube-state-metrics computes `kube_cronjob_next_schedule_time` on its own
+//! and has got it wrong (time zones, values in the past); the controller
+//! knows the answer when it arms its timer. Only the replica that owns a
+//! CronJob holds its record, written after each of its decisions and
+//! removed when its actor stops, so its series move with the key and are
+//! never exported twice.
+//!
+//! One small record per CronJob (about 100 bytes with its key and the map's
+//! share: `loadtest` S3 measures it), rendered at scrape time by a
+//! [`Collector`], not kept as a registry series each (a `Family` holds an
+//! `Arc`ed atomic and a cloned label set per series, several times more).
+//! The map is bounded by the CronJobs this replica owns.
+
+use crate::reconcile::{CronJobKind, SkipReason};
+use jiff::Timestamp;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Mutex;
+
+/// Shards of the map: a decision's update locks one, a scrape each in turn.
+const SHARDS: usize = 16;
+
+/// What the owner last knew of one CronJob. Instants are Unix seconds, 0
+/// for none (no CronJob has a slot at 1970-01-01T00:00:00Z worth telling).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CronJobRecord {
+    /// When the owner will next start a Job (the next slot, plus a spread
+    /// offset); 0 when nothing is armed (suspended, no slot ahead).
+    pub next_schedule: i64,
+    pub last_schedule: i64,
+    pub last_successful: i64,
+    pub last_failed: i64,
+    pub active: u32,
+    pub suspended: bool,
+    /// Slots skipped, by [`SkipReason`] (in [`SkipReason::ALL`]'s order).
+    pub skipped: [u32; 3],
+    /// The last slot counted in `skipped`: a slot held back by Forbid is
+    /// decided on again at every Job event, and counts once.
+    pub last_skipped_slot: i64,
+}
+
+impl CronJobRecord {
+    /// Counts `slot` skipped for `reason`, once per slot.
+    pub fn skip(&mut self, reason: SkipReason, slot: Timestamp) {
+        let slot = slot.as_second();
+        if slot == self.last_skipped_slot {
+            return;
+        }
+        self.last_skipped_slot = slot;
+        let index = SkipReason::ALL
+            .iter()
+            .position(|r| *r == reason)
+            .unwrap_or(0);
+        self.skipped[index] = self.skipped[index].saturating_add(1);
+    }
+}
+
+/// Unix seconds of `t`, 0 for none.
+pub fn seconds(t: Option<Timestamp>) -> i64 {
+    t.map_or(0, |t| t.as_second())
+}
+
+/// The records of the CronJobs this replica owns, by key
+/// ([`CronJobKind::key`]).
+#[derive(Debug)]
+pub struct CronJobSeries {
+    enabled: bool,
+    hasher: RandomState,
+    shards: [Mutex<HashMap<String, CronJobRecord>>; SHARDS],
+}
+
+impl CronJobSeries {
+    /// `enabled: false` keeps and exports nothing (`--cronjob-metrics=false`).
+    pub fn new(enabled: bool) -> Self {
+        Self {
+            enabled,
+            hasher: RandomState::new(),
+            shards: std::array::from_fn(|_| Mutex::new(HashMap::new())),
+        }
+    }
+
+    fn shard(&self, key: &str) -> &Mutex<HashMap<String, CronJobRecord>> {
+        &self.shards[(self.hasher.hash_one(key) % SHARDS as u64) as usize]
+    }
+
+    /// Changes `key`'s record (a new one starts empty).
+    pub fn update(&self, key: &str, change: impl FnOnce(&mut CronJobRecord)) {
+        if !self.enabled {
+            return;
+        }
+        // A poisoned shard only means a panic elsewhere mid-update of plain
+        // numbers: the data is still usable.
+        let mut shard = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
+        match shard.get_mut(key) {
+            Some(record) => change(record),
+            None => {
+                let mut record = CronJobRecord::default();
+                change(&mut record);
+                shard.insert(key.to_owned(), record);
+            }
+        }
+    }
+
+    /// Forgets `key`: its actor stopped (the CronJob moved or was deleted).
+    pub fn remove(&self, key: &str) {
+        if self.enabled {
+            self.shard(key)
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(key);
+        }
+    }
+
+    /// How many CronJobs have a record.
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A copy of every record, one shard locked at a time.
+    fn snapshot(&self) -> Vec<(String, CronJobRecord)> {
+        let mut all = Vec::with_capacity(self.len());
+        for shard in &self.shards {
+            let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            all.extend(shard.iter().map(|(k, r)| (k.clone(), *r)));
+        }
+        all
+    }
+}
+
+/// The label set of one CronJob: `namespace`, `cronjob` and `group`
+/// (`batch`, or `shardcron.io` for the CRD: a ring serving both kinds may
+/// hold namesakes).
+fn labels(key: &str) -> [(&'static str, &str); 3] {
+    let (kind, namespace, name) = CronJobKind::parse_key(key);
+    [
+        ("namespace", namespace),
+        ("cronjob", name),
+        ("group", kind.group()),
+    ]
+}
+
+/// A gauge family: its name (after the registry's `shardcron_` prefix),
+/// help, and value of a record (`None`: no series for it).
+type GaugeFamily = (
+    &'static str,
+    &'static str,
+    fn(&CronJobRecord) -> Option<i64>,
+);
+
+const GAUGES: [GaugeFamily; 6] = [
+    (
+        "cronjob_next_schedule_time_seconds",
+        "When the owning replica will next start a Job of the CronJob (its next slot in its time zone, plus its spread offset), Unix seconds; absent while none is armed (suspended, no slot ahead, an invalid schedule)",
+        |r| (r.next_schedule != 0).then_some(r.next_schedule),
+    ),
+    (
+        "cronjob_last_schedule_time_seconds",
+        "status.lastScheduleTime: the last slot (or run-now request) a Job was started for, Unix seconds",
+        |r| (r.last_schedule != 0).then_some(r.last_schedule),
+    ),
+    (
+        "cronjob_last_successful_time_seconds",
+        "status.lastSuccessfulTime: when the last successful Job completed, Unix seconds",
+        |r| (r.last_successful != 0).then_some(r.last_successful),
+    ),
+    (
+        "cronjob_last_failed_time_seconds",
+        "When the last failed Job the owner has seen failed (its Failed condition's time), Unix seconds; absent when none of the CronJob's Jobs kept by its history has failed",
+        |r| (r.last_failed != 0).then_some(r.last_failed),
+    ),
+    (
+        "cronjob_active_jobs",
+        "Jobs of the CronJob running (status.active)",
+        |r| Some(i64::from(r.active)),
+    ),
+    ("cronjob_suspended", "1 when spec.suspend is true", |r| {
+        Some(i64::from(r.suspended))
+    }),
+];
+
+impl Collector for CronJobSeries {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        if !self.enabled {
+            return Ok(());
+        }
+        let records = self.snapshot();
+        for (name, help, value) in GAUGES {
+            let mut family = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
+            for (key, record) in &records {
+                if let Some(value) = value(record) {
+                    let labels = labels(key);
+                    ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
+                }
+            }
+        }
+        let mut family = encoder.encode_descriptor(
+            "cronjob_skipped_slots",
+            "Slots of the CronJob not started as scheduled since this replica took it over, by reason: forbid (concurrencyPolicy Forbid and a Job running), deadline (past startingDeadlineSeconds), too_many_missed (more than 100 missed: only the most recent was considered); a series appears at its first count",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for (key, record) in &records {
+            for (reason, count) in SkipReason::ALL.iter().zip(record.skipped) {
+                if count > 0 {
+                    let [namespace, cronjob, group] = labels(key);
+                    let labels = [namespace, cronjob, group, ("reason", reason.as_str())];
+                    ConstCounter::new(u64::from(count)).encode(family.encode_family(&labels)?)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::registry::Registry;
+    use std::sync::Arc;
+
+    fn exposition(series: Arc<CronJobSeries>) -> String {
+        let mut registry = Registry::with_prefix("shardcron");
+        registry.register_collector(Box::new(series));
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode");
+        out
+    }
+
+    #[test]
+    fn each_owned_cronjob_is_exported_once_with_its_kind_and_skips_count_once_per_slot() {
+        let series = Arc::new(CronJobSeries::new(true));
+        let slot: Timestamp = "2026-11-26T10:00:00Z".parse().expect("a time");
+        series.update("team-a/nightly", |r| {
+            r.next_schedule = 1_764_151_200;
+            r.last_schedule = 1_764_064_800;
+            r.active = 1;
+            r.skip(SkipReason::Forbid, slot);
+            r.skip(SkipReason::Forbid, slot);
+        });
+        series.update("shardcron.io/team-a/nightly", |r| r.suspended = true);
+        let text = exposition(series.clone());
+        assert!(text.contains(
+            "shardcron_cronjob_next_schedule_time_seconds{namespace=\"team-a\",cronjob=\"nightly\",group=\"batch\"} 1764151200\n"
+        ), "{text}");
+        assert!(text.contains(
+            "shardcron_cronjob_suspended{namespace=\"team-a\",cronjob=\"nightly\",group=\"shardcron.io\"} 1\n"
+        ), "{text}");
+        assert!(text.contains(
+            "shardcron_cronjob_skipped_slots_total{namespace=\"team-a\",cronjob=\"nightly\",group=\"batch\",reason=\"forbid\"} 1\n"
+        ), "{text}");
+        // No series for what is not known, nor for a reason never counted.
+        assert!(!text.contains("last_successful_time_seconds{"), "{text}");
+        assert!(!text.contains("reason=\"deadline\""), "{text}");
+        // A stopped actor's CronJob is gone from this replica.
+        series.remove("team-a/nightly");
+        series.remove("shardcron.io/team-a/nightly");
+        assert!(series.is_empty());
+        assert!(!exposition(series).contains("cronjob=\""));
+    }
+
+    #[test]
+    fn disabled_keeps_and_exports_nothing() {
+        let series = Arc::new(CronJobSeries::new(false));
+        series.update("team-a/nightly", |r| r.active = 3);
+        assert!(series.is_empty());
+        assert!(!exposition(series).contains("cronjob_active_jobs"));
+    }
+}
