@@ -19,6 +19,7 @@ use crate::reconcile::{CronJobKind, SkipReason};
 use jiff::Timestamp;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use std::collections::HashMap;
@@ -78,6 +79,17 @@ pub struct CronJobSeries {
 }
 
 impl CronJobSeries {
+    /// The families it exports (without the `shardcron_` prefix).
+    pub const FAMILIES: [(&'static str, MetricType); 7] = [
+        (GAUGES[0].0, MetricType::Gauge),
+        (GAUGES[1].0, MetricType::Gauge),
+        (GAUGES[2].0, MetricType::Gauge),
+        (GAUGES[3].0, MetricType::Gauge),
+        (GAUGES[4].0, MetricType::Gauge),
+        (GAUGES[5].0, MetricType::Gauge),
+        (SKIPPED, MetricType::Counter),
+    ];
+
     /// `enabled: false` keeps and exports nothing (`--cronjob-metrics=false`).
     pub fn new(enabled: bool) -> Self {
         Self {
@@ -193,6 +205,8 @@ const GAUGES: [GaugeFamily; 6] = [
     }),
 ];
 
+const SKIPPED: &str = "cronjob_skipped_slots";
+
 impl Collector for CronJobSeries {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         if !self.enabled {
@@ -200,12 +214,7 @@ impl Collector for CronJobSeries {
         }
         let records = self.snapshot();
         for (name, help, value) in GAUGES {
-            let mut family = encoder.encode_descriptor(
-                name,
-                help,
-                None,
-                prometheus_client::metrics::MetricType::Gauge,
-            )?;
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
             for (key, record) in &records {
                 if let Some(value) = value(record) {
                     let labels = labels(key);
@@ -214,10 +223,10 @@ impl Collector for CronJobSeries {
             }
         }
         let mut family = encoder.encode_descriptor(
-            "cronjob_skipped_slots",
+            SKIPPED,
             "Slots of the CronJob not started as scheduled since this replica took it over, by reason: forbid (concurrencyPolicy Forbid and a Job running), deadline (past startingDeadlineSeconds), too_many_missed (more than 100 missed: only the most recent was considered); a series appears at its first count",
             None,
-            prometheus_client::metrics::MetricType::Counter,
+            MetricType::Counter,
         )?;
         for (key, record) in &records {
             for (reason, count) in SkipReason::ALL.iter().zip(record.skipped) {

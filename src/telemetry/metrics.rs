@@ -7,12 +7,13 @@
 
 use super::cronjob_series::CronJobSeries;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -74,6 +75,8 @@ pub struct SyncLabels {
 /// Every metric the controller exports.
 pub struct Metrics {
     registry: Registry,
+    /// Every family's name (without the `shardcron_` prefix) and type.
+    families: Vec<(&'static str, MetricType)>,
     pub creation_skew: HistogramWithExemplars<TraceExemplar>,
     pub jobs_created: Family<CreateLabels, Counter>,
     pub jobs_deleted: Family<DeleteLabels, Counter>,
@@ -152,141 +155,187 @@ impl Metrics {
         let mut registry = Registry::with_prefix("shardcron");
         let cronjobs = Arc::new(CronJobSeries::new(per_cronjob));
         registry.register_collector(Box::new(cronjobs.clone()));
+        let mut families: Vec<(&'static str, MetricType)> = CronJobSeries::FAMILIES.to_vec();
         let creation_skew = HistogramWithExemplars::new(millis_to_minute());
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "job_creation_skew_seconds",
             "Time between a slot's start (its scheduled time, plus the CronJob's offset under shardcron.io/spread) and the creation of its Job (the API server's creationTimestamp has 1 s resolution; this uses the controller's clock when the create returned)",
             creation_skew.clone(),
         );
         let jobs_created = Family::<CreateLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "jobs_created",
             "Job creates by result",
             jobs_created.clone(),
         );
         let jobs_deleted = Family::<DeleteLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "jobs_deleted",
             "Job deletes by reason and result",
             jobs_deleted.clone(),
         );
         let actors = Gauge::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "actors",
             "CronJob actors running in this replica",
             actors.clone(),
         );
         let syncs = Family::<SyncLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "syncs",
             "Decisions run by the actors, by result (failed: retried with backoff)",
             syncs.clone(),
         );
         let api_requests = Family::<RequestLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "api_requests",
             "Requests to the API server by the gateway, by verb and HTTP status code",
             api_requests.clone(),
         );
         let queue_depth = Family::<PriorityLabels, Gauge>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "gateway_queue_depth",
             "Requests waiting in the gateway for a rate-limit token, by class",
             queue_depth.clone(),
         );
         let rate_limit = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "gateway_rate_limit_qps",
             "The gateway's request rate now: --kube-api-qps, halved on each burst of 429s and climbing back without",
             rate_limit.clone(),
         );
         let queue_wait: Family<PriorityLabels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(|| Histogram::new(millis_to_minute()));
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "gateway_wait_seconds",
             "Time a request waited in the gateway before it was sent, by class",
             queue_wait.clone(),
         );
         let watch_restarts = Family::<ResourceLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "watch_relists",
             "Full (re)lists of a watched resource: the first sync and every restart after an error or 410 Gone",
             watch_restarts.clone(),
         );
         let watch_events = Family::<ResourceLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "watch_events",
             "Objects a watch received and decoded (listed, added, changed, deleted), by watch: what sharding the input divides",
             watch_events.clone(),
         );
         let watch_bytes = Family::<ResourceLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "watch_bytes",
             "Bytes of the response bodies a watch received (its lists and its watch streams), by watch",
             watch_bytes.clone(),
         );
         let ring_members = Gauge::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "ring_members",
             "Members of the ring this replica acts on (0 while it acts on none)",
             ring_members.clone(),
         );
         let owned = Family::<OwnedLabels, Gauge>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "owned_cronjobs",
             "CronJobs this replica owns under its view: running, or waiting for the previous owner",
             owned.clone(),
         );
         let rebalances = Counter::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "rebalances",
             "Changes of the ring this replica acts on",
             rebalances.clone(),
         );
         let keys_moved = Family::<MovedLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "keys_moved",
             "CronJobs gained or lost by this replica in rebalances",
             keys_moved.clone(),
         );
         let handoff_wait = Histogram::new(millis_to_minute());
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "handoff_wait_seconds",
             "Time a gained CronJob waited for its previous owner to let go",
             handoff_wait.clone(),
         );
         let handoff_publish = Histogram::new(millis_to_minute());
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "handoff_publish_seconds",
             "Time from a change of the ring to the publication of this replica's new view (its lost CronJobs' actors stopped)",
             handoff_publish.clone(),
         );
         let lease_valid = Gauge::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "lease_valid",
             "1 while this replica's own Lease is valid by its clock and it may write, else 0",
             lease_valid.clone(),
         );
         let lease_lapses = Counter::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "lease_lapses",
             "Times this replica's renew deadline passed without a renewal, so it stopped acting and rejoined",
             lease_lapses.clone(),
         );
         let spans_dropped = Counter::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "trace_spans_dropped",
             "Spans the OTLP collector did not take (it was down or refused them); the controller goes on",
             spans_dropped.clone(),
         );
         let events_dropped = Counter::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut families,
             "events_dropped",
             "Events not recorded because the event queue was full (the oldest of the same reason went first) or an equal one was already queued",
             events_dropped.clone(),
         );
         Self {
             registry,
+            families,
             cronjobs,
             spans_dropped,
             events_dropped,
@@ -323,6 +372,24 @@ impl Metrics {
         );
     }
 
+    /// Every series name `/metrics` can carry, with the prefix and the
+    /// suffixes of its type (`_total`; `_bucket`, `_sum`, `_count`): what
+    /// alert rules and dashboards may query (tests/monitoring.rs). A family
+    /// without a sample yet is not in the exposition, so it is not read
+    /// from there.
+    pub fn series_names(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        for (name, kind) in &self.families {
+            let suffixes: &[&str] = match kind {
+                MetricType::Counter => &["_total"],
+                MetricType::Histogram => &["_bucket", "_sum", "_count"],
+                _ => &[""],
+            };
+            names.extend(suffixes.iter().map(|s| format!("shardcron_{name}{s}")));
+        }
+        names
+    }
+
     /// The text exposition format, for `/metrics`.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -330,6 +397,18 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
+}
+
+/// Registers `metric` as `name` and notes its name and type.
+fn register(
+    registry: &mut Registry,
+    families: &mut Vec<(&'static str, MetricType)>,
+    name: &'static str,
+    help: &str,
+    metric: impl Metric,
+) {
+    families.push((name, metric.metric_type()));
+    registry.register(name, help, metric);
 }
 
 impl Default for Metrics {

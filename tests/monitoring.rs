@@ -1,0 +1,132 @@
+//! deploy/monitoring: the alert rules pass Prometheus' own rule validation
+//! (promtool's: YAML, fields, PromQL, templates), every dashboard query
+//! parses as PromQL, and every metric either queries is one the controller
+//! exports, so neither can drift from the code. Read with Prometheus'
+//! parsers through `promcheck` (deploy/local/promcheck, built by
+//! deploy/local/build); the exported names come from the controller's own
+//! registry.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use support::{local_binary, repo_root};
+
+const RULES: &str = "deploy/monitoring/alerts.yaml";
+const DASHBOARD: &str = "deploy/monitoring/dashboard.json";
+
+/// Every series name the controller's `/metrics` can carry, from the
+/// registry itself.
+fn exported() -> BTreeSet<String> {
+    shardcron::telemetry::Metrics::new()
+        .series_names()
+        .into_iter()
+        .collect()
+}
+
+/// What `promcheck KIND FILE` says: the metric names the file queries, or
+/// its errors.
+fn queried(kind: &str, file: &Path) -> Result<(usize, Vec<String>), String> {
+    let out = std::process::Command::new(local_binary("promcheck"))
+        .args([kind, &file.to_string_lossy()])
+        .output()
+        .expect("run promcheck");
+    if !out.status.success() {
+        return Err(support::stderr(&out));
+    }
+    let answer: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("promcheck prints JSON");
+    let names = answer["names"]
+        .as_array()
+        .expect("names")
+        .iter()
+        .filter_map(|n| n.as_str().map(str::to_owned))
+        .collect();
+    Ok((answer["queries"].as_u64().unwrap_or(0) as usize, names))
+}
+
+/// The names in `file` that the controller does not export.
+fn unknown(kind: &str, file: &Path) -> Vec<String> {
+    let exported = exported();
+    let (queries, names) = queried(kind, file).unwrap_or_else(|e| panic!("{e}"));
+    assert!(queries > 0, "{} has no queries", file.display());
+    names
+        .into_iter()
+        .filter(|n| !exported.contains(n))
+        .collect()
+}
+
+#[test]
+fn the_controller_exports_the_per_cronjob_families() {
+    let exported = exported();
+    for name in [
+        "shardcron_cronjob_next_schedule_time_seconds",
+        "shardcron_cronjob_last_schedule_time_seconds",
+        "shardcron_cronjob_last_successful_time_seconds",
+        "shardcron_cronjob_last_failed_time_seconds",
+        "shardcron_cronjob_active_jobs",
+        "shardcron_cronjob_suspended",
+        "shardcron_cronjob_skipped_slots_total",
+        "shardcron_job_creation_skew_seconds_bucket",
+    ] {
+        assert!(exported.contains(name), "{name} not in {exported:?}");
+    }
+}
+
+#[test]
+fn the_alert_rules_validate_and_query_only_exported_metrics() {
+    let file = repo_root().join(RULES);
+    assert_eq!(unknown("rules", &file), Vec::<String>::new());
+}
+
+#[test]
+fn the_dashboards_queries_parse_and_query_only_exported_metrics() {
+    let file = repo_root().join(DASHBOARD);
+    assert_eq!(unknown("dashboard", &file), Vec::<String>::new());
+}
+
+/// The check finds what it is for: a renamed metric, a query that does not
+/// parse, a rule without an expression.
+#[test]
+fn a_misspelt_metric_or_a_broken_query_is_caught() {
+    let dir = std::env::temp_dir().join(format!("shardcron-monitoring-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let rules = std::fs::read_to_string(repo_root().join(RULES)).expect("the rules");
+    let renamed = dir.join("renamed.yaml");
+    std::fs::write(
+        &renamed,
+        rules.replace(
+            "shardcron_cronjob_next_schedule_time_seconds",
+            "shardcron_cronjob_next_schedule_time",
+        ),
+    )
+    .expect("write");
+    assert_eq!(
+        unknown("rules", &renamed),
+        ["shardcron_cronjob_next_schedule_time"]
+    );
+    let broken = dir.join("broken.yaml");
+    std::fs::write(
+        &broken,
+        "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: rate(shardcron_actors[5m]\n",
+    )
+    .expect("write");
+    let error = queried("rules", &broken).expect_err("a query that does not parse");
+    assert!(error.contains("unclosed left parenthesis"), "{error}");
+    let empty = dir.join("empty.yaml");
+    std::fs::write(
+        &empty,
+        "groups:\n  - name: g\n    rules:\n      - alert: A\n",
+    )
+    .expect("write");
+    assert!(queried("rules", &empty).is_err());
+    let dashboard = std::fs::read_to_string(repo_root().join(DASHBOARD)).expect("the dashboard");
+    let bad_panel = dir.join("dashboard.json");
+    std::fs::write(
+        &bad_panel,
+        dashboard.replacen("sum by (reason) (rate(", "sum by (reason) (rate((", 1),
+    )
+    .expect("write");
+    assert!(queried("dashboard", &bad_panel).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}
