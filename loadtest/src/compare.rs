@@ -287,6 +287,8 @@ pub struct Settings {
     /// Herds with shardcron: one more replica joins the ring
     /// [`JOIN_AFTER`] the herd's minute.
     pub join_during_herd: bool,
+    /// Every CronJob spread over this many seconds (`shardcron.io/spread`).
+    pub spread_seconds: u32,
 }
 
 /// Runs `scenario` against each variant in turn and writes the report.
@@ -395,7 +397,7 @@ async fn run_on(
         quiet_hour: 0,
     };
     let plan = mix::plan(scenario.mix, scenario.count, scenario.namespaces, "a", at);
-    create::create(client, &plan, settings.create_qps).await?;
+    create::create_spread(client, &plan, settings.create_qps, settings.spread_seconds).await?;
     let watch = JobWatch::start(client, mix::NAMESPACE_PREFIX);
 
     let mut processes = Vec::new();
@@ -457,7 +459,8 @@ async fn run_on(
     let window = Window {
         from,
         to,
-        tail: Duration::from_secs(scenario.tail_seconds),
+        // A spread herd's last Jobs start up to the window late.
+        tail: Duration::from_secs(scenario.tail_seconds + u64::from(settings.spread_seconds)),
         prefix: mix::NAMESPACE_PREFIX,
         processes: &processes,
         big_tenant: (scenario.mix == Mix::Tenants).then_some(big.as_str()),

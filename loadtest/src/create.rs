@@ -9,11 +9,17 @@ use std::time::{Duration, Instant};
 
 /// The Job template of every loadtest CronJob: one pod that kwok completes
 /// after about a second (deploy/local/kwok-stages.yaml).
-fn cronjob(planned: &Planned) -> anyhow::Result<CronJob> {
+/// With `spread_seconds`, the CronJob spreads its slots over that window
+/// (`shardcron.io/spread`; kube-controller-manager ignores it).
+fn cronjob(planned: &Planned, spread_seconds: u32) -> anyhow::Result<CronJob> {
+    let annotations = match spread_seconds {
+        0 => serde_json::json!({}),
+        s => serde_json::json!({shardcron::reconcile::SPREAD_ANNOTATION: format!("{s}s")}),
+    };
     Ok(serde_json::from_value(serde_json::json!({
         "apiVersion": "batch/v1",
         "kind": "CronJob",
-        "metadata": {"name": planned.name, "namespace": planned.namespace},
+        "metadata": {"name": planned.name, "namespace": planned.namespace, "annotations": annotations},
         "spec": {
             "schedule": planned.schedule,
             "concurrencyPolicy": "Allow",
@@ -30,6 +36,16 @@ fn cronjob(planned: &Planned) -> anyhow::Result<CronJob> {
 /// Creates the plan's namespaces, then its CronJobs at `qps` (objects that
 /// exist already are left alone), printing progress to stderr.
 pub async fn create(client: &kube::Client, plan: &[Planned], qps: f64) -> anyhow::Result<()> {
+    create_spread(client, plan, qps, 0).await
+}
+
+/// [`create`], each CronJob spread over `spread_seconds` (0: none).
+pub async fn create_spread(
+    client: &kube::Client,
+    plan: &[Planned],
+    qps: f64,
+    spread_seconds: u32,
+) -> anyhow::Result<()> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for name in namespaces_of(plan) {
         let ns: Namespace =
@@ -48,7 +64,7 @@ pub async fn create(client: &kube::Client, plan: &[Planned], qps: f64) -> anyhow
     for planned in plan {
         ticks.tick().await;
         let api: Api<CronJob> = Api::namespaced(client.clone(), &planned.namespace);
-        let object = cronjob(planned)?;
+        let object = cronjob(planned, spread_seconds)?;
         let what = format!("creating CronJob {}/{}", planned.namespace, planned.name);
         in_flight.spawn(async move {
             ignore_exists(api.create(&PostParams::default(), &object).await).context(what)

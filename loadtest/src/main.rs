@@ -114,6 +114,11 @@ enum Command {
         /// on the losing side (publication) and the gaining side (wait).
         #[arg(long)]
         join_during_herd: bool,
+        /// Every CronJob spread over this window (a Go duration, `5m`:
+        /// the `shardcron.io/spread` annotation, which kube-controller-
+        /// manager ignores); skew then counts from each CronJob's offset.
+        #[arg(long, value_parser = spread_seconds)]
+        spread: Option<u32>,
     },
     /// Tracing overhead: CPU per firing of a replica exporting every span
     /// versus one with tracing off, side by side on one control plane
@@ -219,6 +224,7 @@ async fn main() -> anyhow::Result<()> {
             resume,
             keep_logs,
             join_during_herd,
+            spread,
         } => {
             let mut scenario = Scenario::new(scenario, mode);
             if let Some(minutes) = minutes {
@@ -228,7 +234,10 @@ async fn main() -> anyhow::Result<()> {
             let repo = shardcron_harness::repo_root();
             let out = out.unwrap_or_else(|| {
                 let name = scenario.name;
-                repo.join(format!("loadtest/results/{name:?}-{mode:?}-qps{qps}").to_lowercase())
+                let spread = spread.map_or_else(String::new, |s| format!("-spread{s}"));
+                repo.join(
+                    format!("loadtest/results/{name:?}-{mode:?}-qps{qps}{spread}").to_lowercase(),
+                )
             });
             let settings = Settings {
                 shardcron_bin: if controllers.iter().any(|c| *c != Variant::Upstream) {
@@ -242,6 +251,7 @@ async fn main() -> anyhow::Result<()> {
                 resume,
                 keep_logs,
                 join_during_herd,
+                spread_seconds: spread.unwrap_or(0),
             };
             if scenario.name == ScenarioName::S6 {
                 let runs = scaleout::run(&scenario, &controllers, &settings).await?;
@@ -311,4 +321,13 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `--spread`: a Go duration of 1 s to a day, in whole seconds.
+fn spread_seconds(value: &str) -> Result<u32, String> {
+    let nanos = shardcron::schedule::parse_go_duration(value).map_err(|e| e.to_string())?;
+    u32::try_from(nanos / 1_000_000_000)
+        .ok()
+        .filter(|s| (1..=86_400).contains(s))
+        .ok_or_else(|| format!("{value:?}: a duration from 1s to 24h"))
 }

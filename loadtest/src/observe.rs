@@ -300,10 +300,16 @@ pub async fn list_cronjobs(
         for cj in &page.items {
             let namespace = cj.metadata.namespace.clone().unwrap_or_default();
             if namespace.starts_with(prefix) {
+                let name = cj.metadata.name.clone().unwrap_or_default();
+                let spread_offset = shardcron::reconcile::Options::from_annotations(
+                    cj.metadata.annotations.as_ref(),
+                )
+                .spread_offset(&namespace, &name);
                 out.push(CronJobSeen {
                     namespace,
-                    name: cj.metadata.name.clone().unwrap_or_default(),
+                    name,
                     schedule: cj.spec.schedule.clone(),
+                    spread_offset,
                 });
             }
         }

@@ -16,6 +16,10 @@ pub struct CronJobSeen {
     pub namespace: String,
     pub name: String,
     pub schedule: String,
+    /// Its `shardcron.io/spread` offset in seconds (0: none): its skew
+    /// counts from the slot plus this.
+    #[serde(default)]
+    pub spread_offset: i64,
 }
 
 /// A Job of a loadtest CronJob, the first time the watch showed it.
@@ -99,12 +103,20 @@ pub fn summarize(
             None => summary.off_schedule += 1,
         }
     }
+    let offsets: BTreeMap<(&str, &str), i64> = cronjobs
+        .iter()
+        .map(|c| ((c.namespace.as_str(), c.name.as_str()), c.spread_offset))
+        .collect();
     for ((namespace, name, scheduled), found) in &answers {
+        let offset = offsets
+            .get(&(namespace.as_str(), name.as_str()))
+            .copied()
+            .unwrap_or(0);
         match found.iter().map(|j| j.seen_ms).min() {
             Some(first) => {
                 summary.answered += 1;
                 summary.duplicates += found.len() - 1;
-                summary.skews_ms.push(first - scheduled * 1000);
+                summary.skews_ms.push(first - (scheduled + offset) * 1000);
             }
             None => {
                 summary.missed += 1;
@@ -193,6 +205,7 @@ mod tests {
             namespace: "lt-a-0".into(),
             name: name.into(),
             schedule: schedule.into(),
+            spread_offset: 0,
         }
     }
 
@@ -215,6 +228,15 @@ mod tests {
         let slots = expected_slots(&[cronjob("a", "*/5 * * * *")], T0, T0 + 600).unwrap();
         let times: Vec<i64> = slots.iter().map(|s| s.2).collect();
         assert_eq!(times, vec![T0, T0 + 300, T0 + 600]);
+    }
+
+    #[test]
+    fn a_spread_cronjobs_skew_counts_from_its_offset() {
+        let mut spread = cronjob("a", "* * * * *");
+        spread.spread_offset = 120;
+        let jobs = [job("a", "1", T0, (T0 + 120) * 1000 + 300)];
+        let s = summarize(&[spread], &jobs, T0, T0).unwrap();
+        assert_eq!(s.skews_ms, vec![300]);
     }
 
     #[test]
@@ -260,6 +282,7 @@ mod tests {
                 namespace: "ns".into(),
                 name: (*name).into(),
                 schedule: "* * * * *".into(),
+                spread_offset: 0,
             })
             .collect();
         let job = |cronjob: &str, scheduled: i64, delay_ms: i64, by: &str| JobSeen {
