@@ -8,6 +8,10 @@
 //! The figure is the resident-set growth divided by N, read from
 //! /proc/self/statm after every actor reported its first decision.
 //!
+//! Then one scrape of `/metrics` with every CronJob's per-CronJob series
+//! (its size and time), and the live heap the per-CronJob metrics' records
+//! hold, measured in a store of their own.
+//!
 //! `cargo bench --bench actors` (N = 100000; `SHARDCRON_BENCH_ACTORS=N` to change).
 
 use actix::prelude::*;
@@ -236,6 +240,45 @@ fn main() {
                 .job_template
                 .encoded_len()
         );
+        // The per-CronJob metrics: one scrape of this replica's /metrics,
+        // then what their records alone hold, in a store of their own.
+        let scrape_started = Instant::now();
+        let page = shared.metrics.encode_cronjobs();
+        println!(
+            "per-CronJob metrics: {} records; a scrape of /metrics/cronjobs renders {:.1} MiB ({} lines) in {:.0} ms",
+            shared.metrics.cronjobs.len(),
+            page.len() as f64 / 1048576.0,
+            page.lines().count(),
+            scrape_started.elapsed().as_secs_f64() * 1e3
+        );
+        drop(page);
+        let names: Vec<(String, String)> = (0..count)
+            .map(|i| {
+                let meta = realistic_cronjob(i, &created).metadata;
+                (
+                    meta.namespace.unwrap_or_default(),
+                    meta.name.unwrap_or_default(),
+                )
+            })
+            .collect();
+        let heap_before = LIVE_HEAP.load(Ordering::Relaxed);
+        let series = shardcron::telemetry::cronjob_series::CronJobSeries::new(true);
+        for (namespace, name) in &names {
+            let id = shardcron::telemetry::cronjob_series::CronJobId {
+                group: "batch",
+                namespace,
+                name,
+            };
+            series.update(id, |r| {
+                r.next_schedule = 1;
+                r.active = 1;
+            });
+        }
+        println!(
+            "per-CronJob metrics' records: {:.0} bytes of live heap per CronJob",
+            LIVE_HEAP.load(Ordering::Relaxed).saturating_sub(heap_before) as f64 / count as f64
+        );
+        drop(series);
         drop(addrs);
         System::current().stop();
     });

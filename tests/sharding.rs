@@ -285,7 +285,9 @@ async fn each_cronjobs_series_are_exported_once(fleet: &Fleet) {
         || async {
             let mut seen = std::collections::HashMap::<String, usize>::new();
             for replica in fleet.live() {
-                let text = replica.metrics_text();
+                let text = http_get(replica.debug, "/metrics/cronjobs")
+                    .map(|(_, body)| body)
+                    .unwrap_or_default();
                 for line in text
                     .lines()
                     .filter(|l| l.starts_with("shardcron_cronjob_active_jobs{"))

@@ -16,7 +16,7 @@ use crate::kube::resource_version::is_older;
 use crate::reconcile::{
     AfterUpdate, CronJobView, Finished, JobSummary, Requeue, SkipReason, SpecView, after_update,
 };
-use crate::telemetry::cronjob_series::seconds;
+use crate::telemetry::cronjob_series::{CronJobId, seconds};
 use crate::telemetry::metrics::{OkLabel, SyncLabels};
 use actix::prelude::*;
 use jiff::Timestamp;
@@ -319,19 +319,31 @@ impl CronJobActor {
             .filter_map(|c| c.failed_at)
             .max();
         let suspended = self.cronjob.spec.suspend;
-        self.shared.metrics.cronjobs.update(&self.key(), |record| {
-            if let Some(next) = next {
-                record.next_schedule = seconds(next);
-            }
-            record.last_schedule = seconds(status.last_schedule_time);
-            record.last_successful = seconds(status.last_successful_time);
-            record.last_failed = record.last_failed.max(seconds(last_failed));
-            record.active = u32::try_from(status.active.len()).unwrap_or(u32::MAX);
-            record.suspended = suspended;
-            if let Some((reason, slot)) = skipped {
-                record.skip(reason, slot);
-            }
-        });
+        self.shared
+            .metrics
+            .cronjobs
+            .update(self.series_id(), |record| {
+                if let Some(next) = next {
+                    record.next_schedule = seconds(next);
+                }
+                record.last_schedule = seconds(status.last_schedule_time);
+                record.last_successful = seconds(status.last_successful_time);
+                record.last_failed = record.last_failed.max(seconds(last_failed));
+                record.active = u32::try_from(status.active.len()).unwrap_or(u32::MAX);
+                record.suspended = suspended;
+                if let Some((reason, slot)) = skipped {
+                    record.skip(reason.as_str(), slot);
+                }
+            });
+    }
+
+    /// Which CronJob its per-CronJob series are of.
+    fn series_id(&self) -> CronJobId<'_> {
+        CronJobId {
+            group: self.cronjob.kind.group(),
+            namespace: &self.cronjob.namespace,
+            name: &self.cronjob.name,
+        }
     }
 
     /// Arms the timer for `at`, replacing any earlier arming.
@@ -372,7 +384,7 @@ impl Actor for CronJobActor {
         let status = &self.cronjob.status;
         let unrecorded = self.known_slot.filter(|slot| status.does_not_record(*slot));
         // Its series go with it: the next owner exports them.
-        self.shared.metrics.cronjobs.remove(&self.key());
+        self.shared.metrics.cronjobs.remove(self.series_id());
         self.shared.reports.do_send(Report::Stopped {
             key: self.key(),
             uid: std::mem::take(&mut self.cronjob.uid),

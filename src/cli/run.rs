@@ -45,8 +45,9 @@ pub struct RunArgs {
     /// Where `/healthz` and `/readyz` are served.
     #[arg(long, default_value = "0.0.0.0:8081")]
     health_probe_bind_address: SocketAddr,
-    /// Where `/debug/shards` is served. It can list every tenant's
-    /// CronJobs, so it listens on loopback only unless told otherwise:
+    /// Where `/debug/shards` and `/metrics/cronjobs` (the per-CronJob
+    /// series) are served. They name every tenant's CronJobs, so this
+    /// listens on loopback only unless told otherwise:
     /// reach it with `kubectl port-forward`, which Kubernetes authorizes
     /// (`pods/portforward`). Port 0: any free port, logged.
     #[arg(long, default_value = "127.0.0.1:8082")]
@@ -92,9 +93,10 @@ pub struct RunArgs {
     #[arg(long, env = "SHARDCRON_REPLICA_ID")]
     replica_id: Option<String>,
     /// Export per-CronJob series (`shardcron_cronjob_*`, labelled by
-    /// namespace and CronJob) for the CronJobs this replica owns: about
-    /// 100 bytes of memory per CronJob, and 6 to 7 series each per scrape
-    /// (docs/operations.md). `--cronjob-metrics=false` turns them off.
+    /// namespace and CronJob) for the CronJobs this replica owns, at
+    /// `/metrics/cronjobs` on the debug listener: a small record per
+    /// CronJob, 6 to 7 series each per scrape (docs/operations.md).
+    /// `--cronjob-metrics=false` turns them off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "SHARDCRON_CRONJOB_METRICS")]
     cronjob_metrics: bool,
     /// The ring: replicas with the same ring name share the CronJobs.
@@ -339,7 +341,8 @@ async fn start(
     tokio::spawn(http::serve(health_listener, http::health_router(readiness)));
     tokio::spawn(http::serve(
         debug_listener,
-        debug::router(supervisor.clone().recipient()),
+        debug::router(supervisor.clone().recipient())
+            .merge(http::cronjob_metrics_router(metrics.clone())),
     ));
     tracing::info!(%metrics_addr, %health_addr, %debug_addr, "serving /metrics, /healthz and /readyz, /debug/shards");
     {

@@ -118,6 +118,12 @@ pub enum Decision {
         requested: Timestamp,
         running: Vec<String>,
     },
+    /// A run-now request waits for a slot before it whose (spread) start
+    /// is still ahead: that slot starts first, so it is never skipped.
+    RunNowAfterSlot {
+        requested: Timestamp,
+        slot: Timestamp,
+    },
     /// A run-now request that will not run.
     RunNowIgnored {
         requested: Timestamp,
@@ -149,7 +155,8 @@ pub enum Decision {
 }
 
 /// Why a slot did not start as scheduled: the per-CronJob metric
-/// `shardcron_cronjob_skipped_slots_total`'s `reason`.
+/// `shardcron_cronjob_skipped_slots_total`'s `reason` (its names are
+/// `telemetry::cronjob_series::SKIP_REASONS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SkipReason {
     /// concurrencyPolicy Forbid and a Job still running.
@@ -316,6 +323,10 @@ impl fmt::Display for Decision {
                 "run-now request of {requested} waits: concurrencyPolicy Forbid and job {} still running",
                 running.join(", ")
             ),
+            RunNowAfterSlot { requested, slot } => write!(
+                f,
+                "run-now request of {requested} waits for slot {slot}, whose spread start is still ahead"
+            ),
             RunNowIgnored { requested, why } => {
                 write!(f, "run-now request of {requested} not run: {why}")
             }
@@ -373,6 +384,12 @@ mod slot_outcome_tests {
             slot_outcome(&[Decision::TooLate { slot }]),
             "missed-deadline"
         );
+    }
+
+    #[test]
+    fn the_skip_reasons_are_the_metrics() {
+        let names: Vec<&str> = SkipReason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(names, crate::telemetry::cronjob_series::SKIP_REASONS);
     }
 
     #[test]

@@ -445,7 +445,7 @@ impl Engine<'_> {
             self.decisions.push(Decision::Suspended);
             // A run-now request is an explicit ask: it runs while suspended
             // too (as `kubectl create job --from` does).
-            return self.run_now_or(Requeue::Never);
+            return self.run_now_or(Requeue::Never, None);
         }
         if let Some(invalid) = &self.cj.options.invalid {
             self.events.push(Event::invalid_option(invalid));
@@ -490,6 +490,12 @@ impl Engine<'_> {
             Some(t) => Requeue::At(t),
             None => Requeue::Never,
         };
+        // The next slot whose start is still ahead (later than `now` only
+        // with a spread): a run-now request after it waits for it.
+        let ahead = |status: &StatusView, created| {
+            let slots = slots(status, created);
+            slots.next(slots.nominal(now))
+        };
         let created = self.cj.created;
         let (slot, missed) = match slots(&self.cj.status, created).due(now) {
             Err(error) => {
@@ -501,7 +507,10 @@ impl Engine<'_> {
             }
             Ok(None) => {
                 self.decisions.push(Decision::NothingDue);
-                return self.run_now_or(wake_up(&self.cj.status, created));
+                return self.run_now_or(
+                    wake_up(&self.cj.status, created),
+                    ahead(&self.cj.status, created),
+                );
             }
             Ok(Some(due)) => due,
         };
@@ -515,7 +524,10 @@ impl Engine<'_> {
         {
             self.events.push(Event::miss_schedule(slot));
             self.decisions.push(Decision::TooLate { slot });
-            return self.run_now_or(wake_up(&self.cj.status, created));
+            return self.run_now_or(
+                wake_up(&self.cj.status, created),
+                ahead(&self.cj.status, created),
+            );
         }
         let name = job_name(&self.cj.name, slot);
         let namespace = self.cj.namespace.clone();
@@ -528,15 +540,12 @@ impl Engine<'_> {
         {
             self.decisions
                 .push(Decision::AlreadyHandled { slot, job: name });
-            return self.run_now_or(wake_up(&self.cj.status, created));
+            return self.run_now_or(
+                wake_up(&self.cj.status, created),
+                ahead(&self.cj.status, created),
+            );
         }
-        if spec.concurrency_policy == ConcurrencyPolicy::Forbid && !status.active.is_empty() {
-            self.events.push(Event::job_already_active());
-            let running = status
-                .active
-                .iter()
-                .map(|r| ref_name(r).to_owned())
-                .collect();
+        if let Some(running) = self.forbidden() {
             self.decisions
                 .push(Decision::ForbidWhileActive { slot, running });
             return Exit::Requeue(wake_up(&self.cj.status, created));
@@ -572,11 +581,18 @@ impl Engine<'_> {
     /// Job name, `concurrencyPolicy`, `lastScheduleTime` moved to the
     /// request's time, which marks it served); without one, `otherwise`.
     /// Only called when no slot is started in this decision: a due slot
-    /// goes first, and its Job, started after the request, serves it.
-    fn run_now_or(&mut self, otherwise: Requeue) -> Exit {
+    /// goes first, and its Job, started after the request, serves it. A
+    /// slot before the request whose spread start is still ahead (`ahead`)
+    /// goes first too: recording the request's time first would skip it.
+    fn run_now_or(&mut self, otherwise: Requeue, ahead: Option<Timestamp>) -> Exit {
         let Some(requested) = self.run_now_request() else {
             return Exit::Requeue(otherwise);
         };
+        if let Some(slot) = ahead.filter(|slot| *slot <= requested) {
+            self.decisions
+                .push(Decision::RunNowAfterSlot { requested, slot });
+            return Exit::Requeue(otherwise);
+        }
         if requested > self.input.now {
             // Within the tolerance for the requester's clock: at its time.
             return Exit::Requeue(match otherwise {
@@ -593,14 +609,7 @@ impl Engine<'_> {
             });
             return Exit::Requeue(otherwise);
         }
-        if self.cj.spec.concurrency_policy == ConcurrencyPolicy::Forbid && !status.active.is_empty()
-        {
-            self.events.push(Event::job_already_active());
-            let running = status
-                .active
-                .iter()
-                .map(|r| ref_name(r).to_owned())
-                .collect();
+        if let Some(running) = self.forbidden() {
             self.decisions
                 .push(Decision::RunNowWaits { requested, running });
             return Exit::Requeue(otherwise);
@@ -622,6 +631,18 @@ impl Engine<'_> {
                 .insert(RUN_NOW_ANNOTATION.to_owned(), requested.to_string());
         }
         exit
+    }
+
+    /// Under Forbid with Jobs running: upstream's `JobAlreadyActive` event,
+    /// and the running Jobs' names; otherwise `None`.
+    fn forbidden(&mut self) -> Option<Vec<String>> {
+        let active = &self.cj.status.active;
+        if self.cj.spec.concurrency_policy != ConcurrencyPolicy::Forbid || active.is_empty() {
+            return None;
+        }
+        let running = active.iter().map(|r| ref_name(r).to_owned()).collect();
+        self.events.push(Event::job_already_active());
+        Some(running)
     }
 
     /// The run-now request to serve, if any: set, not yet served (no Job
@@ -648,8 +669,19 @@ impl Engine<'_> {
                 allowed: "an instant at most 60s ahead of the controller's clock",
             }));
             "it is more than 60s ahead of the controller's clock"
-        } else if now > requested + SignedDuration::from_secs(RUN_NOW_DEADLINE_SECONDS) {
-            "it lapsed: not started within 5 minutes of its time"
+        } else if now
+            > requested
+                + SignedDuration::from_secs(
+                    // A request that waited for a slot's spread start (at
+                    // most the offset) has its 5 minutes after that.
+                    RUN_NOW_DEADLINE_SECONDS
+                        + self
+                            .cj
+                            .options
+                            .spread_offset(&self.cj.namespace, &self.cj.name),
+                )
+        {
+            "it lapsed: not started within 5 minutes of its time (plus a spread offset)"
         } else {
             return Some(requested);
         };

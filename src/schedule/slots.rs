@@ -80,7 +80,8 @@ fn nanos(t: Timestamp) -> i128 {
 }
 
 impl Slots<'_> {
-    fn next(&self, after: Timestamp) -> Option<Timestamp> {
+    /// The first slot strictly after `after` (in nominal time).
+    pub fn next(&self, after: Timestamp) -> Option<Timestamp> {
         self.schedule
             .next_slot(after, self.zone, self.once_per_wall_time)
     }

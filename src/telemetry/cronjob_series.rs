@@ -15,7 +15,6 @@
 //! `Arc`ed atomic and a cloned label set per series, several times more).
 //! The map is bounded by the CronJobs this replica owns.
 
-use crate::reconcile::{CronJobKind, SkipReason};
 use jiff::Timestamp;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -41,26 +40,47 @@ pub struct CronJobRecord {
     pub last_failed: i64,
     pub active: u32,
     pub suspended: bool,
-    /// Slots skipped, by [`SkipReason`] (in [`SkipReason::ALL`]'s order).
+    /// Slots skipped, by reason (in [`SKIP_REASONS`]' order).
     pub skipped: [u32; 3],
     /// The last slot counted in `skipped`: a slot held back by Forbid is
     /// decided on again at every Job event, and counts once.
     pub last_skipped_slot: i64,
 }
 
+/// The `reason`s of `shardcron_cronjob_skipped_slots_total`: the names of
+/// `reconcile::SkipReason` (a test there keeps them the same).
+pub const SKIP_REASONS: [&str; 3] = ["forbid", "deadline", "too_many_missed"];
+
 impl CronJobRecord {
-    /// Counts `slot` skipped for `reason`, once per slot.
-    pub fn skip(&mut self, reason: SkipReason, slot: Timestamp) {
+    /// Counts `slot` skipped for `reason` (one of [`SKIP_REASONS`]), once
+    /// per slot.
+    pub fn skip(&mut self, reason: &str, slot: Timestamp) {
         let slot = slot.as_second();
+        let Some(index) = SKIP_REASONS.iter().position(|r| *r == reason) else {
+            return;
+        };
         if slot == self.last_skipped_slot {
             return;
         }
         self.last_skipped_slot = slot;
-        let index = SkipReason::ALL
-            .iter()
-            .position(|r| *r == reason)
-            .unwrap_or(0);
         self.skipped[index] = self.skipped[index].saturating_add(1);
+    }
+}
+
+/// Which CronJob a record is of: its API group (`batch`, or `shardcron.io`
+/// for the CRD: a ring serving both kinds may hold namesakes), namespace and
+/// name, the series' labels.
+#[derive(Debug, Clone, Copy)]
+pub struct CronJobId<'a> {
+    pub group: &'a str,
+    pub namespace: &'a str,
+    pub name: &'a str,
+}
+
+impl CronJobId<'_> {
+    /// The map's key: `group/namespace/name` (none of the three holds a `/`).
+    fn key(self) -> String {
+        format!("{}/{}/{}", self.group, self.namespace, self.name)
     }
 }
 
@@ -69,8 +89,7 @@ pub fn seconds(t: Option<Timestamp>) -> i64 {
     t.map_or(0, |t| t.as_second())
 }
 
-/// The records of the CronJobs this replica owns, by key
-/// ([`CronJobKind::key`]).
+/// The records of the CronJobs this replica owns, by [`CronJobId`].
 #[derive(Debug)]
 pub struct CronJobSeries {
     enabled: bool,
@@ -103,11 +122,13 @@ impl CronJobSeries {
         &self.shards[(self.hasher.hash_one(key) % SHARDS as u64) as usize]
     }
 
-    /// Changes `key`'s record (a new one starts empty).
-    pub fn update(&self, key: &str, change: impl FnOnce(&mut CronJobRecord)) {
+    /// Changes `id`'s record (a new one starts empty).
+    pub fn update(&self, id: CronJobId, change: impl FnOnce(&mut CronJobRecord)) {
         if !self.enabled {
             return;
         }
+        let key = id.key();
+        let key = key.as_str();
         // A poisoned shard only means a panic elsewhere mid-update of plain
         // numbers: the data is still usable.
         let mut shard = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
@@ -121,13 +142,14 @@ impl CronJobSeries {
         }
     }
 
-    /// Forgets `key`: its actor stopped (the CronJob moved or was deleted).
-    pub fn remove(&self, key: &str) {
+    /// Forgets `id`: its actor stopped (the CronJob moved or was deleted).
+    pub fn remove(&self, id: CronJobId) {
         if self.enabled {
-            self.shard(key)
+            let key = id.key();
+            self.shard(&key)
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .remove(key);
+                .remove(&key);
         }
     }
 
@@ -154,15 +176,16 @@ impl CronJobSeries {
     }
 }
 
-/// The label set of one CronJob: `namespace`, `cronjob` and `group`
-/// (`batch`, or `shardcron.io` for the CRD: a ring serving both kinds may
-/// hold namesakes).
+/// The label set of one CronJob, from its key (`group/namespace/name`).
 fn labels(key: &str) -> [(&'static str, &str); 3] {
-    let (kind, namespace, name) = CronJobKind::parse_key(key);
+    let mut parts = key.splitn(3, '/');
+    let group = parts.next().unwrap_or_default();
+    let namespace = parts.next().unwrap_or_default();
+    let name = parts.next().unwrap_or_default();
     [
         ("namespace", namespace),
         ("cronjob", name),
-        ("group", kind.group()),
+        ("group", group),
     ]
 }
 
@@ -229,10 +252,10 @@ impl Collector for CronJobSeries {
             MetricType::Counter,
         )?;
         for (key, record) in &records {
-            for (reason, count) in SkipReason::ALL.iter().zip(record.skipped) {
+            for (reason, count) in SKIP_REASONS.iter().zip(record.skipped) {
                 if count > 0 {
                     let [namespace, cronjob, group] = labels(key);
-                    let labels = [namespace, cronjob, group, ("reason", reason.as_str())];
+                    let labels = [namespace, cronjob, group, ("reason", *reason)];
                     ConstCounter::new(u64::from(count)).encode(family.encode_family(&labels)?)?;
                 }
             }
@@ -259,14 +282,23 @@ mod tests {
     fn each_owned_cronjob_is_exported_once_with_its_kind_and_skips_count_once_per_slot() {
         let series = Arc::new(CronJobSeries::new(true));
         let slot: Timestamp = "2026-11-26T10:00:00Z".parse().expect("a time");
-        series.update("team-a/nightly", |r| {
+        let batch = CronJobId {
+            group: "batch",
+            namespace: "team-a",
+            name: "nightly",
+        };
+        let crd = CronJobId {
+            group: "shardcron.io",
+            ..batch
+        };
+        series.update(batch, |r| {
             r.next_schedule = 1_764_151_200;
             r.last_schedule = 1_764_064_800;
             r.active = 1;
-            r.skip(SkipReason::Forbid, slot);
-            r.skip(SkipReason::Forbid, slot);
+            r.skip("forbid", slot);
+            r.skip("forbid", slot);
         });
-        series.update("shardcron.io/team-a/nightly", |r| r.suspended = true);
+        series.update(crd, |r| r.suspended = true);
         let text = exposition(series.clone());
         assert!(text.contains(
             "shardcron_cronjob_next_schedule_time_seconds{namespace=\"team-a\",cronjob=\"nightly\",group=\"batch\"} 1764151200\n"
@@ -281,8 +313,8 @@ mod tests {
         assert!(!text.contains("last_successful_time_seconds{"), "{text}");
         assert!(!text.contains("reason=\"deadline\""), "{text}");
         // A stopped actor's CronJob is gone from this replica.
-        series.remove("team-a/nightly");
-        series.remove("shardcron.io/team-a/nightly");
+        series.remove(batch);
+        series.remove(crd);
         assert!(series.is_empty());
         assert!(!exposition(series).contains("cronjob=\""));
     }
@@ -290,7 +322,12 @@ mod tests {
     #[test]
     fn disabled_keeps_and_exports_nothing() {
         let series = Arc::new(CronJobSeries::new(false));
-        series.update("team-a/nightly", |r| r.active = 3);
+        let id = CronJobId {
+            group: "batch",
+            namespace: "team-a",
+            name: "nightly",
+        };
+        series.update(id, |r| r.active = 3);
         assert!(series.is_empty());
         assert!(!exposition(series).contains("cronjob_active_jobs"));
     }

@@ -157,18 +157,33 @@ pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
         "/metrics",
         get(move || {
             let body = metrics.encode();
-            async move {
-                (
-                    [(
-                        header::CONTENT_TYPE,
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    )],
-                    body,
-                )
-                    .into_response()
-            }
+            async move { exposition(body) }
         }),
     )
+}
+
+/// `/metrics/cronjobs`: the per-CronJob series, whose labels name tenants'
+/// namespaces and CronJobs: served beside `/debug/shards` on the loopback
+/// listener, not with `/metrics` (docs/operations.md).
+pub fn cronjob_metrics_router(metrics: Arc<Metrics>) -> Router {
+    Router::new().route(
+        "/metrics/cronjobs",
+        get(move || {
+            let body = metrics.encode_cronjobs();
+            async move { exposition(body) }
+        }),
+    )
+}
+
+fn exposition(body: String) -> axum::response::Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
 }
 
 #[cfg(test)]

@@ -75,6 +75,8 @@ pub struct SyncLabels {
 /// Every metric the controller exports.
 pub struct Metrics {
     registry: Registry,
+    /// The per-CronJob series alone (`/metrics/cronjobs`).
+    cronjob_registry: Registry,
     /// Every family's name (without the `shardcron_` prefix) and type.
     families: Vec<(&'static str, MetricType)>,
     pub creation_skew: HistogramWithExemplars<TraceExemplar>,
@@ -153,8 +155,11 @@ impl Metrics {
     /// (`--cronjob-metrics`).
     pub fn with_cronjob_series(per_cronjob: bool) -> Self {
         let mut registry = Registry::with_prefix("shardcron");
+        // Apart: their labels name the tenants' namespaces and CronJobs
+        // (served at /metrics/cronjobs on the loopback debug listener).
         let cronjobs = Arc::new(CronJobSeries::new(per_cronjob));
-        registry.register_collector(Box::new(cronjobs.clone()));
+        let mut cronjob_registry = Registry::with_prefix("shardcron");
+        cronjob_registry.register_collector(Box::new(cronjobs.clone()));
         let mut families: Vec<(&'static str, MetricType)> = CronJobSeries::FAMILIES.to_vec();
         let creation_skew = HistogramWithExemplars::new(millis_to_minute());
         register(
@@ -335,6 +340,7 @@ impl Metrics {
         );
         Self {
             registry,
+            cronjob_registry,
             families,
             cronjobs,
             spans_dropped,
@@ -372,7 +378,7 @@ impl Metrics {
         );
     }
 
-    /// Every series name `/metrics` can carry, with the prefix and the
+    /// Every series name `/metrics` and `/metrics/cronjobs` can carry, with the prefix and the
     /// suffixes of its type (`_total`; `_bucket`, `_sum`, `_count`): what
     /// alert rules and dashboards may query (tests/monitoring.rs). A family
     /// without a sample yet is not in the exposition, so it is not read
@@ -390,11 +396,18 @@ impl Metrics {
         names
     }
 
-    /// The text exposition format, for `/metrics`.
+    /// The text exposition format, for `/metrics`: no tenant's names.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// The per-CronJob series, for `/metrics/cronjobs`.
+    pub fn encode_cronjobs(&self) -> String {
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.cronjob_registry);
         out
     }
 }

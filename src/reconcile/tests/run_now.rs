@@ -218,3 +218,44 @@ fn job_names_stay_apart_from_slots_and_within_63_characters() {
     assert!(name.starts_with(&format!("{longest}-r")));
     assert_eq!(run_now_job_name("a", Timestamp::UNIX_EPOCH), "a-r0");
 }
+
+#[test]
+fn under_a_spread_a_request_after_a_slot_waits_for_its_delayed_start() {
+    // snazzycats/mycronjob's offset in a 10-minute window: 517 s, so the
+    // 10:00 slot starts at 10:08:37. A request at 10:02 must not record
+    // 10:02 before that slot starts, or the slot would be skipped.
+    let mut cj = requested(Some("2016-05-19T10:02:00Z"));
+    if let Some(annotations) = cj.metadata.annotations.as_mut() {
+        annotations.insert(SPREAD_ANNOTATION.into(), "10m".into());
+    }
+    let early = plan(&cj, &[], "2016-05-19T10:02:05Z");
+    assert!(early.create.is_none());
+    assert!(
+        early
+            .decisions
+            .iter()
+            .any(|d| matches!(d, Decision::RunNowAfterSlot { .. }))
+    );
+    assert_eq!(
+        early.expected.requeue,
+        Requeue::At(ts("2016-05-19T10:08:37Z"))
+    );
+    // At the slot's start: the slot, then at once the request.
+    let slot = plan(&cj, &[], "2016-05-19T10:08:37Z");
+    assert_eq!(
+        slot.create.map(|c| c.scheduled_time),
+        Some(ts("2016-05-19T10:00:00Z"))
+    );
+    assert_eq!(
+        slot.expected.requeue,
+        Requeue::At(ts("2016-05-19T10:08:37Z"))
+    );
+    if let Some(status) = cj.status.as_mut() {
+        status.last_schedule_time = Some(Time(ts("2016-05-19T10:00:00Z")));
+    }
+    let request = plan(&cj, &[], "2016-05-19T10:08:38Z");
+    assert_eq!(
+        request.create.map(|c| c.scheduled_time),
+        Some(ts("2016-05-19T10:02:00Z"))
+    );
+}
