@@ -469,7 +469,7 @@ async fn run_on(
     };
     eprintln!(
         "compare: {variant}: watching slots {from}..={to} (+{} s tail)",
-        scenario.tail_seconds
+        window.tail.as_secs()
     );
     let kill = async {
         match (victim, kill_slot) {
