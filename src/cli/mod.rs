@@ -96,6 +96,14 @@ fn parse_kind(value: &str) -> Result<crate::reconcile::CronJobKind, String> {
         })
 }
 
+/// `NAMESPACE/NAME` as the commands take a CronJob: both parts non-empty,
+/// one `/`.
+fn namespaced_name(value: &str) -> Option<(&str, &str)> {
+    value.split_once('/').filter(|(namespace, name)| {
+        !namespace.is_empty() && !name.is_empty() && !name.contains('/')
+    })
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();

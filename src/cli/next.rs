@@ -72,10 +72,8 @@ fn spread_offset(args: &NextArgs) -> Result<i64, NextError> {
     if options.invalid.is_some() {
         return Err(NextError::Spread(spread.clone()));
     }
-    let (namespace, name) = cronjob
-        .split_once('/')
-        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'))
-        .ok_or_else(|| NextError::CronJob(cronjob.clone()))?;
+    let (namespace, name) =
+        super::namespaced_name(cronjob).ok_or_else(|| NextError::CronJob(cronjob.clone()))?;
     Ok(options.spread_offset(namespace, name))
 }
 

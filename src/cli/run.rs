@@ -374,7 +374,6 @@ async fn start(
     Ok(())
 }
 
-/// `--cronjob-kinds`' values.
 /// The kinds a ring serves: at least one.
 fn served_kinds(kinds: &[CronJobKind]) -> anyhow::Result<CronJobKinds> {
     let set = CronJobKinds::of(kinds.iter().copied());

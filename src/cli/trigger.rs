@@ -7,9 +7,10 @@
 //! ask: whoever may patch the CronJob.
 
 use super::Output;
+use crate::kube::lean_cronjob::LeanCronJob;
 use crate::reconcile::{CronJobKind, RUN_NOW_ANNOTATION, run_now_job_name};
 use jiff::Timestamp;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use std::io::Write;
 use std::path::PathBuf;
@@ -46,10 +47,7 @@ pub enum TriggerError {
 }
 
 pub fn run(args: &TriggerArgs, out: &mut impl Write) -> Result<(), TriggerError> {
-    let (namespace, name) = args
-        .cronjob
-        .split_once('/')
-        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'))
+    let (namespace, name) = super::namespaced_name(&args.cronjob)
         .ok_or_else(|| TriggerError::NotAName(args.cronjob.clone()))?;
     // Whole seconds: the request's time names its Job.
     let requested = Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_default();
@@ -88,15 +86,8 @@ async fn request(
     let client = super::kube_client(args.kubeconfig.as_ref(), &agent)
         .await
         .map_err(TriggerError::Client)?;
-    let kind = args.kind;
-    let resource = ApiResource {
-        group: kind.group().to_owned(),
-        version: kind.version().to_owned(),
-        api_version: kind.api_version().to_owned(),
-        kind: CronJobKind::KIND.to_owned(),
-        plural: CronJobKind::PLURAL.to_owned(),
-    };
-    let api: Api<DynamicObject> = Api::namespaced_with(client, namespace, &resource);
+    // The CronJob's URL by its kind, as the controller reads it.
+    let api: Api<LeanCronJob> = Api::namespaced_with(client, namespace, &args.kind);
     let patch = json!({"metadata": {"annotations": {RUN_NOW_ANNOTATION: requested.to_string()}}});
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
