@@ -7,6 +7,7 @@
 //! and when it must look again. It holds no state of its own: the actor
 //! passes a snapshot in and applies the result.
 
+use super::streak::{StreakWritten, write_streak};
 use crate::kube::bucket::{self, Bucket};
 use crate::kube::failure::ApiFailure;
 use crate::kube::gateway::Gateway;
@@ -365,6 +366,10 @@ async fn apply_plan<R: JobRequests + Clone>(
         }
     }
 
+    // The streak before the history deletes, which may remove the failed
+    // Jobs it counts.
+    let streak = write_streak(gateway, snapshot, plan.streak.as_ref(), &mut applied).await;
+    let keep_evidence = keep_evidence || streak == StreakWritten::Pending;
     for (sent, deletion) in history.iter().enumerate() {
         if keep_evidence
             || delete(env, deletion, &mut results, &mut deleted).await == Deleted::Abandoned
@@ -631,6 +636,7 @@ mod tests {
         creates: VecDeque<Result<Job, ApiFailure>>,
         statuses: VecDeque<Result<CronJob, ApiFailure>>,
         cronjob_gets: VecDeque<Result<CronJob, ApiFailure>>,
+        cronjob_patches: VecDeque<Result<CronJob, ApiFailure>>,
         /// Cancelled when the create is answered (a stop landing then).
         stop_on_create: Option<CancellationToken>,
         /// That stop has landed: deletes not yet sent are abandoned, as the
@@ -760,6 +766,29 @@ mod tests {
                 .statuses
                 .pop_front()
                 .unwrap_or_else(|| Ok(cronjob("8")))
+                .map(|written| LeanCronJob::from(&written));
+            async move { answer }
+        }
+
+        fn patch_cronjob(
+            &self,
+            _: CronJobKind,
+            _: &str,
+            _: &str,
+            version: Option<&str>,
+            patch: &reconcile::CronJobPatch,
+        ) -> impl Future<Output = Result<LeanCronJob, ApiFailure>> {
+            self.ask(&format!(
+                "patch cronjob at {} suspend={}",
+                version.unwrap_or("-"),
+                patch.suspend
+            ));
+            let answer = self
+                .script
+                .borrow_mut()
+                .cronjob_patches
+                .pop_front()
+                .unwrap_or_else(|| Ok(cronjob("10")))
                 .map(|written| LeanCronJob::from(&written));
             async move { answer }
         }

@@ -1,9 +1,11 @@
 //! One actor per CronJob: its compact state and its one timer
 //! ([`cronjob`]), carrying out each decision through the write gateway
-//! ([`apply`]), and the timer math ([`timer`]).
+//! ([`apply`], the CronJob's own failed-Job streak in `streak`), and the
+//! timer math ([`timer`]).
 
 pub mod apply;
 pub mod cronjob;
+mod streak;
 pub mod timer;
 
 #[cfg(test)]

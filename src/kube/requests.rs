@@ -41,6 +41,9 @@ pub enum Verb {
     /// The same for a Job deleted while running (Replace, a user): its pods
     /// run until it goes, so it waits as Replace's delete does.
     ReleaseRunning,
+    /// The CronJob itself patched: the streak of failed Jobs, a pause
+    /// (`shardcron.io/pause-after-failures`). Bookkeeping, as a status write.
+    PatchCronJob,
     Event,
 }
 
@@ -74,6 +77,7 @@ impl Verb {
             Verb::DeleteHistory => (P::HistoryDelete, deadline::WRITE, "delete", "200"),
             Verb::ReleaseFinished => (P::HistoryDelete, deadline::WRITE, "patch", "200"),
             Verb::ReleaseRunning => (P::ReplaceDelete, deadline::WRITE, "patch", "200"),
+            Verb::PatchCronJob => (P::Status, deadline::WRITE, "patch", "200"),
             Verb::Event => (P::Event, deadline::WRITE, "event", "200"),
         };
         Terms {
@@ -170,6 +174,17 @@ pub trait JobRequests {
         why: StatusFor,
     ) -> impl Future<Output = Result<LeanCronJob, ApiFailure>>;
 
+    /// Patches the CronJob itself (annotations, `spec.suspend`), if it is
+    /// still at `resource_version`; answers the CronJob written.
+    fn patch_cronjob(
+        &self,
+        kind: CronJobKind,
+        namespace: &str,
+        name: &str,
+        resource_version: Option<&str>,
+        patch: &reconcile::CronJobPatch,
+    ) -> impl Future<Output = Result<LeanCronJob, ApiFailure>>;
+
     /// Records an event (queued, never waited for).
     fn record(&self, regarding: ObjectReference, event: &reconcile::Event);
 
@@ -185,7 +200,7 @@ pub trait JobRequests {
 mod tests {
     use super::*;
 
-    const ALL: [Verb; 10] = [
+    const ALL: [Verb; 11] = [
         Verb::RecordSlot,
         Verb::CreateJob,
         Verb::DeleteReplaced,
@@ -195,6 +210,7 @@ mod tests {
         Verb::DeleteHistory,
         Verb::ReleaseFinished,
         Verb::ReleaseRunning,
+        Verb::PatchCronJob,
         Verb::Event,
     ];
 
@@ -219,6 +235,10 @@ mod tests {
         assert!(Verb::GetCronJob.terms().priority < Verb::WriteStatus.terms().priority);
         // Only a slot's record goes before the creates.
         assert!(Verb::RecordSlot.terms().priority < Verb::CreateJob.terms().priority);
+        assert_eq!(
+            Verb::PatchCronJob.terms().priority,
+            Verb::WriteStatus.terms().priority
+        );
         assert_eq!(StatusFor::Routine.verb(), Verb::WriteStatus);
         assert_eq!(StatusFor::RecordSlot.verb(), Verb::RecordSlot);
         assert_eq!(DeleteFor::Replace.verb(), Verb::DeleteReplaced);

@@ -78,6 +78,11 @@ pub enum Decision {
         time_zone: String,
     },
     Suspended,
+    /// The CronJob is suspended now, after these consecutive failed Jobs
+    /// (`shardcron.io/pause-after-failures`): nothing starts.
+    PausedAfterFailures {
+        jobs: Vec<String>,
+    },
     TimeZoneInSchedule,
     Unparseable {
         error: String,
@@ -203,6 +208,7 @@ pub fn slot_outcome(decisions: &[Decision]) -> &'static str {
             | Decision::Unparseable { .. }
             | Decision::NeverFires { .. } => "invalid-schedule",
             Decision::Suspended => "skipped-suspended",
+            Decision::PausedAfterFailures { .. } => "paused-after-failures",
             Decision::TooLate { .. } => "missed-deadline",
             Decision::AlreadyHandled { .. } => "already-handled",
             Decision::ForbidWhileActive { .. } | Decision::RunNowWaits { .. } => "skipped-forbid",
@@ -284,6 +290,12 @@ impl fmt::Display for Decision {
             }
             InvalidOption { error } => write!(f, "{error}"),
             Suspended => write!(f, "not started: spec.suspend is true"),
+            PausedAfterFailures { jobs } => write!(
+                f,
+                "not started: {} consecutive failed Jobs ({}) reached shardcron.io/pause-after-failures; spec.suspend is set",
+                jobs.len(),
+                jobs.join(", ")
+            ),
             TimeZoneInSchedule => write!(
                 f,
                 "the schedule names its own zone (TZ=/CRON_TZ=): it wins over spec.timeZone"

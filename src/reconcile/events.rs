@@ -40,6 +40,9 @@ pub enum Reason {
     /// shardcron's own: an opt-in annotation has a value it does not take
     /// ([`super::options`]).
     InvalidOption,
+    /// shardcron's own: the CronJob was suspended after N consecutive failed
+    /// Jobs (`shardcron.io/pause-after-failures`, [`super::pause`]).
+    PausedAfterFailures,
 }
 
 impl Reason {
@@ -73,6 +76,7 @@ impl Reason {
             UnParseableCronJobSchedule => "UnParseableCronJobSchedule",
             ForeignActiveJob => "ForeignActiveJob",
             InvalidOption => "InvalidOption",
+            PausedAfterFailures => "PausedAfterFailures",
         }
     }
 }

@@ -81,6 +81,7 @@ mod job;
 mod kind;
 mod live;
 pub mod options;
+mod pause;
 mod release;
 mod schedule_setup;
 mod sync;
@@ -103,6 +104,11 @@ pub use live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, Li
 pub use options::{
     CATCH_UP_ANNOTATION, FALL_BACK_ANNOTATION, FallBack, InvalidOption, Options,
     RUN_NOW_ANNOTATION, SPREAD_ANNOTATION,
+};
+pub use pause::{
+    CronJobPatch, FAILED_JOBS_ANNOTATION, FailedJob, MAX_PAUSE_AFTER_FAILURES,
+    PAUSE_AFTER_FAILURES_ANNOTATION, PAUSED_ANNOTATION, Pause, PauseState, StreakUpdate,
+    streak_update,
 };
 pub use release::{Release, releases};
 pub use sync::MAX_UNLISTED_LOOKUPS;
@@ -243,6 +249,10 @@ pub struct Plan {
     /// Held Jobs that are going and whose slot is (or is about to be)
     /// recorded: their [`SLOT_FINALIZER`] is removed last.
     pub releases: Vec<Release>,
+    /// The streak of failed Jobs to write on the CronJob, and a pause
+    /// (`shardcron.io/pause-after-failures`, see [`streak_update`]). A
+    /// pausing plan starts nothing, as a suspended CronJob's.
+    pub streak: Option<StreakUpdate>,
 }
 
 impl Plan {
@@ -254,6 +264,7 @@ impl Plan {
             && self.releases.is_empty()
             && !self.expected.status_changed
             && self.expected.events.is_empty()
+            && self.streak.is_none()
     }
 }
 
@@ -271,6 +282,7 @@ pub fn reconcile(input: &Input, live: &LiveAnswers) -> Step {
             deletes: run.deletes,
             create: run.create,
             decisions: run.decisions,
+            streak: run.streak,
             expected: Outcome {
                 status: run.status,
                 status_changed: run.status_changed,

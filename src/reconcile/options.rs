@@ -5,6 +5,9 @@
 //! its own leaves upstream's behaviour in place and is reported on the
 //! CronJob, naming the values it takes.
 
+use super::pause::{
+    FAILED_JOBS_ANNOTATION, PAUSE_AFTER_FAILURES_ANNOTATION, PAUSED_ANNOTATION, PauseState,
+};
 use std::collections::BTreeMap;
 use thiserror::Error;
 
@@ -54,11 +57,14 @@ pub const MAX_CATCH_UP_SECONDS: u32 = 24 * 3600;
 
 /// The annotations [`Options::from_annotations`] reads: a CronJob decoder
 /// that keeps only some of the annotations keeps these.
-pub const ANNOTATIONS: [&str; 4] = [
+pub const ANNOTATIONS: [&str; 7] = [
     FALL_BACK_ANNOTATION,
     CATCH_UP_ANNOTATION,
     SPREAD_ANNOTATION,
     RUN_NOW_ANNOTATION,
+    PAUSE_AFTER_FAILURES_ANNOTATION,
+    FAILED_JOBS_ANNOTATION,
+    PAUSED_ANNOTATION,
 ];
 
 /// What a slot in a fall-back's repeated hour does.
@@ -105,6 +111,9 @@ pub struct Options {
     pub spread_seconds: u32,
     /// The run-now request's time, if one is set.
     pub run_now: Option<jiff::Timestamp>,
+    /// Pausing after repeated failures: the opt-in and the streak it keeps
+    /// on the CronJob ([`super::pause`]); boxed, absent for almost all.
+    pub pause: Option<Box<PauseState>>,
     /// The first annotation that could not be read, for the warning (boxed:
     /// almost always `None`, and the view is kept per CronJob).
     pub invalid: Option<Box<InvalidOption>>,
@@ -153,7 +162,22 @@ impl Options {
                 ),
             }
         }
+        if let Some((state, invalid)) = PauseState::from_annotations(annotations) {
+            if let Some(invalid) = invalid {
+                options.invalid.get_or_insert_with(|| Box::new(invalid));
+            }
+            options.pause = Some(Box::new(state));
+        }
         options
+    }
+
+    /// The number of consecutive failed Jobs after which the CronJob is
+    /// suspended, if it opted in.
+    pub fn pause_after_failures(&self) -> Option<u32> {
+        self.pause
+            .as_ref()
+            .map(|state| state.threshold)
+            .filter(|n| *n > 0)
     }
 
     /// Keeps the first annotation that could not be read.

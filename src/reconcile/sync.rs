@@ -16,6 +16,7 @@ use super::live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers,
 use super::options::{
     InvalidOption, RUN_NOW_ANNOTATION, RUN_NOW_DEADLINE_SECONDS, RUN_NOW_MAX_AHEAD_SECONDS,
 };
+use super::pause::{self, Pause, StreakUpdate};
 use super::view::{CronJobView, JobSummary, ref_name, ref_namespace, ref_uid};
 use super::{ConcurrencyPolicy, DeleteReason, Deletion, Input, JobToCreate, Requeue, StatusView};
 use crate::schedule::slots::{Missed, Slots};
@@ -43,6 +44,8 @@ pub(crate) struct Run {
     /// Upstream's `updateStatusAfterCleanup || updateStatusAfterSync`.
     pub status_changed: bool,
     pub requeue: Requeue,
+    /// The streak of failed Jobs to write, and a pause ([`super::pause`]).
+    pub streak: Option<StreakUpdate>,
 }
 
 /// Where `syncCronJob` returned.
@@ -67,6 +70,8 @@ struct Engine<'a> {
     create: Option<JobToCreate>,
     events: Vec<Event>,
     decisions: Vec<Decision>,
+    /// The pause this decision makes: it starts nothing, as if suspended.
+    pausing: Option<&'a Pause>,
 }
 
 pub(crate) fn run(
@@ -74,6 +79,7 @@ pub(crate) fn run(
     live: &LiveAnswers,
     results: Option<&EffectResults>,
 ) -> Result<Run, Vec<Lookup>> {
+    let streak = pause::streak_update(input.cronjob, input.children, input.now);
     let mut engine = Engine {
         input,
         live,
@@ -85,6 +91,7 @@ pub(crate) fn run(
         create: None,
         events: Vec::new(),
         decisions: Vec::new(),
+        pausing: streak.as_ref().and_then(|update| update.pause.as_ref()),
     };
     engine.record_known_slot();
     // sync(): history first, then the schedule (upstream tests this order).
@@ -108,6 +115,7 @@ pub(crate) fn run(
         status: engine.written.unwrap_or(engine.cj.status),
         status_changed: engine.update_status,
         requeue,
+        streak,
     })
 }
 
@@ -440,6 +448,12 @@ impl Engine<'_> {
                 time_zone: time_zone.clone(),
             });
             return Exit::Requeue(Requeue::Never);
+        }
+        if let Some(pause) = self.pausing {
+            self.decisions.push(Decision::PausedAfterFailures {
+                jobs: pause.jobs.clone(),
+            });
+            return self.run_now_or(Requeue::Never, None);
         }
         if spec.suspend {
             self.decisions.push(Decision::Suspended);

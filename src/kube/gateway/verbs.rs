@@ -134,6 +134,31 @@ impl JobRequests for Gateway {
         .await
     }
 
+    /// A JSON merge patch of the CronJob's annotations and `spec.suspend`,
+    /// with the resourceVersion as precondition: a streak computed from a
+    /// stale read gets 409 Conflict, never overwrites a newer one.
+    async fn patch_cronjob(
+        &self,
+        kind: CronJobKind,
+        namespace: &str,
+        name: &str,
+        resource_version: Option<&str>,
+        patch: &reconcile::CronJobPatch,
+    ) -> Result<LeanCronJob, ApiFailure> {
+        let patch = Arc::new(cronjob_patch(resource_version, patch));
+        self.request(Verb::PatchCronJob, namespace, |client| {
+            let api = cronjob_api(client, kind, Some(namespace));
+            let name = name.to_owned();
+            let patch = patch.clone();
+            async move {
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&*patch))
+                    .await
+                    .map(|written| LeanCronJob { kind, ..written })
+            }
+        })
+        .await
+    }
+
     /// Records an Event on a CronJob, without making the caller wait: the
     /// event joins the bounded backlog ([`crate::kube::events`]), whose
     /// workers send it at the lowest class; a failure is logged, not
@@ -160,6 +185,26 @@ fn status_patch(resource_version: Option<&str>, status: &CronJobStatus) -> serde
             "lastSuccessfulTime": status.last_successful_time,
         }
     })
+}
+
+/// The merge patch of a [`reconcile::CronJobPatch`]: each annotation set
+/// or removed (`null`), `spec.suspend: true` for a pause, nothing else.
+fn cronjob_patch(
+    resource_version: Option<&str>,
+    patch: &reconcile::CronJobPatch,
+) -> serde_json::Value {
+    let annotations: serde_json::Map<String, serde_json::Value> = patch
+        .annotations
+        .iter()
+        .map(|(key, value)| ((*key).to_owned(), serde_json::json!(value)))
+        .collect();
+    let mut body = serde_json::json!({
+        "metadata": { "resourceVersion": resource_version, "annotations": annotations },
+    });
+    if patch.suspend {
+        body["spec"] = serde_json::json!({ "suspend": true });
+    }
+    body
 }
 
 /// Removes [`reconcile::SLOT_FINALIZER`] from a Job's finalizers, if the

@@ -10,6 +10,7 @@ mod fixtures;
 mod flows;
 mod lost_status_write;
 mod messages;
+mod pause;
 mod properties;
 mod run_now;
 mod spread;
