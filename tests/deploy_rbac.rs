@@ -80,6 +80,8 @@ async fn controller_service_account_has_least_privilege() {
     let granted = [
         ("list", "batch", "cronjobs", None),
         ("watch", "batch", "cronjobs", None),
+        // shardcron.io/pause-after-failures: the streak and spec.suspend.
+        ("patch", "batch", "cronjobs", tenant),
         ("update", "batch", "cronjobs/status", tenant),
         ("patch", "batch", "cronjobs/status", tenant),
         ("watch", "batch", "jobs", None),

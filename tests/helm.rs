@@ -352,6 +352,7 @@ async fn helm_install_brings_up_a_controller_serving_the_crd() {
     let tenant_ns = Some(tenant.name.as_str());
     for (verb, group, resource, namespace) in [
         ("watch", shardcron, "cronjobs", None),
+        ("patch", shardcron, "cronjobs", tenant_ns),
         ("patch", shardcron, "cronjobs/status", tenant_ns),
         ("update", shardcron, "cronjobs/finalizers", tenant_ns),
         ("create", "batch", "jobs", tenant_ns),
@@ -364,6 +365,7 @@ async fn helm_install_brings_up_a_controller_serving_the_crd() {
     }
     for (verb, group, resource, namespace) in [
         ("list", "batch", "cronjobs", None),
+        ("patch", "batch", "cronjobs", tenant_ns),
         ("patch", "batch", "cronjobs/status", tenant_ns),
         ("update", shardcron, "cronjobs", tenant_ns),
         ("create", shardcron, "cronjobs", tenant_ns),

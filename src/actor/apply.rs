@@ -1113,4 +1113,90 @@ mod tests {
         assert!(applied.deleted.is_empty());
         assert!(matches!(applied.requeue, Requeue::Backoff(_)));
     }
+
+    /// A CronJob that pauses after one failure and keeps no failed Job,
+    /// with one failed child (not yet counted).
+    fn with_one_failure() -> Snapshot {
+        let mut cronjob = cronjob("7");
+        cronjob.metadata.annotations = Some(
+            [(
+                reconcile::PAUSE_AFTER_FAILURES_ANNOTATION.to_owned(),
+                "1".to_owned(),
+            )]
+            .into(),
+        );
+        cronjob.spec.failed_jobs_history_limit = Some(0);
+        let failed_at: Timestamp = "2024-03-01T09:29:40Z".parse().expect("a time");
+        Snapshot {
+            cronjob: CronJobView::from_api(&cronjob).expect("a usable CronJob"),
+            children: vec![JobSummary {
+                name: "report-failed".into(),
+                uid: "j-failed".into(),
+                start_time: None,
+                completion_time: None,
+                finished: Some(reconcile::Finished::Failed),
+                failed_at: Some(failed_at),
+                succeeded: false,
+                scheduled: None,
+                deleting: false,
+                held: false,
+            }],
+            ..snapshot()
+        }
+    }
+
+    #[test]
+    fn a_pause_is_written_before_the_failed_job_is_deleted_and_then_announced() {
+        let (applied, script, _) = run(Script::default(), &with_one_failure());
+        // No create: the 09:30 slot is due, but the CronJob pauses. The
+        // patch is conditional on the version the status write produced.
+        assert_eq!(
+            script.asked,
+            [
+                "write status",
+                "patch cronjob at 8 suspend=true",
+                "delete report-failed"
+            ]
+        );
+        assert_eq!(script.events, ["PausedAfterFailures", "SuccessfulDelete"]);
+        // The CronJob written replaces the actor's view.
+        assert!(applied.reread.is_some());
+        assert_eq!(applied.requeue, Requeue::Never);
+    }
+
+    #[test]
+    fn a_pause_refused_by_a_newer_cronjob_rereads_and_keeps_the_failed_job() {
+        let script = Script {
+            cronjob_patches: [Err(failure(409, "Conflict"))].into(),
+            ..Script::default()
+        };
+        let (applied, script, _) = run(script, &with_one_failure());
+        // The failure it counts stays until a decision from the fresh
+        // CronJob has written it; no event for a pause not made.
+        assert_eq!(
+            script.asked,
+            [
+                "write status",
+                "patch cronjob at 8 suspend=true",
+                "get cronjob"
+            ]
+        );
+        assert!(script.events.is_empty(), "{:?}", script.events);
+        assert!(applied.deleted.is_empty());
+        assert!(applied.reread.is_some());
+        assert!(matches!(applied.requeue, Requeue::Backoff(_)));
+
+        // Any other failure: retried with backoff, the Job kept too.
+        let script = Script {
+            cronjob_patches: [Err(failure(403, "Forbidden"))].into(),
+            ..Script::default()
+        };
+        let (applied, script, _) = run(script, &with_one_failure());
+        assert_eq!(
+            script.asked,
+            ["write status", "patch cronjob at 8 suspend=true"]
+        );
+        assert!(applied.deleted.is_empty());
+        assert!(matches!(applied.requeue, Requeue::Backoff(_)));
+    }
 }

@@ -1051,6 +1051,85 @@ async fn shardcron_trigger_runs_a_cronjob_once_for_whoever_may_patch_it() {
     }
 }
 
+/// `shardcron.io/pause-after-failures: 2`: two Jobs in a row fail (each
+/// deleted once counted, `failedJobsHistoryLimit: 0`, so only the streak on
+/// the CronJob remembers the first when the second fails): the controller sets
+/// `spec.suspend`, records the pause and its Jobs, and says so in an event.
+/// Resumed, the failures that caused it do not pause it again.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_failed_jobs_in_a_row_pause_a_cronjob_that_asked_for_it() {
+    use shardcron::reconcile::{
+        FAILED_JOBS_ANNOTATION, PAUSE_AFTER_FAILURES_ANNOTATION, PAUSED_ANNOTATION,
+    };
+    let s = scenario("pause").await;
+    let mut cronjob = cronjob(
+        "flaky",
+        "*/1 * * * *",
+        json!({"failedJobsHistoryLimit": 0}),
+        json!({"shardcron.test/outcome": "fail", "shardcron.test/run-for": "2s"}),
+    );
+    cronjob.metadata.annotations =
+        Some([(PAUSE_AFTER_FAILURES_ANNOTATION.to_owned(), "2".to_owned())].into());
+    s.create(&cronjob).await;
+    let annotation = |cronjob: &CronJob, key: &str| {
+        cronjob
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key).cloned())
+    };
+    let counted = eventually(
+        "the first failure counted on the CronJob",
+        ONE_SLOT + Duration::from_secs(20),
+        || async { annotation(&s.get("flaky").await, FAILED_JOBS_ANNOTATION) },
+    )
+    .await;
+    let first = counted
+        .split('@')
+        .next()
+        .expect("name@time")
+        .to_owned();
+    let paused = eventually(
+        "spec.suspend set after the second failure",
+        ONE_SLOT + Duration::from_secs(20),
+        || async {
+            let cronjob = s.get("flaky").await;
+            (cronjob.spec.suspend == Some(true)).then_some(cronjob)
+        },
+    )
+    .await;
+    let record = annotation(&paused, PAUSED_ANNOTATION).expect("the pause's record");
+    assert!(
+        record.contains("after 2 consecutive failed Jobs: ") && record.contains(&first),
+        "{record}"
+    );
+    assert_eq!(annotation(&paused, FAILED_JOBS_ANNOTATION), None, "emptied");
+    // Both failed Jobs go (history limit 0), each once counted.
+    eventually("the failed Jobs deleted", EVENT_LAG, || async {
+        s.all_jobs().await.is_empty().then_some(())
+    })
+    .await;
+    eventually("the PausedAfterFailures event", EVENT_LAG, || async {
+        s.events("flaky")
+            .await
+            .into_iter()
+            .find(|(kind, reason, message)| {
+                kind == "Warning"
+                    && reason == "PausedAfterFailures"
+                    && message.contains("set spec.suspend to false to resume")
+            })
+    })
+    .await;
+
+    // Resumed: the failures before the pause count no more.
+    s.patch_spec("flaky", json!({"suspend": false})).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let resumed = s.get("flaky").await;
+    assert_eq!(resumed.spec.suspend, Some(false));
+    assert_eq!(annotation(&resumed, PAUSED_ANNOTATION), Some(record));
+    assert_eq!(annotation(&resumed, FAILED_JOBS_ANNOTATION), None);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_52_character_name_works() {
     let s = scenario("long-name").await;
