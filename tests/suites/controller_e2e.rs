@@ -1128,6 +1128,53 @@ async fn two_failed_jobs_in_a_row_pause_a_cronjob_that_asked_for_it() {
     assert_eq!(resumed.spec.suspend, Some(false));
     assert_eq!(annotation(&resumed, PAUSED_ANNOTATION), Some(record));
     assert_eq!(annotation(&resumed, FAILED_JOBS_ANNOTATION), None);
+
+    // The controller's `patch` on CronJobs reaches no further than this
+    // (deploy/kubernetes/cronjob-writes.yaml): as its ServiceAccount, a
+    // change of anything else, or a resume, is refused by the API server.
+    let cluster = cluster_for(KIND).await;
+    let as_controller = CronJobs::namespaced(
+        cluster
+            .service_account_client("shardcron-system", "shardcron")
+            .await,
+        &s.ns.name,
+        KIND,
+    );
+    for (patch, refusal) in [
+        (
+            json!({"spec": {"schedule": "0 * * * *"}}),
+            "may change only spec.suspend",
+        ),
+        (
+            json!({"metadata": {"annotations": {"team": "x"}}}),
+            "may change only its own annotations",
+        ),
+        (
+            json!({"metadata": {"labels": {"team": "x"}}}),
+            "may not change a CronJob's labels",
+        ),
+    ] {
+        let error = as_controller
+            .patch("flaky", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect_err("refused");
+        assert!(error.to_string().contains(refusal), "{patch}: {error}");
+    }
+    let pause_again = json!({"spec": {"suspend": true},
+        "metadata": {"annotations": {PAUSED_ANNOTATION: "by hand"}}});
+    as_controller
+        .patch("flaky", &PatchParams::default(), &Patch::Merge(&pause_again))
+        .await
+        .expect("a pause is the controller's to make");
+    let error = as_controller
+        .patch(
+            "flaky",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"suspend": false}})),
+        )
+        .await
+        .expect_err("a resume is refused");
+    assert!(error.to_string().contains("never resume"), "{error}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
