@@ -40,7 +40,7 @@ fn the_opt_ins_are_shown_and_the_catch_up_starts_the_oldest_missed_slot() {
     let out = json_of(&args);
     assert_eq!(
         out["options"],
-        json!({"fallBack": "once", "catchUpWindowSeconds": 3600, "spreadSeconds": 0, "spreadOffsetSeconds": 0, "runNow": null})
+        json!({"fallBack": "once", "catchUpWindowSeconds": 3600, "spreadSeconds": 0, "spreadOffsetSeconds": 0, "runNow": null, "pauseAfterFailures": null, "failedJobs": null, "pausedAt": null})
     );
     // 09:10, 09:20 and 09:30 were missed: the oldest first, and at once the next.
     assert_eq!(out["create"][0]["scheduledTime"], "2024-03-01T09:10:00Z");
@@ -51,6 +51,35 @@ fn the_opt_ins_are_shown_and_the_catch_up_starts_the_oldest_missed_slot() {
     assert!(
         text.contains("shardcron.io/catch-up-window: 3600s")
             && text.contains("shardcron.io/fall-back: once"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_second_failure_in_a_row_pauses_and_nothing_starts() {
+    let args = [
+        "--cronjob",
+        &data("cronjob-pause.yaml"),
+        "--jobs",
+        &data("jobs-failed.yaml"),
+        "--now",
+        AT_0930,
+    ];
+    let out = json_of(&args);
+    assert_eq!(out["options"]["pauseAfterFailures"], 2);
+    assert_eq!(
+        out["options"]["failedJobs"],
+        json!([{"name": "report-28488070", "failedAt": "2024-03-01T09:11:40Z"}])
+    );
+    assert_eq!(out["create"], json!([]));
+    let text = explain(&args);
+    assert!(text.status.success(), "{}", stderr(&text));
+    let text = stdout(&text);
+    assert!(
+        text.contains("shardcron.io/pause-after-failures: 2 (failed Jobs in a row so far: 1")
+            && text.contains(
+                "not started: 2 consecutive failed Jobs (report-28488070, report-28488080)"
+            ),
         "{text}"
     );
 }
@@ -107,7 +136,7 @@ fn forbid_with_a_running_job_explains_why_nothing_starts() {
             },
             "statusChanged": false,
             "nextWakeup": "2024-03-01T10:00:00Z",
-            "options": {"fallBack": "twice", "catchUpWindowSeconds": null, "spreadSeconds": 0, "spreadOffsetSeconds": 0, "runNow": null},
+            "options": {"fallBack": "twice", "catchUpWindowSeconds": null, "spreadSeconds": 0, "spreadOffsetSeconds": 0, "runNow": null, "pauseAfterFailures": null, "failedJobs": null, "pausedAt": null},
         })
     );
 }
@@ -148,7 +177,7 @@ fn finished_jobs_history_and_a_new_job_from_yaml_documents() {
             },
             "statusChanged": true,
             "nextWakeup": "2024-03-01T10:00:00Z",
-            "options": {"fallBack": "twice", "catchUpWindowSeconds": null, "spreadSeconds": 0, "spreadOffsetSeconds": 0, "runNow": null},
+            "options": {"fallBack": "twice", "catchUpWindowSeconds": null, "spreadSeconds": 0, "spreadOffsetSeconds": 0, "runNow": null, "pauseAfterFailures": null, "failedJobs": null, "pausedAt": null},
         })
     );
 }

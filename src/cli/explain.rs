@@ -218,6 +218,11 @@ fn to_json(explained: &Explained) -> Value {
             "spreadSeconds": explained.options.spread_seconds,
             "spreadOffsetSeconds": explained.spread_offset,
             "runNow": explained.options.run_now.map(|t| t.to_string()),
+            "pauseAfterFailures": explained.options.pause_after_failures(),
+            "failedJobs": explained.options.pause.as_ref().map(|p| {
+                p.counted.iter().map(|j| json!({"name": j.name, "failedAt": j.failed_at.to_string()})).collect::<Vec<_>>()
+            }),
+            "pausedAt": explained.options.pause.as_ref().and_then(|p| p.paused_at).map(|t| t.to_string()),
         },
         "nextWakeup": outcome.next_wakeup().map(|t| t.to_string()),
     })
@@ -263,6 +268,18 @@ fn write_text(
             out,
             "  {}: {requested} (a request for one run; served once a Job starts at or after it)",
             crate::reconcile::RUN_NOW_ANNOTATION
+        )?;
+    }
+    if let Some(threshold) = cronjob.options.pause_after_failures() {
+        let counted = cronjob
+            .options
+            .pause
+            .as_ref()
+            .map_or(0, |p| p.counted.len());
+        writeln!(
+            out,
+            "  {}: {threshold} (failed Jobs in a row so far: {counted}; spec.suspend is set at {threshold})",
+            crate::reconcile::PAUSE_AFTER_FAILURES_ANNOTATION
         )?;
     }
     if cronjob.options.once_per_wall_time() {

@@ -187,7 +187,8 @@ impl Pause {
 impl StreakUpdate {
     /// The write that records it.
     pub fn patch(&self) -> CronJobPatch {
-        let failed_jobs = (!self.failed_jobs.is_empty()).then(|| format_failed_jobs(&self.failed_jobs));
+        let failed_jobs =
+            (!self.failed_jobs.is_empty()).then(|| format_failed_jobs(&self.failed_jobs));
         let mut annotations = vec![(FAILED_JOBS_ANNOTATION, failed_jobs)];
         if let Some(pause) = &self.pause {
             annotations.push((PAUSED_ANNOTATION, Some(pause.record())));

@@ -1084,11 +1084,7 @@ async fn two_failed_jobs_in_a_row_pause_a_cronjob_that_asked_for_it() {
         || async { annotation(&s.get("flaky").await, FAILED_JOBS_ANNOTATION) },
     )
     .await;
-    let first = counted
-        .split('@')
-        .next()
-        .expect("name@time")
-        .to_owned();
+    let first = counted.split('@').next().expect("name@time").to_owned();
     let paused = eventually(
         "spec.suspend set after the second failure",
         ONE_SLOT + Duration::from_secs(20),
@@ -1163,7 +1159,11 @@ async fn two_failed_jobs_in_a_row_pause_a_cronjob_that_asked_for_it() {
     let pause_again = json!({"spec": {"suspend": true},
         "metadata": {"annotations": {PAUSED_ANNOTATION: "by hand"}}});
     as_controller
-        .patch("flaky", &PatchParams::default(), &Patch::Merge(&pause_again))
+        .patch(
+            "flaky",
+            &PatchParams::default(),
+            &Patch::Merge(&pause_again),
+        )
         .await
         .expect("a pause is the controller's to make");
     let error = as_controller

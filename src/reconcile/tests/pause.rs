@@ -163,7 +163,10 @@ fn the_streak_grows_by_each_failure_and_is_written_only_when_it_changes() {
             name: "an unreadable entry is dropped, the rest kept",
             annotations: vec![
                 N3,
-                (FAILED_JOBS_ANNOTATION, "a@yesterday, @2016-05-19T10:00:00Z, b"),
+                (
+                    FAILED_JOBS_ANNOTATION,
+                    "a@yesterday, @2016-05-19T10:00:00Z, b",
+                ),
             ],
             last_successful: None,
             children: vec![failed("c", "2016-05-19T10:03:05Z")],
@@ -232,7 +235,10 @@ fn the_nth_failure_in_a_row_pauses_and_records_the_jobs() {
             .and_then(|p| p.paused_at),
         Some(ts(NOW))
     );
-    assert_eq!(update(&paused, &[failed("c", "2016-05-19T10:03:05Z")]), None);
+    assert_eq!(
+        update(&paused, &[failed("c", "2016-05-19T10:03:05Z")]),
+        None
+    );
 }
 
 #[test]
