@@ -16,6 +16,7 @@
 //! (`tests/layers.rs` checks it).
 
 pub mod actor;
+pub mod admin;
 pub mod boot_clock;
 pub mod cli;
 pub mod kube;

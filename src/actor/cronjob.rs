@@ -420,3 +420,44 @@ impl Handler<Update> for CronJobActor {
         }
     }
 }
+
+/// Asks an actor what it holds now (the admin API's `GetCronJob`).
+#[derive(Debug, Message)]
+#[rtype(result = "ActorState")]
+pub struct Inspect;
+
+/// An actor's live state: a copy, small, made on request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActorState {
+    /// The armed wake-up (the next slot plus any spread offset, or a retry).
+    pub next_wakeup: Option<Timestamp>,
+    pub last_schedule_time: Option<Timestamp>,
+    pub last_successful_time: Option<Timestamp>,
+    pub active_jobs: Vec<String>,
+    pub suspended: bool,
+    /// The Jobs of the CronJob it knows.
+    pub children: usize,
+    /// A decision is being carried out.
+    pub deciding: bool,
+}
+
+impl Handler<Inspect> for CronJobActor {
+    type Result = MessageResult<Inspect>;
+
+    fn handle(&mut self, _: Inspect, _: &mut Self::Context) -> Self::Result {
+        let status = &self.cronjob.status;
+        MessageResult(ActorState {
+            next_wakeup: self.timer.as_ref().map(|(_, at)| *at),
+            last_schedule_time: status.last_schedule_time,
+            last_successful_time: status.last_successful_time,
+            active_jobs: status
+                .active
+                .iter()
+                .filter_map(|reference| reference.name.clone())
+                .collect(),
+            suspended: self.cronjob.spec.suspend,
+            children: self.children.len(),
+            deciding: self.deciding,
+        })
+    }
+}

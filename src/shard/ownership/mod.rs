@@ -289,6 +289,19 @@ impl Ownership {
             .is_some_and(|ring| ring.owner(uid) == Some(self.me.as_str()))
     }
 
+    /// The replica that owns the CronJob with this UID under the ring this
+    /// one acts on (`None` before it has one).
+    pub fn owner_of(&self, uid: &str) -> Option<&str> {
+        self.phase.target().and_then(|ring| ring.owner(uid))
+    }
+
+    /// Whether `key` is owned here but waits for its previous owner.
+    pub fn is_waiting(&self, key: &str) -> bool {
+        self.keys
+            .get(key)
+            .is_some_and(|owned| owned.waiting_since.is_some())
+    }
+
     /// Whether an actor of CronJob `uid` is the one for `key`.
     pub fn has(&self, key: &str, uid: &str) -> bool {
         self.keys.get(key).is_some_and(|owned| owned.uid == uid)

@@ -484,6 +484,43 @@ impl Handler<Shutdown> for Supervisor {
     }
 }
 
+/// Where a CronJob's actor is, for the admin API: here, waiting here, or
+/// elsewhere. `uid`, when the caller knows it (from a GET), names the owner
+/// of a CronJob whose actor is not here.
+#[derive(Debug, Message)]
+#[rtype(result = "Located")]
+pub struct Locate {
+    pub key: String,
+    pub uid: Option<String>,
+}
+
+#[derive(Debug)]
+pub enum Located {
+    Running(Addr<CronJobActor>),
+    Waiting,
+    /// Not here; its owner under this replica's ring, if known.
+    Elsewhere { owner: Option<String> },
+}
+
+impl Handler<Locate> for Supervisor {
+    type Result = MessageResult<Locate>;
+
+    fn handle(&mut self, message: Locate, _: &mut Self::Context) -> Self::Result {
+        if let Some(running) = self.actors.get(&message.key) {
+            return MessageResult(Located::Running(running.addr.clone()));
+        }
+        if self.ownership.is_waiting(&message.key) {
+            return MessageResult(Located::Waiting);
+        }
+        let owner = message
+            .uid
+            .as_deref()
+            .and_then(|uid| self.ownership.owner_of(uid))
+            .map(str::to_owned);
+        MessageResult(Located::Elsewhere { owner })
+    }
+}
+
 impl Handler<DebugShards> for Supervisor {
     type Result = MessageResult<DebugShards>;
 

@@ -1,0 +1,239 @@
+//! The admin service: each call authorized ([`super::access`]), then
+//! answered from the supervisor (the ring, where a CronJob's actor is) and
+//! the actor itself (its live state). It keeps nothing of its own.
+
+use super::access::{Access, Action, GROUP};
+use super::proto::admin_service_server::AdminService;
+use super::proto::{
+    ActorPhase, CronJobKind as ProtoKind, GetCronJobRequest, GetCronJobResponse, GetRingRequest,
+    GetRingResponse, Member,
+};
+use crate::actor::cronjob::{ActorState, Inspect};
+use crate::kube::watch::cronjob_api;
+use crate::reconcile::CronJobKind;
+use crate::shard::debug::{DebugShards, ShardReport};
+use crate::shard::supervisor::{Locate, Located};
+use ::kube::Client;
+use actix::Recipient;
+use std::collections::HashMap;
+use tonic::{Code, Request, Response, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+/// The `reason` of the ErrorInfo a replica that does not own the CronJob
+/// answers with; its metadata's `owner` names the one that does.
+pub const NOT_OWNER: &str = "NOT_OWNER";
+
+pub struct Admin {
+    pub access: Access,
+    pub report: Recipient<DebugShards>,
+    pub locate: Recipient<Locate>,
+    /// For the one read a call may make: the CronJob's UID, to name its
+    /// owner when the actor is not here.
+    pub client: Client,
+    pub replica: String,
+}
+
+fn gone(error: impl std::fmt::Display) -> Status {
+    Status::unavailable(format!("the replica is shutting down: {error}"))
+}
+
+#[tonic::async_trait]
+impl AdminService for Admin {
+    async fn get_ring(
+        &self,
+        request: Request<GetRingRequest>,
+    ) -> Result<Response<GetRingResponse>, Status> {
+        self.access
+            .check(request.metadata(), &Action::ReadRing)
+            .await?;
+        let report = self
+            .report
+            .send(DebugShards { keys: false })
+            .await
+            .map_err(gone)?;
+        Ok(Response::new(ring_response(report)))
+    }
+
+    async fn get_cron_job(
+        &self,
+        request: Request<GetCronJobRequest>,
+    ) -> Result<Response<GetCronJobResponse>, Status> {
+        let call = request.get_ref();
+        if call.namespace.is_empty() || call.name.is_empty() {
+            return Err(Status::invalid_argument("namespace and name are required"));
+        }
+        let kind = match ProtoKind::try_from(call.kind) {
+            Ok(ProtoKind::Unspecified | ProtoKind::Batch) => CronJobKind::Batch,
+            Ok(ProtoKind::Shardcron) => CronJobKind::Shardcron,
+            Err(_) => return Err(Status::invalid_argument("unknown CronJob kind")),
+        };
+        let action = Action::ReadCronJob {
+            namespace: call.namespace.clone(),
+            name: call.name.clone(),
+        };
+        self.access.check(request.metadata(), &action).await?;
+        let key = kind.key(&call.namespace, &call.name);
+        let located = self
+            .locate
+            .send(Locate {
+                key: key.clone(),
+                uid: None,
+            })
+            .await
+            .map_err(gone)?;
+        match located {
+            Located::Running(actor) => {
+                let state = actor.send(Inspect).await.map_err(gone)?;
+                Ok(Response::new(running(&self.replica, state)))
+            }
+            Located::Waiting => Ok(Response::new(GetCronJobResponse {
+                owner: self.replica.clone(),
+                phase: ActorPhase::Waiting.into(),
+                waiting_for: "its previous owner to let go".to_owned(),
+                ..GetCronJobResponse::default()
+            })),
+            Located::Elsewhere { .. } => {
+                let uid = self.uid_of(kind, &call.namespace, &call.name).await?;
+                let owner = match self
+                    .locate
+                    .send(Locate { key, uid: Some(uid) })
+                    .await
+                    .map_err(gone)?
+                {
+                    Located::Elsewhere { owner } => owner,
+                    // Started here meanwhile: ask again.
+                    _ => None,
+                };
+                Err(not_owner(&self.replica, owner.as_deref()))
+            }
+        }
+    }
+}
+
+impl Admin {
+    async fn uid_of(&self, kind: CronJobKind, namespace: &str, name: &str) -> Result<String, Status> {
+        let api = cronjob_api(self.client.clone(), kind, Some(namespace));
+        let found = tokio::time::timeout(crate::kube::deadline::GET, api.get_opt(name))
+            .await
+            .map_err(|_| Status::unavailable("reading the CronJob timed out"))?
+            .map_err(|error| Status::unavailable(format!("reading the CronJob: {error}")))?;
+        found
+            .and_then(|cronjob| cronjob.metadata.uid)
+            .ok_or_else(|| {
+                Status::not_found(format!(
+                    "no CronJob {namespace}/{name} of {}",
+                    kind.api_version()
+                ))
+            })
+    }
+}
+
+/// FAILED_PRECONDITION with an ErrorInfo naming the owner, so a client can
+/// follow; without an owner (no ring yet), UNAVAILABLE.
+fn not_owner(replica: &str, owner: Option<&str>) -> Status {
+    match owner {
+        Some(owner) => Status::with_error_details(
+            Code::FailedPrecondition,
+            format!("{replica} does not own this CronJob; {owner} does"),
+            ErrorDetails::with_error_info(
+                NOT_OWNER,
+                GROUP,
+                HashMap::from([("owner".to_owned(), owner.to_owned())]),
+            ),
+        ),
+        None => Status::unavailable(format!(
+            "{replica} does not own this CronJob and has no ring to name its owner yet"
+        )),
+    }
+}
+
+fn timestamp(t: jiff::Timestamp) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: t.as_second(),
+        nanos: t.subsec_nanosecond(),
+    }
+}
+
+fn running(replica: &str, state: ActorState) -> GetCronJobResponse {
+    GetCronJobResponse {
+        owner: replica.to_owned(),
+        phase: ActorPhase::Running.into(),
+        waiting_for: String::new(),
+        next_wakeup: state.next_wakeup.map(timestamp),
+        last_schedule_time: state.last_schedule_time.map(timestamp),
+        last_successful_time: state.last_successful_time.map(timestamp),
+        active_jobs: state.active_jobs,
+        suspended: state.suspended,
+        children: u32::try_from(state.children).unwrap_or(u32::MAX),
+        deciding: state.deciding,
+    }
+}
+
+/// The ring as `/debug/shards` reports it, in the API's terms.
+pub fn ring_response(report: ShardReport) -> GetRingResponse {
+    let mut view = report.view;
+    view.sort();
+    GetRingResponse {
+        replica: report.replica,
+        ring: report.ring,
+        phase: report.phase,
+        lease_valid: report.lease_valid,
+        view,
+        members: report
+            .members
+            .into_iter()
+            .map(|member| Member {
+                lease: member.lease,
+                holder: member.holder.unwrap_or_default(),
+                live: member.live,
+                last_renewal_seen_ms: member.last_renewal_seen_ms,
+            })
+            .collect(),
+        running: report.running as u64,
+        waiting: report.waiting as u64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replica_that_does_not_own_the_cronjob_names_its_owner() {
+        let status = not_owner("r0", Some("r2"));
+        assert_eq!(status.code(), Code::FailedPrecondition);
+        let info = status.get_details_error_info().expect("an ErrorInfo");
+        assert_eq!(info.reason, NOT_OWNER);
+        assert_eq!(info.domain, GROUP);
+        assert_eq!(info.metadata.get("owner").map(String::as_str), Some("r2"));
+        assert_eq!(not_owner("r0", None).code(), Code::Unavailable);
+    }
+
+    #[test]
+    fn an_actors_state_becomes_a_running_answer() {
+        let at: jiff::Timestamp = "2026-11-26T10:00:00.5Z".parse().expect("a time");
+        let answer = running(
+            "r1",
+            ActorState {
+                next_wakeup: Some(at),
+                last_schedule_time: None,
+                last_successful_time: None,
+                active_jobs: vec!["nightly-1".into()],
+                suspended: true,
+                children: 3,
+                deciding: false,
+            },
+        );
+        assert_eq!(answer.owner, "r1");
+        assert_eq!(answer.phase(), ActorPhase::Running);
+        assert_eq!(
+            answer.next_wakeup,
+            Some(prost_types::Timestamp {
+                seconds: at.as_second(),
+                nanos: 500_000_000
+            })
+        );
+        assert_eq!(answer.active_jobs, ["nightly-1"]);
+        assert!(answer.suspended);
+    }
+}
