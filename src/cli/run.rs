@@ -11,6 +11,7 @@ use crate::kube::sharded::ServerShards;
 use crate::kube::watch::{self, ListStrategy};
 use crate::reconcile::{CronJobKind, CronJobKinds};
 use crate::schedule::load_named_zone;
+use crate::admin::{self, access::Access, service::Admin, tls::TlsIdentity};
 use crate::shard::debug;
 use crate::shard::fence::SharedFence;
 use crate::shard::lease::{self, LeaseSettings};
@@ -52,6 +53,17 @@ pub struct RunArgs {
     /// (`pods/portforward`). Port 0: any free port, logged.
     #[arg(long, default_value = "127.0.0.1:8082")]
     debug_bind_address: SocketAddr,
+    /// Where the admin API (gRPC over TLS, docs/admin-api.md) is served:
+    /// every call is authenticated and authorized by the API server.
+    #[arg(long, default_value = "0.0.0.0:9443")]
+    admin_bind_address: SocketAddr,
+    /// The admin API's certificate (PEM); without it, a self-signed one is
+    /// made at start and published on the replica's Lease.
+    #[arg(long, requires = "admin_tls_key_file", value_name = "FILE")]
+    admin_tls_cert_file: Option<String>,
+    /// The admin API certificate's private key (PEM).
+    #[arg(long, requires = "admin_tls_cert_file", value_name = "FILE")]
+    admin_tls_key_file: Option<String>,
     /// The zone of schedules without `spec.timeZone` (upstream: the
     /// kube-controller-manager process zone).
     #[arg(long, default_value = "UTC")]
@@ -198,6 +210,7 @@ fn lease_settings(args: &RunArgs, replica_id: String) -> anyhow::Result<LeaseSet
         duration: args.shard_lease_duration,
         renew_period: args.shard_renew_period,
         renew_deadline: args.shard_renew_deadline,
+        admin_certificate: None,
     })
 }
 
@@ -221,7 +234,12 @@ fn run_controller(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<()> {
         anyhow::bail!("--kube-api-qps must be a positive number");
     }
     served_kinds(&args.cronjob_kinds)?;
-    let settings = lease_settings(args, replica_id(args)?)?;
+    let mut settings = lease_settings(args, replica_id(args)?)?;
+    let identity = match (&args.admin_tls_cert_file, &args.admin_tls_key_file) {
+        (Some(cert), Some(key)) => TlsIdentity::from_files(cert, key)?,
+        _ => TlsIdentity::self_signed(&settings.replica_id)?,
+    };
+    settings.admin_certificate = identity.self_signed.then(|| identity.cert_pem.clone());
     let default_zone = load_named_zone(&args.default_time_zone)
         .map_err(|e| anyhow::anyhow!("--default-time-zone: {e}"))?;
     let threads = usize::from(args.threads);
@@ -238,7 +256,7 @@ fn run_controller(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<()> {
             .build()
             .expect("cannot start the tokio runtime")
     });
-    let started = system.block_on(start(args, settings, default_zone, metrics));
+    let started = system.block_on(start(args, settings, identity, default_zone, metrics));
     if let Err(error) = started {
         System::current().stop();
         return Err(error);
@@ -256,10 +274,14 @@ async fn client(kubeconfig: Option<&PathBuf>, replica_id: &str) -> anyhow::Resul
 async fn start(
     args: &RunArgs,
     settings: LeaseSettings,
+    identity: TlsIdentity,
     default_zone: jiff::tz::TimeZone,
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<()> {
     let client = client(args.kubeconfig.as_ref(), &settings.replica_id).await?;
+    let admin_listener = tokio::net::TcpListener::bind(args.admin_bind_address)
+        .await
+        .with_context(|| format!("binding {}", args.admin_bind_address))?;
     let readiness = Arc::new(Readiness::default());
     let fence = SharedFence::new(settings.renew_deadline);
     let metrics_listener = http::listen(args.metrics_bind_address)
@@ -345,6 +367,20 @@ async fn start(
             .merge(http::cronjob_metrics_router(metrics.clone())),
     ));
     tracing::info!(%metrics_addr, %health_addr, %debug_addr, "serving /metrics, /healthz and /readyz, /debug/shards");
+    let admin_addr = admin_listener.local_addr()?;
+    let admin = Admin {
+        access: Access::new(client.clone()),
+        report: supervisor.clone().recipient(),
+        locate: supervisor.clone().recipient(),
+        client: client.clone(),
+        replica: settings.replica_id.clone(),
+    };
+    tokio::spawn(async move {
+        if let Err(error) = admin::serve(admin_listener, &identity, admin).await {
+            tracing::error!(%error, "the admin API stopped");
+        }
+    });
+    tracing::info!(%admin_addr, "serving the admin API (gRPC over TLS)");
     {
         let to = supervisor.clone();
         watch::leases(

@@ -29,6 +29,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 pub const RING_LABEL: &str = "shardcron.io/ring";
+use crate::admin::tls::CERT_ANNOTATION;
+
 pub const VIEW_ANNOTATION: &str = "shardcron.io/view";
 pub const INCARNATION_ANNOTATION: &str = "shardcron.io/incarnation";
 pub const PUBLICATION_ANNOTATION: &str = "shardcron.io/publication";
@@ -42,6 +44,9 @@ pub struct LeaseSettings {
     pub duration: Duration,
     pub renew_period: Duration,
     pub renew_deadline: Duration,
+    /// The admin API's self-signed certificate (PEM), published on the
+    /// Lease for clients to trust ([`crate::admin::tls::CERT_ANNOTATION`]).
+    pub admin_certificate: Option<String>,
 }
 
 impl LeaseSettings {
@@ -277,6 +282,10 @@ impl<A: LeaseRequests> State<A> {
             .insert(RING_LABEL.to_owned(), self.settings.ring.clone());
         let annotations: &mut BTreeMap<String, String> = lease.annotations_mut();
         annotations.insert(INCARNATION_ANNOTATION.to_owned(), self.incarnation.clone());
+        match &self.settings.admin_certificate {
+            Some(pem) => annotations.insert(CERT_ANNOTATION.to_owned(), pem.clone()),
+            None => annotations.remove(CERT_ANNOTATION),
+        };
         match (&self.view, holder) {
             (Some(publication), Some(_)) => {
                 annotations.insert(VIEW_ANNOTATION.to_owned(), publication.view.clone());
@@ -520,6 +529,7 @@ mod tests {
         let state = State {
             api: script.clone(),
             settings: LeaseSettings {
+                admin_certificate: None,
                 namespace: "shardcron-system".into(),
                 ring: "ring".into(),
                 replica_id: "r0".into(),

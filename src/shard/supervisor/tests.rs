@@ -123,6 +123,7 @@ impl Shell {
                 .answer(request)
         });
         let settings = LeaseSettings {
+            admin_certificate: None,
             namespace: "shardcron-system".into(),
             ring: "ring".into(),
             replica_id: "r0".into(),

@@ -54,6 +54,8 @@ pub struct Replica {
     pub metrics: SocketAddr,
     /// `/debug/shards`.
     pub debug: SocketAddr,
+    /// The admin API (gRPC over TLS).
+    pub admin: SocketAddr,
 }
 
 impl Replica {
@@ -65,6 +67,7 @@ impl Replica {
             health: free_port(),
             metrics: free_port(),
             debug: free_port(),
+            admin: free_port(),
         }
     }
 
@@ -107,6 +110,7 @@ impl Replica {
             .arg(format!("--metrics-bind-address={}", self.metrics))
             .arg(format!("--health-probe-bind-address={}", self.health))
             .arg(format!("--debug-bind-address={}", self.debug))
+            .arg(format!("--admin-bind-address={}", self.admin))
             .args(&self.spec.args)
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .envs(self.spec.env.iter().map(|(k, v)| (k, v)))
@@ -139,6 +143,7 @@ impl Replica {
                     self.health = free_port();
                     self.metrics = free_port();
                     self.debug = free_port();
+                    self.admin = free_port();
                     self.launch()?;
                     continue;
                 }
