@@ -97,7 +97,12 @@ async fn controller_service_account_has_least_privilege() {
         ("create", "events.k8s.io", "events", tenant),
         // The admin API's callers, checked with the API server.
         ("create", "authentication.k8s.io", "tokenreviews", None),
-        ("create", "authorization.k8s.io", "subjectaccessreviews", None),
+        (
+            "create",
+            "authorization.k8s.io",
+            "subjectaccessreviews",
+            None,
+        ),
         ("create", "coordination.k8s.io", "leases", own),
         ("update", "coordination.k8s.io", "leases", own),
         ("watch", "coordination.k8s.io", "leases", own),

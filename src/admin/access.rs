@@ -105,10 +105,11 @@ impl Access {
             ..SubjectAccessReview::default()
         };
         let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
-        let answer = tokio::time::timeout(REVIEW_DEADLINE, api.create(&PostParams::default(), &review))
-            .await
-            .map_err(|_| Status::unavailable("the SubjectAccessReview timed out"))?
-            .map_err(|error| Status::unavailable(format!("SubjectAccessReview: {error}")))?;
+        let answer =
+            tokio::time::timeout(REVIEW_DEADLINE, api.create(&PostParams::default(), &review))
+                .await
+                .map_err(|_| Status::unavailable("the SubjectAccessReview timed out"))?
+                .map_err(|error| Status::unavailable(format!("SubjectAccessReview: {error}")))?;
         let status = answer.status.unwrap_or_default();
         if status.allowed {
             Ok(name)
@@ -131,10 +132,11 @@ impl Access {
             ..TokenReview::default()
         };
         let api: Api<TokenReview> = Api::all(self.client.clone());
-        let answer = tokio::time::timeout(REVIEW_DEADLINE, api.create(&PostParams::default(), &review))
-            .await
-            .map_err(|_| Status::unavailable("the TokenReview timed out"))?
-            .map_err(|error| Status::unavailable(format!("TokenReview: {error}")))?;
+        let answer =
+            tokio::time::timeout(REVIEW_DEADLINE, api.create(&PostParams::default(), &review))
+                .await
+                .map_err(|_| Status::unavailable("the TokenReview timed out"))?
+                .map_err(|error| Status::unavailable(format!("TokenReview: {error}")))?;
         let status = answer.status.unwrap_or_default();
         match (status.authenticated, status.user) {
             (Some(true), Some(user)) => Ok(user),
@@ -159,7 +161,11 @@ mod tests {
     fn each_call_is_a_get_on_its_virtual_resource() {
         let ring = Action::ReadRing.attributes();
         assert_eq!(
-            (ring.group.as_deref(), ring.resource.as_deref(), ring.verb.as_deref()),
+            (
+                ring.group.as_deref(),
+                ring.resource.as_deref(),
+                ring.verb.as_deref()
+            ),
             (Some(GROUP), Some("rings"), Some("get"))
         );
         assert_eq!(ring.namespace, None);
@@ -180,7 +186,10 @@ mod tests {
             bearer(&metadata).map_err(|s| s.code()),
             Err(tonic::Code::Unauthenticated)
         );
-        metadata.insert("authorization", "Basic dXNlcjpwYXNz".parse().expect("ascii"));
+        metadata.insert(
+            "authorization",
+            "Basic dXNlcjpwYXNz".parse().expect("ascii"),
+        );
         assert_eq!(
             bearer(&metadata).map_err(|s| s.code()),
             Err(tonic::Code::Unauthenticated)

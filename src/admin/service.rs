@@ -96,7 +96,10 @@ impl AdminService for Admin {
                 let uid = self.uid_of(kind, &call.namespace, &call.name).await?;
                 let owner = match self
                     .locate
-                    .send(Locate { key, uid: Some(uid) })
+                    .send(Locate {
+                        key,
+                        uid: Some(uid),
+                    })
                     .await
                     .map_err(gone)?
                 {
@@ -111,7 +114,12 @@ impl AdminService for Admin {
 }
 
 impl Admin {
-    async fn uid_of(&self, kind: CronJobKind, namespace: &str, name: &str) -> Result<String, Status> {
+    async fn uid_of(
+        &self,
+        kind: CronJobKind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<String, Status> {
         let api = cronjob_api(self.client.clone(), kind, Some(namespace));
         let found = tokio::time::timeout(crate::kube::deadline::GET, api.get_opt(name))
             .await

@@ -1,5 +1,6 @@
 //! The `shardcron` command line: argument parsing and dispatch to subcommands.
 
+mod admin;
 mod convert;
 mod crd;
 mod explain;
@@ -30,6 +31,10 @@ enum Command {
     Convert(convert::ConvertArgs),
     /// Ask for one run of a CronJob now (its shardcron.io/run-now annotation).
     Trigger(trigger::TriggerArgs),
+    /// Show the ring as a replica sees it (the admin API).
+    Ring(admin::RingArgs),
+    /// Show a CronJob's live state on the replica that owns it (the admin API).
+    Status(admin::StatusArgs),
     /// Run the controller.
     Run(Box<run::RunArgs>),
 }
@@ -64,6 +69,13 @@ async fn kube_client(
     kubeconfig: Option<&std::path::PathBuf>,
     user_agent: &str,
 ) -> anyhow::Result<::kube::Client> {
+    use anyhow::Context as _;
+    let config = kube_config(kubeconfig).await?;
+    crate::kube::client::build(config, user_agent).context("building the Kubernetes client")
+}
+
+/// The configuration [`kube_client`] builds its client from.
+async fn kube_config(kubeconfig: Option<&std::path::PathBuf>) -> anyhow::Result<::kube::Config> {
     use ::kube::Config;
     use ::kube::config::{KubeConfigOptions, Kubeconfig};
     use anyhow::Context as _;
@@ -82,7 +94,7 @@ async fn kube_client(
                 .context("no in-cluster config and no usable kubeconfig")?,
         },
     };
-    crate::kube::client::build(config, user_agent).context("building the Kubernetes client")
+    Ok(config)
 }
 
 /// `--cronjob-kinds`' and `--kind`'s values: a kind's short name.
@@ -119,6 +131,12 @@ pub fn main() -> ExitCode {
         }
         Command::Trigger(args) => {
             trigger::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
+        }
+        Command::Ring(args) => {
+            admin::ring(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
+        }
+        Command::Status(args) => {
+            admin::status(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
         }
         Command::Crd(args) => {
             crd::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())

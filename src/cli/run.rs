@@ -6,12 +6,12 @@
 //! the own Lease's keeper, and SIGTERM / Ctrl-C for a graceful stop (which
 //! releases the Lease, so peers take over at once).
 
+use crate::admin::{self, access::Access, service::Admin, tls::TlsIdentity};
 use crate::kube::gateway::{Gateway, Limits};
 use crate::kube::sharded::ServerShards;
 use crate::kube::watch::{self, ListStrategy};
 use crate::reconcile::{CronJobKind, CronJobKinds};
 use crate::schedule::load_named_zone;
-use crate::admin::{self, access::Access, service::Admin, tls::TlsIdentity};
 use crate::shard::debug;
 use crate::shard::fence::SharedFence;
 use crate::shard::lease::{self, LeaseSettings};

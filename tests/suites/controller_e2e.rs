@@ -899,6 +899,39 @@ async fn a_spread_cronjob_starts_each_slot_late_by_its_offset() {
     );
 }
 
+/// A ServiceAccount `account` of the scenario's namespace, granted `rules`
+/// there by a Role, and a kubeconfig of its token (a temporary file).
+async fn account_kubeconfig(
+    s: &Scenario,
+    cluster: &super::support::cluster::Cluster,
+    account: &str,
+    rules: Value,
+) -> std::path::PathBuf {
+    let role: Role = serde_json::from_value(json!({"metadata": {"name": account}, "rules": rules}))
+        .expect("a Role");
+    Api::<Role>::namespaced(s.admin.clone(), &s.ns.name)
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("create the Role");
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": account},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": s.ns.name}]
+    }))
+    .expect("a RoleBinding");
+    Api::<RoleBinding>::namespaced(s.admin.clone(), &s.ns.name)
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("bind it");
+    let yaml = cluster
+        .service_account_kubeconfig(&s.ns.name, account)
+        .await
+        .expect("a kubeconfig");
+    let path = std::env::temp_dir().join(format!("{}-{account}.kubeconfig", s.ns.name));
+    std::fs::write(&path, yaml).expect("write the kubeconfig");
+    path
+}
+
 /// `shardcron trigger` (the `shardcron.io/run-now` annotation): refused to
 /// whoever may not patch the CronJob; for whoever may, one Job at once,
 /// named from the request, listed in `status.active` and recorded as
@@ -922,32 +955,9 @@ async fn shardcron_trigger_runs_a_cronjob_once_for_whoever_may_patch_it() {
         ("viewer", json!(["get"])),
         ("operator", json!(["get", "patch"])),
     ] {
-        let role: Role = serde_json::from_value(json!({
-            "metadata": {"name": account},
-            "rules": [{"apiGroups": [KIND.group()], "resources": ["cronjobs"], "verbs": verbs}]
-        }))
-        .unwrap();
-        Api::<Role>::namespaced(s.admin.clone(), &s.ns.name)
-            .create(&PostParams::default(), &role)
-            .await
-            .expect("create the Role");
-        let binding: RoleBinding = serde_json::from_value(json!({
-            "metadata": {"name": account},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
-            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": s.ns.name}]
-        }))
-        .unwrap();
-        Api::<RoleBinding>::namespaced(s.admin.clone(), &s.ns.name)
-            .create(&PostParams::default(), &binding)
-            .await
-            .expect("bind it");
-        let yaml = cluster
-            .service_account_kubeconfig(&s.ns.name, account)
-            .await
-            .expect("a kubeconfig");
-        let path = std::env::temp_dir().join(format!("{}-{account}.kubeconfig", s.ns.name));
-        std::fs::write(&path, yaml).expect("write the kubeconfig");
-        kubeconfigs.push(path);
+        let rules =
+            json!([{"apiGroups": [KIND.group()], "resources": ["cronjobs"], "verbs": verbs}]);
+        kubeconfigs.push(account_kubeconfig(&s, cluster, account, rules).await);
     }
     let cronjob = format!("{}/manual", s.ns.name);
     let trigger = |kubeconfig: &std::path::Path| {
@@ -1175,6 +1185,168 @@ async fn two_failed_jobs_in_a_row_pause_a_cronjob_that_asked_for_it() {
         .await
         .expect_err("a resume is refused");
     assert!(error.to_string().contains("never resume"), "{error}");
+}
+
+/// The admin API with the caller's credentials: no token and a token the
+/// API server does not accept are refused as unauthenticated (asked
+/// directly, over TLS trusting the certificate on the replica's Lease);
+/// through `shardcron status` and `shardcron ring`, a ServiceAccount
+/// without RBAC on `cronjobs.admin.shardcron.io` is denied, one granted
+/// `get` there sees the CronJob's live state on its owner but not the ring
+/// (`rings.admin.shardcron.io`, cluster-scoped).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_admin_api_answers_whoever_rbac_lets_read_and_no_one_else() {
+    use shardcron::admin::proto::GetCronJobRequest;
+    use shardcron::admin::proto::admin_service_client::AdminServiceClient;
+    let s = scenario("admin-api").await;
+    let cluster = cluster_for(KIND).await;
+    // Yearly: armed for next New Year.
+    s.create(&cronjob("watched", "0 0 1 1 *", json!({}), json!({})))
+        .await;
+    let address = s.controller.admin.to_string();
+
+    // Straight to the API: the certificate from the replica's Lease.
+    let lease: k8s_openapi::api::coordination::v1::Lease =
+        Api::namespaced(s.admin.clone(), "shardcron-system")
+            .get(&format!("{}.r0", s.controller.ring))
+            .await
+            .expect("the replica's Lease");
+    let pem = lease
+        .metadata
+        .annotations
+        .and_then(|a| a.get(shardcron::admin::tls::CERT_ANNOTATION).cloned())
+        .expect("its admin certificate");
+    let tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(pem))
+        .domain_name("localhost");
+    let channel = tonic::transport::Channel::from_shared(format!("https://{address}"))
+        .expect("a URI")
+        .tls_config(tls)
+        .expect("TLS")
+        .connect()
+        .await
+        .expect("a TLS connection trusting the Lease's certificate");
+    let mut client = AdminServiceClient::new(channel);
+    let request = || GetCronJobRequest {
+        namespace: s.ns.name.clone(),
+        name: "watched".into(),
+        kind: 0,
+    };
+    let anonymous = client.get_cron_job(request()).await.expect_err("refused");
+    assert_eq!(
+        anonymous.code(),
+        tonic::Code::Unauthenticated,
+        "{anonymous}"
+    );
+    let mut forged = tonic::Request::new(request());
+    forged.metadata_mut().insert(
+        "authorization",
+        "Bearer not-a-token".parse().expect("ASCII"),
+    );
+    let forged = client.get_cron_job(forged).await.expect_err("refused");
+    assert_eq!(forged.code(), tonic::Code::Unauthenticated, "{forged}");
+    assert!(!forged.message().contains("not-a-token"), "{forged}");
+
+    // Through the CLI, with each ServiceAccount's kubeconfig.
+    let outsider = account_kubeconfig(&s, cluster, "outsider", json!([])).await;
+    let reader = account_kubeconfig(
+        &s,
+        cluster,
+        "reader",
+        json!([{"apiGroups": ["admin.shardcron.io"], "resources": ["cronjobs"], "verbs": ["get"]}]),
+    )
+    .await;
+    // The CLI reads the ring's Leases for the certificate, as its caller.
+    let lease_readers = let_read_leases(&s, &["outsider", "reader"]).await;
+    let cronjob = format!("{}/watched", s.ns.name);
+    let ask = |kubeconfig: &std::path::Path, command: &[&str]| {
+        let kubeconfig = kubeconfig.to_string_lossy().into_owned();
+        let mut args = command.to_vec();
+        args.extend([
+            "--address",
+            &address,
+            "--kubeconfig",
+            &kubeconfig,
+            "--ring",
+            &s.controller.ring,
+            "--output",
+            "json",
+        ]);
+        super::support::shardcron(&args)
+    };
+    let status = ["status", cronjob.as_str(), "--kind", KIND.name()];
+    let answer: Value = eventually(
+        "the reader's answer (once its RoleBindings take effect)",
+        Duration::from_secs(30),
+        || async {
+            let out = ask(&reader, &status);
+            out.status
+                .success()
+                .then(|| serde_json::from_str(&super::support::stdout(&out)).expect("JSON"))
+        },
+    )
+    .await;
+    assert_eq!(answer["owner"], "r0");
+    assert_eq!(answer["phase"], "running");
+    let next_year = jiff::Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .year()
+        + 1;
+    assert_eq!(answer["nextWakeup"], format!("{next_year}-01-01T00:00:00Z"));
+
+    let denied = ask(&outsider, &status);
+    assert_eq!(denied.status.code(), Some(2));
+    let why = super::support::stderr(&denied);
+    assert!(
+        why.contains("PermissionDenied") && why.contains("may not get cronjobs.admin.shardcron.io"),
+        "{why}"
+    );
+    let ring_denied = super::support::stderr(&ask(&reader, &["ring"]));
+    assert!(
+        ring_denied.contains("may not get rings.admin.shardcron.io"),
+        "{ring_denied}"
+    );
+    Api::<Role>::namespaced(s.admin.clone(), "shardcron-system")
+        .delete(&lease_readers, &DeleteParams::default())
+        .await
+        .expect("remove the Lease readers' Role");
+    Api::<RoleBinding>::namespaced(s.admin.clone(), "shardcron-system")
+        .delete(&lease_readers, &DeleteParams::default())
+        .await
+        .expect("and its binding");
+    for path in [outsider, reader] {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Lets the scenario's ServiceAccounts `accounts` list the Leases in
+/// shardcron-system (the ring's); returns the Role's and binding's name.
+async fn let_read_leases(s: &Scenario, accounts: &[&str]) -> String {
+    let name = format!("{}-lease-readers", s.ns.name);
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]}]
+    }))
+    .expect("a Role");
+    Api::<Role>::namespaced(s.admin.clone(), "shardcron-system")
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("create the Role");
+    let subjects: Vec<Value> = accounts
+        .iter()
+        .map(|a| json!({"kind": "ServiceAccount", "name": a, "namespace": s.ns.name}))
+        .collect();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": subjects
+    }))
+    .expect("a RoleBinding");
+    Api::<RoleBinding>::namespaced(s.admin.clone(), "shardcron-system")
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("bind it");
+    name
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -499,7 +499,9 @@ pub enum Located {
     Running(Addr<CronJobActor>),
     Waiting,
     /// Not here; its owner under this replica's ring, if known.
-    Elsewhere { owner: Option<String> },
+    Elsewhere {
+        owner: Option<String>,
+    },
 }
 
 impl Handler<Locate> for Supervisor {

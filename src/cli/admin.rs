@@ -1,0 +1,356 @@
+//! `shardcron ring` and `shardcron status NAMESPACE/NAME`: the admin API's
+//! answers (docs/admin-api.md), asked with the caller's kubeconfig. The
+//! bearer token is the kubeconfig user's; the replica's certificate is
+//! trusted because the ring's Leases, read through the API server with
+//! the same kubeconfig, publish it ([`CERT_ANNOTATION`]).
+
+use super::Output;
+use crate::admin::proto::admin_service_client::AdminServiceClient;
+use crate::admin::proto::{
+    ActorPhase, CronJobKind as ProtoKind, GetCronJobRequest, GetCronJobResponse, GetRingRequest,
+    GetRingResponse,
+};
+use crate::admin::service::NOT_OWNER;
+use crate::admin::tls::CERT_ANNOTATION;
+use crate::reconcile::CronJobKind;
+use crate::shard::lease::RING_LABEL;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, ListParams};
+use secrecy::ExposeSecret as _;
+use serde_json::json;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig};
+use tonic_types::StatusExt as _;
+
+/// How long one call may take, connection included.
+const CALL_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Where the replica is, and who asks.
+#[derive(Debug, clap::Args)]
+pub struct Target {
+    /// The replica's admin API, HOST:PORT (its --admin-bind-address; for a
+    /// replica in a pod, `kubectl port-forward pod/shardcron-0 9443`).
+    #[arg(long, value_name = "HOST:PORT")]
+    address: String,
+    /// The kubeconfig: its user's bearer token authenticates the call, and
+    /// the ring's Leases are read with it.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The namespace of the ring's Leases (the controller's).
+    #[arg(long, default_value = "shardcron-system")]
+    lease_namespace: String,
+    /// The ring's name (--shard-ring-name).
+    #[arg(long, default_value = "shardcron")]
+    ring: String,
+    #[arg(long, value_enum, default_value_t)]
+    output: Output,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RingArgs {
+    #[command(flatten)]
+    target: Target,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// The CronJob, as NAMESPACE/NAME.
+    cronjob: String,
+    /// Which API serves it: batch (batch/v1) or shardcron (cronjobs.shardcron.io).
+    #[arg(long, default_value = "batch", value_parser = super::parse_kind)]
+    kind: CronJobKind,
+    #[command(flatten)]
+    target: Target,
+}
+
+/// Errors the admin commands report (exit status 2).
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error("{0:?} is not NAMESPACE/NAME")]
+    NotAName(String),
+    #[error("{0:#}")]
+    Client(anyhow::Error),
+    #[error(
+        "the kubeconfig's user has no bearer token (token or tokenFile); the admin API takes one"
+    )]
+    NoToken,
+    #[error("reading the ring's Leases: {0}")]
+    Leases(kube::Error),
+    #[error("no Lease of ring {ring:?} in {namespace} publishes an admin certificate")]
+    NoCertificate { ring: String, namespace: String },
+    #[error("connecting to {address}: {source}")]
+    Connect {
+        address: String,
+        source: tonic::transport::Error,
+    },
+    #[error("{address} does not own {cronjob}: {owner} does (ask its admin API)")]
+    NotOwner {
+        address: String,
+        cronjob: String,
+        owner: String,
+    },
+    #[error("{code:?}: {message}")]
+    Call { code: tonic::Code, message: String },
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("writing output: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl From<tonic::Status> for AdminError {
+    fn from(status: tonic::Status) -> Self {
+        AdminError::Call {
+            code: status.code(),
+            message: status.message().to_owned(),
+        }
+    }
+}
+
+pub fn ring(args: &RingArgs, out: &mut impl Write) -> Result<(), AdminError> {
+    let answer = block_on(async {
+        let (mut client, token) = connect(&args.target).await?;
+        Ok(client
+            .get_ring(authorized(GetRingRequest {}, &token)?)
+            .await?
+            .into_inner())
+    })?;
+    match args.target.output {
+        Output::Json => writeln!(out, "{}", ring_json(&answer))?,
+        Output::Text => write_ring(out, &answer)?,
+    }
+    Ok(())
+}
+
+pub fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), AdminError> {
+    let (namespace, name) = super::namespaced_name(&args.cronjob)
+        .ok_or_else(|| AdminError::NotAName(args.cronjob.clone()))?;
+    let request = GetCronJobRequest {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        kind: match args.kind {
+            CronJobKind::Batch => ProtoKind::Batch,
+            CronJobKind::Shardcron => ProtoKind::Shardcron,
+        }
+        .into(),
+    };
+    let answer = block_on(async {
+        let (mut client, token) = connect(&args.target).await?;
+        match client.get_cron_job(authorized(request, &token)?).await {
+            Ok(answer) => Ok(answer.into_inner()),
+            Err(status) => match status.get_details_error_info() {
+                Some(info) if info.reason == NOT_OWNER => Err(AdminError::NotOwner {
+                    address: args.target.address.clone(),
+                    cronjob: args.cronjob.clone(),
+                    owner: info.metadata.get("owner").cloned().unwrap_or_default(),
+                }),
+                _ => Err(status.into()),
+            },
+        }
+    })?;
+    match args.target.output {
+        Output::Json => writeln!(out, "{}", status_json(&args.cronjob, &answer))?,
+        Output::Text => write_status(out, &args.cronjob, &answer)?,
+    }
+    Ok(())
+}
+
+fn block_on<T>(
+    call: impl std::future::Future<Output = Result<T, AdminError>>,
+) -> Result<T, AdminError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(async {
+            tokio::time::timeout(CALL_DEADLINE, call)
+                .await
+                .map_err(|_| AdminError::Timeout(CALL_DEADLINE))?
+        })
+}
+
+/// A request with the caller's token.
+fn authorized<T>(message: T, token: &str) -> Result<tonic::Request<T>, AdminError> {
+    let mut request = tonic::Request::new(message);
+    let value = format!("Bearer {token}")
+        .parse()
+        .map_err(|_| AdminError::NoToken)?;
+    request.metadata_mut().insert("authorization", value);
+    Ok(request)
+}
+
+/// A TLS channel to the replica that trusts the certificates the ring's
+/// Leases publish (the name checked is `localhost`, which each self-signed
+/// certificate names), and the caller's token.
+async fn connect(target: &Target) -> Result<(AdminServiceClient<Channel>, String), AdminError> {
+    let config = super::kube_config(target.kubeconfig.as_ref())
+        .await
+        .map_err(AdminError::Client)?;
+    let token = match (&config.auth_info.token, &config.auth_info.token_file) {
+        (Some(token), _) => token.expose_secret().to_owned(),
+        (None, Some(file)) => std::fs::read_to_string(file)
+            .map_err(|e| AdminError::Client(anyhow::anyhow!("reading tokenFile {file}: {e}")))?
+            .trim()
+            .to_owned(),
+        (None, None) => return Err(AdminError::NoToken),
+    };
+    let client = crate::kube::client::build(config, "shardcron-admin-cli")
+        .map_err(|e| AdminError::Client(e.into()))?;
+    let leases: Api<Lease> = Api::namespaced(client, &target.lease_namespace);
+    let listed = leases
+        .list(&ListParams::default().labels(&format!("{RING_LABEL}={}", target.ring)))
+        .await
+        .map_err(AdminError::Leases)?;
+    let certificates: Vec<Certificate> = listed
+        .items
+        .iter()
+        .filter_map(|lease| lease.metadata.annotations.as_ref()?.get(CERT_ANNOTATION))
+        .map(Certificate::from_pem)
+        .collect();
+    if certificates.is_empty() {
+        return Err(AdminError::NoCertificate {
+            ring: target.ring.clone(),
+            namespace: target.lease_namespace.clone(),
+        });
+    }
+    let tls = ClientTlsConfig::new()
+        .ca_certificates(certificates)
+        .domain_name("localhost");
+    let connect_error = |source| AdminError::Connect {
+        address: target.address.clone(),
+        source,
+    };
+    let channel = Channel::from_shared(format!("https://{}", target.address))
+        .map_err(|e| AdminError::Client(anyhow::anyhow!("--address {}: {e}", target.address)))?
+        .tls_config(tls)
+        .map_err(connect_error)?
+        .connect()
+        .await
+        .map_err(connect_error)?;
+    Ok((AdminServiceClient::new(channel), token))
+}
+
+fn ring_json(ring: &GetRingResponse) -> serde_json::Value {
+    json!({
+        "replica": ring.replica,
+        "ring": ring.ring,
+        "phase": ring.phase,
+        "leaseValid": ring.lease_valid,
+        "view": ring.view,
+        "members": ring.members.iter().map(|m| json!({
+            "lease": m.lease,
+            "holder": m.holder,
+            "live": m.live,
+            "lastRenewalSeenMs": m.last_renewal_seen_ms,
+        })).collect::<Vec<_>>(),
+        "running": ring.running,
+        "waiting": ring.waiting,
+    })
+}
+
+fn write_ring(out: &mut impl Write, ring: &GetRingResponse) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "ring {} as {} sees it: {} (Lease {}), {} CronJobs running here, {} waiting",
+        ring.ring,
+        ring.replica,
+        ring.phase,
+        if ring.lease_valid {
+            "valid"
+        } else {
+            "not valid"
+        },
+        ring.running,
+        ring.waiting
+    )?;
+    writeln!(out, "view: {}", ring.view.join(", "))?;
+    for member in &ring.members {
+        writeln!(
+            out,
+            "  {:<32} {:<24} {:<5} renewed {} ms ago",
+            member.lease,
+            member.holder,
+            if member.live { "live" } else { "gone" },
+            member.last_renewal_seen_ms
+        )?;
+    }
+    Ok(())
+}
+
+fn time(t: &Option<prost_types::Timestamp>) -> Option<String> {
+    t.as_ref()
+        .and_then(|t| jiff::Timestamp::new(t.seconds, t.nanos).ok())
+        .map(|t| t.to_string())
+}
+
+fn phase(answer: &GetCronJobResponse) -> &'static str {
+    match answer.phase() {
+        ActorPhase::Running => "running",
+        ActorPhase::Waiting => "waiting",
+        ActorPhase::Unspecified => "unknown",
+    }
+}
+
+fn status_json(cronjob: &str, answer: &GetCronJobResponse) -> serde_json::Value {
+    json!({
+        "cronjob": cronjob,
+        "owner": answer.owner,
+        "phase": phase(answer),
+        "waitingFor": (!answer.waiting_for.is_empty()).then_some(&answer.waiting_for),
+        "nextWakeup": time(&answer.next_wakeup),
+        "lastScheduleTime": time(&answer.last_schedule_time),
+        "lastSuccessfulTime": time(&answer.last_successful_time),
+        "activeJobs": answer.active_jobs,
+        "suspended": answer.suspended,
+        "children": answer.children,
+        "deciding": answer.deciding,
+    })
+}
+
+fn write_status(
+    out: &mut impl Write,
+    cronjob: &str,
+    answer: &GetCronJobResponse,
+) -> std::io::Result<()> {
+    let none = || "-".to_owned();
+    writeln!(
+        out,
+        "CronJob {cronjob} on {} ({})",
+        answer.owner,
+        phase(answer)
+    )?;
+    if !answer.waiting_for.is_empty() {
+        writeln!(out, "  waiting for:        {}", answer.waiting_for)?;
+    }
+    writeln!(
+        out,
+        "  next wake-up:       {}",
+        time(&answer.next_wakeup).unwrap_or_else(none)
+    )?;
+    writeln!(
+        out,
+        "  last schedule:      {}",
+        time(&answer.last_schedule_time).unwrap_or_else(none)
+    )?;
+    writeln!(
+        out,
+        "  last success:       {}",
+        time(&answer.last_successful_time).unwrap_or_else(none)
+    )?;
+    writeln!(
+        out,
+        "  active Jobs:        {}",
+        answer.active_jobs.join(", ")
+    )?;
+    writeln!(out, "  suspended:          {}", answer.suspended)?;
+    writeln!(
+        out,
+        "  Jobs known:         {}{}",
+        answer.children,
+        if answer.deciding {
+            " (deciding now)"
+        } else {
+            ""
+        }
+    )
+}
