@@ -527,3 +527,77 @@ async fn completions_across_selector_changes(test: &str, replica_args: &[&str]) 
         changed_in.as_secs_f64()
     ));
 }
+
+/// `shardcron status NAMESPACE/NAME` without an address: it reads the
+/// ring's Leases for the replicas' addresses and certificates, asks one,
+/// and follows the NOT_OWNER answer to the owner, which is the replica
+/// that runs the CronJob (by every replica's `/debug/shards`); after a
+/// replica stops, its CronJobs are found on their new owners.
+#[tokio::test(flavor = "multi_thread")]
+async fn shardcron_status_finds_each_cronjobs_owner_across_a_rebalance() {
+    use support::rbac::{account_kubeconfig, forget_lease_readers, let_read_leases};
+    let mut fleet = Fleet::new("admin-follow", 3, 6).await;
+    let cluster = support::cluster::Cluster::shared();
+    let operator = account_kubeconfig(
+        &fleet.admin,
+        cluster,
+        &fleet.ns.name,
+        "operator",
+        serde_json::json!([{"apiGroups": ["admin.shardcron.io"], "resources": ["cronjobs"], "verbs": ["get"]}]),
+    )
+    .await;
+    let readers = let_read_leases(&fleet.admin, &fleet.ns.name, &["operator"]).await;
+    let ring = fleet.replicas[0].ring.clone();
+    let owner_by_cli = |name: &str| {
+        let cronjob = format!("{}/{name}", fleet.ns.name);
+        let out = support::shardcron(&[
+            "status",
+            &cronjob,
+            "--kubeconfig",
+            &operator.to_string_lossy(),
+            "--ring",
+            &ring,
+            "--output",
+            "json",
+        ]);
+        out.status.success().then(|| {
+            let answer: serde_json::Value =
+                serde_json::from_str(&support::stdout(&out)).expect("JSON");
+            answer["owner"].as_str().unwrap_or_default().to_owned()
+        })
+    };
+    let check = |fleet: &Fleet| {
+        let owners = fleet.owners();
+        let mut hops = 0;
+        for name in &fleet.names {
+            let found = owner_by_cli(name);
+            if found.as_deref() != owners.get(name).map(String::as_str) {
+                return None;
+            }
+            hops += usize::from(found.as_deref() != Some("r0"));
+        }
+        Some(hops)
+    };
+    let followed = support::eventually(
+        "every CronJob's owner found (once the RoleBindings take effect)",
+        Duration::from_secs(30),
+        || async { check(&fleet) },
+    )
+    .await;
+    assert!(
+        followed > 0,
+        "every CronJob was on r0: nothing was followed"
+    );
+
+    fleet.replicas[2].stop().await;
+    fleet.converged(Duration::from_secs(60)).await;
+    support::eventually(
+        "every CronJob's new owner found",
+        Duration::from_secs(30),
+        || async { check(&fleet) },
+    )
+    .await;
+    assert!(fleet.owners().values().all(|owner| owner != "r2"));
+    forget_lease_readers(&fleet.admin, &readers).await;
+    let _ = std::fs::remove_file(operator);
+}

@@ -5,6 +5,7 @@
 //! the same kubeconfig, publish it ([`CERT_ANNOTATION`]).
 
 use super::Output;
+use crate::admin::ADDRESS_ANNOTATION;
 use crate::admin::proto::admin_service_client::AdminServiceClient;
 use crate::admin::proto::{
     ActorPhase, CronJobKind as ProtoKind, GetCronJobRequest, GetCronJobResponse, GetRingRequest,
@@ -18,11 +19,15 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams};
 use secrecy::ExposeSecret as _;
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 use tonic_types::StatusExt as _;
+
+/// How many replicas `status` asks before it gives up following owners.
+const MAX_HOPS: usize = 3;
 
 /// How long one call may take, connection included.
 const CALL_DEADLINE: Duration = Duration::from_secs(30);
@@ -30,10 +35,11 @@ const CALL_DEADLINE: Duration = Duration::from_secs(30);
 /// Where the replica is, and who asks.
 #[derive(Debug, clap::Args)]
 pub struct Target {
-    /// The replica's admin API, HOST:PORT (its --admin-bind-address; for a
-    /// replica in a pod, `kubectl port-forward pod/shardcron-0 9443`).
+    /// A replica's admin API, HOST:PORT (default: the address the first
+    /// replica's Lease publishes; from outside the pod network,
+    /// `kubectl port-forward pod/shardcron-0 9443` and 127.0.0.1:9443).
     #[arg(long, value_name = "HOST:PORT")]
-    address: String,
+    address: Option<String>,
     /// The kubeconfig: its user's bearer token authenticates the call, and
     /// the ring's Leases are read with it.
     #[arg(long, value_name = "FILE")]
@@ -85,7 +91,11 @@ pub enum AdminError {
         address: String,
         source: tonic::transport::Error,
     },
-    #[error("{address} does not own {cronjob}: {owner} does (ask its admin API)")]
+    #[error("no Lease of ring {ring:?} publishes an admin address: give --address")]
+    NoAddress { ring: String },
+    #[error("still not at the owner after {0} replicas (a rebalance under way?): try again")]
+    TooManyHops(usize),
+    #[error("{address} does not own {cronjob}: {owner} does, and its Lease publishes no address")]
     NotOwner {
         address: String,
         cronjob: String,
@@ -110,9 +120,10 @@ impl From<tonic::Status> for AdminError {
 
 pub fn ring(args: &RingArgs, out: &mut impl Write) -> Result<(), AdminError> {
     let answer = block_on(async {
-        let (mut client, token) = connect(&args.target).await?;
+        let reach = discover(&args.target).await?;
+        let mut client = reach.dial(&reach.first(&args.target)?).await?;
         Ok(client
-            .get_ring(authorized(GetRingRequest {}, &token)?)
+            .get_ring(authorized(GetRingRequest {}, &reach.token)?)
             .await?
             .into_inner())
     })?;
@@ -136,18 +147,36 @@ pub fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), AdminError>
         .into(),
     };
     let answer = block_on(async {
-        let (mut client, token) = connect(&args.target).await?;
-        match client.get_cron_job(authorized(request, &token)?).await {
-            Ok(answer) => Ok(answer.into_inner()),
-            Err(status) => match status.get_details_error_info() {
-                Some(info) if info.reason == NOT_OWNER => Err(AdminError::NotOwner {
-                    address: args.target.address.clone(),
-                    cronjob: args.cronjob.clone(),
-                    owner: info.metadata.get("owner").cloned().unwrap_or_default(),
-                }),
-                _ => Err(status.into()),
-            },
+        let reach = discover(&args.target).await?;
+        let mut address = reach.first(&args.target)?;
+        // A replica that does not own the CronJob names the one that does:
+        // follow it, a few hops at most (a rebalance may be under way).
+        for _ in 0..MAX_HOPS {
+            let mut client = reach.dial(&address).await?;
+            match client
+                .get_cron_job(authorized(request.clone(), &reach.token)?)
+                .await
+            {
+                Ok(answer) => return Ok(answer.into_inner()),
+                Err(status) => match status.get_details_error_info() {
+                    Some(info) if info.reason == NOT_OWNER => {
+                        let owner = info.metadata.get("owner").cloned().unwrap_or_default();
+                        match reach.addresses.get(&owner) {
+                            Some(next) if *next != address => address = next.clone(),
+                            _ => {
+                                return Err(AdminError::NotOwner {
+                                    address,
+                                    cronjob: args.cronjob.clone(),
+                                    owner,
+                                });
+                            }
+                        }
+                    }
+                    _ => return Err(status.into()),
+                },
+            }
         }
+        Err(AdminError::TooManyHops(MAX_HOPS))
     })?;
     match args.target.output {
         Output::Json => writeln!(out, "{}", status_json(&args.cronjob, &answer))?,
@@ -179,10 +208,18 @@ fn authorized<T>(message: T, token: &str) -> Result<tonic::Request<T>, AdminErro
     Ok(request)
 }
 
-/// A TLS channel to the replica that trusts the certificates the ring's
-/// Leases publish (the name checked is `localhost`, which each self-signed
-/// certificate names), and the caller's token.
-async fn connect(target: &Target) -> Result<(AdminServiceClient<Channel>, String), AdminError> {
+/// What the ring's Leases and the kubeconfig give a client: the caller's
+/// token, the certificates to trust, and where each replica's admin API is.
+struct Reach {
+    token: String,
+    certificates: Vec<String>,
+    /// Replica (Lease holder) to its published address, sorted.
+    addresses: BTreeMap<String, String>,
+}
+
+/// Reads the kubeconfig's token and the ring's Leases, with the caller's
+/// own credentials (so RBAC on the Leases applies too).
+async fn discover(target: &Target) -> Result<Reach, AdminError> {
     let config = super::kube_config(target.kubeconfig.as_ref())
         .await
         .map_err(AdminError::Client)?;
@@ -201,33 +238,64 @@ async fn connect(target: &Target) -> Result<(AdminServiceClient<Channel>, String
         .list(&ListParams::default().labels(&format!("{RING_LABEL}={}", target.ring)))
         .await
         .map_err(AdminError::Leases)?;
-    let certificates: Vec<Certificate> = listed
-        .items
-        .iter()
-        .filter_map(|lease| lease.metadata.annotations.as_ref()?.get(CERT_ANNOTATION))
-        .map(Certificate::from_pem)
-        .collect();
-    if certificates.is_empty() {
+    let mut reach = Reach {
+        token,
+        certificates: Vec::new(),
+        addresses: BTreeMap::new(),
+    };
+    for lease in &listed.items {
+        let Some(annotations) = lease.metadata.annotations.as_ref() else {
+            continue;
+        };
+        if let Some(pem) = annotations.get(CERT_ANNOTATION) {
+            reach.certificates.push(pem.clone());
+        }
+        let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone());
+        if let (Some(holder), Some(address)) = (holder, annotations.get(ADDRESS_ANNOTATION)) {
+            reach.addresses.insert(holder, address.clone());
+        }
+    }
+    if reach.certificates.is_empty() {
         return Err(AdminError::NoCertificate {
             ring: target.ring.clone(),
             namespace: target.lease_namespace.clone(),
         });
     }
-    let tls = ClientTlsConfig::new()
-        .ca_certificates(certificates)
-        .domain_name("localhost");
-    let connect_error = |source| AdminError::Connect {
-        address: target.address.clone(),
-        source,
-    };
-    let channel = Channel::from_shared(format!("https://{}", target.address))
-        .map_err(|e| AdminError::Client(anyhow::anyhow!("--address {}: {e}", target.address)))?
-        .tls_config(tls)
-        .map_err(connect_error)?
-        .connect()
-        .await
-        .map_err(connect_error)?;
-    Ok((AdminServiceClient::new(channel), token))
+    Ok(reach)
+}
+
+impl Reach {
+    /// The address to ask first: `--address`, else the first replica's.
+    fn first(&self, target: &Target) -> Result<String, AdminError> {
+        target
+            .address
+            .clone()
+            .or_else(|| self.addresses.values().next().cloned())
+            .ok_or_else(|| AdminError::NoAddress {
+                ring: target.ring.clone(),
+            })
+    }
+
+    /// A TLS channel to `address` that trusts the certificates the ring's
+    /// Leases publish (the name checked is `localhost`, which each
+    /// self-signed certificate names).
+    async fn dial(&self, address: &str) -> Result<AdminServiceClient<Channel>, AdminError> {
+        let tls = ClientTlsConfig::new()
+            .ca_certificates(self.certificates.iter().map(Certificate::from_pem))
+            .domain_name("localhost");
+        let connect_error = |source| AdminError::Connect {
+            address: address.to_owned(),
+            source,
+        };
+        let channel = Channel::from_shared(format!("https://{address}"))
+            .map_err(|e| AdminError::Client(anyhow::anyhow!("address {address}: {e}")))?
+            .tls_config(tls)
+            .map_err(connect_error)?
+            .connect()
+            .await
+            .map_err(connect_error)?;
+        Ok(AdminServiceClient::new(channel))
+    }
 }
 
 fn ring_json(ring: &GetRingResponse) -> serde_json::Value {

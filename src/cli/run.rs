@@ -57,6 +57,15 @@ pub struct RunArgs {
     /// every call is authenticated and authorized by the API server.
     #[arg(long, default_value = "0.0.0.0:9443")]
     admin_bind_address: SocketAddr,
+    /// Where clients reach the admin API, published on the replica's Lease
+    /// (default: the bind address, or with a wildcard one `POD_IP` and its
+    /// port).
+    #[arg(
+        long,
+        env = "SHARDCRON_ADMIN_ADVERTISE_ADDRESS",
+        value_name = "HOST:PORT"
+    )]
+    admin_advertise_address: Option<String>,
     /// The admin API's certificate (PEM); without it, a self-signed one is
     /// made at start and published on the replica's Lease.
     #[arg(long, requires = "admin_tls_key_file", value_name = "FILE")]
@@ -211,6 +220,7 @@ fn lease_settings(args: &RunArgs, replica_id: String) -> anyhow::Result<LeaseSet
         renew_period: args.shard_renew_period,
         renew_deadline: args.shard_renew_deadline,
         admin_certificate: None,
+        admin_address: None,
     })
 }
 
@@ -240,6 +250,11 @@ fn run_controller(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<()> {
         _ => TlsIdentity::self_signed(&settings.replica_id)?,
     };
     settings.admin_certificate = identity.self_signed.then(|| identity.cert_pem.clone());
+    settings.admin_address = admin::advertised_address(
+        args.admin_bind_address,
+        args.admin_advertise_address.as_deref(),
+        std::env::var("POD_IP").ok().as_deref(),
+    );
     let default_zone = load_named_zone(&args.default_time_zone)
         .map_err(|e| anyhow::anyhow!("--default-time-zone: {e}"))?;
     let threads = usize::from(args.threads);

@@ -29,6 +29,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 pub const RING_LABEL: &str = "shardcron.io/ring";
+use crate::admin::ADDRESS_ANNOTATION;
 use crate::admin::tls::CERT_ANNOTATION;
 
 pub const VIEW_ANNOTATION: &str = "shardcron.io/view";
@@ -47,6 +48,8 @@ pub struct LeaseSettings {
     /// The admin API's self-signed certificate (PEM), published on the
     /// Lease for clients to trust ([`crate::admin::tls::CERT_ANNOTATION`]).
     pub admin_certificate: Option<String>,
+    /// Where the admin API is reached ([`crate::admin::ADDRESS_ANNOTATION`]).
+    pub admin_address: Option<String>,
 }
 
 impl LeaseSettings {
@@ -282,10 +285,15 @@ impl<A: LeaseRequests> State<A> {
             .insert(RING_LABEL.to_owned(), self.settings.ring.clone());
         let annotations: &mut BTreeMap<String, String> = lease.annotations_mut();
         annotations.insert(INCARNATION_ANNOTATION.to_owned(), self.incarnation.clone());
-        match &self.settings.admin_certificate {
-            Some(pem) => annotations.insert(CERT_ANNOTATION.to_owned(), pem.clone()),
-            None => annotations.remove(CERT_ANNOTATION),
-        };
+        for (key, value) in [
+            (CERT_ANNOTATION, &self.settings.admin_certificate),
+            (ADDRESS_ANNOTATION, &self.settings.admin_address),
+        ] {
+            match value {
+                Some(value) => annotations.insert(key.to_owned(), value.clone()),
+                None => annotations.remove(key),
+            };
+        }
         match (&self.view, holder) {
             (Some(publication), Some(_)) => {
                 annotations.insert(VIEW_ANNOTATION.to_owned(), publication.view.clone());
@@ -530,6 +538,7 @@ mod tests {
             api: script.clone(),
             settings: LeaseSettings {
                 admin_certificate: None,
+                admin_address: None,
                 namespace: "shardcron-system".into(),
                 ring: "ring".into(),
                 replica_id: "r0".into(),

@@ -15,6 +15,7 @@
 use super::KIND;
 use super::support::cronjobs::CronJobs;
 use super::support::eventually;
+use super::support::rbac::{account_kubeconfig, forget_lease_readers, let_read_leases};
 use super::support::scenario::*;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -899,39 +900,6 @@ async fn a_spread_cronjob_starts_each_slot_late_by_its_offset() {
     );
 }
 
-/// A ServiceAccount `account` of the scenario's namespace, granted `rules`
-/// there by a Role, and a kubeconfig of its token (a temporary file).
-async fn account_kubeconfig(
-    s: &Scenario,
-    cluster: &super::support::cluster::Cluster,
-    account: &str,
-    rules: Value,
-) -> std::path::PathBuf {
-    let role: Role = serde_json::from_value(json!({"metadata": {"name": account}, "rules": rules}))
-        .expect("a Role");
-    Api::<Role>::namespaced(s.admin.clone(), &s.ns.name)
-        .create(&PostParams::default(), &role)
-        .await
-        .expect("create the Role");
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": account},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
-        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": s.ns.name}]
-    }))
-    .expect("a RoleBinding");
-    Api::<RoleBinding>::namespaced(s.admin.clone(), &s.ns.name)
-        .create(&PostParams::default(), &binding)
-        .await
-        .expect("bind it");
-    let yaml = cluster
-        .service_account_kubeconfig(&s.ns.name, account)
-        .await
-        .expect("a kubeconfig");
-    let path = std::env::temp_dir().join(format!("{}-{account}.kubeconfig", s.ns.name));
-    std::fs::write(&path, yaml).expect("write the kubeconfig");
-    path
-}
-
 /// `shardcron trigger` (the `shardcron.io/run-now` annotation): refused to
 /// whoever may not patch the CronJob; for whoever may, one Job at once,
 /// named from the request, listed in `status.active` and recorded as
@@ -957,7 +925,7 @@ async fn shardcron_trigger_runs_a_cronjob_once_for_whoever_may_patch_it() {
     ] {
         let rules =
             json!([{"apiGroups": [KIND.group()], "resources": ["cronjobs"], "verbs": verbs}]);
-        kubeconfigs.push(account_kubeconfig(&s, cluster, account, rules).await);
+        kubeconfigs.push(account_kubeconfig(&s.admin, cluster, &s.ns.name, account, rules).await);
     }
     let cronjob = format!("{}/manual", s.ns.name);
     let trigger = |kubeconfig: &std::path::Path| {
@@ -1248,16 +1216,17 @@ async fn the_admin_api_answers_whoever_rbac_lets_read_and_no_one_else() {
     assert!(!forged.message().contains("not-a-token"), "{forged}");
 
     // Through the CLI, with each ServiceAccount's kubeconfig.
-    let outsider = account_kubeconfig(&s, cluster, "outsider", json!([])).await;
+    let outsider = account_kubeconfig(&s.admin, cluster, &s.ns.name, "outsider", json!([])).await;
     let reader = account_kubeconfig(
-        &s,
+        &s.admin,
         cluster,
+        &s.ns.name,
         "reader",
         json!([{"apiGroups": ["admin.shardcron.io"], "resources": ["cronjobs"], "verbs": ["get"]}]),
     )
     .await;
     // The CLI reads the ring's Leases for the certificate, as its caller.
-    let lease_readers = let_read_leases(&s, &["outsider", "reader"]).await;
+    let lease_readers = let_read_leases(&s.admin, &s.ns.name, &["outsider", "reader"]).await;
     let cronjob = format!("{}/watched", s.ns.name);
     let ask = |kubeconfig: &std::path::Path, command: &[&str]| {
         let kubeconfig = kubeconfig.to_string_lossy().into_owned();
@@ -1306,47 +1275,10 @@ async fn the_admin_api_answers_whoever_rbac_lets_read_and_no_one_else() {
         ring_denied.contains("may not get rings.admin.shardcron.io"),
         "{ring_denied}"
     );
-    Api::<Role>::namespaced(s.admin.clone(), "shardcron-system")
-        .delete(&lease_readers, &DeleteParams::default())
-        .await
-        .expect("remove the Lease readers' Role");
-    Api::<RoleBinding>::namespaced(s.admin.clone(), "shardcron-system")
-        .delete(&lease_readers, &DeleteParams::default())
-        .await
-        .expect("and its binding");
+    forget_lease_readers(&s.admin, &lease_readers).await;
     for path in [outsider, reader] {
         let _ = std::fs::remove_file(path);
     }
-}
-
-/// Lets the scenario's ServiceAccounts `accounts` list the Leases in
-/// shardcron-system (the ring's); returns the Role's and binding's name.
-async fn let_read_leases(s: &Scenario, accounts: &[&str]) -> String {
-    let name = format!("{}-lease-readers", s.ns.name);
-    let role: Role = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]}]
-    }))
-    .expect("a Role");
-    Api::<Role>::namespaced(s.admin.clone(), "shardcron-system")
-        .create(&PostParams::default(), &role)
-        .await
-        .expect("create the Role");
-    let subjects: Vec<Value> = accounts
-        .iter()
-        .map(|a| json!({"kind": "ServiceAccount", "name": a, "namespace": s.ns.name}))
-        .collect();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": subjects
-    }))
-    .expect("a RoleBinding");
-    Api::<RoleBinding>::namespaced(s.admin.clone(), "shardcron-system")
-        .create(&PostParams::default(), &binding)
-        .await
-        .expect("bind it");
-    name
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -124,6 +124,7 @@ impl Shell {
         });
         let settings = LeaseSettings {
             admin_certificate: None,
+            admin_address: None,
             namespace: "shardcron-system".into(),
             ring: "ring".into(),
             replica_id: "r0".into(),
