@@ -535,7 +535,7 @@ async fn completions_across_selector_changes(test: &str, replica_args: &[&str]) 
 /// replica stops, its CronJobs are found on their new owners.
 #[tokio::test(flavor = "multi_thread")]
 async fn shardcron_status_finds_each_cronjobs_owner_across_a_rebalance() {
-    use support::rbac::{account_kubeconfig, forget_lease_readers, let_read_leases};
+    use support::rbac::{Grant, account_kubeconfig};
     let mut fleet = Fleet::new("admin-follow", 3, 6).await;
     let cluster = support::cluster::Cluster::shared();
     let operator = account_kubeconfig(
@@ -543,10 +543,9 @@ async fn shardcron_status_finds_each_cronjobs_owner_across_a_rebalance() {
         cluster,
         &fleet.ns.name,
         "operator",
-        serde_json::json!([{"apiGroups": ["admin.shardcron.io"], "resources": ["cronjobs"], "verbs": ["get"]}]),
+        Grant::ClusterRole("view"),
     )
     .await;
-    let readers = let_read_leases(&fleet.admin, &fleet.ns.name, &["operator"]).await;
     let ring = fleet.replicas[0].ring.clone();
     let owner_by_cli = |name: &str| {
         let cronjob = format!("{}/{name}", fleet.ns.name);
@@ -598,6 +597,5 @@ async fn shardcron_status_finds_each_cronjobs_owner_across_a_rebalance() {
     )
     .await;
     assert!(fleet.owners().values().all(|owner| owner != "r2"));
-    forget_lease_readers(&fleet.admin, &readers).await;
     let _ = std::fs::remove_file(operator);
 }

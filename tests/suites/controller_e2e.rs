@@ -15,7 +15,7 @@
 use super::KIND;
 use super::support::cronjobs::CronJobs;
 use super::support::eventually;
-use super::support::rbac::{account_kubeconfig, forget_lease_readers, let_read_leases};
+use super::support::rbac::{Grant, account_kubeconfig};
 use super::support::scenario::*;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -925,7 +925,9 @@ async fn shardcron_trigger_runs_a_cronjob_once_for_whoever_may_patch_it() {
     ] {
         let rules =
             json!([{"apiGroups": [KIND.group()], "resources": ["cronjobs"], "verbs": verbs}]);
-        kubeconfigs.push(account_kubeconfig(&s.admin, cluster, &s.ns.name, account, rules).await);
+        kubeconfigs.push(
+            account_kubeconfig(&s.admin, cluster, &s.ns.name, account, Grant::Rules(rules)).await,
+        );
     }
     let cronjob = format!("{}/manual", s.ns.name);
     let trigger = |kubeconfig: &std::path::Path| {
@@ -1159,9 +1161,10 @@ async fn two_failed_jobs_in_a_row_pause_a_cronjob_that_asked_for_it() {
 /// API server does not accept are refused as unauthenticated (asked
 /// directly, over TLS trusting the certificate on the replica's Lease);
 /// through `shardcron status` and `shardcron ring`, a ServiceAccount
-/// without RBAC on `cronjobs.admin.shardcron.io` is denied, one granted
-/// `get` there sees the CronJob's live state on its owner but not the ring
-/// (`rings.admin.shardcron.io`, cluster-scoped).
+/// without RBAC on `cronjobs.admin.shardcron.io` is denied, a namespace
+/// viewer (the built-in `view`, which deploy/ extends) sees the CronJob's
+/// live state on its owner but not the ring (`rings.admin.shardcron.io`,
+/// cluster-scoped).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_admin_api_answers_whoever_rbac_lets_read_and_no_one_else() {
     use shardcron::admin::proto::GetCronJobRequest;
@@ -1216,17 +1219,26 @@ async fn the_admin_api_answers_whoever_rbac_lets_read_and_no_one_else() {
     assert!(!forged.message().contains("not-a-token"), "{forged}");
 
     // Through the CLI, with each ServiceAccount's kubeconfig.
-    let outsider = account_kubeconfig(&s.admin, cluster, &s.ns.name, "outsider", json!([])).await;
+    let outsider = account_kubeconfig(
+        &s.admin,
+        cluster,
+        &s.ns.name,
+        "outsider",
+        Grant::Rules(json!([])),
+    )
+    .await;
+    // The built-in `view` role: deploy/kubernetes/admin-rbac.yaml
+    // aggregates `get` on cronjobs.admin.shardcron.io into it. (Every
+    // authenticated user may list the ring's Leases, which the CLI reads
+    // for the replicas' certificates and addresses.)
     let reader = account_kubeconfig(
         &s.admin,
         cluster,
         &s.ns.name,
         "reader",
-        json!([{"apiGroups": ["admin.shardcron.io"], "resources": ["cronjobs"], "verbs": ["get"]}]),
+        Grant::ClusterRole("view"),
     )
     .await;
-    // The CLI reads the ring's Leases for the certificate, as its caller.
-    let lease_readers = let_read_leases(&s.admin, &s.ns.name, &["outsider", "reader"]).await;
     let cronjob = format!("{}/watched", s.ns.name);
     let ask = |kubeconfig: &std::path::Path, command: &[&str]| {
         let kubeconfig = kubeconfig.to_string_lossy().into_owned();
@@ -1275,7 +1287,6 @@ async fn the_admin_api_answers_whoever_rbac_lets_read_and_no_one_else() {
         ring_denied.contains("may not get rings.admin.shardcron.io"),
         "{ring_denied}"
     );
-    forget_lease_readers(&s.admin, &lease_readers).await;
     for path in [outsider, reader] {
         let _ = std::fs::remove_file(path);
     }

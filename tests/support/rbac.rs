@@ -7,12 +7,9 @@ use k8s_openapi::api::authorization::v1::{
 };
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Client;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use std::path::PathBuf;
-
-/// Where the ring's Leases are (the controller's namespace).
-const LEASE_NAMESPACE: &str = "shardcron-system";
 
 /// Whether `client` may `verb` `group`/`resource` (`resource/subresource`
 /// names a subresource) in `namespace` (None: every namespace).
@@ -49,24 +46,35 @@ pub async fn allowed(
         .is_some_and(|s| s.allowed)
 }
 
-/// A ServiceAccount `account` of `namespace`, granted `rules` there by a
-/// Role, and a kubeconfig of its token (a temporary file).
+/// A ServiceAccount `account` of `namespace`, granted there what `role`
+/// says: `Grant::Rules`, a Role of these rules; `Grant::ClusterRole`, a
+/// binding to that ClusterRole (say, the built-in `view`). Returns a
+/// kubeconfig of its token (a temporary file).
 pub async fn account_kubeconfig(
     admin: &Client,
     cluster: &Cluster,
     namespace: &str,
     account: &str,
-    rules: Value,
+    grant: Grant,
 ) -> PathBuf {
-    let role: Role = serde_json::from_value(json!({"metadata": {"name": account}, "rules": rules}))
-        .expect("a Role");
-    Api::<Role>::namespaced(admin.clone(), namespace)
-        .create(&PostParams::default(), &role)
-        .await
-        .expect("create the Role");
+    let role_ref = match grant {
+        Grant::Rules(rules) => {
+            let role: Role =
+                serde_json::from_value(json!({"metadata": {"name": account}, "rules": rules}))
+                    .expect("a Role");
+            Api::<Role>::namespaced(admin.clone(), namespace)
+                .create(&PostParams::default(), &role)
+                .await
+                .expect("create the Role");
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account})
+        }
+        Grant::ClusterRole(name) => {
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name})
+        }
+    };
     let binding: RoleBinding = serde_json::from_value(json!({
         "metadata": {"name": account},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+        "roleRef": role_ref,
         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
     }))
     .expect("a RoleBinding");
@@ -83,44 +91,8 @@ pub async fn account_kubeconfig(
     path
 }
 
-/// Lets the ServiceAccounts `accounts` of `namespace` list the ring's
-/// Leases (as `shardcron status` does, for the replicas' certificates and
-/// addresses); returns the name of the Role and binding, for
-/// [`forget_lease_readers`].
-pub async fn let_read_leases(admin: &Client, namespace: &str, accounts: &[&str]) -> String {
-    let name = format!("{namespace}-lease-readers");
-    let role: Role = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]}]
-    }))
-    .expect("a Role");
-    Api::<Role>::namespaced(admin.clone(), LEASE_NAMESPACE)
-        .create(&PostParams::default(), &role)
-        .await
-        .expect("create the Role");
-    let subjects: Vec<Value> = accounts
-        .iter()
-        .map(|a| json!({"kind": "ServiceAccount", "name": a, "namespace": namespace}))
-        .collect();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": subjects
-    }))
-    .expect("a RoleBinding");
-    Api::<RoleBinding>::namespaced(admin.clone(), LEASE_NAMESPACE)
-        .create(&PostParams::default(), &binding)
-        .await
-        .expect("bind it");
-    name
-}
-
-/// Removes what [`let_read_leases`] granted.
-pub async fn forget_lease_readers(admin: &Client, name: &str) {
-    let _ = Api::<Role>::namespaced(admin.clone(), LEASE_NAMESPACE)
-        .delete(name, &DeleteParams::default())
-        .await;
-    let _ = Api::<RoleBinding>::namespaced(admin.clone(), LEASE_NAMESPACE)
-        .delete(name, &DeleteParams::default())
-        .await;
+/// What [`account_kubeconfig`] grants.
+pub enum Grant {
+    Rules(Value),
+    ClusterRole(&'static str),
 }
