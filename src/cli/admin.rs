@@ -405,11 +405,12 @@ fn write_status(
         "  last success:       {}",
         time(&answer.last_successful_time).unwrap_or_else(none)
     )?;
-    writeln!(
-        out,
-        "  active Jobs:        {}",
+    let active = if answer.active_jobs.is_empty() {
+        none()
+    } else {
         answer.active_jobs.join(", ")
-    )?;
+    };
+    writeln!(out, "  active Jobs:        {active}")?;
     writeln!(out, "  suspended:          {}", answer.suspended)?;
     writeln!(
         out,
