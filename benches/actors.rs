@@ -174,6 +174,7 @@ fn main() {
         );
         let armed = Arc::new(AtomicUsize::new(0));
         let shared = Arc::new(Shared {
+            feed: Default::default(),
             gateway,
             reports: Counter(armed.clone()).start().recipient(),
             metrics,

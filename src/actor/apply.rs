@@ -7,6 +7,7 @@
 //! and when it must look again. It holds no state of its own: the actor
 //! passes a snapshot in and applies the result.
 
+use super::feed::{DecisionFeed, DecisionRecord};
 use super::streak::{StreakWritten, write_streak};
 use crate::kube::bucket::{self, Bucket};
 use crate::kube::failure::ApiFailure;
@@ -59,6 +60,8 @@ pub struct Shared {
     pub default_zone: TimeZone,
     /// This replica's id, written on the Jobs it creates ([`CREATED_BY_ANNOTATION`]).
     pub replica: String,
+    /// Where decisions are published while someone watches.
+    pub feed: DecisionFeed,
 }
 
 /// Names the replica that created a Job: which replica acted on a slot is
@@ -154,6 +157,7 @@ pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp)
         replica: &ctx.replica,
         default_zone: &ctx.default_zone,
         clock: Timestamp::now,
+        feed: &ctx.feed,
     };
     decide(&env, snapshot, now).await
 }
@@ -167,6 +171,7 @@ struct Env<'a, R> {
     replica: &'a str,
     default_zone: &'a TimeZone,
     clock: fn() -> Timestamp,
+    feed: &'a DecisionFeed,
 }
 
 async fn decide<R: JobRequests + Clone>(
@@ -389,6 +394,17 @@ async fn apply_plan<R: JobRequests + Clone>(
     let regarding = object_reference(&snapshot.cronjob);
     for event in &outcome.events {
         gateway.record(regarding.clone(), event);
+    }
+    if env.feed.wanted() {
+        let cronjob = &snapshot.cronjob;
+        env.feed.publish(DecisionRecord {
+            key: cronjob.kind.key(&cronjob.namespace, &cronjob.name),
+            at: input.now,
+            outcome: reconcile::slot_outcome(&plan.decisions),
+            steps: plan.decisions.iter().map(ToString::to_string).collect(),
+            trace_id: traces::current_trace_id(),
+            created: applied.created.as_ref().map(|job| job.name.clone()),
+        });
     }
     applied
 }
@@ -851,6 +867,7 @@ mod tests {
             replica: "r0",
             default_zone: &TimeZone::UTC,
             clock: || "2024-03-01T09:30:06Z".parse().expect("a time"),
+            feed: &DecisionFeed::default(),
         };
         let now: Timestamp = "2024-03-01T09:30:05Z".parse().expect("a time");
         let runtime = tokio::runtime::Builder::new_current_thread()

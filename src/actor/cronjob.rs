@@ -439,6 +439,9 @@ pub struct ActorState {
     pub children: usize,
     /// A decision is being carried out.
     pub deciding: bool,
+    /// What it would decide now, step by step (a dry run of the decision
+    /// on what it holds: nothing is written).
+    pub would_decide: Vec<String>,
 }
 
 impl Handler<Inspect> for CronJobActor {
@@ -458,6 +461,29 @@ impl Handler<Inspect> for CronJobActor {
             suspended: self.cronjob.spec.suspend,
             children: self.children.len(),
             deciding: self.deciding,
+            would_decide: self.dry_run(Timestamp::now()),
         })
+    }
+}
+
+impl CronJobActor {
+    /// The decision it would make at `now`, as text, without writing.
+    fn dry_run(&self, now: Timestamp) -> Vec<String> {
+        let input = crate::reconcile::Input {
+            cronjob: &self.cronjob,
+            children: &self.children,
+            known_slot: self.known_slot,
+            now,
+            default_zone: &self.shared.default_zone,
+        };
+        match crate::reconcile::reconcile(&input, &crate::reconcile::LiveAnswers::new()) {
+            crate::reconcile::Step::Plan(plan) => {
+                plan.decisions.iter().map(ToString::to_string).collect()
+            }
+            crate::reconcile::Step::Lookup(lookups) => lookups
+                .iter()
+                .map(|lookup| format!("first a live read: {lookup:?}"))
+                .collect(),
+        }
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod apply;
 pub mod cronjob;
+pub mod feed;
 mod streak;
 pub mod timer;
 

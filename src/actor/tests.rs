@@ -110,6 +110,7 @@ fn start_with(
     );
     let (sender, reports) = mpsc::unbounded_channel();
     let shared = Arc::new(Shared {
+        feed: Default::default(),
         gateway,
         reports: Reports(sender).start().recipient(),
         metrics,

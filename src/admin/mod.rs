@@ -47,6 +47,9 @@ pub fn advertised_address(
 /// How long one call may take (two reviews, a read, an actor's answer).
 pub const CALL_DEADLINE: Duration = Duration::from_secs(30);
 
+/// At most this many `WatchDecisions` streams open at once per replica.
+pub const MAX_WATCHERS: usize = 64;
+
 /// At most this many calls at once per connection.
 pub const CONCURRENCY_PER_CONNECTION: usize = 16;
 

@@ -6,9 +6,10 @@ use super::access::{Access, Action, GROUP};
 use super::proto::admin_service_server::AdminService;
 use super::proto::{
     ActorPhase, CronJobKind as ProtoKind, GetCronJobRequest, GetCronJobResponse, GetRingRequest,
-    GetRingResponse, Member,
+    GetRingResponse, Member, WatchDecisionsRequest, WatchDecisionsResponse,
 };
 use crate::actor::cronjob::{ActorState, Inspect};
+use crate::actor::feed::{DecisionFeed, DecisionRecord};
 use crate::kube::watch::cronjob_api;
 use crate::reconcile::CronJobKind;
 use crate::shard::debug::{DebugShards, ShardReport};
@@ -16,6 +17,10 @@ use crate::shard::supervisor::{Locate, Located};
 use ::kube::Client;
 use actix::Recipient;
 use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio::sync::{Semaphore, broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
@@ -31,6 +36,26 @@ pub struct Admin {
     /// owner when the actor is not here.
     pub client: Client,
     pub replica: String,
+    /// The actors' decisions, for `WatchDecisions`.
+    pub feed: DecisionFeed,
+    /// One permit per open `WatchDecisions` stream ([`super::MAX_WATCHERS`]).
+    pub watchers: Arc<Semaphore>,
+}
+
+/// What a watcher's stream holds before the watcher reads it.
+const STREAM_BUFFER: usize = 64;
+
+/// The CronJob a request names, checked: its kind and key.
+fn target(namespace: &str, name: &str, kind: i32) -> Result<(CronJobKind, String), Status> {
+    if namespace.is_empty() || name.is_empty() {
+        return Err(Status::invalid_argument("namespace and name are required"));
+    }
+    let kind = match ProtoKind::try_from(kind) {
+        Ok(ProtoKind::Unspecified | ProtoKind::Batch) => CronJobKind::Batch,
+        Ok(ProtoKind::Shardcron) => CronJobKind::Shardcron,
+        Err(_) => return Err(Status::invalid_argument("unknown CronJob kind")),
+    };
+    Ok((kind, kind.key(namespace, name)))
 }
 
 fn gone(error: impl std::fmt::Display) -> Status {
@@ -54,25 +79,26 @@ impl AdminService for Admin {
         Ok(Response::new(ring_response(report)))
     }
 
+    type WatchDecisionsStream = DecisionStream;
+
+    async fn watch_decisions(
+        &self,
+        request: Request<WatchDecisionsRequest>,
+    ) -> Result<Response<Self::WatchDecisionsStream>, Status> {
+        self.watch(request).await
+    }
+
     async fn get_cron_job(
         &self,
         request: Request<GetCronJobRequest>,
     ) -> Result<Response<GetCronJobResponse>, Status> {
         let call = request.get_ref();
-        if call.namespace.is_empty() || call.name.is_empty() {
-            return Err(Status::invalid_argument("namespace and name are required"));
-        }
-        let kind = match ProtoKind::try_from(call.kind) {
-            Ok(ProtoKind::Unspecified | ProtoKind::Batch) => CronJobKind::Batch,
-            Ok(ProtoKind::Shardcron) => CronJobKind::Shardcron,
-            Err(_) => return Err(Status::invalid_argument("unknown CronJob kind")),
-        };
+        let (kind, key) = target(&call.namespace, &call.name, call.kind)?;
         let action = Action::ReadCronJob {
             namespace: call.namespace.clone(),
             name: call.name.clone(),
         };
         self.access.check(request.metadata(), &action).await?;
-        let key = kind.key(&call.namespace, &call.name);
         let located = self
             .locate
             .send(Locate {
@@ -113,7 +139,55 @@ impl AdminService for Admin {
     }
 }
 
+type DecisionStream =
+    Pin<Box<dyn tokio_stream::Stream<Item = Result<WatchDecisionsResponse, Status>> + Send>>;
+
 impl Admin {
+    /// `WatchDecisions`: the feed filtered to one key, through a bounded
+    /// stream, until the caller hangs up.
+    async fn watch(
+        &self,
+        request: Request<WatchDecisionsRequest>,
+    ) -> Result<Response<DecisionStream>, Status> {
+        let call = request.get_ref();
+        let (_, key) = target(&call.namespace, &call.name, call.kind)?;
+        let action = Action::ReadCronJob {
+            namespace: call.namespace.clone(),
+            name: call.name.clone(),
+        };
+        self.access.check(request.metadata(), &action).await?;
+        let permit = self.watchers.clone().try_acquire_owned().map_err(|_| {
+            Status::resource_exhausted(format!(
+                "{} decision streams are open on this replica already",
+                super::MAX_WATCHERS
+            ))
+        })?;
+        let mut feed = self.feed.subscribe();
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        tokio::spawn(async move {
+            let _permit = permit;
+            let mut skipped = 0u64;
+            loop {
+                let record = tokio::select! {
+                    () = tx.closed() => return,
+                    received = feed.recv() => received,
+                };
+                match record {
+                    Ok(record) if record.key == key => {
+                        let answer = decision_response(&record, std::mem::take(&mut skipped));
+                        if tx.send(Ok(answer)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(missed)) => skipped += missed,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
     async fn uid_of(
         &self,
         kind: CronJobKind,
@@ -174,6 +248,18 @@ fn running(replica: &str, state: ActorState) -> GetCronJobResponse {
         suspended: state.suspended,
         children: u32::try_from(state.children).unwrap_or(u32::MAX),
         deciding: state.deciding,
+        would_decide: state.would_decide,
+    }
+}
+
+fn decision_response(record: &DecisionRecord, skipped: u64) -> WatchDecisionsResponse {
+    WatchDecisionsResponse {
+        at: Some(timestamp(record.at)),
+        outcome: record.outcome.to_owned(),
+        steps: record.steps.clone(),
+        trace_id: record.trace_id.clone().unwrap_or_default(),
+        created_job: record.created.clone().unwrap_or_default(),
+        skipped,
     }
 }
 
@@ -230,6 +316,7 @@ mod tests {
                 suspended: true,
                 children: 3,
                 deciding: false,
+                would_decide: vec!["nothing due: no unstarted slot".into()],
             },
         );
         assert_eq!(answer.owner, "r1");

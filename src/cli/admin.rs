@@ -9,7 +9,7 @@ use crate::admin::ADDRESS_ANNOTATION;
 use crate::admin::proto::admin_service_client::AdminServiceClient;
 use crate::admin::proto::{
     ActorPhase, CronJobKind as ProtoKind, GetCronJobRequest, GetCronJobResponse, GetRingRequest,
-    GetRingResponse,
+    GetRingResponse, WatchDecisionsRequest, WatchDecisionsResponse,
 };
 use crate::admin::service::NOT_OWNER;
 use crate::admin::tls::CERT_ANNOTATION;
@@ -67,6 +67,13 @@ pub struct StatusArgs {
     /// Which API serves it: batch (batch/v1) or shardcron (cronjobs.shardcron.io).
     #[arg(long, default_value = "batch", value_parser = super::parse_kind)]
     kind: CronJobKind,
+    /// Then print the owner's decisions about it as they happen, until
+    /// interrupted (or the owner stops).
+    #[arg(long)]
+    watch: bool,
+    /// With --watch: stop after this many decisions.
+    #[arg(long, value_name = "N")]
+    watch_count: Option<usize>,
     #[command(flatten)]
     target: Target,
 }
@@ -137,16 +144,19 @@ pub fn ring(args: &RingArgs, out: &mut impl Write) -> Result<(), AdminError> {
 pub fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), AdminError> {
     let (namespace, name) = super::namespaced_name(&args.cronjob)
         .ok_or_else(|| AdminError::NotAName(args.cronjob.clone()))?;
+    let kind = match args.kind {
+        CronJobKind::Batch => ProtoKind::Batch,
+        CronJobKind::Shardcron => ProtoKind::Shardcron,
+    };
     let request = GetCronJobRequest {
         namespace: namespace.to_owned(),
         name: name.to_owned(),
-        kind: match args.kind {
-            CronJobKind::Batch => ProtoKind::Batch,
-            CronJobKind::Shardcron => ProtoKind::Shardcron,
-        }
-        .into(),
+        kind: kind.into(),
     };
-    let answer = block_on(async {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (answer, owner, reach) = runtime.block_on(within_deadline(async {
         let reach = discover(&args.target).await?;
         let mut address = reach.first(&args.target)?;
         // A replica that does not own the CronJob names the one that does:
@@ -157,7 +167,7 @@ pub fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), AdminError>
                 .get_cron_job(authorized(request.clone(), &reach.token)?)
                 .await
             {
-                Ok(answer) => return Ok(answer.into_inner()),
+                Ok(answer) => return Ok((answer.into_inner(), address, reach)),
                 Err(status) => match status.get_details_error_info() {
                     Some(info) if info.reason == NOT_OWNER => {
                         let owner = info.metadata.get("owner").cloned().unwrap_or_default();
@@ -177,12 +187,41 @@ pub fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), AdminError>
             }
         }
         Err(AdminError::TooManyHops(MAX_HOPS))
-    })?;
+    }))?;
     match args.target.output {
         Output::Json => writeln!(out, "{}", status_json(&args.cronjob, &answer))?,
         Output::Text => write_status(out, &args.cronjob, &answer)?,
     }
-    Ok(())
+    out.flush()?;
+    if !args.watch && args.watch_count.is_none() {
+        return Ok(());
+    }
+    // The owner's decisions as they happen: no overall deadline.
+    let watch = WatchDecisionsRequest {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        kind: kind.into(),
+    };
+    runtime.block_on(async {
+        let mut client = within_deadline(reach.dial(&owner)).await?;
+        let mut stream = client
+            .watch_decisions(authorized(watch, &reach.token)?)
+            .await?
+            .into_inner();
+        let mut seen = 0;
+        while args.watch_count.is_none_or(|count| seen < count) {
+            let Some(decision) = stream.message().await? else {
+                break;
+            };
+            seen += 1;
+            match args.target.output {
+                Output::Json => writeln!(out, "{}", decision_json(&decision))?,
+                Output::Text => write_decision(out, &decision)?,
+            }
+            out.flush()?;
+        }
+        Ok(())
+    })
 }
 
 fn block_on<T>(
@@ -191,11 +230,15 @@ fn block_on<T>(
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
-        .block_on(async {
-            tokio::time::timeout(CALL_DEADLINE, call)
-                .await
-                .map_err(|_| AdminError::Timeout(CALL_DEADLINE))?
-        })
+        .block_on(within_deadline(call))
+}
+
+async fn within_deadline<T>(
+    call: impl std::future::Future<Output = Result<T, AdminError>>,
+) -> Result<T, AdminError> {
+    tokio::time::timeout(CALL_DEADLINE, call)
+        .await
+        .map_err(|_| AdminError::Timeout(CALL_DEADLINE))?
 }
 
 /// A request with the caller's token.
@@ -372,6 +415,7 @@ fn status_json(cronjob: &str, answer: &GetCronJobResponse) -> serde_json::Value 
         "suspended": answer.suspended,
         "children": answer.children,
         "deciding": answer.deciding,
+        "wouldDecide": answer.would_decide,
     })
 }
 
@@ -421,5 +465,47 @@ fn write_status(
         } else {
             ""
         }
-    )
+    )?;
+    writeln!(out, "  would decide now:")?;
+    for step in &answer.would_decide {
+        writeln!(out, "    - {step}")?;
+    }
+    Ok(())
+}
+
+fn decision_json(decision: &WatchDecisionsResponse) -> serde_json::Value {
+    let text = |s: &String| (!s.is_empty()).then(|| s.clone());
+    json!({
+        "at": time(&decision.at),
+        "outcome": decision.outcome,
+        "steps": decision.steps,
+        "traceId": text(&decision.trace_id),
+        "createdJob": text(&decision.created_job),
+        "skipped": decision.skipped,
+    })
+}
+
+fn write_decision(out: &mut impl Write, decision: &WatchDecisionsResponse) -> std::io::Result<()> {
+    if decision.skipped > 0 {
+        writeln!(
+            out,
+            "({} decisions of the replica skipped: the watch fell behind)",
+            decision.skipped
+        )?;
+    }
+    let trace = if decision.trace_id.is_empty() {
+        String::new()
+    } else {
+        format!(" trace {}", decision.trace_id)
+    };
+    writeln!(
+        out,
+        "{} {}{trace}",
+        time(&decision.at).unwrap_or_default(),
+        decision.outcome
+    )?;
+    for step in &decision.steps {
+        writeln!(out, "    - {step}")?;
+    }
+    Ok(())
 }

@@ -351,7 +351,9 @@ async fn start(
     } else {
         args.namespaces.iter().cloned().map(Some).collect()
     };
+    let feed = crate::actor::feed::DecisionFeed::default();
     let supervisor = Supervisor::start_with(Parts {
+        feed: feed.clone(),
         client: client.clone(),
         lease: settings.clone(),
         fence,
@@ -389,6 +391,8 @@ async fn start(
         locate: supervisor.clone().recipient(),
         client: client.clone(),
         replica: settings.replica_id.clone(),
+        feed,
+        watchers: Arc::new(tokio::sync::Semaphore::new(admin::MAX_WATCHERS)),
     };
     tokio::spawn(async move {
         if let Err(error) = admin::serve(admin_listener, &identity, admin).await {

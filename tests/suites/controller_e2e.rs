@@ -1282,6 +1282,60 @@ async fn the_admin_api_answers_whoever_rbac_lets_read_and_no_one_else() {
         why.contains("PermissionDenied") && why.contains("may not get cronjobs.admin.shardcron.io"),
         "{why}"
     );
+    // The owner's decisions as they happen: one run asked for now.
+    let reader_path = reader.to_string_lossy().into_owned();
+    let mut watcher = std::process::Command::new(env!("CARGO_BIN_EXE_shardcron"))
+        .args([
+            "status",
+            cronjob.as_str(),
+            "--kind",
+            KIND.name(),
+            "--watch-count",
+            "1",
+            "--address",
+            &address,
+            "--kubeconfig",
+            &reader_path,
+            "--ring",
+            &s.controller.ring,
+            "--output",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the watcher");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let requested = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).expect("now");
+    s.cronjobs
+        .patch(
+            "watched",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {
+                shardcron::reconcile::RUN_NOW_ANNOTATION: requested.to_string()
+            }}})),
+        )
+        .await
+        .expect("ask for a run");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while watcher.try_wait().expect("the watcher").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = watcher.kill();
+            panic!("the watcher printed no decision within 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let output = watcher.wait_with_output().expect("its output");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    let decision: Value = serde_json::from_str(printed.lines().nth(1).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {printed}{}", String::from_utf8_lossy(&output.stderr)));
+    assert_eq!(decision["outcome"], "created", "{decision}");
+    assert_eq!(
+        decision["createdJob"],
+        shardcron::reconcile::run_now_job_name("watched", requested),
+        "{decision}"
+    );
+
     let ring_denied = super::support::stderr(&ask(&reader, &["ring"]));
     assert!(
         ring_denied.contains("may not get rings.admin.shardcron.io"),

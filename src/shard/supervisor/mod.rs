@@ -87,6 +87,8 @@ pub struct Parts {
     pub readiness: Arc<Readiness>,
     /// The watches to run (`None`: the caller feeds the watch messages).
     pub watches: Option<WatchSetup>,
+    /// Where the actors publish their decisions (the admin API watches it).
+    pub feed: crate::actor::feed::DecisionFeed,
 }
 
 /// What the supervisor needs to take part in the ring.
@@ -146,6 +148,7 @@ impl Supervisor {
                 metrics: parts.metrics,
                 default_zone: parts.default_zone,
                 replica: parts.lease.replica_id.clone(),
+                feed: parts.feed.clone(),
             });
             let keeper = lease::start(
                 parts.client.clone(),

@@ -146,6 +146,7 @@ impl Shell {
             Arc::new(fence.clone()),
         );
         let supervisor = Supervisor::start_with(Parts {
+            feed: Default::default(),
             client,
             lease: settings,
             fence,
