@@ -148,3 +148,32 @@ fn bad_input_exits_2_with_one_line() {
         assert_eq!(err.lines().count(), 1, "{err}");
     }
 }
+
+/// Installed as `kubectl-shardcron` on the PATH, the binary is a kubectl
+/// plugin (krew's naming): `kubectl shardcron next ...`, `kubectl
+/// shardcron status ...` run the same commands.
+#[test]
+fn installed_as_kubectl_shardcron_it_is_a_kubectl_plugin() {
+    let kubectl = support::local_binary("kubectl");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_shardcron"),
+        dir.path().join("kubectl-shardcron"),
+    )
+    .expect("link the plugin");
+    let o = std::process::Command::new(kubectl)
+        .args([
+            "shardcron",
+            "next",
+            "*/15 * * * *",
+            "--after",
+            "2024-01-01T10:07:00Z",
+            "--count",
+            "1",
+        ])
+        .env("PATH", dir.path())
+        .output()
+        .expect("run kubectl");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "2024-01-01T10:15:00Z\n");
+}
