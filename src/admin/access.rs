@@ -22,6 +22,11 @@ pub const GROUP: &str = "admin.shardcron.io";
 /// How long a TokenReview or a SubjectAccessReview may take.
 const REVIEW_DEADLINE: Duration = Duration::from_secs(10);
 
+/// At most this many calls are being checked at once per replica: each
+/// costs the API server two reviews, and anyone who reaches the port can
+/// ask, token or not. More wait for a slot (within the call's deadline).
+pub const MAX_CHECKS: usize = 8;
+
 /// What a call asks to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
@@ -81,16 +86,25 @@ pub fn bearer(metadata: &MetadataMap) -> Result<&str, Status> {
 #[derive(Clone)]
 pub struct Access {
     client: Client,
+    checks: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl Access {
     pub fn new(client: Client) -> Self {
-        Self { client }
+        Self {
+            client,
+            checks: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CHECKS)),
+        }
     }
 
     /// The caller, if its token is valid and it may do `action`.
     pub async fn check(&self, metadata: &MetadataMap, action: &Action) -> Result<String, Status> {
         let token = bearer(metadata)?;
+        let _slot = self
+            .checks
+            .acquire()
+            .await
+            .map_err(|_| Status::unavailable("the replica is shutting down"))?;
         let user = self.authenticate(token).await?;
         let name = user.username.clone().unwrap_or_default();
         let review = SubjectAccessReview {
