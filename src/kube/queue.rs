@@ -169,11 +169,91 @@ impl<T> FairQueue<T> {
     pub fn depth(&self, priority: Priority) -> usize {
         self.classes[priority as usize].len
     }
+
+    /// The first queued write `matches` picks, and how many writes would be
+    /// granted before it if nothing else arrived: every write of a more
+    /// urgent class, then, round-robin in its class, up to its own round
+    /// from each namespace (one more from those served before its own).
+    pub fn place_of(&self, mut matches: impl FnMut(&T) -> bool) -> Option<Place> {
+        let mut ahead = 0;
+        for priority in Priority::ALL {
+            let class = &self.classes[priority as usize];
+            for (turn, namespace) in class.turn.iter().enumerate() {
+                let Some(index) = class
+                    .queues
+                    .get(namespace)
+                    .and_then(|queue| queue.iter().position(&mut matches))
+                else {
+                    continue;
+                };
+                let in_class: usize = class
+                    .turn
+                    .iter()
+                    .enumerate()
+                    .map(|(other, name)| {
+                        let len = class.queues.get(name).map_or(0, VecDeque::len);
+                        let rounds = if other < turn { index + 1 } else { index };
+                        len.min(rounds)
+                    })
+                    .sum();
+                return Some(Place {
+                    priority,
+                    ahead: ahead + in_class,
+                });
+            }
+            ahead += class.len;
+        }
+        None
+    }
+}
+
+/// Where a queued write stands (see [`FairQueue::place_of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    pub priority: Priority,
+    /// Writes granted before it if nothing else arrived.
+    pub ahead: usize,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_writes_place_is_how_many_pops_come_before_it() {
+        // Every item of a mixed queue: its place is its pop order.
+        let mut q = FairQueue::default();
+        let mut n = 0;
+        for (priority, namespace, count) in [
+            (Priority::Status, "big", 7),
+            (Priority::CreateJob, "big", 3),
+            (Priority::Status, "small", 2),
+            (Priority::CreateJob, "one", 1),
+            (Priority::Status, "mid", 4),
+            (Priority::Event, "big", 2),
+        ] {
+            for _ in 0..count {
+                q.push(priority, namespace, n);
+                n += 1;
+            }
+        }
+        let places: Vec<Place> = (0..n)
+            .map(|item| q.place_of(|v| *v == item).expect("queued"))
+            .collect();
+        let mut popped = 0;
+        while let Some((priority, _, item)) = q.pop() {
+            assert_eq!(
+                places[item],
+                Place {
+                    priority,
+                    ahead: popped
+                },
+                "item {item}"
+            );
+            popped += 1;
+        }
+        assert_eq!(q.place_of(|_| true), None);
+    }
 
     #[test]
     fn creates_go_first_then_the_rest_in_class_order() {
