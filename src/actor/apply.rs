@@ -150,7 +150,11 @@ pub struct Applied {
 
 /// Runs one decision at `now` and carries it out through the gateway.
 pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp) -> Applied {
-    let gateway = ctx.gateway.abandoning_on(snapshot.stop.clone());
+    let cronjob = &snapshot.cronjob;
+    let gateway = ctx
+        .gateway
+        .for_key(&cronjob.kind.key(&cronjob.namespace, &cronjob.name))
+        .abandoning_on(snapshot.stop.clone());
     let env = Env {
         requests: &gateway,
         metrics: &ctx.metrics,

@@ -6,10 +6,11 @@ use super::access::{Access, Action, GROUP};
 use super::proto::admin_service_server::AdminService;
 use super::proto::{
     ActorPhase, CronJobKind as ProtoKind, GetCronJobRequest, GetCronJobResponse, GetRingRequest,
-    GetRingResponse, Member, WatchDecisionsRequest, WatchDecisionsResponse,
+    GetRingResponse, Member, QueuedRequest, WatchDecisionsRequest, WatchDecisionsResponse,
 };
 use crate::actor::cronjob::{ActorState, Inspect};
 use crate::actor::feed::{DecisionFeed, DecisionRecord};
+use crate::kube::gateway::Gateway;
 use crate::kube::watch::cronjob_api;
 use crate::reconcile::CronJobKind;
 use crate::shard::debug::{DebugShards, ShardReport};
@@ -40,6 +41,8 @@ pub struct Admin {
     pub feed: DecisionFeed,
     /// One permit per open `WatchDecisions` stream ([`super::MAX_WATCHERS`]).
     pub watchers: Arc<Semaphore>,
+    /// Where a CronJob's request waits.
+    pub gateway: Gateway,
 }
 
 /// What a watcher's stream holds before the watcher reads it.
@@ -110,7 +113,14 @@ impl AdminService for Admin {
         match located {
             Located::Running(actor) => {
                 let state = actor.send(Inspect).await.map_err(gone)?;
-                Ok(Response::new(running(&self.replica, state)))
+                let mut answer = running(&self.replica, state);
+                answer.queued = self.gateway.queued(&key).map(|queued| QueuedRequest {
+                    class: queued.class.to_owned(),
+                    ahead: queued.ahead as u64,
+                    rate: queued.rate,
+                    expected_wait_seconds: queued.expected_wait().as_secs_f64(),
+                });
+                Ok(Response::new(answer))
             }
             Located::Waiting => Ok(Response::new(GetCronJobResponse {
                 owner: self.replica.clone(),
@@ -249,6 +259,7 @@ fn running(replica: &str, state: ActorState) -> GetCronJobResponse {
         children: u32::try_from(state.children).unwrap_or(u32::MAX),
         deciding: state.deciding,
         would_decide: state.would_decide,
+        queued: None,
     }
 }
 

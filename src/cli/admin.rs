@@ -416,6 +416,12 @@ fn status_json(cronjob: &str, answer: &GetCronJobResponse) -> serde_json::Value 
         "children": answer.children,
         "deciding": answer.deciding,
         "wouldDecide": answer.would_decide,
+        "queued": answer.queued.as_ref().map(|q| json!({
+            "class": q.class,
+            "ahead": q.ahead,
+            "rate": q.rate,
+            "expectedWaitSeconds": q.expected_wait_seconds,
+        })),
     })
 }
 
@@ -466,6 +472,13 @@ fn write_status(
             ""
         }
     )?;
+    if let Some(queued) = &answer.queued {
+        writeln!(
+            out,
+            "  queued:             a {} request, {} ahead of it: its turn in about {:.1} s at {:.1} requests/s",
+            queued.class, queued.ahead, queued.expected_wait_seconds, queued.rate
+        )?;
+    }
     writeln!(out, "  would decide now:")?;
     for step in &answer.would_decide {
         writeln!(out, "    - {step}")?;

@@ -357,7 +357,7 @@ async fn start(
         client: client.clone(),
         lease: settings.clone(),
         fence,
-        gateway,
+        gateway: gateway.clone(),
         metrics: metrics.clone(),
         default_zone,
         arbiters,
@@ -393,6 +393,7 @@ async fn start(
         replica: settings.replica_id.clone(),
         feed,
         watchers: Arc::new(tokio::sync::Semaphore::new(admin::MAX_WATCHERS)),
+        gateway: gateway.clone(),
     };
     tokio::spawn(async move {
         if let Err(error) = admin::serve(admin_listener, &identity, admin).await {

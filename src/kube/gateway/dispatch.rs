@@ -18,6 +18,23 @@ pub(super) struct Ticket {
     pub(super) priority: Priority,
     pub(super) namespace: String,
     pub(super) grant: oneshot::Sender<()>,
+    /// The CronJob whose decision sent it, if any (the admin API asks
+    /// where a CronJob's request stands).
+    pub(super) key: Option<Arc<str>>,
+}
+
+/// A ticket in the queue.
+pub(super) struct Waiting {
+    grant: oneshot::Sender<()>,
+    pub(super) key: Option<Arc<str>>,
+}
+
+/// The queue, shared with whoever asks where a request stands (locked
+/// only to push, pop and look: never across an await).
+pub(super) type SharedQueue = Arc<std::sync::Mutex<FairQueue<Waiting>>>;
+
+fn lock(queue: &SharedQueue) -> std::sync::MutexGuard<'_, FairQueue<Waiting>> {
+    queue.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// After an idle spell, the dispatcher gathers tickets before it spends the
@@ -106,23 +123,28 @@ pub(super) async fn dispatch(
     mut incoming: mpsc::UnboundedReceiver<Ticket>,
     mut pace: Pace,
     metrics: Arc<Metrics>,
+    queue: SharedQueue,
 ) {
-    let mut queue: FairQueue<oneshot::Sender<()>> = FairQueue::default();
     let mut open = true;
     // Whether the ticket opened its namespace's line in its class.
-    let enqueue = |queue: &mut FairQueue<_>, ticket: Ticket| {
-        queue
-            .push(ticket.priority, &ticket.namespace, ticket.grant)
+    let enqueue = |queue: &SharedQueue, ticket: Ticket| {
+        let waiting = Waiting {
+            grant: ticket.grant,
+            key: ticket.key,
+        };
+        lock(queue)
+            .push(ticket.priority, &ticket.namespace, waiting)
             .in_namespace
             == 1
     };
+    let queue = &queue;
     loop {
-        if queue.is_empty() {
+        if lock(queue).is_empty() {
             if !open {
                 return;
             }
             match incoming.recv().await {
-                Some(ticket) => enqueue(&mut queue, ticket),
+                Some(ticket) => enqueue(queue, ticket),
                 None => return,
             };
             let first = tokio::time::Instant::now();
@@ -132,7 +154,7 @@ pub(super) async fn dispatch(
                 match tokio::time::timeout_at(until, incoming.recv()).await {
                     Ok(Some(ticket)) => {
                         last_ticket = tokio::time::Instant::now();
-                        if enqueue(&mut queue, ticket) {
+                        if enqueue(queue, ticket) {
                             last_new_namespace = last_ticket;
                         }
                     }
@@ -145,24 +167,29 @@ pub(super) async fn dispatch(
             }
         }
         while let Ok(ticket) = incoming.try_recv() {
-            enqueue(&mut queue, ticket);
+            enqueue(queue, ticket);
         }
-        for priority in Priority::ALL {
-            metrics
-                .queue_depth
-                .get_or_create(&PriorityLabels {
-                    priority: priority.label(),
-                })
-                .set(queue.depth(priority) as i64);
-        }
-        let Some(next) = queue.next_priority() else {
+        let next = {
+            let queued = lock(queue);
+            for priority in Priority::ALL {
+                metrics
+                    .queue_depth
+                    .get_or_create(&PriorityLabels {
+                        priority: priority.label(),
+                    })
+                    .set(queued.depth(priority) as i64);
+            }
+            queued.next_priority()
+        };
+        let Some(next) = next else {
             continue;
         };
         // tokio's clock, so that tests can pause it.
         match pace.try_take(next, tokio::time::Instant::now().into_std(), &metrics) {
             Ok(()) => {
-                while let Some((_, _, grant)) = queue.pop() {
-                    if grant.send(()).is_ok() {
+                let mut queued = lock(queue);
+                while let Some((_, _, waiting)) = queued.pop() {
+                    if waiting.grant.send(()).is_ok() {
                         break;
                     }
                 }
@@ -172,7 +199,7 @@ pub(super) async fn dispatch(
                     _ = tokio::time::sleep(wait) => {}
                     ticket = incoming.recv(), if open => match ticket {
                         Some(ticket) => {
-                            enqueue(&mut queue, ticket);
+                            enqueue(queue, ticket);
                         }
                         None => open = false,
                     },
@@ -202,6 +229,7 @@ mod tests {
                 priority,
                 namespace: namespace.to_owned(),
                 grant,
+                key: None,
             })
             .expect("the dispatcher is running");
         granted
@@ -216,7 +244,12 @@ mod tests {
             burst: 4,
         };
         let pace = Pace::new(limits, Arc::new(AtomicU64::new(0)));
-        tokio::spawn(dispatch(queued, pace, Arc::new(Metrics::new())));
+        tokio::spawn(dispatch(
+            queued,
+            pace,
+            Arc::new(Metrics::new()),
+            SharedQueue::default(),
+        ));
         tickets
     }
 
@@ -230,7 +263,12 @@ mod tests {
         };
         let metrics = Arc::new(Metrics::new());
         let pace = Pace::new(limits, throttled.clone());
-        tokio::spawn(dispatch(queued, pace, metrics.clone()));
+        tokio::spawn(dispatch(
+            queued,
+            pace,
+            metrics.clone(),
+            SharedQueue::default(),
+        ));
         // Ten grants in a row, one every 100 ms at 10 qps.
         let granted_in = |count: usize| {
             let tickets = tickets.clone();

@@ -30,7 +30,7 @@ use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{PriorityLabels, RequestLabels};
 use ::kube::Client;
 use ::kube::runtime::events::{Recorder, Reporter};
-use dispatch::{Pace, Ticket, dispatch};
+use dispatch::{Pace, SharedQueue, Ticket, dispatch};
 use event_workers::{EventQueue, send_events};
 use std::future::Future;
 use std::sync::Arc;
@@ -76,6 +76,30 @@ struct Inner {
     events: Arc<EventQueue>,
     /// 429s so far, for the dispatcher's adaptive rate.
     throttled: Arc<AtomicU64>,
+    /// The dispatcher's queue, to say where a CronJob's request stands.
+    queue: SharedQueue,
+}
+
+/// Where a CronJob's request waits in the gateway (the admin API).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuedRequest {
+    /// Its class (`create_job`, `status`, ...: the metrics' `priority`).
+    pub class: &'static str,
+    /// Requests granted before it if nothing more urgent arrived.
+    pub ahead: usize,
+    /// The gateway's rate now (requests per second).
+    pub rate: f64,
+}
+
+impl QueuedRequest {
+    /// How long until its turn at the current rate.
+    pub fn expected_wait(&self) -> Duration {
+        if self.rate > 0.0 {
+            Duration::from_secs_f64((self.ahead as f64 + 1.0) / self.rate)
+        } else {
+            Duration::MAX
+        }
+    }
 }
 
 /// Whether this replica may write now, and for how long. The shard
@@ -109,6 +133,8 @@ pub struct Gateway {
     /// still waiting for their turn (or for a retry) is `on_stop`'s.
     stop: Option<CancellationToken>,
     on_stop: OnStop,
+    /// The CronJob whose decision sends through this handle, if any.
+    key: Option<Arc<str>>,
 }
 
 /// What a request still waiting when its sender stops does. One already
@@ -135,10 +161,12 @@ impl Gateway {
         let (tickets, queued) = mpsc::unbounded_channel();
         let runtime = Handle::current();
         let throttled = Arc::new(AtomicU64::new(0));
+        let queue = SharedQueue::default();
         runtime.spawn(dispatch(
             queued,
             Pace::new(limits, throttled.clone()),
             metrics.clone(),
+            queue.clone(),
         ));
         let events = Arc::new(EventQueue::new());
         let inner = Arc::new(Inner {
@@ -151,6 +179,7 @@ impl Gateway {
             fence,
             events: events.clone(),
             throttled,
+            queue,
         });
         for _ in 0..events::WORKERS {
             inner
@@ -166,7 +195,33 @@ impl Gateway {
             inner,
             stop: None,
             on_stop: OnStop::Abandon,
+            key: None,
         }
+    }
+
+    /// This gateway for the decisions of the CronJob `key`: its requests
+    /// can be found in the queue ([`Gateway::queued`]).
+    pub fn for_key(&self, key: &str) -> Gateway {
+        Gateway {
+            key: Some(Arc::from(key)),
+            ..self.clone()
+        }
+    }
+
+    /// Where the request of CronJob `key` waits now, if one does (an
+    /// actor sends one request at a time).
+    pub fn queued(&self, key: &str) -> Option<QueuedRequest> {
+        let place = self
+            .inner
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .place_of(|waiting| waiting.key.as_deref() == Some(key))?;
+        Some(QueuedRequest {
+            class: place.priority.label(),
+            ahead: place.ahead,
+            rate: self.inner.metrics.rate_limit.get(),
+        })
     }
 
     /// This gateway for one sender that may stop: once `stop` is cancelled,
@@ -176,9 +231,9 @@ impl Gateway {
     /// most the request in flight, not for its queue.
     pub fn abandoning_on(&self, stop: CancellationToken) -> Gateway {
         Gateway {
-            inner: self.inner.clone(),
             stop: Some(stop),
             on_stop: OnStop::Abandon,
+            ..self.clone()
         }
     }
 
@@ -187,9 +242,8 @@ impl Gateway {
     /// instead (see [`OnStop::Hurry`]).
     fn hurrying_on_stop(&self) -> Gateway {
         Gateway {
-            inner: self.inner.clone(),
-            stop: self.stop.clone(),
             on_stop: OnStop::Hurry,
+            ..self.clone()
         }
     }
 
@@ -216,6 +270,7 @@ impl Gateway {
                 priority,
                 namespace: namespace.to_owned(),
                 grant,
+                key: self.key.clone(),
             })
             .map_err(|_| ApiFailure::Closed)?;
         Ok(granted)

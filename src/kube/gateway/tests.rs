@@ -131,3 +131,28 @@ async fn routine_status_write(
         )
         .await
 }
+
+/// The admin API's question: where does CronJob moved/report's request
+/// wait? Behind the herd's creates still queued, in the status class; its
+/// turn comes at the gateway's rate.
+#[tokio::test(start_paused = true)]
+async fn a_cronjobs_queued_request_is_found_with_what_is_ahead_of_it() {
+    let (gateway, _) = gateway();
+    let herd = herd(&gateway);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(gateway.queued("moved/report"), None, "nothing sent yet");
+    let keyed = gateway.for_key("moved/report");
+    let write = tokio::spawn(async move { routine_status_write(&keyed).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let queued = gateway.queued("moved/report").expect("queued");
+    // The burst's one token went to the first create: four are left ahead.
+    assert_eq!((queued.class, queued.ahead), ("status", 4));
+    assert_eq!(queued.rate, 1.0);
+    assert_eq!(queued.expected_wait(), Duration::from_secs(5));
+    assert_eq!(gateway.queued("other/cronjob"), None);
+    write.await.expect("the task").expect("written");
+    assert_eq!(gateway.queued("moved/report"), None, "granted and gone");
+    for create in herd {
+        create.await.expect("the task").expect("a herd's create");
+    }
+}
