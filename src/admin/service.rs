@@ -221,7 +221,8 @@ impl Admin {
 }
 
 /// FAILED_PRECONDITION with an ErrorInfo naming the owner, so a client can
-/// follow; without an owner (no ring yet), UNAVAILABLE.
+/// follow; without an owner (no ring yet, or the key moved meanwhile),
+/// UNAVAILABLE.
 fn not_owner(replica: &str, owner: Option<&str>) -> Status {
     match owner {
         Some(owner) => Status::with_error_details(
@@ -234,7 +235,7 @@ fn not_owner(replica: &str, owner: Option<&str>) -> Status {
             ),
         ),
         None => Status::unavailable(format!(
-            "{replica} does not own this CronJob and has no ring to name its owner yet"
+            "{replica} does not own this CronJob and cannot name its owner now (no ring yet, or a rebalance under way): ask again"
         )),
     }
 }
