@@ -7,7 +7,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-const LAYERS: [&str; 6] = ["schedule", "reconcile", "kube", "actor", "shard", "cli"];
+const LAYERS: [&str; 7] = [
+    "schedule",
+    "reconcile",
+    "kube",
+    "actor",
+    "shard",
+    "admin",
+    "cli",
+];
 const BESIDE: [&str; 3] = ["telemetry", "memory", "boot_clock"];
 
 /// Module path (`shard::ownership`) -> the modules it refers to.

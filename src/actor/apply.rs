@@ -8,7 +8,7 @@
 //! passes a snapshot in and applies the result.
 
 use super::feed::{DecisionFeed, DecisionRecord};
-use super::streak::{StreakWritten, write_streak};
+use super::streak::write_streak;
 use crate::kube::bucket::{self, Bucket};
 use crate::kube::failure::ApiFailure;
 use crate::kube::gateway::Gateway;
@@ -377,8 +377,35 @@ async fn apply_plan<R: JobRequests + Clone>(
 
     // The streak before the history deletes, which may remove the failed
     // Jobs it counts.
-    let streak = write_streak(gateway, snapshot, plan.streak.as_ref(), &mut applied).await;
-    let keep_evidence = keep_evidence || streak == StreakWritten::Pending;
+    let mut streak_pending = false;
+    // After a status conflict the decision is retried from the re-read
+    // CronJob; the streak is recomputed then.
+    if let Some(update) = plan.streak.as_ref() {
+        if applied.reread.is_some() {
+            streak_pending = true;
+        } else {
+            let version = match &applied.written_status {
+                Some((_, version)) => version.clone(),
+                None => snapshot.resource_version.clone(),
+            };
+            let written = write_streak(
+                gateway,
+                &snapshot.cronjob,
+                version.as_deref(),
+                update,
+                object_reference(&snapshot.cronjob),
+            )
+            .await;
+            streak_pending = !written.done;
+            if written.cronjob.is_some() {
+                applied.reread = written.cronjob;
+            }
+            if let Some(error) = written.backoff {
+                applied.requeue = Requeue::Backoff(error);
+            }
+        }
+    }
+    let keep_evidence = keep_evidence || streak_pending;
     for (sent, deletion) in history.iter().enumerate() {
         if keep_evidence
             || delete(env, deletion, &mut results, &mut deleted).await == Deleted::Abandoned

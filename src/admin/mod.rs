@@ -20,7 +20,7 @@ use tonic::transport::{Identity, Server, ServerTlsConfig};
 /// The annotation on a replica's Lease that says where its admin API is
 /// reached (HOST:PORT): clients find a replica, and follow a CronJob to its
 /// owner, from the ring's Leases.
-pub const ADDRESS_ANNOTATION: &str = "shardcron.io/admin-address";
+pub use crate::shard::lease::ADDRESS_ANNOTATION;
 
 /// The address a replica publishes for its admin API: the one it is told
 /// (`--admin-advertise-address`); else the bound one, unless that is a

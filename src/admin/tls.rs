@@ -10,7 +10,7 @@ use thiserror::Error;
 
 /// The annotation on a replica's Lease that holds its admin certificate
 /// (PEM).
-pub const CERT_ANNOTATION: &str = "shardcron.io/admin-certificate";
+pub use crate::shard::lease::CERT_ANNOTATION;
 
 /// A certificate and its private key, PEM.
 #[derive(Clone)]

@@ -5,9 +5,6 @@
 //! its own leaves upstream's behaviour in place and is reported on the
 //! CronJob, naming the values it takes.
 
-use super::pause::{
-    FAILED_JOBS_ANNOTATION, PAUSE_AFTER_FAILURES_ANNOTATION, PAUSED_ANNOTATION, PauseState,
-};
 use std::collections::BTreeMap;
 use thiserror::Error;
 
@@ -163,8 +160,12 @@ impl Options {
             }
         }
         if let Some((state, invalid)) = PauseState::from_annotations(annotations) {
-            if let Some(invalid) = invalid {
-                options.invalid.get_or_insert_with(|| Box::new(invalid));
+            if let Some(value) = invalid {
+                options.note_invalid(
+                    PAUSE_AFTER_FAILURES_ANNOTATION,
+                    &value,
+                    "a count from 1 to 100, such as 3",
+                );
             }
             options.pause = Some(Box::new(state));
         }
@@ -244,6 +245,96 @@ fn fmix64(mut h: u64) -> u64 {
     h ^= h >> 33;
     h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     h ^ (h >> 33)
+}
+
+/// The opt-in: a count of consecutive failed Jobs, 1 to
+/// [`MAX_PAUSE_AFTER_FAILURES`], after which the CronJob is suspended.
+pub const PAUSE_AFTER_FAILURES_ANNOTATION: &str = "shardcron.io/pause-after-failures";
+
+/// Written by the controller: the failed Jobs of the current streak, oldest
+/// first, each `name@failure time` (`nightly-29400120@2026-11-26T10:02:07Z,
+/// nightly-29400180@2026-11-26T10:03:05Z`). Absent when there are none.
+pub const FAILED_JOBS_ANNOTATION: &str = "shardcron.io/failed-jobs";
+
+/// Written by the controller when it pauses the CronJob, and left as the
+/// record of the last pause: `<time> after N consecutive failed Jobs:
+/// a, b, c`. Failures before its time never count again.
+pub const PAUSED_ANNOTATION: &str = "shardcron.io/paused";
+
+/// The largest N: the list of failures on the CronJob stays below 10 KB.
+pub const MAX_PAUSE_AFTER_FAILURES: u32 = 100;
+
+/// What the CronJob's annotations say about pausing; boxed in
+/// [`super::Options`], absent for a CronJob without any of the three.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PauseState {
+    /// N; 0: the opt-in is off (absent or invalid).
+    pub threshold: u32,
+    /// The streak as last written ([`FAILED_JOBS_ANNOTATION`]); entries it
+    /// cannot read are dropped (and the next write leaves them out).
+    pub counted: Vec<FailedJob>,
+    /// The time of the last pause ([`PAUSED_ANNOTATION`]).
+    pub paused_at: Option<jiff::Timestamp>,
+}
+
+/// One failed Job of a streak.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedJob {
+    pub name: String,
+    pub failed_at: jiff::Timestamp,
+}
+
+impl PauseState {
+    /// Reads the three annotations: `None` when none is set; with the
+    /// opt-in's value when it is not a count from 1 to the maximum (the
+    /// opt-in is then off).
+    pub(super) fn from_annotations(
+        annotations: &BTreeMap<String, String>,
+    ) -> Option<(Self, Option<String>)> {
+        let threshold = annotations.get(PAUSE_AFTER_FAILURES_ANNOTATION);
+        let counted = annotations.get(FAILED_JOBS_ANNOTATION);
+        let paused = annotations.get(PAUSED_ANNOTATION);
+        if threshold.is_none() && counted.is_none() && paused.is_none() {
+            return None;
+        }
+        let mut invalid = None;
+        let threshold = match threshold {
+            None => 0,
+            Some(value) => match value.trim().parse::<u32>() {
+                Ok(n) if (1..=MAX_PAUSE_AFTER_FAILURES).contains(&n) => n,
+                _ => {
+                    invalid = Some(value.clone());
+                    0
+                }
+            },
+        };
+        let state = Self {
+            threshold,
+            counted: counted.map(|v| parse_failed_jobs(v)).unwrap_or_default(),
+            paused_at: paused.and_then(|record| {
+                record
+                    .split_whitespace()
+                    .next()
+                    .and_then(|t| t.parse().ok())
+            }),
+        };
+        Some((state, invalid))
+    }
+}
+
+/// The entries of [`FAILED_JOBS_ANNOTATION`] that read as `name@time`.
+fn parse_failed_jobs(value: &str) -> Vec<FailedJob> {
+    value
+        .split(',')
+        .filter_map(|entry| {
+            let (name, time) = entry.trim().rsplit_once('@')?;
+            let failed_at = time.parse().ok()?;
+            (!name.is_empty()).then(|| FailedJob {
+                name: name.to_owned(),
+                failed_at,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

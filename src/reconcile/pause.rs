@@ -23,106 +23,15 @@
 //! Jobs) and the list emptied: after `spec.suspend: false`, counting starts
 //! again from the pause, so the failures that caused it never count twice.
 
-use super::options::InvalidOption;
 use super::view::{CronJobView, Finished, JobSummary};
 use super::{Event, Reason};
 use jiff::Timestamp;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-/// The opt-in: a count of consecutive failed Jobs, 1 to
-/// [`MAX_PAUSE_AFTER_FAILURES`], after which the CronJob is suspended.
-pub const PAUSE_AFTER_FAILURES_ANNOTATION: &str = "shardcron.io/pause-after-failures";
-
-/// Written by the controller: the failed Jobs of the current streak, oldest
-/// first, each `name@failure time` (`nightly-29400120@2026-11-26T10:02:07Z,
-/// nightly-29400180@2026-11-26T10:03:05Z`). Absent when there are none.
-pub const FAILED_JOBS_ANNOTATION: &str = "shardcron.io/failed-jobs";
-
-/// Written by the controller when it pauses the CronJob, and left as the
-/// record of the last pause: `<time> after N consecutive failed Jobs:
-/// a, b, c`. Failures before its time never count again.
-pub const PAUSED_ANNOTATION: &str = "shardcron.io/paused";
-
-/// The largest N: the list of failures on the CronJob stays below 10 KB.
-pub const MAX_PAUSE_AFTER_FAILURES: u32 = 100;
-
-/// What the CronJob's annotations say about pausing; boxed in
-/// [`super::Options`], absent for a CronJob without any of the three.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PauseState {
-    /// N; 0: the opt-in is off (absent or invalid).
-    pub threshold: u32,
-    /// The streak as last written ([`FAILED_JOBS_ANNOTATION`]); entries it
-    /// cannot read are dropped (and the next write leaves them out).
-    pub counted: Vec<FailedJob>,
-    /// The time of the last pause ([`PAUSED_ANNOTATION`]).
-    pub paused_at: Option<Timestamp>,
-}
-
-/// One failed Job of a streak.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FailedJob {
-    pub name: String,
-    pub failed_at: Timestamp,
-}
-
-impl PauseState {
-    /// Reads the three annotations: `None` when none is set; with the
-    /// opt-in's error when N is not a count from 1 to the maximum (the
-    /// opt-in is then off).
-    pub(super) fn from_annotations(
-        annotations: &BTreeMap<String, String>,
-    ) -> Option<(Self, Option<InvalidOption>)> {
-        let threshold = annotations.get(PAUSE_AFTER_FAILURES_ANNOTATION);
-        let counted = annotations.get(FAILED_JOBS_ANNOTATION);
-        let paused = annotations.get(PAUSED_ANNOTATION);
-        if threshold.is_none() && counted.is_none() && paused.is_none() {
-            return None;
-        }
-        let mut invalid = None;
-        let threshold = match threshold {
-            None => 0,
-            Some(value) => match value.trim().parse::<u32>() {
-                Ok(n) if (1..=MAX_PAUSE_AFTER_FAILURES).contains(&n) => n,
-                _ => {
-                    invalid = Some(InvalidOption {
-                        annotation: PAUSE_AFTER_FAILURES_ANNOTATION,
-                        value: value.clone(),
-                        allowed: "a count from 1 to 100, such as 3",
-                    });
-                    0
-                }
-            },
-        };
-        let state = Self {
-            threshold,
-            counted: counted.map(|v| parse_failed_jobs(v)).unwrap_or_default(),
-            paused_at: paused.and_then(|record| {
-                record
-                    .split_whitespace()
-                    .next()
-                    .and_then(|t| t.parse().ok())
-            }),
-        };
-        Some((state, invalid))
-    }
-}
-
-/// The entries of [`FAILED_JOBS_ANNOTATION`] that read as `name@time`.
-fn parse_failed_jobs(value: &str) -> Vec<FailedJob> {
-    value
-        .split(',')
-        .filter_map(|entry| {
-            let (name, time) = entry.trim().rsplit_once('@')?;
-            let failed_at = time.parse().ok()?;
-            (!name.is_empty()).then(|| FailedJob {
-                name: name.to_owned(),
-                failed_at,
-            })
-        })
-        .collect()
-}
+pub use super::options::{
+    FAILED_JOBS_ANNOTATION, FailedJob, MAX_PAUSE_AFTER_FAILURES, PAUSE_AFTER_FAILURES_ANNOTATION,
+    PAUSED_ANNOTATION, PauseState,
+};
 
 fn format_failed_jobs(jobs: &[FailedJob]) -> String {
     let mut out = String::new();

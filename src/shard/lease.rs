@@ -29,8 +29,11 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 pub const RING_LABEL: &str = "shardcron.io/ring";
-use crate::admin::ADDRESS_ANNOTATION;
-use crate::admin::tls::CERT_ANNOTATION;
+/// Where the replica's admin API is reached (HOST:PORT); see
+/// docs/admin-api.md.
+pub const ADDRESS_ANNOTATION: &str = "shardcron.io/admin-address";
+/// The replica's self-signed admin API certificate (PEM).
+pub const CERT_ANNOTATION: &str = "shardcron.io/admin-certificate";
 
 pub const VIEW_ANNOTATION: &str = "shardcron.io/view";
 pub const INCARNATION_ANNOTATION: &str = "shardcron.io/incarnation";
@@ -46,9 +49,9 @@ pub struct LeaseSettings {
     pub renew_period: Duration,
     pub renew_deadline: Duration,
     /// The admin API's self-signed certificate (PEM), published on the
-    /// Lease for clients to trust ([`crate::admin::tls::CERT_ANNOTATION`]).
+    /// Lease for clients to trust ([`CERT_ANNOTATION`]).
     pub admin_certificate: Option<String>,
-    /// Where the admin API is reached ([`crate::admin::ADDRESS_ANNOTATION`]).
+    /// Where the admin API is reached ([`ADDRESS_ANNOTATION`]).
     pub admin_address: Option<String>,
 }
 
