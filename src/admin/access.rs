@@ -118,12 +118,7 @@ impl Access {
             },
             ..SubjectAccessReview::default()
         };
-        let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
-        let answer =
-            tokio::time::timeout(REVIEW_DEADLINE, api.create(&PostParams::default(), &review))
-                .await
-                .map_err(|_| Status::unavailable("the SubjectAccessReview timed out"))?
-                .map_err(|error| Status::unavailable(format!("SubjectAccessReview: {error}")))?;
+        let answer = self.review("SubjectAccessReview", &review).await?;
         let status = answer.status.unwrap_or_default();
         if status.allowed {
             Ok(name)
@@ -137,6 +132,24 @@ impl Access {
         }
     }
 
+    /// Creates a review (a TokenReview, a SubjectAccessReview) within
+    /// [`REVIEW_DEADLINE`]; the API server's answer has its status.
+    async fn review<K>(&self, kind: &str, review: &K) -> Result<K, Status>
+    where
+        K: ::kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + serde::Serialize
+            + serde::de::DeserializeOwned,
+        K::DynamicType: Default,
+    {
+        let api: Api<K> = Api::all(self.client.clone());
+        tokio::time::timeout(REVIEW_DEADLINE, api.create(&PostParams::default(), review))
+            .await
+            .map_err(|_| Status::unavailable(format!("the {kind} timed out")))?
+            .map_err(|error| Status::unavailable(format!("{kind}: {error}")))
+    }
+
     async fn authenticate(&self, token: &str) -> Result<UserInfo, Status> {
         let review = TokenReview {
             spec: TokenReviewSpec {
@@ -145,12 +158,7 @@ impl Access {
             },
             ..TokenReview::default()
         };
-        let api: Api<TokenReview> = Api::all(self.client.clone());
-        let answer =
-            tokio::time::timeout(REVIEW_DEADLINE, api.create(&PostParams::default(), &review))
-                .await
-                .map_err(|_| Status::unavailable("the TokenReview timed out"))?
-                .map_err(|error| Status::unavailable(format!("TokenReview: {error}")))?;
+        let answer = self.review("TokenReview", &review).await?;
         let status = answer.status.unwrap_or_default();
         match (status.authenticated, status.user) {
             (Some(true), Some(user)) => Ok(user),

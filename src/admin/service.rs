@@ -96,12 +96,9 @@ impl AdminService for Admin {
         request: Request<GetCronJobRequest>,
     ) -> Result<Response<GetCronJobResponse>, Status> {
         let call = request.get_ref();
-        let (kind, key) = target(&call.namespace, &call.name, call.kind)?;
-        let action = Action::ReadCronJob {
-            namespace: call.namespace.clone(),
-            name: call.name.clone(),
-        };
-        self.access.check(request.metadata(), &action).await?;
+        let (kind, key) = self
+            .authorize(request.metadata(), &call.namespace, &call.name, call.kind)
+            .await?;
         let located = self
             .locate
             .send(Locate {
@@ -153,6 +150,24 @@ type DecisionStream =
     Pin<Box<dyn tokio_stream::Stream<Item = Result<WatchDecisionsResponse, Status>> + Send>>;
 
 impl Admin {
+    /// The CronJob a call names, checked, once the caller may read it: its
+    /// kind and key.
+    async fn authorize(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        namespace: &str,
+        name: &str,
+        kind: i32,
+    ) -> Result<(CronJobKind, String), Status> {
+        let target = target(namespace, name, kind)?;
+        let action = Action::ReadCronJob {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        };
+        self.access.check(metadata, &action).await?;
+        Ok(target)
+    }
+
     /// `WatchDecisions`: the feed filtered to one key, through a bounded
     /// stream, until the caller hangs up.
     async fn watch(
@@ -160,12 +175,9 @@ impl Admin {
         request: Request<WatchDecisionsRequest>,
     ) -> Result<Response<DecisionStream>, Status> {
         let call = request.get_ref();
-        let (_, key) = target(&call.namespace, &call.name, call.kind)?;
-        let action = Action::ReadCronJob {
-            namespace: call.namespace.clone(),
-            name: call.name.clone(),
-        };
-        self.access.check(request.metadata(), &action).await?;
+        let (_, key) = self
+            .authorize(request.metadata(), &call.namespace, &call.name, call.kind)
+            .await?;
         let permit = self.watchers.clone().try_acquire_owned().map_err(|_| {
             Status::resource_exhausted(format!(
                 "{} decision streams are open on this replica already",
