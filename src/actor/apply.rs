@@ -426,17 +426,25 @@ async fn apply_plan<R: JobRequests + Clone>(
     for event in &outcome.events {
         gateway.record(regarding.clone(), event);
     }
-    if env.feed.wanted() {
-        let cronjob = &snapshot.cronjob;
-        env.feed.publish(DecisionRecord {
-            key: cronjob.kind.key(&cronjob.namespace, &cronjob.name),
-            at: input.now,
-            outcome: reconcile::slot_outcome(&plan.decisions),
-            steps: plan.decisions.iter().map(ToString::to_string).collect(),
-            trace_id: traces::current_trace_id(),
-            created: applied.created.as_ref().map(|job| job.name.clone()),
-        });
+    // Decisions that change nothing (most Job updates) are not journalled:
+    // they would push out the ones that did something.
+    if plan.is_noop() && outcome.events.is_empty() {
+        return applied;
     }
+    let cronjob = &snapshot.cronjob;
+    env.feed.publish(DecisionRecord {
+        key: cronjob.kind.key(&cronjob.namespace, &cronjob.name),
+        at: input.now,
+        outcome: reconcile::slot_outcome(&plan.decisions),
+        steps: plan.decisions.iter().map(ToString::to_string).collect(),
+        events: outcome
+            .events
+            .iter()
+            .map(|event| format!("{:?} {}: {}", event.event_type, event.reason, event.message))
+            .collect(),
+        trace_id: traces::current_trace_id(),
+        created: applied.created.as_ref().map(|job| job.name.clone()),
+    });
     applied
 }
 

@@ -1,14 +1,26 @@
-//! The decisions this replica's actors make, for whoever watches them (the
-//! admin API's `WatchDecisions`): a bounded broadcast, written to only
-//! while someone listens, so it costs nothing otherwise.
+//! The decisions this replica's actors make, for the admin API: a journal
+//! of the last [`JOURNAL_CAPACITY`] of them (all CronJobs together, oldest
+//! dropped first) that `GetCronJob` reads a CronJob's recent ones from,
+//! and a bounded broadcast for `WatchDecisions`, sent to only while someone
+//! listens.
 
 use jiff::Timestamp;
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 
 /// How many decisions a watcher may fall behind before it skips ahead
 /// (it is told how many it missed).
 pub const FEED_CAPACITY: usize = 1024;
+
+/// How many decisions the journal keeps, all CronJobs of the replica
+/// together (a few hundred bytes each: about 2 MB full). On a busy replica
+/// a CronJob that fires rarely may have none left; the answer says how far
+/// back the journal reaches.
+pub const JOURNAL_CAPACITY: usize = 4096;
+
+/// At most this many of one CronJob's decisions are read back, newest last.
+pub const RECENT_PER_CRONJOB: usize = 10;
 
 /// One decision that did something (a write, an event), as published.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +33,8 @@ pub struct DecisionRecord {
     pub outcome: &'static str,
     /// Each step and its reason.
     pub steps: Vec<String>,
+    /// The events it recorded on the CronJob (`Normal SuccessfulCreate: ...`).
+    pub events: Vec<String>,
     /// The firing's trace, when it was sampled.
     pub trace_id: Option<String>,
     /// The Job it created, if any.
@@ -28,26 +42,124 @@ pub struct DecisionRecord {
 }
 
 #[derive(Debug, Clone)]
-pub struct DecisionFeed(broadcast::Sender<Arc<DecisionRecord>>);
+pub struct DecisionFeed {
+    live: broadcast::Sender<Arc<DecisionRecord>>,
+    journal: Arc<Mutex<VecDeque<Arc<DecisionRecord>>>>,
+}
 
 impl Default for DecisionFeed {
     fn default() -> Self {
-        Self(broadcast::channel(FEED_CAPACITY).0)
+        Self {
+            live: broadcast::channel(FEED_CAPACITY).0,
+            journal: Arc::new(Mutex::new(VecDeque::with_capacity(JOURNAL_CAPACITY))),
+        }
     }
 }
 
-impl DecisionFeed {
-    /// Whether anyone listens: the record is built only then.
-    pub fn wanted(&self) -> bool {
-        self.0.receiver_count() > 0
-    }
+/// A CronJob's decisions found in the journal.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recent {
+    /// Oldest first, at most [`RECENT_PER_CRONJOB`].
+    pub decisions: Vec<Arc<DecisionRecord>>,
+    /// When the journal's oldest decision was made (of any CronJob): no
+    /// decision before it is known.
+    pub since: Option<Timestamp>,
+}
 
+impl DecisionFeed {
     pub fn publish(&self, record: DecisionRecord) {
-        // No receiver left meanwhile: nothing to do.
-        let _ = self.0.send(Arc::new(record));
+        let record = Arc::new(record);
+        // A poisoned lock (a panic elsewhere while pushing) loses the
+        // journal, never the decision.
+        if let Ok(mut journal) = self.journal.lock() {
+            if journal.len() == JOURNAL_CAPACITY {
+                journal.pop_front();
+            }
+            journal.push_back(record.clone());
+        }
+        if self.live.receiver_count() > 0 {
+            // No receiver left meanwhile: nothing to do.
+            let _ = self.live.send(record);
+        }
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<DecisionRecord>> {
-        self.0.subscribe()
+        self.live.subscribe()
+    }
+
+    /// The last [`RECENT_PER_CRONJOB`] decisions about `key` the journal
+    /// holds.
+    pub fn recent(&self, key: &str) -> Recent {
+        let Ok(journal) = self.journal.lock() else {
+            return Recent::default();
+        };
+        let mut decisions: Vec<_> = journal
+            .iter()
+            .rev()
+            .filter(|record| record.key == key)
+            .take(RECENT_PER_CRONJOB)
+            .cloned()
+            .collect();
+        decisions.reverse();
+        Recent {
+            decisions,
+            since: journal.front().map(|record| record.at),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(key: &str, second: i64) -> DecisionRecord {
+        DecisionRecord {
+            key: key.to_owned(),
+            at: Timestamp::from_second(second).expect("a time"),
+            outcome: "created",
+            steps: Vec::new(),
+            events: Vec::new(),
+            trace_id: None,
+            created: None,
+        }
+    }
+
+    #[test]
+    fn the_journal_keeps_the_last_decisions_of_all_and_returns_one_cronjobs_newest() {
+        let feed = DecisionFeed::default();
+        assert_eq!(feed.recent("ns/a"), Recent::default());
+        for second in 0..20 {
+            feed.publish(record("ns/a", second));
+            feed.publish(record("ns/b", second));
+        }
+        let recent = feed.recent("ns/a");
+        let seconds: Vec<i64> = recent.decisions.iter().map(|r| r.at.as_second()).collect();
+        assert_eq!(
+            seconds,
+            (10..20).collect::<Vec<_>>(),
+            "the newest ten, oldest first"
+        );
+        assert_eq!(recent.since.map(|t| t.as_second()), Some(0));
+
+        // Full: the oldest go first, whoever they were about.
+        for second in 100..100 + JOURNAL_CAPACITY as i64 {
+            feed.publish(record("ns/b", second));
+        }
+        assert!(feed.recent("ns/a").decisions.is_empty());
+        assert_eq!(feed.recent("ns/a").since.map(|t| t.as_second()), Some(100));
+        assert_eq!(
+            feed.journal.lock().expect("not poisoned").len(),
+            JOURNAL_CAPACITY
+        );
+    }
+
+    #[tokio::test]
+    async fn a_watcher_receives_what_is_published_after_it_subscribed() {
+        let feed = DecisionFeed::default();
+        feed.publish(record("ns/a", 1));
+        let mut watcher = feed.subscribe();
+        feed.publish(record("ns/a", 2));
+        let received = watcher.recv().await.expect("a record");
+        assert_eq!(received.at.as_second(), 2);
     }
 }

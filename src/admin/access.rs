@@ -32,6 +32,9 @@ pub const MAX_CHECKS: usize = 8;
 pub enum Action {
     /// Read the ring: `get` on the cluster-scoped `rings`.
     ReadRing,
+    /// Read the write gateway's queues: `get` on the cluster-scoped
+    /// `queues` (they name tenants' namespaces).
+    ReadQueues,
     /// Read one CronJob's live state: `get` on `cronjobs` in its namespace.
     ReadCronJob { namespace: String, name: String },
 }
@@ -41,6 +44,7 @@ impl Action {
     pub fn attributes(&self) -> ResourceAttributes {
         let (resource, namespace, name) = match self {
             Action::ReadRing => ("rings", None, None),
+            Action::ReadQueues => ("queues", None, None),
             Action::ReadCronJob { namespace, name } => {
                 ("cronjobs", Some(namespace.clone()), Some(name.clone()))
             }
@@ -59,6 +63,7 @@ impl Action {
     fn describe(&self) -> String {
         match self {
             Action::ReadRing => format!("get rings.{GROUP}"),
+            Action::ReadQueues => format!("get queues.{GROUP}"),
             Action::ReadCronJob { namespace, name } => {
                 format!("get cronjobs.{GROUP} {name:?} in namespace {namespace:?}")
             }

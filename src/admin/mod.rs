@@ -21,6 +21,9 @@ use tonic::transport::{Identity, Server, ServerTlsConfig};
 /// reached (HOST:PORT): clients find a replica, and follow a CronJob to its
 /// owner, from the ring's Leases.
 pub use crate::shard::lease::ADDRESS_ANNOTATION;
+/// The annotation that names the replica's pod and admin port, for clients
+/// that reach it through the API server's port-forward.
+pub use crate::shard::lease::POD_ANNOTATION;
 
 /// The address a replica publishes for its admin API: the one it is told
 /// (`--admin-advertise-address`); else the bound one, unless that is a
@@ -42,6 +45,53 @@ pub fn advertised_address(
     }
     let ip: std::net::IpAddr = pod_ip?.trim().parse().ok()?;
     Some(std::net::SocketAddr::new(ip, bound.port()).to_string())
+}
+
+/// What a replica in pod `pod` (NAMESPACE/NAME) publishes for clients to
+/// port-forward to: `NAMESPACE/NAME:PORT`; nothing when the port is 0
+/// (chosen at start, unknown to the pod's spec).
+pub fn published_pod(pod: &str, port: u16) -> Result<Option<String>, String> {
+    let Some((namespace, name)) = pod.split_once('/') else {
+        return Err(format!("{pod:?} is not NAMESPACE/NAME"));
+    };
+    let valid = |part: &str| {
+        !part.is_empty()
+            && part.len() <= 253
+            && part
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+    };
+    if !valid(namespace) || !valid(name) {
+        return Err(format!("{pod:?} is not NAMESPACE/NAME"));
+    }
+    Ok((port != 0).then(|| format!("{pod}:{port}")))
+}
+
+/// A published pod (`NAMESPACE/NAME:PORT`), read back by clients.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminPod {
+    pub namespace: String,
+    pub name: String,
+    pub port: u16,
+}
+
+impl AdminPod {
+    pub fn parse(published: &str) -> Option<AdminPod> {
+        let (pod, port) = published.rsplit_once(':')?;
+        let (namespace, name) = pod.split_once('/')?;
+        (!namespace.is_empty() && !name.is_empty()).then_some(())?;
+        Some(AdminPod {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            port: port.parse().ok().filter(|port| *port != 0)?,
+        })
+    }
+}
+
+impl std::fmt::Display for AdminPod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pod {}/{} port {}", self.namespace, self.name, self.port)
+    }
 }
 
 /// How long one call may take (two reviews, a read, an actor's answer).
@@ -74,7 +124,30 @@ pub async fn serve(
 
 #[cfg(test)]
 mod tests {
-    use super::advertised_address;
+    use super::{AdminPod, advertised_address, published_pod};
+
+    #[test]
+    fn a_published_pod_is_read_back_as_it_was_written() {
+        let published = published_pod("shardcron-system/shardcron-1", 9443)
+            .expect("valid")
+            .expect("a port");
+        assert_eq!(published, "shardcron-system/shardcron-1:9443");
+        assert_eq!(
+            AdminPod::parse(&published),
+            Some(AdminPod {
+                namespace: "shardcron-system".into(),
+                name: "shardcron-1".into(),
+                port: 9443
+            })
+        );
+        assert_eq!(published_pod("ns/pod", 0), Ok(None));
+        for bad in ["pod", "/pod", "ns/", "ns/a/b", "NS/pod", "ns/pod:1"] {
+            assert!(published_pod(bad, 9443).is_err(), "{bad}");
+        }
+        for bad in ["ns/pod", "ns/pod:0", "ns/pod:x", "/pod:1", "pod:1"] {
+            assert_eq!(AdminPod::parse(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn the_advertised_address_is_the_told_one_else_a_reachable_bound_one() {

@@ -5,12 +5,14 @@
 use super::access::{Access, Action, GROUP};
 use super::proto::admin_service_server::AdminService;
 use super::proto::{
-    ActorPhase, CronJobKind as ProtoKind, GetCronJobRequest, GetCronJobResponse, GetRingRequest,
-    GetRingResponse, Member, QueuedRequest, WatchDecisionsRequest, WatchDecisionsResponse,
+    ActorPhase, CronJobKind as ProtoKind, Decision, GetCronJobRequest, GetCronJobResponse,
+    GetQueuesRequest, GetQueuesResponse, GetRingRequest, GetRingResponse, Member, NamespaceQueue,
+    QueueClass, QueuedRequest, WatchDecisionsRequest, WatchDecisionsResponse,
 };
 use crate::actor::cronjob::{ActorState, Inspect};
 use crate::actor::feed::{DecisionFeed, DecisionRecord};
 use crate::kube::gateway::Gateway;
+use crate::kube::queue::ClassCensus;
 use crate::kube::watch::cronjob_api;
 use crate::reconcile::CronJobKind;
 use crate::shard::debug::{DebugShards, ShardReport};
@@ -48,6 +50,13 @@ pub struct Admin {
 /// What a watcher's stream holds before the watcher reads it.
 const STREAM_BUFFER: usize = 64;
 
+/// How often a `WatchDecisions` stream checks that the CronJob is still
+/// owned here; once it is not, the stream ends (NOT_OWNER).
+const OWNERSHIP_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// At most this many namespaces are named per class by `GetQueues`.
+pub const QUEUE_NAMESPACES: usize = 20;
+
 /// The CronJob a request names, checked: its kind and key.
 fn target(namespace: &str, name: &str, kind: i32) -> Result<(CronJobKind, String), Status> {
     if namespace.is_empty() || name.is_empty() {
@@ -84,6 +93,17 @@ impl AdminService for Admin {
 
     type WatchDecisionsStream = DecisionStream;
 
+    async fn get_queues(
+        &self,
+        request: Request<GetQueuesRequest>,
+    ) -> Result<Response<GetQueuesResponse>, Status> {
+        self.access
+            .check(request.metadata(), &Action::ReadQueues)
+            .await?;
+        let (rate, census) = self.gateway.queues();
+        Ok(Response::new(queues_response(&self.replica, rate, census)))
+    }
+
     async fn watch_decisions(
         &self,
         request: Request<WatchDecisionsRequest>,
@@ -111,6 +131,9 @@ impl AdminService for Admin {
             Located::Running(actor) => {
                 let state = actor.send(Inspect).await.map_err(gone)?;
                 let mut answer = running(&self.replica, state);
+                let recent = self.feed.recent(&key);
+                answer.recent_decisions = recent.decisions.iter().map(|r| decision(r)).collect();
+                answer.decisions_since = recent.since.map(timestamp);
                 answer.queued = self.gateway.queued(&key).map(|queued| QueuedRequest {
                     class: queued.class.to_owned(),
                     ahead: queued.ahead as u64,
@@ -186,24 +209,46 @@ impl Admin {
         })?;
         let mut feed = self.feed.subscribe();
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        let (locate, replica) = (self.locate.clone(), self.replica.clone());
         tokio::spawn(async move {
             let _permit = permit;
             let mut skipped = 0u64;
+            let mut check = tokio::time::interval(OWNERSHIP_CHECK);
             loop {
                 let record = tokio::select! {
                     () = tx.closed() => return,
+                    _ = check.tick() => {
+                        let here = locate.send(Locate { key: key.clone(), uid: None }).await;
+                        match here {
+                            Ok(Located::Running(_) | Located::Waiting) => continue,
+                            // Moved: the caller asks where, and watches there.
+                            Ok(Located::Elsewhere { owner }) => {
+                                let _ = tx.send(Err(not_owner(&replica, owner.as_deref()))).await;
+                            }
+                            Err(error) => {
+                                let _ = tx.send(Err(gone(error))).await;
+                            }
+                        }
+                        return;
+                    }
                     received = feed.recv() => received,
                 };
                 match record {
                     Ok(record) if record.key == key => {
-                        let answer = decision_response(&record, std::mem::take(&mut skipped));
+                        let answer = WatchDecisionsResponse {
+                            decision: Some(decision(&record)),
+                            skipped: std::mem::take(&mut skipped),
+                        };
                         if tx.send(Ok(answer)).await.is_err() {
                             return;
                         }
                     }
                     Ok(_) => {}
                     Err(broadcast::error::RecvError::Lagged(missed)) => skipped += missed,
-                    Err(broadcast::error::RecvError::Closed) => return,
+                    Err(broadcast::error::RecvError::Closed) => {
+                        let _ = tx.send(Err(gone("its actors have stopped"))).await;
+                        return;
+                    }
                 }
             }
         });
@@ -273,17 +318,61 @@ fn running(replica: &str, state: ActorState) -> GetCronJobResponse {
         deciding: state.deciding,
         would_decide: state.would_decide,
         queued: None,
+        recent_decisions: Vec::new(),
+        decisions_since: None,
     }
 }
 
-fn decision_response(record: &DecisionRecord, skipped: u64) -> WatchDecisionsResponse {
-    WatchDecisionsResponse {
+fn decision(record: &DecisionRecord) -> Decision {
+    Decision {
         at: Some(timestamp(record.at)),
         outcome: record.outcome.to_owned(),
         steps: record.steps.clone(),
         trace_id: record.trace_id.clone().unwrap_or_default(),
         created_job: record.created.clone().unwrap_or_default(),
-        skipped,
+        events: record.events.clone(),
+    }
+}
+
+/// The gateway's queues in the API's terms: per class, the namespaces
+/// with the most writes waiting first (at most [`QUEUE_NAMESPACES`]; ties
+/// in serving order), the rest summed.
+fn queues_response(replica: &str, rate: f64, census: Vec<ClassCensus>) -> GetQueuesResponse {
+    let mut ahead = 0;
+    let classes = census
+        .into_iter()
+        .map(|class| {
+            let mut namespaces = class.namespaces;
+            // Stable: equal lines keep their serving order.
+            namespaces.sort_by_key(|line| std::cmp::Reverse(line.1));
+            let others = namespaces.split_off(namespaces.len().min(QUEUE_NAMESPACES));
+            let answer = QueueClass {
+                class: class.priority.label().to_owned(),
+                waiting: class.waiting as u64,
+                ahead: ahead as u64,
+                drain_seconds: if rate > 0.0 {
+                    (ahead + class.waiting) as f64 / rate
+                } else {
+                    0.0
+                },
+                namespaces: namespaces
+                    .into_iter()
+                    .map(|(namespace, waiting)| NamespaceQueue {
+                        namespace,
+                        waiting: waiting as u64,
+                    })
+                    .collect(),
+                other_waiting: others.iter().map(|(_, n)| *n as u64).sum(),
+                other_namespaces: others.len() as u64,
+            };
+            ahead += class.waiting;
+            answer
+        })
+        .collect();
+    GetQueuesResponse {
+        replica: replica.to_owned(),
+        rate,
+        classes,
     }
 }
 
@@ -325,6 +414,48 @@ mod tests {
         assert_eq!(info.domain, GROUP);
         assert_eq!(info.metadata.get("owner").map(String::as_str), Some("r2"));
         assert_eq!(not_owner("r0", None).code(), Code::Unavailable);
+    }
+
+    #[test]
+    fn the_queues_answer_names_the_longest_lines_and_sums_the_rest() {
+        use crate::kube::queue::Priority;
+        let many: Vec<(String, usize)> = (0..QUEUE_NAMESPACES + 5)
+            .map(|i| (format!("ns{i:02}"), if i == 7 { 100 } else { 1 }))
+            .collect();
+        let waiting = many.iter().map(|(_, n)| n).sum();
+        let census = vec![
+            ClassCensus {
+                priority: Priority::CreateJob,
+                waiting: 10,
+                namespaces: vec![("a".into(), 4), ("b".into(), 6)],
+            },
+            ClassCensus {
+                priority: Priority::Status,
+                waiting,
+                namespaces: many,
+            },
+        ];
+        let answer = queues_response("r0", 10.0, census);
+        let create = &answer.classes[0];
+        assert_eq!(
+            (create.class.as_str(), create.waiting, create.ahead),
+            ("create_job", 10, 0)
+        );
+        assert_eq!(
+            create.namespaces[0].namespace, "b",
+            "the longest line first"
+        );
+        assert!((create.drain_seconds - 1.0).abs() < 1e-9);
+        let status = &answer.classes[1];
+        assert_eq!(status.ahead, 10);
+        assert_eq!(status.namespaces.len(), QUEUE_NAMESPACES);
+        assert_eq!(status.namespaces[0].namespace, "ns07");
+        assert_eq!(
+            status.namespaces[1].namespace, "ns00",
+            "ties in serving order"
+        );
+        assert_eq!((status.other_namespaces, status.other_waiting), (5, 5));
+        assert!((status.drain_seconds - (10 + waiting) as f64 / 10.0).abs() < 1e-9);
     }
 
     #[test]

@@ -33,6 +33,9 @@ enum Command {
     Trigger(trigger::TriggerArgs),
     /// Show the ring as a replica sees it (the admin API).
     Ring(admin::RingArgs),
+    /// What waits in a replica's write gateway, by class and namespace
+    /// (the admin API's GetQueues).
+    Queues(admin::QueuesArgs),
     /// Show a CronJob's live state on the replica that owns it (the admin API).
     Status(admin::StatusArgs),
     /// Run the controller.
@@ -134,6 +137,9 @@ pub fn main() -> ExitCode {
         }
         Command::Ring(args) => {
             admin::ring(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
+        }
+        Command::Queues(args) => {
+            admin::queues(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
         }
         Command::Status(args) => {
             admin::status(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())

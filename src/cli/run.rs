@@ -66,6 +66,11 @@ pub struct RunArgs {
         value_name = "HOST:PORT"
     )]
     admin_advertise_address: Option<String>,
+    /// The pod this replica runs in, NAMESPACE/NAME: published on its Lease
+    /// with the admin API's port, so `shardcron status` reaches it through
+    /// the API server's port-forward (the manifests set it).
+    #[arg(long, env = "SHARDCRON_ADMIN_POD", value_name = "NAMESPACE/NAME")]
+    admin_pod: Option<String>,
     /// The admin API's certificate (PEM); without it, a self-signed one is
     /// made at start and published on the replica's Lease.
     #[arg(long, requires = "admin_tls_key_file", value_name = "FILE")]
@@ -221,6 +226,7 @@ fn lease_settings(args: &RunArgs, replica_id: String) -> anyhow::Result<LeaseSet
         renew_deadline: args.shard_renew_deadline,
         admin_certificate: None,
         admin_address: None,
+        admin_pod: None,
     })
 }
 
@@ -255,6 +261,11 @@ fn run_controller(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<()> {
         args.admin_advertise_address.as_deref(),
         std::env::var("POD_IP").ok().as_deref(),
     );
+    settings.admin_pod = match &args.admin_pod {
+        Some(pod) => admin::published_pod(pod, args.admin_bind_address.port())
+            .map_err(|e| anyhow::anyhow!("--admin-pod: {e}"))?,
+        None => None,
+    };
     let default_zone = load_named_zone(&args.default_time_zone)
         .map_err(|e| anyhow::anyhow!("--default-time-zone: {e}"))?;
     let threads = usize::from(args.threads);

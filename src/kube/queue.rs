@@ -207,6 +207,41 @@ impl<T> FairQueue<T> {
     }
 }
 
+impl<T> FairQueue<T> {
+    /// How many writes wait in each class (most urgent first, empty ones
+    /// included) and, per class, each namespace's line (in serving order).
+    /// Copies counts only: the caller sorts, outside the gateway's lock.
+    pub fn census(&self) -> Vec<ClassCensus> {
+        Priority::ALL
+            .into_iter()
+            .map(|priority| {
+                let class = &self.classes[priority as usize];
+                ClassCensus {
+                    priority,
+                    waiting: class.len,
+                    namespaces: class
+                        .turn
+                        .iter()
+                        .map(|namespace| {
+                            let len = class.queues.get(namespace).map_or(0, VecDeque::len);
+                            (namespace.clone(), len)
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// One class's writes waiting (see [`FairQueue::census`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassCensus {
+    pub priority: Priority,
+    pub waiting: usize,
+    /// Namespace and how many of its writes wait, in serving order.
+    pub namespaces: Vec<(String, usize)>,
+}
+
 /// Where a queued write stands (see [`FairQueue::place_of`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Place {
@@ -218,6 +253,32 @@ pub struct Place {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_census_counts_each_class_and_each_namespaces_line() {
+        let mut q = FairQueue::default();
+        for (priority, namespace, count) in [
+            (Priority::CreateJob, "big", 3),
+            (Priority::CreateJob, "small", 1),
+            (Priority::Event, "big", 2),
+        ] {
+            for i in 0..count {
+                q.push(priority, namespace, i);
+            }
+        }
+        let census = q.census();
+        assert_eq!(census.len(), Priority::ALL.len());
+        assert_eq!(census[1].priority, Priority::CreateJob);
+        assert_eq!(census[1].waiting, 4);
+        assert_eq!(
+            census[1].namespaces,
+            [("big".to_owned(), 3), ("small".to_owned(), 1)]
+        );
+        assert_eq!(census[5].waiting, 2);
+        let total: usize = census.iter().map(|c| c.waiting).sum();
+        assert_eq!(total, q.len());
+        assert!(census[0].namespaces.is_empty());
+    }
 
     #[test]
     fn a_writes_place_is_how_many_pops_come_before_it() {

@@ -34,6 +34,10 @@ pub const RING_LABEL: &str = "shardcron.io/ring";
 pub const ADDRESS_ANNOTATION: &str = "shardcron.io/admin-address";
 /// The replica's self-signed admin API certificate (PEM).
 pub const CERT_ANNOTATION: &str = "shardcron.io/admin-certificate";
+/// The pod the replica runs in and its admin API's port there
+/// (`NAMESPACE/NAME:PORT`): clients reach it through the API server's
+/// `pods/portforward`, from wherever the API server is reachable.
+pub const POD_ANNOTATION: &str = "shardcron.io/admin-pod";
 
 pub const VIEW_ANNOTATION: &str = "shardcron.io/view";
 pub const INCARNATION_ANNOTATION: &str = "shardcron.io/incarnation";
@@ -53,6 +57,8 @@ pub struct LeaseSettings {
     pub admin_certificate: Option<String>,
     /// Where the admin API is reached ([`ADDRESS_ANNOTATION`]).
     pub admin_address: Option<String>,
+    /// The pod and port it is reached at by port-forward ([`POD_ANNOTATION`]).
+    pub admin_pod: Option<String>,
 }
 
 impl LeaseSettings {
@@ -291,6 +297,7 @@ impl<A: LeaseRequests> State<A> {
         for (key, value) in [
             (CERT_ANNOTATION, &self.settings.admin_certificate),
             (ADDRESS_ANNOTATION, &self.settings.admin_address),
+            (POD_ANNOTATION, &self.settings.admin_pod),
         ] {
             match value {
                 Some(value) => annotations.insert(key.to_owned(), value.clone()),
@@ -542,6 +549,7 @@ mod tests {
             settings: LeaseSettings {
                 admin_certificate: None,
                 admin_address: None,
+                admin_pod: None,
                 namespace: "shardcron-system".into(),
                 ring: "ring".into(),
                 replica_id: "r0".into(),

@@ -224,6 +224,20 @@ impl Gateway {
         })
     }
 
+    /// What waits now, class by class ([`FairQueue::census`]), and the
+    /// gateway's rate (requests per second).
+    ///
+    /// [`FairQueue::census`]: crate::kube::queue::FairQueue::census
+    pub fn queues(&self) -> (f64, Vec<crate::kube::queue::ClassCensus>) {
+        let census = self
+            .inner
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .census();
+        (self.inner.metrics.rate_limit.get(), census)
+    }
+
     /// This gateway for one sender that may stop: once `stop` is cancelled,
     /// its requests still waiting for their turn or for a retry are
     /// abandoned ([`ApiFailure::Abandoned`], never sent); a request already

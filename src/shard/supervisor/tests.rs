@@ -125,6 +125,7 @@ impl Shell {
         let settings = LeaseSettings {
             admin_certificate: None,
             admin_address: None,
+            admin_pod: None,
             namespace: "shardcron-system".into(),
             ring: "ring".into(),
             replica_id: "r0".into(),

@@ -1,0 +1,406 @@
+//! `shardcron ring` and `shardcron status NAMESPACE/NAME`: the admin API's
+//! answers (docs/admin-api.md), asked with the caller's kubeconfig. The
+//! bearer token is the kubeconfig user's; the replica's certificate is
+//! trusted because the ring's Leases, read through the API server with
+//! the same kubeconfig, publish it ([`CERT_ANNOTATION`]).
+
+mod output;
+mod reach;
+
+use super::Output;
+use crate::admin::AdminPod;
+use crate::admin::proto::{
+    ActorPhase, CronJobKind as ProtoKind, GetCronJobRequest, GetCronJobResponse, GetQueuesRequest,
+    GetRingRequest, WatchDecisionsRequest,
+};
+use crate::admin::service::NOT_OWNER;
+use crate::reconcile::CronJobKind;
+use reach::{Reach, Route, discover};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+use tonic_types::StatusExt as _;
+
+/// How many replicas `status` asks before it gives up following owners.
+const MAX_HOPS: usize = 3;
+
+/// How long one call may take, connection included.
+const CALL_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How the client reaches a replica's admin API.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Connect {
+    /// Through the API server's port-forward when the replica's Lease names
+    /// its pod, else to the address it publishes.
+    #[default]
+    Auto,
+    /// Through the API server's port-forward to the replica's pod (needs
+    /// `create pods/portforward` in the controller's namespace).
+    PortForward,
+    /// To the address the replica's Lease publishes (the pod network, or a
+    /// replica run outside the cluster).
+    Direct,
+}
+
+/// Where the replica is, and who asks.
+#[derive(Debug, clap::Args)]
+pub struct Target {
+    /// A replica's admin API, HOST:PORT, asked first (say, after
+    /// `kubectl port-forward pod/shardcron-0 9443`, 127.0.0.1:9443).
+    /// Default: the first replica of the ring's Leases.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub(super) address: Option<String>,
+    /// How replicas are reached: auto (port-forward when the Lease names
+    /// the pod, else the published address), port-forward, or direct.
+    #[arg(long, value_enum, default_value_t)]
+    pub(super) connect: Connect,
+    /// The kubeconfig: its user's bearer token authenticates the call, and
+    /// the ring's Leases are read with it.
+    #[arg(long, value_name = "FILE")]
+    pub(super) kubeconfig: Option<PathBuf>,
+    /// The namespace of the ring's Leases (the controller's).
+    #[arg(long, default_value = "shardcron-system")]
+    pub(super) lease_namespace: String,
+    /// The ring's name (--shard-ring-name).
+    #[arg(long, default_value = "shardcron")]
+    pub(super) ring: String,
+    #[arg(long, value_enum, default_value_t)]
+    output: Output,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RingArgs {
+    #[command(flatten)]
+    target: Target,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct QueuesArgs {
+    /// The replica to ask (its Lease holder; default: the first).
+    #[arg(long, value_name = "REPLICA")]
+    replica: Option<String>,
+    #[command(flatten)]
+    target: Target,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// The CronJob, as NAMESPACE/NAME.
+    cronjob: String,
+    /// Which API serves it: batch (batch/v1) or shardcron (cronjobs.shardcron.io).
+    #[arg(long, default_value = "batch", value_parser = super::parse_kind)]
+    kind: CronJobKind,
+    /// Then print the owner's decisions about it as they happen, until
+    /// interrupted (or the owner stops).
+    #[arg(long)]
+    watch: bool,
+    /// With --watch: stop after this many decisions.
+    #[arg(long, value_name = "N")]
+    watch_count: Option<usize>,
+    #[command(flatten)]
+    target: Target,
+}
+
+/// Errors the admin commands report (exit status 2).
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error("{0:?} is not NAMESPACE/NAME")]
+    NotAName(String),
+    #[error("{0:#}")]
+    Client(anyhow::Error),
+    #[error(
+        "the kubeconfig's user has no bearer token (token or tokenFile); the admin API takes one"
+    )]
+    NoToken,
+    #[error("reading the ring's Leases: {0}")]
+    Leases(kube::Error),
+    #[error("no Lease of ring {ring:?} in {namespace} publishes an admin certificate")]
+    NoCertificate { ring: String, namespace: String },
+    #[error("connecting to {address}: {source}")]
+    Connect {
+        address: String,
+        source: tonic::transport::Error,
+    },
+    #[error("no Lease of ring {ring:?} publishes {what}: give --address{hint}")]
+    NoAddress {
+        ring: String,
+        what: &'static str,
+        hint: &'static str,
+    },
+    #[error("port-forward to {pod} through the API server: {message}")]
+    PortForward { pod: AdminPod, message: String },
+    #[error("still not at the owner after {0} replicas (a rebalance under way?): try again")]
+    TooManyHops(usize),
+    #[error(
+        "{address} does not own {cronjob}: {owner} does, and its Lease says no way to reach it"
+    )]
+    NotOwner {
+        address: String,
+        cronjob: String,
+        owner: String,
+    },
+    #[error("no replica {0:?} with a way to reach it in the ring's Leases")]
+    UnknownReplica(String),
+    #[error("{code:?}: {message}")]
+    Call { code: tonic::Code, message: String },
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("writing output: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl AdminError {
+    /// Whether the CronJob's owner may have let it go: then `--watch` asks
+    /// where it went (a replica stopping or a rebalance), rather than fail.
+    fn owner_may_have_moved(&self) -> bool {
+        match self {
+            AdminError::Call { code, .. } => matches!(
+                code,
+                tonic::Code::FailedPrecondition
+                    | tonic::Code::Unavailable
+                    | tonic::Code::Unknown
+                    | tonic::Code::Cancelled
+                    | tonic::Code::Aborted
+            ),
+            AdminError::Connect { .. }
+            | AdminError::PortForward { .. }
+            | AdminError::NotOwner { .. }
+            | AdminError::TooManyHops(_)
+            | AdminError::Timeout(_) => true,
+            _ => false,
+        }
+    }
+}
+
+impl From<tonic::Status> for AdminError {
+    fn from(status: tonic::Status) -> Self {
+        AdminError::Call {
+            code: status.code(),
+            message: status.message().to_owned(),
+        }
+    }
+}
+
+pub fn ring(args: &RingArgs, out: &mut impl Write) -> Result<(), AdminError> {
+    let answer = block_on(async {
+        let reach = discover(&args.target).await?;
+        let mut client = reach.dial(&reach.first(&args.target)?).await?;
+        Ok(client
+            .get_ring(authorized(GetRingRequest {}, &reach.token)?)
+            .await?
+            .into_inner())
+    })?;
+    match args.target.output {
+        Output::Json => writeln!(out, "{}", output::ring_json(&answer))?,
+        Output::Text => output::write_ring(out, &answer)?,
+    }
+    Ok(())
+}
+
+pub fn queues(args: &QueuesArgs, out: &mut impl Write) -> Result<(), AdminError> {
+    let answer = block_on(async {
+        let reach = discover(&args.target).await?;
+        let route = match &args.replica {
+            Some(replica) => reach
+                .route_to(replica)
+                .ok_or_else(|| AdminError::UnknownReplica(replica.clone()))?,
+            None => reach.first(&args.target)?,
+        };
+        let mut client = reach.dial(&route).await?;
+        Ok(client
+            .get_queues(authorized(GetQueuesRequest {}, &reach.token)?)
+            .await?
+            .into_inner())
+    })?;
+    match args.target.output {
+        Output::Json => writeln!(out, "{}", output::queues_json(&answer))?,
+        Output::Text => output::write_queues(out, &answer)?,
+    }
+    Ok(())
+}
+
+pub fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), AdminError> {
+    let (namespace, name) = super::namespaced_name(&args.cronjob)
+        .ok_or_else(|| AdminError::NotAName(args.cronjob.clone()))?;
+    let kind = match args.kind {
+        CronJobKind::Batch => ProtoKind::Batch,
+        CronJobKind::Shardcron => ProtoKind::Shardcron,
+    };
+    let request = GetCronJobRequest {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        kind: kind.into(),
+    };
+    let json = matches!(args.target.output, Output::Json);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (answer, mut route, mut reach) = runtime.block_on(within_deadline(async {
+        let reach = discover(&args.target).await?;
+        let first = reach.first(&args.target)?;
+        let (answer, route) = locate(&reach, first, &request, &args.cronjob).await?;
+        Ok((answer, route, reach))
+    }))?;
+    if json {
+        writeln!(out, "{}", output::status_json(&args.cronjob, &answer))?;
+    } else {
+        output::write_status(out, &args.cronjob, &answer)?;
+    }
+    out.flush()?;
+    if !args.watch && args.watch_count.is_none() {
+        return Ok(());
+    }
+    // The owner's decisions as they happen, no overall deadline; when the
+    // owner lets the CronJob go (it stops, or a rebalance moves it), find
+    // the new one and watch there.
+    let watch = WatchDecisionsRequest {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        kind: kind.into(),
+    };
+    let mut owner = answer.owner;
+    let mut seen = 0;
+    runtime.block_on(async {
+        for _ in 0..=MAX_FOLLOWS {
+            let watched = watch_owner(&reach, &route, &watch, args, &mut seen, out).await;
+            match watched {
+                Ok(Watched::Done) => return Ok(()),
+                Ok(Watched::Moved) => {}
+                Err(error) if error.owner_may_have_moved() => {}
+                Err(error) => return Err(error),
+            }
+            let (answer, next) = tokio::time::timeout(FOLLOW_DEADLINE, async {
+                loop {
+                    tokio::time::sleep(FOLLOW_RETRY).await;
+                    // The Leases again: the new owner may be a new replica.
+                    let Ok(fresh) = discover(&args.target).await else {
+                        continue;
+                    };
+                    reach = fresh;
+                    let Ok(first) = reach.first(&args.target) else {
+                        continue;
+                    };
+                    match locate(&reach, first, &request, &args.cronjob).await {
+                        Ok(found) if found.0.phase() == ActorPhase::Running => return Ok(found),
+                        Ok(_) => {}
+                        Err(error) if error.owner_may_have_moved() => {}
+                        Err(error) => return Err(error),
+                    }
+                }
+            })
+            .await
+            .map_err(|_| AdminError::Timeout(FOLLOW_DEADLINE))??;
+            output::write_followed(out, json, &owner, &answer.owner)?;
+            out.flush()?;
+            owner = answer.owner;
+            route = next;
+        }
+        Err(AdminError::TooManyHops(MAX_FOLLOWS))
+    })
+}
+
+/// How many times `--watch` follows the CronJob to a new owner.
+const MAX_FOLLOWS: usize = 16;
+/// How long `--watch` looks for the new owner once the old one let go.
+const FOLLOW_DEADLINE: Duration = Duration::from_secs(120);
+/// How often it asks meanwhile.
+const FOLLOW_RETRY: Duration = Duration::from_secs(1);
+
+/// How a watch of one owner ended.
+enum Watched {
+    /// `--watch-count` decisions were printed.
+    Done,
+    /// The owner let the CronJob go or stopped.
+    Moved,
+}
+
+async fn watch_owner(
+    reach: &Reach,
+    route: &Route,
+    watch: &WatchDecisionsRequest,
+    args: &StatusArgs,
+    seen: &mut usize,
+    out: &mut impl Write,
+) -> Result<Watched, AdminError> {
+    let mut client = within_deadline(reach.dial(route)).await?;
+    let mut stream = client
+        .watch_decisions(authorized(watch.clone(), &reach.token)?)
+        .await?
+        .into_inner();
+    while args.watch_count.is_none_or(|count| *seen < count) {
+        let Some(decision) = stream.message().await? else {
+            return Ok(Watched::Moved);
+        };
+        *seen += 1;
+        match args.target.output {
+            Output::Json => writeln!(out, "{}", output::watched_json(&decision))?,
+            Output::Text => output::write_watched(out, &decision)?,
+        }
+        out.flush()?;
+    }
+    Ok(Watched::Done)
+}
+
+/// Asks replicas for the CronJob's live state from `route` on, following
+/// NOT_OWNER to the owner, a few hops at most (a rebalance may be under
+/// way); returns the answer and the route to the owner.
+async fn locate(
+    reach: &Reach,
+    mut route: Route,
+    request: &GetCronJobRequest,
+    cronjob: &str,
+) -> Result<(GetCronJobResponse, Route), AdminError> {
+    for _ in 0..MAX_HOPS {
+        let mut client = reach.dial(&route).await?;
+        match client
+            .get_cron_job(authorized(request.clone(), &reach.token)?)
+            .await
+        {
+            Ok(answer) => return Ok((answer.into_inner(), route)),
+            Err(status) => match status.get_details_error_info() {
+                Some(info) if info.reason == NOT_OWNER => {
+                    let owner = info.metadata.get("owner").cloned().unwrap_or_default();
+                    match reach.route_to(&owner) {
+                        Some(next) if next != route => route = next,
+                        _ => {
+                            return Err(AdminError::NotOwner {
+                                address: route.to_string(),
+                                cronjob: cronjob.to_owned(),
+                                owner,
+                            });
+                        }
+                    }
+                }
+                _ => return Err(status.into()),
+            },
+        }
+    }
+    Err(AdminError::TooManyHops(MAX_HOPS))
+}
+
+fn block_on<T>(
+    call: impl std::future::Future<Output = Result<T, AdminError>>,
+) -> Result<T, AdminError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(within_deadline(call))
+}
+
+async fn within_deadline<T>(
+    call: impl std::future::Future<Output = Result<T, AdminError>>,
+) -> Result<T, AdminError> {
+    tokio::time::timeout(CALL_DEADLINE, call)
+        .await
+        .map_err(|_| AdminError::Timeout(CALL_DEADLINE))?
+}
+
+/// A request with the caller's token.
+fn authorized<T>(message: T, token: &str) -> Result<tonic::Request<T>, AdminError> {
+    let mut request = tonic::Request::new(message);
+    let value = format!("Bearer {token}")
+        .parse()
+        .map_err(|_| AdminError::NoToken)?;
+    request.metadata_mut().insert("authorization", value);
+    Ok(request)
+}

@@ -1,0 +1,319 @@
+//! How the admin commands print their answers: text for people, one JSON
+//! object per answer (or per decision, with `--watch`) for programs.
+
+use crate::admin::proto::{
+    ActorPhase, Decision, GetCronJobResponse, GetQueuesResponse, GetRingResponse,
+    WatchDecisionsResponse,
+};
+use serde_json::json;
+use std::io::Write;
+
+pub(super) fn ring_json(ring: &GetRingResponse) -> serde_json::Value {
+    json!({
+        "replica": ring.replica,
+        "ring": ring.ring,
+        "phase": ring.phase,
+        "leaseValid": ring.lease_valid,
+        "view": ring.view,
+        "members": ring.members.iter().map(|m| json!({
+            "lease": m.lease,
+            "holder": m.holder,
+            "live": m.live,
+            "lastRenewalSeenMs": m.last_renewal_seen_ms,
+        })).collect::<Vec<_>>(),
+        "running": ring.running,
+        "waiting": ring.waiting,
+    })
+}
+
+pub(super) fn write_ring(out: &mut impl Write, ring: &GetRingResponse) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "ring {} as {} sees it: {} (Lease {}), {} CronJobs running here, {} waiting",
+        ring.ring,
+        ring.replica,
+        ring.phase,
+        if ring.lease_valid {
+            "valid"
+        } else {
+            "not valid"
+        },
+        ring.running,
+        ring.waiting
+    )?;
+    writeln!(out, "view: {}", ring.view.join(", "))?;
+    for member in &ring.members {
+        writeln!(
+            out,
+            "  {:<32} {:<24} {:<5} renewed {} ms ago",
+            member.lease,
+            member.holder,
+            if member.live { "live" } else { "gone" },
+            member.last_renewal_seen_ms
+        )?;
+    }
+    Ok(())
+}
+
+fn time(t: &Option<prost_types::Timestamp>) -> Option<String> {
+    t.as_ref()
+        .and_then(|t| jiff::Timestamp::new(t.seconds, t.nanos).ok())
+        .map(|t| t.to_string())
+}
+
+fn phase(answer: &GetCronJobResponse) -> &'static str {
+    match answer.phase() {
+        ActorPhase::Running => "running",
+        ActorPhase::Waiting => "waiting",
+        ActorPhase::Unspecified => "unknown",
+    }
+}
+
+pub(super) fn status_json(cronjob: &str, answer: &GetCronJobResponse) -> serde_json::Value {
+    json!({
+        "cronjob": cronjob,
+        "owner": answer.owner,
+        "phase": phase(answer),
+        "waitingFor": (!answer.waiting_for.is_empty()).then_some(&answer.waiting_for),
+        "nextWakeup": time(&answer.next_wakeup),
+        "lastScheduleTime": time(&answer.last_schedule_time),
+        "lastSuccessfulTime": time(&answer.last_successful_time),
+        "activeJobs": answer.active_jobs,
+        "suspended": answer.suspended,
+        "children": answer.children,
+        "deciding": answer.deciding,
+        "wouldDecide": answer.would_decide,
+        "queued": answer.queued.as_ref().map(|q| json!({
+            "class": q.class,
+            "ahead": q.ahead,
+            "rate": q.rate,
+            "expectedWaitSeconds": q.expected_wait_seconds,
+        })),
+        "recentDecisions": answer.recent_decisions.iter().map(decision_json).collect::<Vec<_>>(),
+        "decisionsSince": time(&answer.decisions_since),
+    })
+}
+
+pub(super) fn write_status(
+    out: &mut impl Write,
+    cronjob: &str,
+    answer: &GetCronJobResponse,
+) -> std::io::Result<()> {
+    let none = || "-".to_owned();
+    writeln!(
+        out,
+        "CronJob {cronjob} on {} ({})",
+        answer.owner,
+        phase(answer)
+    )?;
+    if !answer.waiting_for.is_empty() {
+        writeln!(out, "  waiting for:        {}", answer.waiting_for)?;
+    }
+    writeln!(
+        out,
+        "  next wake-up:       {}",
+        time(&answer.next_wakeup).unwrap_or_else(none)
+    )?;
+    writeln!(
+        out,
+        "  last schedule:      {}",
+        time(&answer.last_schedule_time).unwrap_or_else(none)
+    )?;
+    writeln!(
+        out,
+        "  last success:       {}",
+        time(&answer.last_successful_time).unwrap_or_else(none)
+    )?;
+    let active = if answer.active_jobs.is_empty() {
+        none()
+    } else {
+        answer.active_jobs.join(", ")
+    };
+    writeln!(out, "  active Jobs:        {active}")?;
+    writeln!(out, "  suspended:          {}", answer.suspended)?;
+    writeln!(
+        out,
+        "  Jobs known:         {}{}",
+        answer.children,
+        if answer.deciding {
+            " (deciding now)"
+        } else {
+            ""
+        }
+    )?;
+    if let Some(queued) = &answer.queued {
+        writeln!(
+            out,
+            "  queued:             a {} request, {} ahead of it: its turn in about {:.1} s at {:.1} requests/s",
+            queued.class, queued.ahead, queued.expected_wait_seconds, queued.rate
+        )?;
+    }
+    writeln!(out, "  would decide now:")?;
+    for step in &answer.would_decide {
+        writeln!(out, "    - {step}")?;
+    }
+    match (&answer.decisions_since, answer.recent_decisions.is_empty()) {
+        (None, _) => writeln!(out, "  recent decisions:   none on this replica yet")?,
+        (Some(_), true) => writeln!(
+            out,
+            "  recent decisions:   none since {} (the replica's journal)",
+            time(&answer.decisions_since).unwrap_or_default()
+        )?,
+        (Some(_), false) => {
+            writeln!(out, "  recent decisions (oldest first):")?;
+            for decision in &answer.recent_decisions {
+                write_decision(out, decision, "    ")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn decision_json(decision: &Decision) -> serde_json::Value {
+    let text = |s: &String| (!s.is_empty()).then(|| s.clone());
+    json!({
+        "at": time(&decision.at),
+        "outcome": decision.outcome,
+        "steps": decision.steps,
+        "events": decision.events,
+        "traceId": text(&decision.trace_id),
+        "createdJob": text(&decision.created_job),
+    })
+}
+
+pub(super) fn watched_json(watched: &WatchDecisionsResponse) -> serde_json::Value {
+    let mut answer = watched
+        .decision
+        .as_ref()
+        .map(decision_json)
+        .unwrap_or_else(|| json!({}));
+    answer["skipped"] = json!(watched.skipped);
+    answer
+}
+
+/// A decision: its time, outcome, trace and Job, then its steps and events,
+/// each line indented by `indent`.
+fn write_decision(out: &mut impl Write, decision: &Decision, indent: &str) -> std::io::Result<()> {
+    let trace = if decision.trace_id.is_empty() {
+        String::new()
+    } else {
+        format!(" trace {}", decision.trace_id)
+    };
+    let job = if decision.created_job.is_empty() {
+        String::new()
+    } else {
+        format!(" Job {}", decision.created_job)
+    };
+    writeln!(
+        out,
+        "{indent}{} {}{job}{trace}",
+        time(&decision.at).unwrap_or_default(),
+        decision.outcome
+    )?;
+    for step in &decision.steps {
+        writeln!(out, "{indent}    - {step}")?;
+    }
+    for event in &decision.events {
+        writeln!(out, "{indent}    event: {event}")?;
+    }
+    Ok(())
+}
+
+pub(super) fn write_watched(
+    out: &mut impl Write,
+    watched: &WatchDecisionsResponse,
+) -> std::io::Result<()> {
+    if watched.skipped > 0 {
+        writeln!(
+            out,
+            "({} decisions of the replica skipped: the watch fell behind)",
+            watched.skipped
+        )?;
+    }
+    match &watched.decision {
+        Some(decision) => write_decision(out, decision, ""),
+        None => Ok(()),
+    }
+}
+
+/// The line `--watch` prints when it follows the CronJob to a new owner.
+pub(super) fn write_followed(
+    out: &mut impl Write,
+    json: bool,
+    from: &str,
+    to: &str,
+) -> std::io::Result<()> {
+    if json {
+        writeln!(out, "{}", json!({"followed": {"from": from, "to": to}}))
+    } else {
+        writeln!(out, "(now on {to}: {from} no longer owns it)")
+    }
+}
+
+pub(super) fn queues_json(answer: &GetQueuesResponse) -> serde_json::Value {
+    json!({
+        "replica": answer.replica,
+        "rate": answer.rate,
+        "classes": answer.classes.iter().map(|class| json!({
+            "class": class.class,
+            "waiting": class.waiting,
+            "ahead": class.ahead,
+            "drainSeconds": class.drain_seconds,
+            "namespaces": class.namespaces.iter().map(|n| json!({
+                "namespace": n.namespace,
+                "waiting": n.waiting,
+            })).collect::<Vec<_>>(),
+            "otherWaiting": class.other_waiting,
+            "otherNamespaces": class.other_namespaces,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+pub(super) fn write_queues(
+    out: &mut impl Write,
+    answer: &GetQueuesResponse,
+) -> std::io::Result<()> {
+    let waiting: u64 = answer.classes.iter().map(|c| c.waiting).sum();
+    writeln!(
+        out,
+        "write gateway of {}: {waiting} requests waiting, {:.1} requests/s",
+        answer.replica, answer.rate
+    )?;
+    writeln!(
+        out,
+        "  {:<16} {:>8} {:>8} {:>10}  namespaces (most waiting first)",
+        "CLASS", "WAITING", "AHEAD", "DRAINED IN"
+    )?;
+    for class in &answer.classes {
+        let mut lines: Vec<String> = class
+            .namespaces
+            .iter()
+            .map(|n| format!("{} {}", n.namespace, n.waiting))
+            .collect();
+        if class.other_namespaces > 0 {
+            lines.push(format!(
+                "{} more namespaces {}",
+                class.other_namespaces, class.other_waiting
+            ));
+        }
+        let drained = if class.waiting == 0 {
+            "-".to_owned()
+        } else {
+            format!("{:.1} s", class.drain_seconds)
+        };
+        writeln!(
+            out,
+            "  {:<16} {:>8} {:>8} {:>10}  {}",
+            class.class,
+            class.waiting,
+            class.ahead,
+            drained,
+            if lines.is_empty() {
+                "-".to_owned()
+            } else {
+                lines.join(", ")
+            }
+        )?;
+    }
+    Ok(())
+}
