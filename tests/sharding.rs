@@ -528,37 +528,89 @@ async fn completions_across_selector_changes(test: &str, replica_args: &[&str]) 
     ));
 }
 
-/// `shardcron status NAMESPACE/NAME` without an address: it reads the
-/// ring's Leases for the replicas' addresses and certificates, asks one,
-/// and follows the NOT_OWNER answer to the owner, which is the replica
-/// that runs the CronJob (by every replica's `/debug/shards`); after a
-/// replica stops, its CronJobs are found on their new owners.
+/// The admin commands as an operator runs them, against 3 replicas "in
+/// pods": the CLI reads the ring's Leases and reaches each replica through
+/// the API server's port-forward (kube-apiserver to kwok, the pods'
+/// kubelet, whose PortForward leads to the replica's process), with the
+/// operator's own token and RBAC. Without `pods/portforward` it says so.
+/// `status` follows NOT_OWNER to each CronJob's owner, which is the
+/// replica that runs it per `/debug/shards`; `ring` and `queues` answer;
+/// when the owner of a watched CronJob stops, `status --watch` finds the
+/// new owner and prints that owner's next decision.
 #[tokio::test(flavor = "multi_thread")]
-async fn shardcron_status_finds_each_cronjobs_owner_across_a_rebalance() {
+async fn the_admin_commands_reach_replicas_through_the_api_server_and_follow_a_cronjob() {
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
+    use kube::api::PostParams;
+    use serde_json::json;
+    use std::io::BufRead as _;
     use support::rbac::{Grant, account_kubeconfig};
-    let mut fleet = Fleet::new("admin-follow", 3, 6).await;
+    let mut fleet = Fleet::new_in_pods("admin-follow", 3, 6).await;
     let cluster = support::cluster::Cluster::shared();
+    let ns = fleet.ns.name.clone();
     let operator = account_kubeconfig(
         &fleet.admin,
         cluster,
-        &fleet.ns.name,
+        &ns,
         "operator",
         Grant::ClusterRole("view"),
     )
     .await;
+    let kubeconfig = operator.to_string_lossy().into_owned();
     let ring = fleet.replicas[0].ring.clone();
+    let cli = |command: &[&str]| {
+        let mut args = command.to_vec();
+        args.extend(["--kubeconfig", &kubeconfig, "--ring", &ring]);
+        args.extend(["--output", "json"]);
+        support::shardcron(&args)
+    };
+
+    // No pods/portforward yet: the API server refuses, and the CLI says so.
+    let refused = cli(&["status", &format!("{ns}/c00")]);
+    assert!(!refused.status.success());
+    let said = support::stderr(&refused);
+    assert!(
+        said.contains("port-forward to pod") && said.contains("pods/portforward"),
+        "{said}"
+    );
+
+    // deploy/kubernetes/admin-rbac.yaml's roles, bound as an operator would.
+    let port_forward: Role = serde_json::from_value(json!({
+        "metadata": {"name": "operator-port-forward"},
+        "rules": [{"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["get", "create"]}]
+    }))
+    .expect("a Role");
+    Api::<Role>::namespaced(fleet.admin.clone(), &ns)
+        .create(&PostParams::default(), &port_forward)
+        .await
+        .expect("create the Role");
+    let subjects = json!([{"kind": "ServiceAccount", "name": "operator", "namespace": ns}]);
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "operator-port-forward"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "operator-port-forward"},
+        "subjects": subjects,
+    }))
+    .expect("a RoleBinding");
+    Api::<RoleBinding>::namespaced(fleet.admin.clone(), &ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("bind it");
+    let operator_binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": format!("{ns}-operator")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "shardcron-admin-operator"},
+        "subjects": subjects,
+    }))
+    .expect("a ClusterRoleBinding");
+    let cluster_bindings = Api::<ClusterRoleBinding>::all(fleet.admin.clone());
+    cluster_bindings
+        .create(&PostParams::default(), &operator_binding)
+        .await
+        .expect("bind shardcron-admin-operator");
+
     let owner_by_cli = |name: &str| {
-        let cronjob = format!("{}/{name}", fleet.ns.name);
-        let out = support::shardcron(&[
-            "status",
-            &cronjob,
-            "--kubeconfig",
-            &operator.to_string_lossy(),
-            "--ring",
-            &ring,
-            "--output",
-            "json",
-        ]);
+        let out = cli(&["status", &format!("{ns}/{name}")]);
+        if !out.status.success() {
+            eprintln!("status {name}: {}", support::stderr(&out));
+        }
         out.status.success().then(|| {
             let answer: serde_json::Value =
                 serde_json::from_str(&support::stdout(&out)).expect("JSON");
@@ -578,24 +630,85 @@ async fn shardcron_status_finds_each_cronjobs_owner_across_a_rebalance() {
         Some(hops)
     };
     let followed = support::eventually(
-        "every CronJob's owner found (once the RoleBindings take effect)",
+        "every CronJob's owner found through the port-forwards (once RBAC takes effect)",
         Duration::from_secs(30),
         || async { check(&fleet) },
     )
     .await;
-    assert!(
-        followed > 0,
-        "every CronJob was on r0: nothing was followed"
-    );
+    assert!(followed > 0, "every CronJob was on r0: nothing was followed");
 
-    fleet.replicas[2].stop().await;
-    fleet.converged(Duration::from_secs(60)).await;
+    let out = cli(&["ring"]);
+    assert!(out.status.success(), "{}", support::stderr(&out));
+    let answer: serde_json::Value = serde_json::from_str(&support::stdout(&out)).expect("JSON");
+    assert_eq!(answer["view"], json!(["r0", "r1", "r2"]), "{answer}");
+    let out = cli(&["queues", "--replica", "r1"]);
+    assert!(out.status.success(), "{}", support::stderr(&out));
+    let answer: serde_json::Value = serde_json::from_str(&support::stdout(&out)).expect("JSON");
+    assert_eq!(answer["replica"], "r1", "{answer}");
+    assert_eq!(answer["classes"][1]["class"], "create_job", "{answer}");
+
+    // Watch c00 from well before its next slot; stop its owner meanwhile.
     support::eventually(
-        "every CronJob's new owner found",
-        Duration::from_secs(30),
-        || async { check(&fleet) },
+        "a moment well before the next slot",
+        Duration::from_secs(60),
+        || async { (3..=20).contains(&(Timestamp::now().as_second() % 60)).then_some(()) },
     )
     .await;
-    assert!(fleet.owners().values().all(|owner| owner != "r2"));
+    let watched = fleet.names[0].clone();
+    let before = fleet.owners()[&watched].clone();
+    let mut watch = std::process::Command::new(env!("CARGO_BIN_EXE_shardcron"))
+        .args(["status", &format!("{ns}/{watched}"), "--watch-count", "1"])
+        .args(["--kubeconfig", &kubeconfig, "--ring", &ring])
+        .args(["--output", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run shardcron status --watch");
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    let stdout = watch.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let first = lines
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the status before the watch");
+    assert!(first.contains(&format!("\"owner\":\"{before}\"")), "{first}");
+    let index: usize = before.trim_start_matches('r').parse().expect("rN");
+    fleet.replicas[index].stop().await;
+    fleet.converged(Duration::from_secs(60)).await;
+    let after = fleet.owners()[&watched].clone();
+    let followed = lines
+        .recv_timeout(Duration::from_secs(90))
+        .expect("the follow line");
+    let followed: serde_json::Value = serde_json::from_str(&followed).expect("JSON");
+    assert_eq!(
+        followed,
+        json!({"followed": {"from": before, "to": after}}),
+        "the watch followed {watched} to its new owner"
+    );
+    let decision = lines
+        .recv_timeout(Duration::from_secs(90))
+        .expect("the new owner's decision");
+    let decision: serde_json::Value = serde_json::from_str(&decision).expect("JSON");
+    assert_eq!(decision["outcome"], "created", "{decision}");
+    let exited = watch.wait().expect("the watch exits after one decision");
+    assert!(exited.success());
+
+    // The new owner's journal has it too, with the event it recorded.
+    let out = cli(&["status", &format!("{ns}/{watched}")]);
+    let answer: serde_json::Value = serde_json::from_str(&support::stdout(&out)).expect("JSON");
+    let recent = answer["recentDecisions"].as_array().expect("decisions");
+    assert!(
+        recent.iter().any(|d| d["createdJob"] == decision["createdJob"]
+            && d["events"].as_array().is_some_and(|e| e
+                .iter()
+                .any(|e| e.as_str().is_some_and(|e| e.contains("SuccessfulCreate"))))),
+        "{answer}"
+    );
+    let _ = cluster_bindings
+        .delete(&format!("{ns}-operator"), &DeleteParams::default())
+        .await;
     let _ = std::fs::remove_file(operator);
 }

@@ -12,7 +12,8 @@ use super::scenario::{cronjob, name_of, scheduled_time};
 use jiff::{Timestamp, ToSpan};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::Client;
-use kube::api::{Api, ListParams, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use serde_json::json;
 use shardcron::actor::apply::CREATED_BY_ANNOTATION;
 use shardcron::reconcile::SCHEDULED_TIMESTAMP_ANNOTATION;
@@ -81,9 +82,22 @@ impl Fleet {
     /// `replicas` replicas (ready), then `cronjobs` CronJobs at `*/1 * * * *`
     /// that keep every Job (for the checks).
     pub async fn new(test: &str, replicas: usize, cronjobs: usize) -> Fleet {
+        Self::new_placed(test, replicas, cronjobs, false).await
+    }
+
+    /// As [`Fleet::new`], each replica as if in a pod ([`Fleet::add_in_pod`]).
+    pub async fn new_in_pods(test: &str, replicas: usize, cronjobs: usize) -> Fleet {
+        Self::new_placed(test, replicas, cronjobs, true).await
+    }
+
+    async fn new_placed(test: &str, replicas: usize, cronjobs: usize, in_pods: bool) -> Fleet {
         let mut fleet = Fleet::empty(test).await;
         for _ in 0..replicas {
-            fleet.add().await;
+            if in_pods {
+                fleet.add_in_pod().await;
+            } else {
+                fleet.add().await;
+            }
         }
         // Pods succeed after 1 s (kwok); every Job is kept for the checks.
         let spec = json!({"successfulJobsHistoryLimit": 100, "failedJobsHistoryLimit": 100});
@@ -136,6 +150,69 @@ impl Fleet {
     pub async fn add(&mut self) -> usize {
         let index = self.replicas.len();
         let mut replica = self.prepare(index).await;
+        replica.launch();
+        replica.wait_ready().await;
+        self.replicas.push(replica);
+        index
+    }
+
+    /// Starts one more replica as if it ran in pod `rN` of the fleet's
+    /// namespace: the pod exists on a kwok node, kwok's PortForward leads
+    /// its admin port to the process, and the replica publishes the pod on
+    /// its Lease (`--admin-pod`), so clients reach its admin API through
+    /// the API server's `pods/portforward` as they would in a cluster.
+    pub async fn add_in_pod(&mut self) -> usize {
+        let index = self.replicas.len();
+        let pod = format!("r{index}");
+        let mut replica = self.prepare(index).await;
+        replica
+            .spec_mut()
+            .args
+            .push(format!("--admin-pod={}/{pod}", self.ns.name));
+        let port = replica.admin.port();
+        let pods: Api<Pod> = Api::namespaced(self.admin.clone(), &self.ns.name);
+        let manifest = json!({
+            "metadata": {"name": pod},
+            "spec": {
+                "nodeName": "kwok-node-0",
+                "containers": [{
+                    "name": "shardcron",
+                    "image": "shardcron:dev",
+                    "ports": [{"name": "admin", "containerPort": port}]
+                }]
+            }
+        });
+        pods.create(
+            &PostParams::default(),
+            &serde_json::from_value(manifest).expect("a Pod"),
+        )
+        .await
+        .expect("create the replica's pod");
+        let resource = ApiResource {
+            group: "kwok.x-k8s.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "kwok.x-k8s.io/v1alpha1".into(),
+            kind: "PortForward".into(),
+            plural: "portforwards".into(),
+        };
+        let forwards: Api<DynamicObject> =
+            Api::namespaced_with(self.admin.clone(), &self.ns.name, &resource);
+        let forward = json!({
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "PortForward",
+            "metadata": {"name": pod},
+            "spec": {"forwards": [{
+                "ports": [port],
+                "target": {"address": "127.0.0.1", "port": port}
+            }]}
+        });
+        forwards
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(forward).expect("a PortForward"),
+            )
+            .await
+            .expect("create the pod's PortForward (deploy/local/up installs its CRD)");
         replica.launch();
         replica.wait_ready().await;
         self.replicas.push(replica);

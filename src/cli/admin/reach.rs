@@ -228,9 +228,15 @@ fn forwarder(
                     *slot = Some(message);
                 }
             };
-            let mut forwarded = pods.portforward(&name, &[port]).await.inspect_err(|e| {
-                keep(e.to_string());
-            })?;
+            let mut forwarded = pods
+                .portforward(&name, &[port])
+                .await
+                .inspect_err(|error| match error {
+                    // The API server's own words (a refusal names the verb
+                    // and resource RBAC lacks), without the Status's dump.
+                    kube::Error::Api(status) => keep(status.message.clone()),
+                    other => keep(other.to_string()),
+                })?;
             if let Some(error) = forwarded.take_error(port) {
                 let failure = failure.clone();
                 tokio::spawn(async move {
