@@ -536,7 +536,8 @@ async fn completions_across_selector_changes(test: &str, replica_args: &[&str]) 
 /// `status` follows NOT_OWNER to each CronJob's owner, which is the
 /// replica that runs it per `/debug/shards`; `ring` and `queues` answer;
 /// when the owner of a watched CronJob stops, `status --watch` finds the
-/// new owner and prints that owner's next decision.
+/// new owner and prints that owner's next decision, which the new owner's
+/// journal then holds for `status` and `explain --live`.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_admin_commands_reach_replicas_through_the_api_server_and_follow_a_cronjob() {
     use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
@@ -635,7 +636,10 @@ async fn the_admin_commands_reach_replicas_through_the_api_server_and_follow_a_c
         || async { check(&fleet) },
     )
     .await;
-    assert!(followed > 0, "every CronJob was on r0: nothing was followed");
+    assert!(
+        followed > 0,
+        "every CronJob was on r0: nothing was followed"
+    );
 
     let out = cli(&["ring"]);
     assert!(out.status.success(), "{}", support::stderr(&out));
@@ -651,7 +655,11 @@ async fn the_admin_commands_reach_replicas_through_the_api_server_and_follow_a_c
     support::eventually(
         "a moment well before the next slot",
         Duration::from_secs(60),
-        || async { (3..=20).contains(&(Timestamp::now().as_second() % 60)).then_some(()) },
+        || async {
+            (3..=20)
+                .contains(&(Timestamp::now().as_second() % 60))
+                .then_some(())
+        },
     )
     .await;
     let watched = fleet.names[0].clone();
@@ -667,14 +675,20 @@ async fn the_admin_commands_reach_replicas_through_the_api_server_and_follow_a_c
     let (lines_tx, lines) = std::sync::mpsc::channel();
     let stdout = watch.stdout.take().expect("stdout");
     std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
             let _ = lines_tx.send(line);
         }
     });
     let first = lines
         .recv_timeout(Duration::from_secs(30))
         .expect("the status before the watch");
-    assert!(first.contains(&format!("\"owner\":\"{before}\"")), "{first}");
+    assert!(
+        first.contains(&format!("\"owner\":\"{before}\"")),
+        "{first}"
+    );
     let index: usize = before.trim_start_matches('r').parse().expect("rN");
     fleet.replicas[index].stop().await;
     fleet.converged(Duration::from_secs(60)).await;
@@ -701,10 +715,28 @@ async fn the_admin_commands_reach_replicas_through_the_api_server_and_follow_a_c
     let answer: serde_json::Value = serde_json::from_str(&support::stdout(&out)).expect("JSON");
     let recent = answer["recentDecisions"].as_array().expect("decisions");
     assert!(
-        recent.iter().any(|d| d["createdJob"] == decision["createdJob"]
-            && d["events"].as_array().is_some_and(|e| e
-                .iter()
-                .any(|e| e.as_str().is_some_and(|e| e.contains("SuccessfulCreate"))))),
+        recent
+            .iter()
+            .any(|d| d["createdJob"] == decision["createdJob"]
+                && d["events"].as_array().is_some_and(|e| e
+                    .iter()
+                    .any(|e| e.as_str().is_some_and(|e| e.contains("SuccessfulCreate"))))),
+        "{answer}"
+    );
+    // explain --live: the owner's dry run and the same journal.
+    let out = cli(&["explain", "--live", &format!("{ns}/{watched}")]);
+    assert!(out.status.success(), "{}", support::stderr(&out));
+    let answer: serde_json::Value = serde_json::from_str(&support::stdout(&out)).expect("JSON");
+    assert_eq!(answer["owner"], json!(after), "{answer}");
+    assert!(
+        answer["wouldDecide"]
+            .as_array()
+            .is_some_and(|steps| !steps.is_empty())
+            && answer["recentDecisions"]
+                .as_array()
+                .is_some_and(|recent| recent
+                    .iter()
+                    .any(|d| d["createdJob"] == decision["createdJob"])),
         "{answer}"
     );
     let _ = cluster_bindings

@@ -22,8 +22,23 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, clap::Args)]
 pub struct ExplainArgs {
     /// The CronJob, as `kubectl get cronjob NAME -o yaml` (or `-o json`) prints it.
-    #[arg(long, value_name = "FILE")]
-    cronjob: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "live")]
+    cronjob: Option<PathBuf>,
+    /// Instead of files: ask the replica that owns NAMESPACE/NAME what it
+    /// would decide now (a dry run on what it holds) and what it decided
+    /// lately, through the admin API (found and reached as `shardcron
+    /// status` does; the flags below say how).
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        conflicts_with_all = ["cronjob", "jobs", "now"]
+    )]
+    live: Option<String>,
+    /// With --live: which API serves it, batch (batch/v1) or shardcron.
+    #[arg(long, default_value = "batch", value_parser = super::parse_kind, requires = "live")]
+    kind: crate::reconcile::CronJobKind,
+    #[command(flatten)]
+    target: super::admin::Target,
     /// Its Jobs: a JobList (`kubectl get jobs -o yaml`), a JSON array, or
     /// YAML documents. Jobs not controlled by the CronJob are ignored.
     #[arg(long, value_name = "FILE")]
@@ -50,16 +65,32 @@ pub enum ExplainError {
     Incomplete { path: String, source: ViewError },
     #[error("{path}: expected one CronJob, found a list of {count}")]
     NotOneCronJob { path: String, count: usize },
+    #[error(transparent)]
+    Live(#[from] super::admin::AdminError),
     #[error("writing output: {0}")]
     Io(#[from] std::io::Error),
 }
 
 pub fn run(args: &ExplainArgs, out: &mut impl Write) -> Result<(), ExplainError> {
-    let (cronjob_api, kind) = load_cronjob(&args.cronjob)?;
+    let path = match (&args.live, &args.cronjob) {
+        (Some(live), _) => {
+            return Ok(super::admin::explain_live(
+                live,
+                args.kind,
+                &args.target,
+                args.output,
+                out,
+            )?);
+        }
+        (None, Some(path)) => path,
+        // clap requires one of the two.
+        (None, None) => return Ok(()),
+    };
+    let (cronjob_api, kind) = load_cronjob(path)?;
     let cronjob = CronJobView::from_api(&cronjob_api)
         .map(|view| CronJobView { kind, ..view })
         .map_err(|source| ExplainError::Incomplete {
-            path: display(&args.cronjob),
+            path: display(path),
             source,
         })?;
     let jobs = match &args.jobs {

@@ -64,14 +64,14 @@ pub struct Target {
     /// The ring's name (--shard-ring-name).
     #[arg(long, default_value = "shardcron")]
     pub(super) ring: String,
-    #[arg(long, value_enum, default_value_t)]
-    output: Output,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct RingArgs {
     #[command(flatten)]
     target: Target,
+    #[arg(long, value_enum, default_value_t)]
+    output: Output,
 }
 
 #[derive(Debug, clap::Args)]
@@ -81,6 +81,8 @@ pub struct QueuesArgs {
     replica: Option<String>,
     #[command(flatten)]
     target: Target,
+    #[arg(long, value_enum, default_value_t)]
+    output: Output,
 }
 
 #[derive(Debug, clap::Args)]
@@ -99,6 +101,8 @@ pub struct StatusArgs {
     watch_count: Option<usize>,
     #[command(flatten)]
     target: Target,
+    #[arg(long, value_enum, default_value_t)]
+    output: Output,
 }
 
 /// Errors the admin commands report (exit status 2).
@@ -190,7 +194,7 @@ pub fn ring(args: &RingArgs, out: &mut impl Write) -> Result<(), AdminError> {
             .await?
             .into_inner())
     })?;
-    match args.target.output {
+    match args.output {
         Output::Json => writeln!(out, "{}", output::ring_json(&answer))?,
         Output::Text => output::write_ring(out, &answer)?,
     }
@@ -212,35 +216,74 @@ pub fn queues(args: &QueuesArgs, out: &mut impl Write) -> Result<(), AdminError>
             .await?
             .into_inner())
     })?;
-    match args.target.output {
+    match args.output {
         Output::Json => writeln!(out, "{}", output::queues_json(&answer))?,
         Output::Text => output::write_queues(out, &answer)?,
     }
     Ok(())
 }
 
-pub fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), AdminError> {
-    let (namespace, name) = super::namespaced_name(&args.cronjob)
-        .ok_or_else(|| AdminError::NotAName(args.cronjob.clone()))?;
-    let kind = match args.kind {
+/// The request for `cronjob` (NAMESPACE/NAME) of `kind`.
+fn cronjob_request(cronjob: &str, kind: CronJobKind) -> Result<GetCronJobRequest, AdminError> {
+    let (namespace, name) =
+        super::namespaced_name(cronjob).ok_or_else(|| AdminError::NotAName(cronjob.to_owned()))?;
+    let kind = match kind {
         CronJobKind::Batch => ProtoKind::Batch,
         CronJobKind::Shardcron => ProtoKind::Shardcron,
     };
-    let request = GetCronJobRequest {
+    Ok(GetCronJobRequest {
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         kind: kind.into(),
-    };
-    let json = matches!(args.target.output, Output::Json);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let (answer, mut route, mut reach) = runtime.block_on(within_deadline(async {
-        let reach = discover(&args.target).await?;
-        let first = reach.first(&args.target)?;
-        let (answer, route) = locate(&reach, first, &request, &args.cronjob).await?;
+    })
+}
+
+/// The CronJob's live state from its owner, within the call deadline; the
+/// route to the owner and what the Leases said, for what follows.
+fn ask_owner(
+    runtime: &tokio::runtime::Runtime,
+    target: &Target,
+    request: &GetCronJobRequest,
+    cronjob: &str,
+) -> Result<(GetCronJobResponse, Route, Reach), AdminError> {
+    runtime.block_on(within_deadline(async {
+        let reach = discover(target).await?;
+        let first = reach.first(target)?;
+        let (answer, route) = locate(&reach, first, request, cronjob).await?;
         Ok((answer, route, reach))
-    }))?;
+    }))
+}
+
+fn current_thread() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+/// `shardcron explain --live`: what the owner would decide now (a dry run
+/// on what it holds) and what it decided lately, from the admin API.
+pub fn explain_live(
+    cronjob: &str,
+    kind: CronJobKind,
+    target: &Target,
+    output: Output,
+    out: &mut impl Write,
+) -> Result<(), AdminError> {
+    let request = cronjob_request(cronjob, kind)?;
+    let (answer, _, _) = ask_owner(&current_thread()?, target, &request, cronjob)?;
+    match output {
+        Output::Json => writeln!(out, "{}", output::explained_json(cronjob, &answer))?,
+        Output::Text => output::write_explained(out, cronjob, &answer)?,
+    }
+    Ok(())
+}
+
+pub fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), AdminError> {
+    let request = cronjob_request(&args.cronjob, args.kind)?;
+    let json = matches!(args.output, Output::Json);
+    let runtime = current_thread()?;
+    let (answer, mut route, mut reach) =
+        ask_owner(&runtime, &args.target, &request, &args.cronjob)?;
     if json {
         writeln!(out, "{}", output::status_json(&args.cronjob, &answer))?;
     } else {
@@ -254,9 +297,9 @@ pub fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), AdminError>
     // owner lets the CronJob go (it stops, or a rebalance moves it), find
     // the new one and watch there.
     let watch = WatchDecisionsRequest {
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-        kind: kind.into(),
+        namespace: request.namespace.clone(),
+        name: request.name.clone(),
+        kind: request.kind,
     };
     let mut owner = answer.owner;
     let mut seen = 0;
@@ -332,7 +375,7 @@ async fn watch_owner(
             return Ok(Watched::Moved);
         };
         *seen += 1;
-        match args.target.output {
+        match args.output {
             Output::Json => writeln!(out, "{}", output::watched_json(&decision))?,
             Output::Text => output::write_watched(out, &decision)?,
         }
@@ -381,10 +424,7 @@ async fn locate(
 fn block_on<T>(
     call: impl std::future::Future<Output = Result<T, AdminError>>,
 ) -> Result<T, AdminError> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?
-        .block_on(within_deadline(call))
+    current_thread()?.block_on(within_deadline(call))
 }
 
 async fn within_deadline<T>(

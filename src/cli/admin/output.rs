@@ -152,20 +152,7 @@ pub(super) fn write_status(
     for step in &answer.would_decide {
         writeln!(out, "    - {step}")?;
     }
-    match (&answer.decisions_since, answer.recent_decisions.is_empty()) {
-        (None, _) => writeln!(out, "  recent decisions:   none on this replica yet")?,
-        (Some(_), true) => writeln!(
-            out,
-            "  recent decisions:   none since {} (the replica's journal)",
-            time(&answer.decisions_since).unwrap_or_default()
-        )?,
-        (Some(_), false) => {
-            writeln!(out, "  recent decisions (oldest first):")?;
-            for decision in &answer.recent_decisions {
-                write_decision(out, decision, "    ")?;
-            }
-        }
-    }
+    write_recent(out, answer, "  ")?;
     Ok(())
 }
 
@@ -233,6 +220,72 @@ pub(super) fn write_watched(
     match &watched.decision {
         Some(decision) => write_decision(out, decision, ""),
         None => Ok(()),
+    }
+}
+
+pub(super) fn explained_json(cronjob: &str, answer: &GetCronJobResponse) -> serde_json::Value {
+    json!({
+        "cronjob": cronjob,
+        "owner": answer.owner,
+        "phase": phase(answer),
+        "wouldDecide": answer.would_decide,
+        "recentDecisions": answer.recent_decisions.iter().map(decision_json).collect::<Vec<_>>(),
+        "decisionsSince": time(&answer.decisions_since),
+    })
+}
+
+/// `explain --live`: the owner's dry run, then its recent decisions.
+pub(super) fn write_explained(
+    out: &mut impl Write,
+    cronjob: &str,
+    answer: &GetCronJobResponse,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "CronJob {cronjob} on {} ({})",
+        answer.owner,
+        phase(answer)
+    )?;
+    if !answer.waiting_for.is_empty() {
+        writeln!(
+            out,
+            "waiting for {}: it decides nothing yet",
+            answer.waiting_for
+        )?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "decision now (a dry run on what the owner holds; nothing is written):"
+    )?;
+    for step in &answer.would_decide {
+        writeln!(out, "  - {step}")?;
+    }
+    write_recent(out, answer, "")
+}
+
+fn write_recent(
+    out: &mut impl Write,
+    answer: &GetCronJobResponse,
+    indent: &str,
+) -> std::io::Result<()> {
+    let since = time(&answer.decisions_since).unwrap_or_default();
+    match (&answer.decisions_since, answer.recent_decisions.is_empty()) {
+        (None, _) => writeln!(out, "{indent}recent decisions: none on this replica yet"),
+        (Some(_), true) => writeln!(
+            out,
+            "{indent}recent decisions: none since {since} (how far back the replica's journal reaches)"
+        ),
+        (Some(_), false) => {
+            writeln!(
+                out,
+                "{indent}recent decisions, oldest first (the journal reaches back to {since}):"
+            )?;
+            for decision in &answer.recent_decisions {
+                write_decision(out, decision, &format!("{indent}  "))?;
+            }
+            Ok(())
+        }
     }
 }
 
