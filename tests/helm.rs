@@ -291,7 +291,21 @@ async fn helm_install_brings_up_a_controller_serving_the_crd() {
         .await
         .expect("the chart's ServiceAccount's kubeconfig");
     std::fs::write(&sa_kubeconfig, yaml).expect("write it");
-    let mut env = env;
+    // What the kubelet would give the pod: the downward API's values, and
+    // `$(NAME)` in a value expanded from the variables before it.
+    let downward = [
+        ("SHARDCRON_NAMESPACE".to_owned(), namespace.to_owned()),
+        ("SHARDCRON_REPLICA_ID".to_owned(), format!("{release}-0")),
+    ];
+    let mut env: Vec<(String, String)> = env
+        .into_iter()
+        .map(|(name, value)| {
+            let expanded = downward.iter().fold(value, |value, (known, with)| {
+                value.replace(&format!("$({known})"), with)
+            });
+            (name, expanded)
+        })
+        .collect();
     env.push(("SHARDCRON_NAMESPACE".into(), namespace.into()));
     env.push(("RUST_LOG".into(), "info,shardcron=debug".into()));
     let mut controller = Replica::new(ReplicaSpec {
