@@ -113,7 +113,7 @@ pub enum AdminError {
     #[error("{0:#}")]
     Client(anyhow::Error),
     #[error(
-        "the kubeconfig's user has no bearer token (token or tokenFile); the admin API takes one"
+        "the kubeconfig's user has no bearer token (token, tokenFile, or an exec plugin that prints one); the admin API takes one"
     )]
     NoToken,
     #[error("reading the ring's Leases: {0}")]

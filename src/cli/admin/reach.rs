@@ -76,13 +76,15 @@ pub async fn discover(target: &Target) -> Result<Reach, AdminError> {
     let config = super::super::kube_config(target.kubeconfig.as_ref())
         .await
         .map_err(AdminError::Client)?;
-    let token = match (&config.auth_info.token, &config.auth_info.token_file) {
-        (Some(token), _) => token.expose_secret().to_owned(),
-        (None, Some(file)) => std::fs::read_to_string(file)
+    let auth = &config.auth_info;
+    let token = match (&auth.token, &auth.token_file, &auth.exec) {
+        (Some(token), _, _) => token.expose_secret().to_owned(),
+        (None, Some(file), _) => std::fs::read_to_string(file)
             .map_err(|e| AdminError::Client(anyhow::anyhow!("reading tokenFile {file}: {e}")))?
             .trim()
             .to_owned(),
-        (None, None) => return Err(AdminError::NoToken),
+        (None, None, Some(exec)) => exec_token(exec)?,
+        (None, None, None) => return Err(AdminError::NoToken),
     };
     let client = crate::kube::client::build(config, "shardcron-admin-cli")
         .map_err(|e| AdminError::Client(e.into()))?;
@@ -125,6 +127,48 @@ pub async fn discover(target: &Target) -> Result<Reach, AdminError> {
         });
     }
     Ok(reach)
+}
+
+/// The bearer token a kubeconfig's exec plugin (a cloud's login helper,
+/// an OIDC helper) prints as an ExecCredential, run as kubectl runs it:
+/// non-interactive (stdin closed), `KUBERNETES_EXEC_INFO` set. A plugin
+/// that gives a client certificate instead gives no token.
+fn exec_token(exec: &kube::config::ExecConfig) -> Result<String, AdminError> {
+    let command = exec
+        .command
+        .as_deref()
+        .ok_or_else(|| AdminError::Client(anyhow::anyhow!("the exec plugin names no command")))?;
+    let api_version = exec
+        .api_version
+        .as_deref()
+        .unwrap_or("client.authentication.k8s.io/v1");
+    let info = serde_json::json!({
+        "apiVersion": api_version,
+        "kind": "ExecCredential",
+        "spec": {"interactive": false},
+    });
+    let mut run = std::process::Command::new(command);
+    run.args(exec.args.iter().flatten())
+        .env("KUBERNETES_EXEC_INFO", info.to_string())
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit());
+    for variable in exec.env.iter().flatten() {
+        if let (Some(name), Some(value)) = (variable.get("name"), variable.get("value")) {
+            run.env(name, value);
+        }
+    }
+    let failed = |why: String| AdminError::Client(anyhow::anyhow!("exec plugin {command}: {why}"));
+    let output = run.output().map_err(|e| failed(e.to_string()))?;
+    if !output.status.success() {
+        return Err(failed(format!("exited with {}", output.status)));
+    }
+    let credential: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .map_err(|e| failed(format!("not an ExecCredential: {e}")))?;
+    credential["status"]["token"]
+        .as_str()
+        .filter(|token| !token.is_empty())
+        .map(str::to_owned)
+        .ok_or(AdminError::NoToken)
 }
 
 impl Reach {
@@ -255,8 +299,39 @@ fn forwarder(
 
 #[cfg(test)]
 mod tests {
-    use super::{Connect, Published, Route, route};
+    use super::{Connect, Published, Route, exec_token, route};
     use crate::admin::AdminPod;
+
+    fn plugin(script: &str) -> kube::config::ExecConfig {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": "sh",
+            "args": ["-c", script],
+            "env": [{"name": "GREETING", "value": "t0ken"}],
+        }))
+        .expect("an exec config")
+    }
+
+    #[test]
+    fn an_exec_plugins_token_is_the_bearer_token() {
+        // The plugin sees KUBERNETES_EXEC_INFO and the kubeconfig's env.
+        let printed = plugin(
+            r#"case "$KUBERNETES_EXEC_INFO" in *ExecCredential*) ;; *) exit 3;; esac
+printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s"}}' "$GREETING""#,
+        );
+        assert_eq!(exec_token(&printed).expect("a token"), "t0ken");
+        for (script, expected) in [
+            ("exit 1", "exited with"),
+            ("echo not-json", "not an ExecCredential"),
+            (
+                r#"echo '{"status":{"clientCertificateData":"x"}}'"#,
+                "no bearer token",
+            ),
+        ] {
+            let error = exec_token(&plugin(script)).expect_err(script).to_string();
+            assert!(error.contains(expected), "{script}: {error}");
+        }
+    }
 
     #[test]
     fn auto_prefers_the_pod_and_falls_back_to_the_address() {
