@@ -1,12 +1,16 @@
 //! The decision core: ns per decision for a typical CronJob with 5 child Jobs
 //! (3 succeeded, 1 failed, 1 running and in status.active), between slots
 //! (nothing to do, the common case) and when a slot is due (one create).
+//! Beside the due decision, what the admin API's journal adds to it: the
+//! decision's record (its steps and events as text) pushed into a full
+//! journal (`journal/record-and-publish`).
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use serde_json::json;
+use shardcron::actor::feed::{DecisionFeed, DecisionRecord, JOURNAL_CAPACITY};
 use shardcron::reconcile::{CronJobView, Input, JobSummary, LiveAnswers, Step, reconcile};
 use std::hint::black_box;
 
@@ -95,6 +99,25 @@ fn bench(c: &mut Criterion) {
         c.bench_function(name, |b| {
             b.iter(|| black_box(reconcile(black_box(&input), &live)))
         });
+        if name.ends_with("due") {
+            let feed = DecisionFeed::default();
+            let record = |key: String| {
+                DecisionRecord::of(
+                    key,
+                    now,
+                    &plan,
+                    &plan.expected.events,
+                    None,
+                    Some("report-28488150".into()),
+                )
+            };
+            for i in 0..JOURNAL_CAPACITY {
+                feed.publish(record(format!("team-a/c{i}")));
+            }
+            c.bench_function("journal/record-and-publish", |b| {
+                b.iter(|| feed.publish(record(black_box("team-a/report".to_owned()))))
+            });
+        }
     }
 }
 

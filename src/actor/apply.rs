@@ -432,19 +432,14 @@ async fn apply_plan<R: JobRequests + Clone>(
         return applied;
     }
     let cronjob = &snapshot.cronjob;
-    env.feed.publish(DecisionRecord {
-        key: cronjob.kind.key(&cronjob.namespace, &cronjob.name),
-        at: input.now,
-        outcome: reconcile::slot_outcome(&plan.decisions),
-        steps: plan.decisions.iter().map(ToString::to_string).collect(),
-        events: outcome
-            .events
-            .iter()
-            .map(|event| format!("{:?} {}: {}", event.event_type, event.reason, event.message))
-            .collect(),
-        trace_id: traces::current_trace_id(),
-        created: applied.created.as_ref().map(|job| job.name.clone()),
-    });
+    env.feed.publish(DecisionRecord::of(
+        cronjob.kind.key(&cronjob.namespace, &cronjob.name),
+        input.now,
+        plan,
+        &outcome.events,
+        traces::current_trace_id(),
+        applied.created.as_ref().map(|job| job.name.clone()),
+    ));
     applied
 }
 

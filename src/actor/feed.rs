@@ -41,6 +41,32 @@ pub struct DecisionRecord {
     pub created: Option<String>,
 }
 
+impl DecisionRecord {
+    /// The record of `plan`, decided at `now` about the CronJob `key`,
+    /// which recorded `events` and created `created`.
+    pub fn of(
+        key: String,
+        now: Timestamp,
+        plan: &crate::reconcile::Plan,
+        events: &[crate::reconcile::Event],
+        trace_id: Option<String>,
+        created: Option<String>,
+    ) -> DecisionRecord {
+        DecisionRecord {
+            key,
+            at: now,
+            outcome: crate::reconcile::slot_outcome(&plan.decisions),
+            steps: plan.decisions.iter().map(ToString::to_string).collect(),
+            events: events
+                .iter()
+                .map(|event| format!("{:?} {}: {}", event.event_type, event.reason, event.message))
+                .collect(),
+            trace_id,
+            created,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct DecisionFeed {
     live: broadcast::Sender<Arc<DecisionRecord>>,
