@@ -1,8 +1,8 @@
-//! `shardcron ring` and `shardcron status NAMESPACE/NAME`: the admin API's
-//! answers (docs/admin-api.md), asked with the caller's kubeconfig. The
-//! bearer token is the kubeconfig user's; the replica's certificate is
-//! trusted because the ring's Leases, read through the API server with
-//! the same kubeconfig, publish it ([`CERT_ANNOTATION`]).
+//! `shardcron status`, `explain --live`, `ring` and `queues`: the admin
+//! API's answers (docs/admin-api.md), asked with the caller's kubeconfig,
+//! whose user's bearer token authenticates each call. [`reach`] finds and
+//! reaches the replicas (the ring's Leases: their certificates, pods and
+//! addresses); [`output`] prints the answers as text or JSON.
 
 mod output;
 mod reach;
