@@ -536,8 +536,8 @@ async fn completions_across_selector_changes(test: &str, replica_args: &[&str]) 
 /// `status` follows NOT_OWNER to each CronJob's owner, which is the
 /// replica that runs it per `/debug/shards`; `ring` and `queues` answer;
 /// when the owner of a watched CronJob stops, `status --watch` finds the
-/// new owner and prints that owner's next decision, which the new owner's
-/// journal then holds for `status` and `explain --live`.
+/// new owner and prints its decisions, its next create among them, which
+/// its journal then holds for `status` and `explain --live`.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_admin_commands_reach_replicas_through_the_api_server_and_follow_a_cronjob() {
     use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
@@ -665,7 +665,7 @@ async fn the_admin_commands_reach_replicas_through_the_api_server_and_follow_a_c
     let watched = fleet.names[0].clone();
     let before = fleet.owners()[&watched].clone();
     let mut watch = std::process::Command::new(env!("CARGO_BIN_EXE_shardcron"))
-        .args(["status", &format!("{ns}/{watched}"), "--watch-count", "1"])
+        .args(["status", &format!("{ns}/{watched}"), "--watch"])
         .args(["--kubeconfig", &kubeconfig, "--ring", &ring])
         .args(["--output", "json"])
         .stdout(std::process::Stdio::piped())
@@ -702,13 +702,21 @@ async fn the_admin_commands_reach_replicas_through_the_api_server_and_follow_a_c
         json!({"followed": {"from": before, "to": after}}),
         "the watch followed {watched} to its new owner"
     );
-    let decision = lines
-        .recv_timeout(Duration::from_secs(90))
-        .expect("the new owner's decision");
-    let decision: serde_json::Value = serde_json::from_str(&decision).expect("JSON");
-    assert_eq!(decision["outcome"], "created", "{decision}");
-    let exited = watch.wait().expect("the watch exits after one decision");
-    assert!(exited.success());
+    // The new owner's decisions, until its next slot's create (a Job
+    // completing, say, may be decided first on a loaded machine).
+    let deadline = Instant::now() + Duration::from_secs(100);
+    let decision = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .expect("the new owner's create within 100 s");
+        let decision: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+        if decision["outcome"] == "created" {
+            break decision;
+        }
+    };
+    let _ = watch.kill();
+    let _ = watch.wait();
 
     // The new owner's journal has it too, with the event it recorded.
     let out = cli(&["status", &format!("{ns}/{watched}")]);
