@@ -1,6 +1,6 @@
 //! The decisions this replica's actors make, for the admin API: a journal
-//! of the last [`JOURNAL_CAPACITY`] of them (all CronJobs together, oldest
-//! dropped first) that `GetCronJob` reads a CronJob's recent ones from,
+//! of the last [`JOURNAL_CAPACITY`] of them, [`JOURNAL_BYTES`] at most (all
+//! CronJobs together, oldest dropped first) that `GetCronJob` reads a CronJob's recent ones from,
 //! and a bounded broadcast for `WatchDecisions`, sent to only while someone
 //! listens.
 
@@ -18,6 +18,16 @@ pub const FEED_CAPACITY: usize = 1024;
 /// a CronJob that fires rarely may have none left; the answer says how far
 /// back the journal reaches.
 pub const JOURNAL_CAPACITY: usize = 4096;
+
+/// The journal's bound in bytes (its records' text, estimated): whatever a
+/// tenant makes its decisions say, the journal never holds more.
+pub const JOURNAL_BYTES: usize = 4 << 20;
+
+/// A record keeps at most this many steps and this many events (a
+/// decision that deletes a long history records an event per Job), each
+/// cut to [`crate::reconcile::MAX_NOTE_BYTES`]: a record is at most about
+/// 70 KB whatever the CronJob holds.
+pub const RECORD_LINES: usize = 32;
 
 /// At most this many of one CronJob's decisions are read back, newest last.
 pub const RECENT_PER_CRONJOB: usize = 10;
@@ -56,13 +66,58 @@ impl DecisionRecord {
             key,
             at: now,
             outcome: crate::reconcile::slot_outcome(&plan.decisions),
-            steps: plan.decisions.iter().map(ToString::to_string).collect(),
-            events: events
-                .iter()
-                .map(|event| format!("{:?} {}: {}", event.event_type, event.reason, event.message))
-                .collect(),
+            steps: bounded_lines(plan.decisions.iter().map(ToString::to_string)),
+            events: bounded_lines(events.iter().map(|event| {
+                format!("{:?} {}: {}", event.event_type, event.reason, event.message)
+            })),
             trace_id,
             created,
+        }
+    }
+
+    /// About how many bytes the record holds (its text and its fixed part).
+    fn bytes(&self) -> usize {
+        let lines = self.steps.iter().chain(&self.events);
+        std::mem::size_of::<Self>()
+            + self.key.len()
+            + lines
+                .map(|line| line.len() + std::mem::size_of::<String>())
+                .sum::<usize>()
+            + self.trace_id.as_ref().map_or(0, String::len)
+            + self.created.as_ref().map_or(0, String::len)
+    }
+}
+
+/// The first [`RECORD_LINES`] of `lines`, each cut to an Event note's bound,
+/// and a last line saying how many more there were.
+fn bounded_lines(lines: impl ExactSizeIterator<Item = String>) -> Vec<String> {
+    let total = lines.len();
+    let mut kept: Vec<String> = lines
+        .take(RECORD_LINES)
+        .map(|line| crate::reconcile::cut_text(line, crate::reconcile::MAX_NOTE_BYTES))
+        .collect();
+    if total > RECORD_LINES {
+        kept.push(format!("({} more)", total - RECORD_LINES));
+    }
+    kept
+}
+
+/// The journal: records, oldest first, and their bytes.
+#[derive(Debug, Default)]
+struct Journal {
+    records: VecDeque<Arc<DecisionRecord>>,
+    bytes: usize,
+}
+
+impl Journal {
+    fn push(&mut self, record: Arc<DecisionRecord>) {
+        self.bytes += record.bytes();
+        self.records.push_back(record);
+        while self.records.len() > JOURNAL_CAPACITY || self.bytes > JOURNAL_BYTES {
+            let Some(oldest) = self.records.pop_front() else {
+                break;
+            };
+            self.bytes -= oldest.bytes();
         }
     }
 }
@@ -70,14 +125,14 @@ impl DecisionRecord {
 #[derive(Debug, Clone)]
 pub struct DecisionFeed {
     live: broadcast::Sender<Arc<DecisionRecord>>,
-    journal: Arc<Mutex<VecDeque<Arc<DecisionRecord>>>>,
+    journal: Arc<Mutex<Journal>>,
 }
 
 impl Default for DecisionFeed {
     fn default() -> Self {
         Self {
             live: broadcast::channel(FEED_CAPACITY).0,
-            journal: Arc::new(Mutex::new(VecDeque::with_capacity(JOURNAL_CAPACITY))),
+            journal: Arc::default(),
         }
     }
 }
@@ -98,10 +153,7 @@ impl DecisionFeed {
         // A poisoned lock (a panic elsewhere while pushing) loses the
         // journal, never the decision.
         if let Ok(mut journal) = self.journal.lock() {
-            if journal.len() == JOURNAL_CAPACITY {
-                journal.pop_front();
-            }
-            journal.push_back(record.clone());
+            journal.push(record.clone());
         }
         if self.live.receiver_count() > 0 {
             // No receiver left meanwhile: nothing to do.
@@ -120,6 +172,7 @@ impl DecisionFeed {
             return Recent::default();
         };
         let mut decisions: Vec<_> = journal
+            .records
             .iter()
             .rev()
             .filter(|record| record.key == key)
@@ -129,7 +182,7 @@ impl DecisionFeed {
         decisions.reverse();
         Recent {
             decisions,
-            since: journal.front().map(|record| record.at),
+            since: journal.records.front().map(|record| record.at),
         }
     }
 }
@@ -174,9 +227,40 @@ mod tests {
         assert!(feed.recent("ns/a").decisions.is_empty());
         assert_eq!(feed.recent("ns/a").since.map(|t| t.as_second()), Some(100));
         assert_eq!(
-            feed.journal.lock().expect("not poisoned").len(),
+            feed.journal.lock().expect("not poisoned").records.len(),
             JOURNAL_CAPACITY
         );
+    }
+
+    #[test]
+    fn a_tenants_long_texts_are_cut_and_the_journal_holds_its_bytes_whatever_they_say() {
+        let long = "\\u{1}".repeat(100_000);
+        let lines = bounded_lines(
+            (0..100)
+                .map(|_| long.clone())
+                .collect::<Vec<_>>()
+                .into_iter(),
+        );
+        assert_eq!(lines.len(), RECORD_LINES + 1);
+        assert_eq!(lines[RECORD_LINES], "(68 more)");
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.len() <= crate::reconcile::MAX_NOTE_BYTES)
+        );
+
+        let feed = DecisionFeed::default();
+        for second in 0..1_000 {
+            let mut big = record("ns/a", second);
+            big.steps = lines.clone();
+            big.events = lines.clone();
+            feed.publish(big);
+        }
+        let journal = feed.journal.lock().expect("not poisoned");
+        assert!(journal.bytes <= JOURNAL_BYTES, "{} bytes", journal.bytes);
+        let counted: usize = journal.records.iter().map(|r| r.bytes()).sum();
+        assert_eq!(counted, journal.bytes);
+        assert!(journal.records.len() < 1_000 && !journal.records.is_empty());
     }
 
     #[tokio::test]

@@ -95,12 +95,33 @@ pub struct Event {
     pub message: String,
 }
 
+/// The longest note the API server takes in an Event (events.k8s.io/v1
+/// refuses a longer one): a message is cut to it where it is made, so that
+/// an Event that quotes a tenant's input is recorded, shortened, not refused.
+pub const MAX_NOTE_BYTES: usize = 1024;
+
+/// `text` cut to at most `max` bytes at a character boundary, ending in
+/// `...` when something was cut.
+pub fn cut_text(mut text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    const MARK: &str = "...";
+    let mut end = max.saturating_sub(MARK.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str(MARK);
+    text
+}
+
 impl Event {
     fn new(reason: Reason, message: String) -> Self {
         Self {
             event_type: reason.event_type(),
             reason,
-            message,
+            message: cut_text(message, MAX_NOTE_BYTES),
         }
     }
 
@@ -228,4 +249,20 @@ pub fn rfc1123z_utc(t: Timestamp) -> String {
         Timestamp::from_second(t.as_second() - i64::from(t.subsec_nanosecond() < 0)).unwrap_or(t);
     jiff::fmt::strtime::format("%a, %d %b %Y %H:%M:%S +0000", whole)
         .unwrap_or_else(|_| whole.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_is_cut_to_what_the_api_server_takes_at_a_character_boundary() {
+        let event = Event::unexpected_job(&"é".repeat(2_000));
+        assert!(event.message.len() <= MAX_NOTE_BYTES);
+        assert!(event.message.len() > MAX_NOTE_BYTES - 8);
+        assert!(event.message.ends_with("é..."), "{}", event.message);
+        assert_eq!(cut_text("short".into(), 8), "short");
+        assert_eq!(cut_text("exactly8".into(), 8), "exactly8");
+        assert_eq!(cut_text("nine char".into(), 8), "nine ...");
+    }
 }

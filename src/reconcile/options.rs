@@ -88,14 +88,50 @@ impl FallBack {
 }
 
 /// An opt-in annotation with a value it does not take.
+///
+/// A tenant may write up to 256 KiB into an annotation, and the error is
+/// copied into the decision, its trace, the journal and an Event: only the
+/// value's first [`SHOWN_VALUE_CHARS`] characters are kept (escaped once,
+/// when shown), with its length.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error(
-    "annotation {annotation}: {value:?} is not one of: {allowed}; upstream's behaviour applies"
+    "annotation {annotation}: {value:?}{cut} is not one of: {allowed}; upstream's behaviour applies",
+    cut = self.cut()
 )]
 pub struct InvalidOption {
     pub annotation: &'static str,
+    /// The value's first [`SHOWN_VALUE_CHARS`] characters.
     pub value: String,
+    /// The whole value's length in bytes.
+    pub bytes: usize,
     pub allowed: &'static str,
+}
+
+/// How many characters of an invalid value an [`InvalidOption`] keeps.
+pub const SHOWN_VALUE_CHARS: usize = 64;
+
+impl InvalidOption {
+    pub fn new(annotation: &'static str, value: &str, allowed: &'static str) -> Self {
+        let kept = value
+            .char_indices()
+            .nth(SHOWN_VALUE_CHARS)
+            .map_or(value, |(end, _)| &value[..end]);
+        Self {
+            annotation,
+            value: kept.to_owned(),
+            bytes: value.len(),
+            allowed,
+        }
+    }
+
+    /// What follows a value that was cut: its length.
+    fn cut(&self) -> String {
+        if self.bytes > self.value.len() {
+            format!("... ({} bytes)", self.bytes)
+        } else {
+            String::new()
+        }
+    }
 }
 
 /// The opt-ins of one CronJob. Small: one per actor.
@@ -183,13 +219,8 @@ impl Options {
 
     /// Keeps the first annotation that could not be read.
     fn note_invalid(&mut self, annotation: &'static str, value: &str, allowed: &'static str) {
-        self.invalid.get_or_insert_with(|| {
-            Box::new(InvalidOption {
-                annotation,
-                value: value.to_owned(),
-                allowed,
-            })
-        });
+        self.invalid
+            .get_or_insert_with(|| Box::new(InvalidOption::new(annotation, value, allowed)));
     }
 
     /// The catch-up window in seconds, if any.
@@ -322,20 +353,29 @@ impl PauseState {
     }
 }
 
-/// The entries of [`FAILED_JOBS_ANNOTATION`] that read as `name@time`.
+/// The entries of [`FAILED_JOBS_ANNOTATION`] that read as `name@time`, the
+/// last [`MAX_PAUSE_AFTER_FAILURES`] of them: the annotation is the
+/// tenant's to write too, and a longer streak is never needed (nor a name
+/// longer than a Job's can be).
 fn parse_failed_jobs(value: &str) -> Vec<FailedJob> {
-    value
-        .split(',')
+    let mut entries: Vec<FailedJob> = value
+        .rsplit(',')
         .filter_map(|entry| {
             let (name, time) = entry.trim().rsplit_once('@')?;
             let failed_at = time.parse().ok()?;
-            (!name.is_empty()).then(|| FailedJob {
+            (!name.is_empty() && name.len() <= MAX_JOB_NAME_BYTES).then(|| FailedJob {
                 name: name.to_owned(),
                 failed_at,
             })
         })
-        .collect()
+        .take(MAX_PAUSE_AFTER_FAILURES as usize)
+        .collect();
+    entries.reverse();
+    entries
 }
+
+/// The longest name a Job can have (a DNS subdomain).
+const MAX_JOB_NAME_BYTES: usize = 253;
 
 #[cfg(test)]
 mod tests {
@@ -423,5 +463,41 @@ mod tests {
                 "annotation shardcron.io/fall-back: \"Once\" is not one of: once, twice; upstream's behaviour applies"
             )
         );
+    }
+
+    #[test]
+    fn an_invalid_value_is_kept_and_shown_by_a_bounded_prefix() {
+        let huge = "\u{1}".repeat(200_000);
+        let options = of(&[(FALL_BACK_ANNOTATION, &huge)]);
+        let invalid = options.invalid.expect("invalid");
+        assert_eq!(invalid.value.chars().count(), SHOWN_VALUE_CHARS);
+        assert_eq!(invalid.bytes, 200_000);
+        let shown = invalid.to_string();
+        assert!(shown.len() < 1024, "{} bytes", shown.len());
+        assert!(
+            shown.contains("\\u{1}\"... (200000 bytes) is not one of"),
+            "{shown}"
+        );
+        // A short one is shown whole, without a length.
+        let short = of(&[(FALL_BACK_ANNOTATION, "thrice")])
+            .invalid
+            .expect("invalid");
+        assert_eq!(
+            short.to_string(),
+            "annotation shardcron.io/fall-back: \"thrice\" is not one of: once, twice; upstream's behaviour applies"
+        );
+    }
+
+    #[test]
+    fn a_streak_written_by_hand_keeps_its_last_hundred_entries_only() {
+        let entries: Vec<String> = (0..5_000)
+            .map(|i| format!("job-{i}@2026-11-26T10:00:00Z"))
+            .chain([format!("{}@2026-11-26T10:00:00Z", "x".repeat(300))])
+            .collect();
+        let counted = parse_failed_jobs(&entries.join(","));
+        assert_eq!(counted.len(), MAX_PAUSE_AFTER_FAILURES as usize);
+        // The name too long for a Job is dropped.
+        assert_eq!(counted[0].name, "job-4900");
+        assert_eq!(counted[99].name, "job-4999");
     }
 }

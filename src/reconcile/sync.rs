@@ -677,11 +677,11 @@ impl Engine<'_> {
         let ignored = if requested < self.cj.created {
             "it is older than the CronJob (a manifest's copy)"
         } else if requested > now + SignedDuration::from_secs(RUN_NOW_MAX_AHEAD_SECONDS) {
-            self.events.push(Event::invalid_option(&InvalidOption {
-                annotation: RUN_NOW_ANNOTATION,
-                value: requested.to_string(),
-                allowed: "an instant at most 60s ahead of the controller's clock",
-            }));
+            self.events.push(Event::invalid_option(&InvalidOption::new(
+                RUN_NOW_ANNOTATION,
+                &requested.to_string(),
+                "an instant at most 60s ahead of the controller's clock",
+            )));
             "it is more than 60s ahead of the controller's clock"
         } else if now
             > requested

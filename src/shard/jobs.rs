@@ -1,8 +1,12 @@
 //! Which CronJob each Job belongs to, as the supervisor tracks it. Pure.
 //!
-//! A Job is routed by its controller reference (kind CronJob, by UID). A
-//! Job whose CronJob has no actor here yet is parked until the actor starts
-//! and claims it. Every Job with a CronJob controller is remembered (UID ->
+//! A Job is routed by its controller reference (kind CronJob, by UID) to
+//! that CronJob only if the CronJob is in the Job's own namespace, as
+//! upstream lists a CronJob's Jobs in its namespace: a Job anywhere else
+//! that names a CronJob's UID (a tenant may write any ownerReference on its
+//! own Jobs) counts for nothing, neither active, nor a slot, nor history.
+//! A Job whose CronJob has no actor here yet is parked until the actor
+//! starts and claims it. Every Job with a CronJob controller is remembered (UID ->
 //! namespace and owner), so that a change of controller withdraws it from
 //! the old owner and a re-list can tell which Jobs disappeared meanwhile.
 
@@ -29,13 +33,18 @@ struct Home {
 #[derive(Default)]
 pub struct JobIndex {
     homes: HashMap<String, Home>,
-    parked: HashMap<String, Vec<JobSummary>>,
+    /// By the CronJob they wait for: its namespace (the Jobs') and UID.
+    parked: HashMap<(String, String), Vec<JobSummary>>,
 }
 
+/// `has_actor(namespace, uid)`: the CronJob with that UID has an actor here
+/// and lives in that namespace.
+pub trait HasActor: Fn(&str, &str) -> bool {}
+impl<F: Fn(&str, &str) -> bool> HasActor for F {}
+
 impl JobIndex {
-    /// A Job was added or changed. `has_actor(uid)`: the CronJob with that
-    /// UID has an actor here. Returns the messages for the actors.
-    pub fn apply(&mut self, job: JobFacts, has_actor: impl Fn(&str) -> bool) -> Vec<JobRoute> {
+    /// A Job was added or changed. Returns the messages for the actors.
+    pub fn apply(&mut self, job: JobFacts, has_actor: impl HasActor) -> Vec<JobRoute> {
         let mut routes = Vec::new();
         let previous = match &job.owner_uid {
             Some(owner) => self.homes.insert(
@@ -49,18 +58,21 @@ impl JobIndex {
             None => self.homes.remove(&job.uid),
         };
         if let Some(previous) = previous.filter(|p| Some(&p.owner_uid) != job.owner_uid.as_ref()) {
-            routes.extend(self.withdraw(previous.owner_uid, &job.uid, &has_actor));
+            routes.extend(self.withdraw(previous, &job.uid, &has_actor));
         }
         let Some(owner_uid) = job.owner_uid.clone() else {
             return routes;
         };
-        if has_actor(&owner_uid) {
+        if has_actor(&job.namespace, &owner_uid) {
             routes.push(JobRoute::Deliver {
                 owner_uid,
                 job: job.summary(),
             });
         } else {
-            let waiting = self.parked.entry(owner_uid).or_default();
+            let waiting = self
+                .parked
+                .entry((job.namespace.clone(), owner_uid))
+                .or_default();
             waiting.retain(|c| c.uid != job.uid);
             waiting.push(job.summary());
         }
@@ -68,14 +80,17 @@ impl JobIndex {
     }
 
     /// A Job was deleted.
-    pub fn delete(&mut self, job_uid: &str, has_actor: impl Fn(&str) -> bool) -> Option<JobRoute> {
+    pub fn delete(&mut self, job_uid: &str, has_actor: impl HasActor) -> Option<JobRoute> {
         let home = self.homes.remove(job_uid)?;
-        self.withdraw(home.owner_uid, job_uid, &has_actor)
+        self.withdraw(home, job_uid, &has_actor)
     }
 
-    /// The Jobs parked for a CronJob whose actor starts now.
-    pub fn claim(&mut self, owner_uid: &str) -> Vec<JobSummary> {
-        self.parked.remove(owner_uid).unwrap_or_default()
+    /// The Jobs parked for the CronJob `namespace`/`owner_uid` whose actor
+    /// starts now: those of its namespace only.
+    pub fn claim(&mut self, namespace: &str, owner_uid: &str) -> Vec<JobSummary> {
+        self.parked
+            .remove(&(namespace.to_owned(), owner_uid.to_owned()))
+            .unwrap_or_default()
     }
 
     /// The UIDs of the Jobs known here in the namespaces `in_scope` accepts
@@ -106,14 +121,8 @@ impl JobIndex {
     /// Forgets the Jobs (remembered or parked) of every CronJob that `keep`
     /// (by the CronJob's UID) rejects: this replica no longer owns it.
     pub fn retain_owners(&mut self, keep: impl Fn(&str) -> bool) {
-        let parked = &mut self.parked;
-        self.homes.retain(|_, home| {
-            let kept = keep(&home.owner_uid);
-            if !kept {
-                parked.remove(&home.owner_uid);
-            }
-            kept
-        });
+        self.homes.retain(|_, home| keep(&home.owner_uid));
+        self.parked.retain(|(_, owner_uid), _| keep(owner_uid));
     }
 
     /// Jobs remembered (shown by `/debug/shards`).
@@ -127,20 +136,21 @@ impl JobIndex {
 
     fn withdraw(
         &mut self,
-        owner_uid: String,
+        home: Home,
         job_uid: &str,
-        has_actor: &impl Fn(&str) -> bool,
+        has_actor: &impl HasActor,
     ) -> Option<JobRoute> {
-        if has_actor(&owner_uid) {
+        if has_actor(&home.namespace, &home.owner_uid) {
             return Some(JobRoute::Withdraw {
-                owner_uid,
+                owner_uid: home.owner_uid,
                 job_uid: job_uid.to_owned(),
             });
         }
-        if let Some(waiting) = self.parked.get_mut(&owner_uid) {
+        let parked = (home.namespace, home.owner_uid);
+        if let Some(waiting) = self.parked.get_mut(&parked) {
             waiting.retain(|c| c.uid != job_uid);
             if waiting.is_empty() {
-                self.parked.remove(&owner_uid);
+                self.parked.remove(&parked);
             }
         }
         None
@@ -166,8 +176,9 @@ mod tests {
         }
     }
 
-    fn running(uids: &'static [&'static str]) -> impl Fn(&str) -> bool {
-        move |uid| uids.contains(&uid)
+    /// CronJobs of namespace `ns` with an actor here.
+    fn running(uids: &'static [&'static str]) -> impl Fn(&str, &str) -> bool {
+        move |namespace, uid| namespace == "ns" && uids.contains(&uid)
     }
 
     #[test]
@@ -206,9 +217,9 @@ mod tests {
         // A change while parked replaces the parked summary.
         assert!(index.apply(job("j1", Some("c1")), running(&[])).is_empty());
         index.apply(job("j2", Some("c1")), running(&[]));
-        let claimed: Vec<String> = index.claim("c1").into_iter().map(|j| j.uid).collect();
+        let claimed: Vec<String> = index.claim("ns", "c1").into_iter().map(|j| j.uid).collect();
         assert_eq!(claimed, ["j1", "j2"]);
-        assert!(index.claim("c1").is_empty());
+        assert!(index.claim("ns", "c1").is_empty());
     }
 
     #[test]
@@ -216,7 +227,7 @@ mod tests {
         let mut index = JobIndex::default();
         index.apply(job("j1", Some("c1")), running(&[]));
         assert_eq!(index.delete("j1", running(&[])), None);
-        assert!(index.claim("c1").is_empty());
+        assert!(index.claim("ns", "c1").is_empty());
     }
 
     #[test]
@@ -274,7 +285,19 @@ mod tests {
         index.retain_owners(|owner_uid| owner_uid == "c1");
         assert!(index.knows("j1"));
         assert!(!index.knows("j2"));
-        assert!(index.claim("c2").is_empty());
+        assert!(index.claim("ns", "c2").is_empty());
         assert_eq!(index.len(), 1);
+    }
+
+    #[test]
+    fn a_job_of_another_namespace_never_reaches_the_cronjob_it_names() {
+        let mut index = JobIndex::default();
+        let mut forged = job("j1", Some("c1"));
+        forged.namespace = "mallory".into();
+        assert!(index.apply(forged.clone(), running(&["c1"])).is_empty());
+        // Nor once the actor starts and claims what waited for it.
+        assert!(index.apply(forged, running(&[])).is_empty());
+        assert!(index.claim("ns", "c1").is_empty());
+        assert_eq!(index.delete("j1", running(&["c1"])), None);
     }
 }

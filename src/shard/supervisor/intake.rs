@@ -112,6 +112,19 @@ impl ScopeState {
     }
 }
 
+/// Whether the CronJob with UID `owner_uid` has an actor here (`keys_by_uid`)
+/// and lives in `namespace`: a Job counts only for a CronJob of its own
+/// namespace.
+pub(super) fn has_actor_in(
+    keys_by_uid: &std::collections::HashMap<String, String>,
+    namespace: &str,
+    owner_uid: &str,
+) -> bool {
+    keys_by_uid
+        .get(owner_uid)
+        .is_some_and(|key| CronJobKind::parse_key(key).1 == namespace)
+}
+
 impl Supervisor {
     pub(super) fn on_cronjob(
         &mut self,
@@ -153,7 +166,10 @@ impl Supervisor {
             None => {}
         }
         let keys = &self.keys_by_uid;
-        for route in self.jobs.apply(job, |owner| keys.contains_key(owner)) {
+        for route in self
+            .jobs
+            .apply(job, |ns, owner| has_actor_in(keys, ns, owner))
+        {
             self.send(route, relisted);
         }
     }
@@ -163,7 +179,10 @@ impl Supervisor {
             self.tombstones.insert(uid.to_owned());
         }
         let keys = &self.keys_by_uid;
-        if let Some(route) = self.jobs.delete(uid, |owner| keys.contains_key(owner)) {
+        if let Some(route) = self
+            .jobs
+            .delete(uid, |ns, owner| has_actor_in(keys, ns, owner))
+        {
             self.send(route, false);
         }
     }

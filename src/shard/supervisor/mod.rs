@@ -305,7 +305,8 @@ impl Supervisor {
             return false;
         };
         let uid = cronjob.metadata.uid.clone().unwrap_or_default();
-        let children = self.jobs.claim(&uid);
+        let (_, namespace, _) = crate::reconcile::CronJobKind::parse_key(key);
+        let children = self.jobs.claim(namespace, &uid);
         let known_slot = self.unrecorded.take(&uid);
         let actor = match CronJobActor::new(&cronjob, children, known_slot, self.shared.clone()) {
             Ok(actor) => actor,
