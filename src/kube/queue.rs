@@ -1,7 +1,13 @@
-//! The write gateway's queue discipline: strict priority between classes of
-//! writes, and round-robin across namespaces inside a class, so one tenant's
-//! 10,000 CronJobs due at `0 * * * *` cannot starve another tenant's one.
-//! Pure data structure; the gateway pairs it with a [`TokenBucket`].
+//! The write gateway's queue discipline: namespaces take turns, one write
+//! a turn, and each namespace's turn serves its most urgent write (classes
+//! in strict priority within a namespace, FIFO within a class). So one
+//! tenant's 10,000 CronJobs due at `0 * * * *`, or a stream of run-now
+//! requests, takes one write in N when N namespaces wait, whatever its
+//! classes: no write of another namespace, of any class, waits behind more
+//! than one of its writes per turn. (Strict priority between classes
+//! across namespaces let one namespace's creates starve another's history
+//! delete, and with it that CronJob's next slot.) Pure data structure; the
+//! gateway pairs it with a [`TokenBucket`].
 //!
 //! [`TokenBucket`]: super::rate::TokenBucket
 
@@ -60,105 +66,144 @@ impl Priority {
     }
 }
 
-/// One class: a FIFO per namespace, served in turn.
+/// One namespace's writes: a FIFO per class.
 #[derive(Debug)]
-struct Class<T> {
-    /// Namespaces with queued writes, in serving order.
-    turn: VecDeque<String>,
-    queues: HashMap<String, VecDeque<T>>,
+struct Line<T> {
+    classes: [VecDeque<T>; Priority::ALL.len()],
     len: usize,
 }
 
-impl<T> Default for Class<T> {
+impl<T> Default for Line<T> {
     fn default() -> Self {
-        Class {
-            turn: VecDeque::new(),
-            queues: HashMap::new(),
+        Line {
+            classes: Default::default(),
             len: 0,
         }
     }
 }
 
-impl<T> Class<T> {
-    fn push(&mut self, namespace: &str, item: T) -> usize {
-        let queue = match self.queues.get_mut(namespace) {
-            Some(queue) => queue,
-            None => {
-                self.turn.push_back(namespace.to_owned());
-                self.queues.entry(namespace.to_owned()).or_default()
-            }
-        };
-        queue.push_back(item);
-        self.len += 1;
-        queue.len()
+impl<T> Line<T> {
+    /// The most urgent class with a write waiting.
+    fn head(&self) -> Option<Priority> {
+        Priority::ALL
+            .into_iter()
+            .find(|priority| !self.classes[*priority as usize].is_empty())
     }
 
-    fn pop(&mut self) -> Option<(String, T)> {
-        let namespace = self.turn.pop_front()?;
-        let queue = self.queues.get_mut(&namespace)?;
-        let item = queue.pop_front()?;
-        if queue.is_empty() {
-            self.queues.remove(&namespace);
-        } else {
-            self.turn.push_back(namespace.clone());
+    /// The place (0: next) in this line, in serving order, of the first
+    /// write `matches` picks.
+    fn place_of(&self, matches: &mut impl FnMut(&T) -> bool) -> Option<(Priority, usize)> {
+        let mut before = 0;
+        for priority in Priority::ALL {
+            let class = &self.classes[priority as usize];
+            if let Some(index) = class.iter().position(&mut *matches) {
+                return Some((priority, before + index));
+            }
+            before += class.len();
         }
-        self.len -= 1;
-        Some((namespace, item))
+        None
     }
 }
 
 /// Writes waiting for their turn.
 #[derive(Debug)]
 pub struct FairQueue<T> {
-    classes: [Class<T>; Priority::ALL.len()],
+    /// Namespaces with queued writes, in serving order.
+    turn: VecDeque<String>,
+    lines: HashMap<String, Line<T>>,
+    /// Queued writes per class.
+    depth: [usize; Priority::ALL.len()],
 }
 
 impl<T> Default for FairQueue<T> {
     fn default() -> Self {
         FairQueue {
-            classes: Default::default(),
+            turn: VecDeque::new(),
+            lines: HashMap::new(),
+            depth: [0; Priority::ALL.len()],
         }
     }
 }
 
-/// Where a write landed: how many writes of more urgent classes are queued,
-/// and its place in its namespace's own line (1 = next for that namespace).
+/// Where a write landed in its namespace's line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Position {
-    pub ahead_in_higher_classes: usize,
+    /// Its place in the line, in serving order (1: next for the namespace).
     pub in_namespace: usize,
+    /// The namespace had no write waiting: it joins the turns.
+    pub opened_line: bool,
 }
 
 impl<T> FairQueue<T> {
     pub fn push(&mut self, priority: Priority, namespace: &str, item: T) -> Position {
-        let ahead = self.classes[..priority as usize]
+        let line = match self.lines.get_mut(namespace) {
+            Some(line) => line,
+            None => {
+                self.turn.push_back(namespace.to_owned());
+                self.lines.entry(namespace.to_owned()).or_default()
+            }
+        };
+        line.classes[priority as usize].push_back(item);
+        line.len += 1;
+        self.depth[priority as usize] += 1;
+        let in_namespace = line.classes[..=priority as usize]
             .iter()
-            .map(|c| c.len)
+            .map(VecDeque::len)
             .sum();
-        let in_namespace = self.classes[priority as usize].push(namespace, item);
         Position {
-            ahead_in_higher_classes: ahead,
             in_namespace,
+            opened_line: line.len == 1,
         }
     }
 
-    /// The next write: the most urgent class first, namespaces in turn.
+    /// The next write: the next namespace's most urgent one.
     pub fn pop(&mut self) -> Option<(Priority, String, T)> {
-        Priority::ALL.into_iter().find_map(|priority| {
-            let (namespace, item) = self.classes[priority as usize].pop()?;
-            Some((priority, namespace, item))
-        })
+        let namespace = self.turn.pop_front()?;
+        let line = self.lines.get_mut(&namespace)?;
+        let priority = line.head()?;
+        let item = line.classes[priority as usize].pop_front()?;
+        line.len -= 1;
+        self.depth[priority as usize] -= 1;
+        if line.len == 0 {
+            self.lines.remove(&namespace);
+        } else {
+            self.turn.push_back(namespace.clone());
+        }
+        Some((priority, namespace, item))
     }
 
     /// The class of the next write, if any.
     pub fn next_priority(&self) -> Option<Priority> {
-        Priority::ALL
-            .into_iter()
-            .find(|priority| self.classes[*priority as usize].len > 0)
+        let namespace = self.turn.front()?;
+        self.lines.get(namespace)?.head()
+    }
+
+    /// Whether some namespace's most urgent write may spend the reserve
+    /// ([`Priority::may_use_reserve`]): a slot's start waits, maybe behind
+    /// namespaces whose next write may not.
+    pub fn has_urgent_head(&self) -> bool {
+        self.lines
+            .values()
+            .any(|line| line.head().is_some_and(Priority::may_use_reserve))
+    }
+
+    /// The next write that may spend the reserve: the most urgent write of
+    /// the first namespace, in turn order, whose most urgent write may. The
+    /// namespaces passed over keep their places.
+    pub fn pop_urgent(&mut self) -> Option<(Priority, String, T)> {
+        let index = self.turn.iter().position(|namespace| {
+            self.lines
+                .get(namespace)
+                .and_then(Line::head)
+                .is_some_and(Priority::may_use_reserve)
+        })?;
+        let namespace = self.turn.remove(index)?;
+        self.turn.push_front(namespace);
+        self.pop()
     }
 
     pub fn len(&self) -> usize {
-        self.classes.iter().map(|c| c.len).sum()
+        self.depth.iter().sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -167,41 +212,33 @@ impl<T> FairQueue<T> {
 
     /// Queued writes of one class (the depth metric).
     pub fn depth(&self, priority: Priority) -> usize {
-        self.classes[priority as usize].len
+        self.depth[priority as usize]
     }
 
     /// The first queued write `matches` picks, and how many writes would be
-    /// granted before it if nothing else arrived: every write of a more
-    /// urgent class, then, round-robin in its class, up to its own round
-    /// from each namespace (one more from those served before its own).
+    /// granted before it if nothing else arrived: its namespace's writes
+    /// ahead of it in its line, and, turn by turn, as many from each other
+    /// namespace (one more from those served before its own).
     pub fn place_of(&self, mut matches: impl FnMut(&T) -> bool) -> Option<Place> {
-        let mut ahead = 0;
-        for priority in Priority::ALL {
-            let class = &self.classes[priority as usize];
-            for (turn, namespace) in class.turn.iter().enumerate() {
-                let Some(index) = class
-                    .queues
-                    .get(namespace)
-                    .and_then(|queue| queue.iter().position(&mut matches))
-                else {
-                    continue;
-                };
-                let in_class: usize = class
-                    .turn
-                    .iter()
-                    .enumerate()
-                    .map(|(other, name)| {
-                        let len = class.queues.get(name).map_or(0, VecDeque::len);
-                        let rounds = if other < turn { index + 1 } else { index };
-                        len.min(rounds)
-                    })
-                    .sum();
-                return Some(Place {
-                    priority,
-                    ahead: ahead + in_class,
-                });
-            }
-            ahead += class.len;
+        for (turn, namespace) in self.turn.iter().enumerate() {
+            let Some((priority, index)) = self
+                .lines
+                .get(namespace)
+                .and_then(|line| line.place_of(&mut matches))
+            else {
+                continue;
+            };
+            let ahead = self
+                .turn
+                .iter()
+                .enumerate()
+                .map(|(other, name)| {
+                    let len = self.lines.get(name).map_or(0, |line| line.len);
+                    let rounds = if other < turn { index + 1 } else { index };
+                    len.min(rounds)
+                })
+                .sum();
+            return Some(Place { priority, ahead });
         }
         None
     }
@@ -209,25 +246,23 @@ impl<T> FairQueue<T> {
 
 impl<T> FairQueue<T> {
     /// How many writes wait in each class (most urgent first, empty ones
-    /// included) and, per class, each namespace's line (in serving order).
+    /// included) and, per class, each namespace's writes of that class (in
+    /// serving order).
     /// Copies counts only: the caller sorts, outside the gateway's lock.
     pub fn census(&self) -> Vec<ClassCensus> {
         Priority::ALL
             .into_iter()
-            .map(|priority| {
-                let class = &self.classes[priority as usize];
-                ClassCensus {
-                    priority,
-                    waiting: class.len,
-                    namespaces: class
-                        .turn
-                        .iter()
-                        .map(|namespace| {
-                            let len = class.queues.get(namespace).map_or(0, VecDeque::len);
-                            (namespace.clone(), len)
-                        })
-                        .collect(),
-                }
+            .map(|priority| ClassCensus {
+                priority,
+                waiting: self.depth[priority as usize],
+                namespaces: self
+                    .turn
+                    .iter()
+                    .filter_map(|namespace| {
+                        let len = self.lines.get(namespace)?.classes[priority as usize].len();
+                        (len > 0).then(|| (namespace.clone(), len))
+                    })
+                    .collect(),
             })
             .collect()
     }
@@ -347,8 +382,8 @@ mod tests {
         assert_eq!(
             pos,
             Position {
-                ahead_in_higher_classes: 0,
-                in_namespace: 1
+                in_namespace: 1,
+                opened_line: true
             }
         );
         let first_two: Vec<_> = (0..2)
@@ -361,6 +396,32 @@ mod tests {
         );
         assert_eq!(q.len(), 9_999);
         assert_eq!(q.depth(Priority::CreateJob), 9_999);
+    }
+
+    /// The attack the old discipline (strict priority between classes
+    /// across namespaces) lost to: one namespace keeps its creates queued
+    /// (run-now once a second on ten CronJobs, faster than the rate), and
+    /// another's decision waits for a history delete, the least urgent
+    /// write but Events. It is served at the next turn, not never.
+    #[test]
+    fn a_flood_of_creates_does_not_starve_another_namespaces_least_urgent_write() {
+        let mut q = FairQueue::default();
+        for i in 0..100 {
+            q.push(Priority::CreateJob, "flood", i);
+        }
+        q.push(Priority::HistoryDelete, "victim", -1);
+        let mut served = Vec::new();
+        for i in 100..200 {
+            // The flood adds a create for every one served.
+            q.push(Priority::CreateJob, "flood", i);
+            let (_, namespace, item) = q.pop().expect("queued");
+            served.push((namespace, item));
+            if item == -1 {
+                break;
+            }
+        }
+        assert_eq!(served, [("flood".to_owned(), 0), ("victim".to_owned(), -1)]);
+        assert_eq!(q.next_priority(), Some(Priority::CreateJob));
     }
 
     #[test]
@@ -383,7 +444,23 @@ mod tests {
     }
 
     #[test]
-    fn position_counts_more_urgent_writes() {
+    fn an_urgent_write_may_be_served_past_namespaces_whose_next_is_not() {
+        let mut q = FairQueue::default();
+        q.push(Priority::Event, "busy", 1);
+        q.push(Priority::Status, "idle", 2);
+        assert!(!q.has_urgent_head());
+        assert_eq!(q.pop_urgent(), None);
+        q.push(Priority::CreateJob, "due", 3);
+        q.push(Priority::Event, "due", 4);
+        assert!(q.has_urgent_head());
+        assert_eq!(q.pop_urgent(), Some((Priority::CreateJob, "due".into(), 3)));
+        // The others kept their places; `due` went to the back.
+        let rest: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(_, _, v)| v).collect();
+        assert_eq!(rest, [1, 2, 4]);
+    }
+
+    #[test]
+    fn position_is_the_place_in_the_namespaces_line() {
         let mut q = FairQueue::default();
         q.push(Priority::CreateJob, "a", ());
         q.push(Priority::CreateJob, "b", ());
@@ -392,8 +469,17 @@ mod tests {
         assert_eq!(
             pos,
             Position {
-                ahead_in_higher_classes: 2,
-                in_namespace: 2
+                in_namespace: 3,
+                opened_line: false
+            }
+        );
+        // A more urgent write goes ahead of the namespace's others.
+        let pos = q.push(Priority::RecordSlot, "a", ());
+        assert_eq!(
+            pos,
+            Position {
+                in_namespace: 1,
+                opened_line: false
             }
         );
     }

@@ -763,6 +763,90 @@ async fn a_tenant_cannot_get_other_jobs_deleted_through_status_active() {
     );
 }
 
+/// A tenant forges Jobs in its own namespace that name another namespace's
+/// CronJob as their controller (its UID, its bucket label, the scheduled
+/// timestamps of its next two slots, the slot finalizer), with a controller
+/// that watches both namespaces. Upstream lists a CronJob's Jobs in its
+/// namespace only; so does shardcron: both slots start in the victim's
+/// namespace, its status names none of the forged Jobs, and a forged Job
+/// being deleted is released (its CronJob is not in its namespace), so the
+/// forger's namespace is never stuck.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_of_another_namespace_does_not_speak_for_a_cronjob() {
+    let cluster = cluster_for(KIND).await;
+    let mallory = cluster.namespace("forger").await;
+    let watch_mallory = format!("--namespace={}", mallory.name);
+    let s = scenario_of(KIND, "forged", &[&watch_mallory]).await;
+    let created = s
+        .create(&cronjob("v", "*/1 * * * *", json!({}), json!({})))
+        .await;
+    let uid = created.metadata.uid.clone().unwrap_or_default();
+    let minute = jiff::Timestamp::now().as_second() / 60;
+    let slots =
+        [minute + 1, minute + 2].map(|m| jiff::Timestamp::from_second(m * 60).expect("a slot"));
+    let forged_jobs = Api::<Job>::namespaced(s.admin.clone(), &mallory.name);
+    for slot in slots {
+        let forged: Job = serde_json::from_value(json!({
+            "metadata": {
+                "name": format!("v-{}", slot.as_second() / 60),
+                "labels": {bucket::LABEL: bucket::Bucket::of(&uid).label_value()},
+                "annotations": {"batch.kubernetes.io/cronjob-scheduled-timestamp": slot.to_string()},
+                "ownerReferences": [{"apiVersion": KIND.api_version(), "kind": "CronJob",
+                                     "name": "v", "uid": uid, "controller": true}],
+                "finalizers": [shardcron::reconcile::SLOT_FINALIZER],
+            },
+            "spec": created.spec.job_template.spec,
+        }))
+        .expect("a Job");
+        forged_jobs
+            .create(&PostParams::default(), &forged)
+            .await
+            .expect("create the forged Job");
+    }
+    // The CronJob was made before the first slot, its controller running:
+    // both slots start, in its namespace.
+    let names = slots.map(|slot| format!("v-{}", slot.as_second() / 60));
+    eventually(
+        "the victim's Jobs for both forged slots",
+        ONE_SLOT + Duration::from_secs(60),
+        || async {
+            let mine = s.all_jobs().await;
+            names
+                .iter()
+                .all(|name| mine.iter().any(|j| &name_of(j) == name))
+                .then_some(())
+        },
+    )
+    .await;
+    let status = s.get("v").await.status.unwrap_or_default();
+    for entry in status.active.unwrap_or_default() {
+        assert_eq!(
+            entry.namespace.as_deref(),
+            Some(s.ns.name.as_str()),
+            "{entry:?}"
+        );
+    }
+    let last = &names[1];
+    // Deleting a forged Job: the finalizer is released.
+    forged_jobs
+        .delete(last, &DeleteParams::background())
+        .await
+        .expect("delete a forged Job");
+    eventually(
+        "the forged Job gone, its finalizer released",
+        Duration::from_secs(30),
+        || async {
+            forged_jobs
+                .get_opt(last)
+                .await
+                .expect("get")
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+}
+
 /// The opt-in `shardcron.io/fall-back` as the controller reads it from the
 /// server: `once` changes nothing outside a fall-back (the CronJob fires),
 /// and a value it does not take is a Warning naming the values it takes,

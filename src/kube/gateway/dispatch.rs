@@ -117,7 +117,7 @@ impl Pace {
     }
 }
 
-/// Grants turns: the most urgent class first, namespaces in turn, one per
+/// Grants turns: namespaces in turn, each its most urgent write, one per
 /// token. A ticket whose requester went away is skipped without a token.
 pub(super) async fn dispatch(
     mut incoming: mpsc::UnboundedReceiver<Ticket>,
@@ -126,7 +126,7 @@ pub(super) async fn dispatch(
     queue: SharedQueue,
 ) {
     let mut open = true;
-    // Whether the ticket opened its namespace's line in its class.
+    // Whether the ticket opened its namespace's line.
     let enqueue = |queue: &SharedQueue, ticket: Ticket| {
         let waiting = Waiting {
             grant: ticket.grant,
@@ -134,8 +134,7 @@ pub(super) async fn dispatch(
         };
         lock(queue)
             .push(ticket.priority, &ticket.namespace, waiting)
-            .in_namespace
-            == 1
+            .opened_line
     };
     let queue = &queue;
     loop {
@@ -169,7 +168,7 @@ pub(super) async fn dispatch(
         while let Ok(ticket) = incoming.try_recv() {
             enqueue(queue, ticket);
         }
-        let next = {
+        let (next, urgent) = {
             let queued = lock(queue);
             for priority in Priority::ALL {
                 metrics
@@ -179,16 +178,33 @@ pub(super) async fn dispatch(
                     })
                     .set(queued.depth(priority) as i64);
             }
-            queued.next_priority()
+            (queued.next_priority(), queued.has_urgent_head())
         };
         let Some(next) = next else {
             continue;
         };
         // tokio's clock, so that tests can pause it.
-        match pace.try_take(next, tokio::time::Instant::now().into_std(), &metrics) {
-            Ok(()) => {
+        let now = tokio::time::Instant::now().into_std();
+        // The next namespace's write, or, when only the reserve is left and
+        // that write may not spend it, the first slot's start waiting.
+        let taken = match pace.try_take(next, now, &metrics) {
+            Ok(()) => Ok(false),
+            Err(_) if urgent && pace.try_take(Priority::CreateJob, now, &metrics).is_ok() => {
+                Ok(true)
+            }
+            Err(wait) => Err(wait),
+        };
+        match taken {
+            Ok(urgent_only) => {
                 let mut queued = lock(queue);
-                while let Some((_, _, waiting)) = queued.pop() {
+                let mut pop = || {
+                    if urgent_only {
+                        queued.pop_urgent()
+                    } else {
+                        queued.pop()
+                    }
+                };
+                while let Some((_, _, waiting)) = pop() {
                     if waiting.grant.send(()).is_ok() {
                         break;
                     }

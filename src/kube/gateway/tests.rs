@@ -51,24 +51,28 @@ fn gateway() -> (Gateway, scripted::Asked) {
     (gateway, asked)
 }
 
-/// Another tenant's herd: five creates, queued now.
-fn herd(gateway: &Gateway) -> Vec<tokio::task::JoinHandle<Result<Job, ApiFailure>>> {
+/// A herd in `namespace`: five creates, queued now.
+fn herd(
+    gateway: &Gateway,
+    namespace: &'static str,
+) -> Vec<tokio::task::JoinHandle<Result<Job, ApiFailure>>> {
     (0..5)
         .map(|i| {
             let gateway = gateway.clone();
-            tokio::spawn(async move { gateway.create_job("herd", job(&format!("j{i}"))).await })
+            tokio::spawn(async move { gateway.create_job(namespace, job(&format!("j{i}"))).await })
         })
         .collect()
 }
 
 /// Finding 5 under a herd: a CronJob moving to another replica had created
 /// its Job, and the status write that records it waits in the status class
-/// behind another tenant's creates. The hand-off waits for that write, so
-/// the stop moves it ahead of them instead of leaving it minutes behind.
+/// behind its namespace's herd of creates. The hand-off waits for that
+/// write, so the stop moves it ahead of them instead of leaving it minutes
+/// behind.
 #[tokio::test(start_paused = true)]
 async fn a_stopping_senders_slot_record_goes_ahead_of_the_queued_creates() {
     let (gateway, asked) = gateway();
-    let herd = herd(&gateway);
+    let herd = herd(&gateway, "moved");
     tokio::time::sleep(Duration::from_millis(100)).await;
     let stop = CancellationToken::new();
     let moving = gateway.abandoning_on(stop.clone()).unabandoned();
@@ -95,11 +99,11 @@ async fn a_stopping_senders_slot_record_goes_ahead_of_the_queued_creates() {
 }
 
 /// The control: a sender that does not stop leaves its status write in
-/// its class, behind every create.
+/// its class, behind every create of its namespace.
 #[tokio::test(start_paused = true)]
-async fn a_routine_status_write_waits_behind_the_creates() {
+async fn a_routine_status_write_waits_behind_its_namespaces_creates() {
     let (gateway, asked) = gateway();
-    let herd = herd(&gateway);
+    let herd = herd(&gateway, "moved");
     tokio::time::sleep(Duration::from_millis(100)).await;
     let staying = gateway
         .abandoning_on(CancellationToken::new())
@@ -133,12 +137,12 @@ async fn routine_status_write(
 }
 
 /// The admin API's question: where does CronJob moved/report's request
-/// wait? Behind the herd's creates still queued, in the status class; its
-/// turn comes at the gateway's rate.
+/// wait? Behind its namespace's creates still queued, in the status class;
+/// its turn comes at the gateway's rate.
 #[tokio::test(start_paused = true)]
 async fn a_cronjobs_queued_request_is_found_with_what_is_ahead_of_it() {
     let (gateway, _) = gateway();
-    let herd = herd(&gateway);
+    let herd = herd(&gateway, "moved");
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(gateway.queued("moved/report"), None, "nothing sent yet");
     let keyed = gateway.for_key("moved/report");
@@ -152,6 +156,30 @@ async fn a_cronjobs_queued_request_is_found_with_what_is_ahead_of_it() {
     assert_eq!(gateway.queued("other/cronjob"), None);
     write.await.expect("the task").expect("written");
     assert_eq!(gateway.queued("moved/report"), None, "granted and gone");
+    for create in herd {
+        create.await.expect("the task").expect("a herd's create");
+    }
+}
+
+/// Another namespace's herd takes turns with a status write: one of its
+/// creates goes before it, not all of them.
+#[tokio::test(start_paused = true)]
+async fn another_namespaces_herd_takes_turns_with_a_status_write() {
+    let (gateway, asked) = gateway();
+    let herd = herd(&gateway, "herd");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let keyed = gateway.for_key("moved/report");
+    let write = tokio::spawn(async move { routine_status_write(&keyed).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let queued = gateway.queued("moved/report").expect("queued");
+    assert_eq!((queued.class, queued.ahead), ("status", 1));
+    write.await.expect("the task").expect("written");
+    let order = asked.paths();
+    assert_eq!(
+        order.iter().position(|a| a.starts_with("PATCH")),
+        Some(2),
+        "{order:?}"
+    );
     for create in herd {
         create.await.expect("the task").expect("a herd's create");
     }
