@@ -123,6 +123,13 @@ pub enum Decision {
         requested: Timestamp,
         running: Vec<String>,
     },
+    /// A run-now request waits: the CronJob's last Job started less than
+    /// [`RUN_NOW_MIN_INTERVAL_SECONDS`](super::RUN_NOW_MIN_INTERVAL_SECONDS)
+    /// before; it runs at `earliest` (if it has not lapsed by then).
+    RunNowTooSoon {
+        requested: Timestamp,
+        earliest: Timestamp,
+    },
     /// A run-now request waits for a slot before it whose (spread) start
     /// is still ahead: that slot starts first, so it is never skipped.
     RunNowAfterSlot {
@@ -334,6 +341,14 @@ impl fmt::Display for Decision {
                 f,
                 "run-now request of {requested} waits: concurrencyPolicy Forbid and job {} still running",
                 running.join(", ")
+            ),
+            RunNowTooSoon {
+                requested,
+                earliest,
+            } => write!(
+                f,
+                "run-now request of {requested} waits until {earliest}: at most one run-now Job per {}s after the CronJob's last start",
+                super::RUN_NOW_MIN_INTERVAL_SECONDS
             ),
             RunNowAfterSlot { requested, slot } => write!(
                 f,

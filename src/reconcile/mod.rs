@@ -103,7 +103,7 @@ pub use kind::{CronJobKind, CronJobKinds};
 pub use live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, LiveJob, Lookup};
 pub use options::{
     CATCH_UP_ANNOTATION, FALL_BACK_ANNOTATION, FallBack, InvalidOption, Options,
-    RUN_NOW_ANNOTATION, SPREAD_ANNOTATION,
+    RUN_NOW_ANNOTATION, RUN_NOW_MIN_INTERVAL_SECONDS, SPREAD_ANNOTATION,
 };
 pub use pause::{
     CronJobPatch, FAILED_JOBS_ANNOTATION, FailedJob, MAX_PAUSE_AFTER_FAILURES,

@@ -41,6 +41,14 @@ pub const RUN_NOW_ANNOTATION: &str = "shardcron.io/run-now";
 /// from a manifest long after is not run again.
 pub const RUN_NOW_DEADLINE_SECONDS: i64 = 300;
 
+/// A run-now request starts a Job at least this long after the CronJob's
+/// last start (`status.lastScheduleTime`, scheduled or asked for); one
+/// that comes sooner waits for it. Whoever may patch a CronJob may write
+/// the annotation as often as they like: this bounds the Jobs, and the
+/// controller's writes, that one CronJob's requests can make to one per
+/// 10 s.
+pub const RUN_NOW_MIN_INTERVAL_SECONDS: i64 = 10;
+
 /// How far ahead of the controller's clock a run-now request may be (the
 /// requester's clock may run ahead); one further ahead is refused.
 pub const RUN_NOW_MAX_AHEAD_SECONDS: i64 = 60;

@@ -15,6 +15,7 @@ use super::job::{active_reference, build_job_in, job_name, run_now_job_name};
 use super::live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, Lookup};
 use super::options::{
     InvalidOption, RUN_NOW_ANNOTATION, RUN_NOW_DEADLINE_SECONDS, RUN_NOW_MAX_AHEAD_SECONDS,
+    RUN_NOW_MIN_INTERVAL_SECONDS,
 };
 use super::pause::{self, Pause, StreakUpdate};
 use super::view::{CronJobView, JobSummary, ref_name, ref_namespace, ref_uid};
@@ -612,6 +613,22 @@ impl Engine<'_> {
             return Exit::Requeue(match otherwise {
                 Requeue::At(t) => Requeue::At(t.min(requested)),
                 _ => Requeue::At(requested),
+            });
+        }
+        if let Some(earliest) = self
+            .cj
+            .status
+            .last_schedule_time
+            .map(|last| last + SignedDuration::from_secs(RUN_NOW_MIN_INTERVAL_SECONDS))
+            .filter(|earliest| self.input.now < *earliest)
+        {
+            self.decisions.push(Decision::RunNowTooSoon {
+                requested,
+                earliest,
+            });
+            return Exit::Requeue(match otherwise {
+                Requeue::At(t) => Requeue::At(t.min(earliest)),
+                _ => Requeue::At(earliest),
             });
         }
         let name = run_now_job_name(&self.cj.name, requested);

@@ -101,8 +101,8 @@ fn a_due_slot_goes_first_and_serves_a_request_made_before_it() {
         early.expected.requeue,
         Requeue::At(ts("2016-05-19T11:00:00Z"))
     );
-    // Made at 10:00:03, after the slot: the slot's Job first, then at once
-    // the request's.
+    // Made at 10:00:03, after the slot: the slot's Job first, then the
+    // request's, once the minimum interval after the slot's start is over.
     let cj = requested(Some("2016-05-19T10:00:03Z"));
     let slot = plan(&cj, &[], "2016-05-19T10:00:05Z");
     let slot_job = slot.create.clone().expect("the slot's Job");
@@ -118,7 +118,13 @@ fn a_due_slot_goes_first_and_serves_a_request_made_before_it() {
         active: Some(vec![reference_of(&running)]),
         ..Default::default()
     });
-    let next = plan(&cj, &[running], "2016-05-19T10:00:05Z");
+    let next = plan(&cj, std::slice::from_ref(&running), "2016-05-19T10:00:05Z");
+    assert!(next.create.is_none());
+    assert_eq!(
+        next.expected.requeue,
+        Requeue::At(ts("2016-05-19T10:00:10Z"))
+    );
+    let next = plan(&cj, &[running], "2016-05-19T10:00:10Z");
     assert_eq!(
         next.create.map(|c| c.scheduled_time),
         Some(ts("2016-05-19T10:00:03Z"))
@@ -258,4 +264,33 @@ fn under_a_spread_a_request_after_a_slot_waits_for_its_delayed_start() {
         request.create.map(|c| c.scheduled_time),
         Some(ts("2016-05-19T10:02:00Z"))
     );
+}
+
+/// A tenant that rewrites the request every second gets one Job per
+/// [`RUN_NOW_MIN_INTERVAL_SECONDS`]: a request within that time of the
+/// last start waits for its end (woken then), and runs then.
+#[test]
+fn a_request_soon_after_the_last_start_waits_for_the_minimum_interval() {
+    let mut cj = requested(Some("2016-05-19T09:30:05Z"));
+    if let Some(status) = cj.status.as_mut() {
+        // The previous request's Job started at 09:30:00.
+        status.last_schedule_time = Some(Time(ts(REQUESTED)));
+    }
+    let early = plan(&cj, &[], "2016-05-19T09:30:06Z");
+    assert!(early.create.is_none());
+    let earliest = ts(REQUESTED) + jiff::SignedDuration::from_secs(RUN_NOW_MIN_INTERVAL_SECONDS);
+    assert!(
+        early.decisions.contains(&Decision::RunNowTooSoon {
+            requested: ts("2016-05-19T09:30:05Z"),
+            earliest
+        }),
+        "{:?}",
+        early.decisions
+    );
+    assert_eq!(early.expected.requeue, Requeue::At(earliest));
+    let later = plan(&cj, &[], "2016-05-19T09:30:10Z");
+    let create = later
+        .create
+        .expect("the request's Job, once the interval is over");
+    assert_eq!(create.scheduled_time, ts("2016-05-19T09:30:05Z"));
 }
