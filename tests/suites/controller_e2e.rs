@@ -897,6 +897,75 @@ async fn the_fall_back_option_is_read_and_a_bad_value_is_a_warning() {
     assert!(!s.has_event("once", "InvalidOption").await);
 }
 
+/// A tenant writes 200,000 control characters into an opt-in annotation (the
+/// API server takes 256 KiB of annotations) and patches its CronJob 300
+/// times, each patch a new decision. The value is kept and shown by its
+/// first 64 characters: the InvalidOption Warning is recorded (shortened,
+/// where the whole value escaped was over the Event API's 1 KB and
+/// refused), and the replica's memory does not grow with the patches (it
+/// grew by 600 MiB before: every decision's record held the escaped value).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_huge_annotation_patched_again_and_again_is_bounded_where_it_enters() {
+    let s = scenario("huge-annotation").await;
+    let mut cronjob = cronjob("huge", "0 0 1 1 *", json!({}), json!({}));
+    cronjob.metadata.annotations = Some(
+        [(
+            shardcron::reconcile::FALL_BACK_ANNOTATION.to_owned(),
+            "\u{1}".repeat(200_000),
+        )]
+        .into(),
+    );
+    s.create(&cronjob).await;
+    let warning = eventually("the InvalidOption warning", EVENT_LAG, || async {
+        s.events("huge")
+            .await
+            .into_iter()
+            .find(|(_, reason, _)| reason == "InvalidOption")
+    })
+    .await;
+    assert!(warning.2.len() <= 1024, "{} bytes", warning.2.len());
+    assert!(
+        warning
+            .2
+            .contains("(200000 bytes) is not one of: once, twice"),
+        "{}",
+        warning.2
+    );
+    let before = s.controller.rss_bytes().expect("the replica's RSS");
+    for i in 0..300 {
+        let patch = json!({"metadata": {"annotations": {"example.com/patch": i.to_string()}}});
+        s.cronjobs
+            .patch("huge", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("patch the CronJob");
+    }
+    // The patches decided (changes arriving during a decision fold into
+    // one more): the count of decisions stops growing.
+    let decisions = || s.controller.metric("shardcron_syncs_total{result=\"ok\"}");
+    let mut last = decisions();
+    for _ in 0..15 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = decisions();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    assert!(last >= 2.0, "{last} decisions");
+    let after = s.controller.rss_bytes().expect("the replica's RSS");
+    let grown = after.saturating_sub(before);
+    eprintln!(
+        "RSS {} MiB before, {} MiB after 300 patches ({last} decisions)",
+        before >> 20,
+        after >> 20
+    );
+    assert!(
+        grown < 64 << 20,
+        "the replica grew by {} MiB over 300 patches",
+        grown >> 20
+    );
+}
+
 /// `shardcron.io/catch-up-window`: a CronJob whose last run was four slots
 /// back (set in its status while it was suspended, as a controller down for
 /// four minutes leaves it) runs every missed slot once resumed, each once,

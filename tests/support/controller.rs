@@ -138,6 +138,26 @@ impl Controller {
         }
     }
 
+    /// The value of one sample line of `/metrics` (`name{labels}`), or 0.
+    pub fn metric(&self, name: &str) -> f64 {
+        self.process.metric(name)
+    }
+
+    /// The process's resident set in bytes (`VmRSS`), if it runs.
+    pub fn rss_bytes(&self) -> Option<u64> {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.process.pid()?)).ok()?;
+        let kib: u64 = status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kib * 1024)
+    }
+
     /// `/debug/shards?keys=true`, if the process answers.
     pub fn shards(&self) -> Option<shardcron::shard::debug::ShardReport> {
         self.debug_json("/debug/shards?keys=true")
