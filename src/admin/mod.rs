@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod service;
+pub mod streams;
 pub mod tls;
 
 /// The code generated from the proto by build.rs.

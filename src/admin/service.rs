@@ -9,6 +9,7 @@ use super::proto::{
     GetQueuesRequest, GetQueuesResponse, GetRingRequest, GetRingResponse, Member, NamespaceQueue,
     QueueClass, QueuedRequest, WatchDecisionsRequest, WatchDecisionsResponse,
 };
+use super::streams::{REAUTHORIZE_EVERY, STREAM_LIFETIME, StreamSlots};
 use crate::actor::cronjob::{ActorState, Inspect};
 use crate::actor::feed::{DecisionFeed, DecisionRecord};
 use crate::kube::gateway::Gateway;
@@ -21,8 +22,7 @@ use ::kube::Client;
 use actix::Recipient;
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::Arc;
-use tokio::sync::{Semaphore, broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
@@ -41,8 +41,8 @@ pub struct Admin {
     pub replica: String,
     /// The actors' decisions, for `WatchDecisions`.
     pub feed: DecisionFeed,
-    /// One permit per open `WatchDecisions` stream ([`super::MAX_WATCHERS`]).
-    pub watchers: Arc<Semaphore>,
+    /// Who holds the `WatchDecisions` streams ([`super::streams`]).
+    pub streams: StreamSlots,
     /// Where a CronJob's request waits.
     pub gateway: Gateway,
 }
@@ -56,6 +56,14 @@ const OWNERSHIP_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// At most this many namespaces are named per class by `GetQueues`.
 pub const QUEUE_NAMESPACES: usize = 20;
+
+/// The action of reading the CronJob `namespace/name`.
+fn read_cronjob(namespace: &str, name: &str) -> Action {
+    Action::ReadCronJob {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+    }
+}
 
 /// The CronJob a request names, checked: its kind and key.
 fn target(namespace: &str, name: &str, kind: i32) -> Result<(CronJobKind, String), Status> {
@@ -182,41 +190,72 @@ impl Admin {
         name: &str,
         kind: i32,
     ) -> Result<(CronJobKind, String), Status> {
-        let target = target(namespace, name, kind)?;
-        let action = Action::ReadCronJob {
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-        };
-        self.access.check(metadata, &action).await?;
+        let (target, _user) = self.authorize_as(metadata, namespace, name, kind).await?;
         Ok(target)
     }
 
+    /// [`Self::authorize`], with the caller's username.
+    async fn authorize_as(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        namespace: &str,
+        name: &str,
+        kind: i32,
+    ) -> Result<((CronJobKind, String), String), Status> {
+        let target = target(namespace, name, kind)?;
+        let user = self
+            .access
+            .check(metadata, &read_cronjob(namespace, name))
+            .await?;
+        Ok((target, user))
+    }
+
     /// `WatchDecisions`: the feed filtered to one key, through a bounded
-    /// stream, until the caller hangs up.
+    /// stream, until the caller hangs up, the caller may no longer read the
+    /// CronJob, or the stream's lifetime is over ([`super::streams`]).
     async fn watch(
         &self,
         request: Request<WatchDecisionsRequest>,
     ) -> Result<Response<DecisionStream>, Status> {
         let call = request.get_ref();
-        let (_, key) = self
-            .authorize(request.metadata(), &call.namespace, &call.name, call.kind)
+        let ((_, key), user) = self
+            .authorize_as(request.metadata(), &call.namespace, &call.name, call.kind)
             .await?;
-        let permit = self.watchers.clone().try_acquire_owned().map_err(|_| {
-            Status::resource_exhausted(format!(
-                "{} decision streams are open on this replica already",
-                super::MAX_WATCHERS
-            ))
-        })?;
+        let action = read_cronjob(&call.namespace, &call.name);
+        let slot = self
+            .streams
+            .open(&user)
+            .map_err(|refused| Status::resource_exhausted(refused.to_string()))?;
         let mut feed = self.feed.subscribe();
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let (locate, replica) = (self.locate.clone(), self.replica.clone());
+        let (access, metadata) = (self.access.clone(), request.metadata().clone());
         tokio::spawn(async move {
-            let _permit = permit;
+            let _slot = slot;
             let mut skipped = 0u64;
             let mut check = tokio::time::interval(OWNERSHIP_CHECK);
+            let start = tokio::time::Instant::now();
+            let mut reauthorize =
+                tokio::time::interval_at(start + REAUTHORIZE_EVERY, REAUTHORIZE_EVERY);
+            let over = tokio::time::sleep_until(start + STREAM_LIFETIME);
+            tokio::pin!(over);
             loop {
                 let record = tokio::select! {
                     () = tx.closed() => return,
+                    () = &mut over => {
+                        let _ = tx.send(Err(Status::aborted(format!(
+                            "the stream's lifetime ({}s) is over: watch again",
+                            STREAM_LIFETIME.as_secs()
+                        )))).await;
+                        return;
+                    }
+                    _ = reauthorize.tick() => {
+                        if let Err(refused) = access.check(&metadata, &action).await {
+                            let _ = tx.send(Err(refused)).await;
+                            return;
+                        }
+                        continue;
+                    }
                     _ = check.tick() => {
                         let here = locate.send(Locate { key: key.clone(), uid: None }).await;
                         match here {

@@ -403,7 +403,10 @@ async fn start(
         client: client.clone(),
         replica: settings.replica_id.clone(),
         feed,
-        watchers: Arc::new(tokio::sync::Semaphore::new(admin::MAX_WATCHERS)),
+        streams: admin::streams::StreamSlots::new(
+            admin::MAX_WATCHERS,
+            admin::streams::MAX_WATCHERS_PER_IDENTITY,
+        ),
         gateway: gateway.clone(),
     };
     tokio::spawn(async move {

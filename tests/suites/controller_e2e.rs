@@ -1498,7 +1498,61 @@ async fn the_admin_api_answers_whoever_rbac_lets_read_and_no_one_else() {
         ring_denied.contains("may not get rings.admin.shardcron.io"),
         "{ring_denied}"
     );
-    for path in [outsider, reader] {
+
+    // One identity cannot hold every decision stream: 8 each, then a
+    // refusal that names it; another identity still gets one.
+    let token_of = |kubeconfig: &std::path::Path| {
+        std::fs::read_to_string(kubeconfig)
+            .expect("the kubeconfig")
+            .lines()
+            .find_map(|line| Some(line.trim().strip_prefix("token:")?.trim().to_owned()))
+            .expect("a token in the kubeconfig")
+    };
+    let watch_as = |token: String| {
+        let mut client = client.clone();
+        let watch = shardcron::admin::proto::WatchDecisionsRequest {
+            namespace: s.ns.name.clone(),
+            name: "watched".into(),
+            kind: 0,
+        };
+        async move {
+            let mut request = tonic::Request::new(watch);
+            request.metadata_mut().insert(
+                "authorization",
+                format!("Bearer {token}").parse().expect("ASCII"),
+            );
+            client.watch_decisions(request).await
+        }
+    };
+    let mut held = Vec::new();
+    for _ in 0..shardcron::admin::streams::MAX_WATCHERS_PER_IDENTITY {
+        held.push(watch_as(token_of(&reader)).await.expect("a stream"));
+    }
+    let refused = watch_as(token_of(&reader)).await.expect_err("refused");
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused}");
+    assert!(
+        refused.message().contains(&format!(
+            "system:serviceaccount:{}:reader has 8 decision streams open",
+            s.ns.name
+        )),
+        "{refused}"
+    );
+    let other = account_kubeconfig(
+        &s.admin,
+        cluster,
+        &s.ns.name,
+        "other-reader",
+        Grant::ClusterRole("view"),
+    )
+    .await;
+    eventually(
+        "another identity's stream (once its RoleBinding takes effect)",
+        Duration::from_secs(30),
+        || async { watch_as(token_of(&other)).await.ok() },
+    )
+    .await;
+    drop(held);
+    for path in [outsider, reader, other] {
         let _ = std::fs::remove_file(path);
     }
 }
