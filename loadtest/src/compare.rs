@@ -31,6 +31,11 @@ pub enum ScenarioName {
     /// Scale-out: 100,000 CronJobs (short: 10,000) of the steady mix,
     /// shardcron with 1, 2 and 4 replicas: what each replica receives.
     S6,
+    /// Hostile neighbour: one tenant floods run-now requests and large
+    /// annotations on its 200 CronJobs (several times a replica's QPS)
+    /// while 50 quiet tenants have one every-minute CronJob each: their
+    /// skew, missed and doubled slots, the replicas' RSS growth.
+    S8,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -79,6 +84,9 @@ impl Scenario {
             (ScenarioName::S6, Mode::Ci) => (Mix::Steady, 600, 20, 2, 0),
             (ScenarioName::S6, Mode::Short) => (Mix::Steady, 10_000, 100, 5, 0),
             (ScenarioName::S6, Mode::Full) => (Mix::Steady, 100_000, 1_000, 5, 0),
+            (ScenarioName::S8, Mode::Ci) => (Mix::Hostile, 100, 1, 2, 60),
+            (ScenarioName::S8, Mode::Short) => (Mix::Hostile, 250, 1, 3, 60),
+            (ScenarioName::S8, Mode::Full) => (Mix::Hostile, 250, 1, 6, 60),
         };
         Self {
             name,
@@ -97,9 +105,9 @@ impl Scenario {
     pub fn set_minutes(&mut self, minutes: u32) -> anyhow::Result<()> {
         if !matches!(
             self.name,
-            ScenarioName::S1 | ScenarioName::S4 | ScenarioName::S6
+            ScenarioName::S1 | ScenarioName::S4 | ScenarioName::S6 | ScenarioName::S8
         ) {
-            anyhow::bail!("--minutes applies to S1, S4 and S6 only");
+            anyhow::bail!("--minutes applies to S1, S4, S6 and S8 only");
         }
         if minutes < 2 {
             anyhow::bail!("--minutes must be at least 2");
@@ -120,6 +128,10 @@ impl Scenario {
                 Variant::Shardcron(2),
                 Variant::Shardcron(4),
             ]);
+        }
+        // Upstream has no run-now to flood.
+        if self.name == ScenarioName::S8 && given.is_empty() {
+            return Ok(vec![Variant::Shardcron(1), Variant::Shardcron(3)]);
         }
         if given.is_empty() {
             return Ok(if failover {
@@ -463,7 +475,7 @@ async fn run_on(
         tail: Duration::from_secs(scenario.tail_seconds + u64::from(settings.spread_seconds)),
         prefix: mix::NAMESPACE_PREFIX,
         processes: &processes,
-        big_tenant: (scenario.mix == Mix::Tenants).then_some(big.as_str()),
+        big_tenant: matches!(scenario.mix, Mix::Tenants | Mix::Hostile).then_some(big.as_str()),
         done_after_jobs: scenario.is_herd().then_some(scenario.count),
         failover: kill_slot.map(|slot| (slot, victim_name.as_deref())),
     };
@@ -517,8 +529,30 @@ async fn run_on(
             started.elapsed(),
         )))
     };
-    let (killed, joined, observation) =
-        tokio::join!(kill, join, observe::observe(client, watch, &window));
+    let flood = async {
+        if scenario.mix != Mix::Hostile {
+            return None;
+        }
+        let hostile: Vec<mix::Planned> = plan
+            .iter()
+            .filter(|p| p.namespace == big)
+            .cloned()
+            .collect();
+        observe::sleep_until_ms(from * 1000 - 5_000).await;
+        eprintln!(
+            "compare: {variant}: flooding {} CronJobs of {big}",
+            hostile.len()
+        );
+        Some(crate::hostile::flood(client, &hostile, to * 1000 + 30_000).await)
+    };
+    let (killed, joined, flooded, observation) =
+        tokio::join!(kill, join, flood, observe::observe(client, watch, &window));
+    if let Some(flooded) = flooded {
+        eprintln!(
+            "compare: {variant}: the flood sent {} run-now requests and {} large annotations ({} refused or timed out)",
+            flooded.run_now, flooded.large_annotations, flooded.refused
+        );
+    }
     killed?;
     let joined = joined?;
     let observation = observation?;

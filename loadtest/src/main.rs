@@ -7,6 +7,7 @@ mod apimetrics;
 mod cluster;
 mod compare;
 mod create;
+mod hostile;
 mod mix;
 mod observe;
 mod overhead;
@@ -75,11 +76,12 @@ enum Command {
         /// Comma-separated: upstream, shardcron-N. Default: upstream,
         /// shardcron-1 and shardcron-3 (S4: upstream and shardcron-3, as a
         /// failover needs a replica to take over; S6: shardcron-1,
-        /// shardcron-2 and shardcron-4).
+        /// shardcron-2 and shardcron-4; S8: shardcron-1 and shardcron-3).
         #[arg(long, value_delimiter = ',')]
         controllers: Vec<Variant>,
         /// Minute slots watched, instead of the mode's (S1 and S4, whose
-        /// CronJobs fire every minute or every hour; S6: each run's window).
+        /// CronJobs fire every minute or every hour; S6 and S8: each run's
+        /// window).
         #[arg(long)]
         minutes: Option<u32>,
         /// Client QPS of every controller (upstream's default: 20).

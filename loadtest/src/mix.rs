@@ -22,6 +22,11 @@ pub enum Mix {
     Tenants,
     /// Every minute (`* * * * *`): failover and overhead runs.
     EveryMinute,
+    /// S8: one hostile namespace with all but 50, yearly (they run only
+    /// when the tenant asks: `crate::hostile` floods them with run-now
+    /// requests and large annotations), and 50 quiet namespaces with one
+    /// every-minute CronJob each.
+    Hostile,
     /// Daily at spread hours and minutes, none in the three hours from
     /// `--hour`: the memory and start-up run, whose controllers should sit
     /// idle.
@@ -98,6 +103,22 @@ pub fn plan(mix: Mix, count: usize, namespaces: usize, group: &str, at: Anchor) 
                     (usize::from(at.quiet_hour) + 3 + (i * 5) % DAILY_HOURS) % 24
                 ),
             },
+            Mix::Hostile => {
+                let hostile = count.saturating_sub(SMALL_TENANTS);
+                if i < hostile {
+                    Planned {
+                        namespace: big_tenant_namespace(group),
+                        name: name(i),
+                        schedule: "0 0 1 1 *".to_owned(),
+                    }
+                } else {
+                    Planned {
+                        namespace: format!("{NAMESPACE_PREFIX}{group}-small-{}", i - hostile),
+                        name: name(i),
+                        schedule: "* * * * *".to_owned(),
+                    }
+                }
+            }
             Mix::Tenants => {
                 let big = count.saturating_sub(SMALL_TENANTS);
                 Planned {
@@ -158,6 +179,19 @@ mod tests {
         assert_eq!(big, 1000);
         assert_eq!(namespaces_of(&plan).len(), 51);
         assert!(plan.iter().all(|p| p.schedule == "17 * * * *"));
+    }
+
+    #[test]
+    fn hostile_has_one_flooding_namespace_and_fifty_quiet_every_minute_ones() {
+        let plan = plan(Mix::Hostile, 250, 1, "s8", Anchor::default());
+        let hostile = big_tenant_namespace("s8");
+        let flood: Vec<_> = plan.iter().filter(|p| p.namespace == hostile).collect();
+        assert_eq!(flood.len(), 200);
+        assert!(flood.iter().all(|p| p.schedule == "0 0 1 1 *"));
+        let quiet: Vec<_> = plan.iter().filter(|p| p.namespace != hostile).collect();
+        assert_eq!(quiet.len(), SMALL_TENANTS);
+        assert_eq!(namespaces_of(&plan).len(), SMALL_TENANTS + 1);
+        assert!(quiet.iter().all(|p| p.schedule == "* * * * *"));
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub struct ProcessFigures {
     pub cpu_seconds: f64,
     pub peak_rss_bytes: u64,
     pub rss_bytes_at_end: u64,
+    /// At the window's start (absent from runs kept before it was kept).
+    #[serde(default)]
+    pub rss_bytes_at_start: u64,
 }
 
 /// Everything one run measured.
@@ -256,6 +259,7 @@ pub async fn observe(
             cpu_seconds: after.cpu_seconds - before.cpu_seconds,
             peak_rss_bytes: after.peak_rss_bytes,
             rss_bytes_at_end: after.rss_bytes,
+            rss_bytes_at_start: before.rss_bytes,
         })
         .collect();
     Ok(Observation {

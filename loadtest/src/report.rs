@@ -133,6 +133,9 @@ pub fn markdown(scenario: &Scenario, runs: &[Run]) -> String {
     if runs.iter().any(|r| r.observation.failover.is_some()) {
         out.push_str(&failover_table(runs));
     }
+    if runs.iter().any(|r| r.observation.small_tenants.is_some()) {
+        out.push_str(&quiet_tenants_table(runs));
+    }
     if runs.iter().any(|r| r.handoff.is_some()) {
         out.push_str(&handoff_table(runs));
     }
@@ -179,6 +182,47 @@ fn handoff_table(runs: &[Run]) -> String {
 
 /// S4: the killed controller's CronJobs and their first slot after the
 /// kill, beside the others' same slot.
+/// The other tenants beside the big or hostile one (S5, S8): their slots
+/// alone, and how much each controller's resident memory grew over the
+/// window (the largest replica's growth).
+fn quiet_tenants_table(runs: &[Run]) -> String {
+    let mut out = String::from(
+        "\n| controller | other tenants' slots | missed | duplicates | skew p50 s | skew p99 s | skew max s | RSS growth MiB |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for run in runs {
+        let Some(quiet) = &run.observation.small_tenants else {
+            continue;
+        };
+        let growth = if run.variant == "upstream" {
+            kcm(run).map(rss_growth).unwrap_or(0)
+        } else {
+            shardcron_replicas(run).map(rss_growth).max().unwrap_or(0)
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {:.1} |",
+            run.variant,
+            quiet.expected,
+            quiet.missed,
+            quiet.duplicates,
+            skew_cells(quiet),
+            growth as f64 / MIB,
+        );
+    }
+    out
+}
+
+/// Resident memory gained over the window (0 for runs kept without the
+/// start's figure).
+fn rss_growth(process: &crate::observe::ProcessFigures) -> u64 {
+    if process.rss_bytes_at_start == 0 {
+        return 0;
+    }
+    process
+        .rss_bytes_at_end
+        .saturating_sub(process.rss_bytes_at_start)
+}
+
 fn failover_table(runs: &[Run]) -> String {
     let mut out = String::from(
         "\nThe slot after the kill (a controller got SIGKILL 1 s before it):\n\n\

@@ -1513,7 +1513,16 @@ async fn the_admin_api_answers_whoever_rbac_lets_read_and_no_one_else() {
         let watch = shardcron::admin::proto::WatchDecisionsRequest {
             namespace: s.ns.name.clone(),
             name: "watched".into(),
-            kind: 0,
+            // The suite's kind: a stream about a CronJob the replica does
+            // not run ends at once, and frees its slot.
+            kind: match KIND {
+                shardcron::reconcile::CronJobKind::Batch => {
+                    shardcron::admin::proto::CronJobKind::Batch
+                }
+                shardcron::reconcile::CronJobKind::Shardcron => {
+                    shardcron::admin::proto::CronJobKind::Shardcron
+                }
+            } as i32,
         };
         async move {
             let mut request = tonic::Request::new(watch);
