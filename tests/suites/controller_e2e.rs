@@ -544,6 +544,58 @@ async fn a_job_the_ttl_controller_deletes_is_held_until_its_slot_is_recorded() {
     );
 }
 
+/// The slot finalizer protects a Job only until the status records its
+/// slot, then goes (deleted or not): with the controller stopped, as when
+/// it is scaled to 0 or serves another kind, deleting the namespace of a
+/// CronJob whose Jobs have a TTL completes. (Kept for the Job's life, it
+/// left every such Job Terminating, and the namespace with it, until a
+/// replica ran again.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_namespace_of_held_jobs_is_deleted_while_no_replica_runs() {
+    let mut s = scenario("held-namespace").await;
+    let mut held = cronjob("held", "*/1 * * * *", json!({}), long_running());
+    if let Some(spec) = held.spec.job_template.spec.as_mut() {
+        spec.ttl_seconds_after_finished = Some(3600);
+    }
+    s.create(&held).await;
+    let job = eventually("the slot's Job, recorded", ONE_SLOT, || async {
+        let recorded = s
+            .get("held")
+            .await
+            .status
+            .and_then(|st| st.last_schedule_time)
+            .is_some();
+        let job = s.all_jobs().await.into_iter().next()?;
+        recorded.then_some(job)
+    })
+    .await;
+    assert!(
+        shardcron::reconcile::is_held(&job.metadata) || job.metadata.finalizers.is_none(),
+        "made with the slot finalizer"
+    );
+    let name = name_of(&job);
+    eventually("the finalizer released", Duration::from_secs(30), || async {
+        let now = s.jobs.get(&name).await.expect("the Job");
+        (!shardcron::reconcile::is_held(&now.metadata)).then_some(())
+    })
+    .await;
+    s.controller.stop().await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(s.admin.clone());
+    namespaces
+        .delete(&s.ns.name, &DeleteParams::default())
+        .await
+        .expect("delete the namespace");
+    eventually("the namespace gone", Duration::from_secs(90), || async {
+        namespaces
+            .get_opt(&s.ns.name)
+            .await
+            .expect("get the namespace")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn held_jobs_of_a_deleted_cronjob_are_released() {
     // Background deletion: the CronJob goes first, the garbage collector

@@ -186,11 +186,25 @@ fn a_held_job_of_a_recorded_slot_is_released_at_once() {
         .last_schedule_time = Some(Time(ts(TEN)));
     let plan = decide(&cj, &[held_going(&cj, true)], None, TEN_OH_ONE);
     assert_eq!(plan.releases, [release(false, false)]);
-    // A held Job that is not going keeps its finalizer.
+    // A held Job that is not going loses its finalizer too: it protects
+    // nothing once the slot is recorded.
     let mut staying = held_going(&cj, true);
     staying.deleting = false;
     let plan = decide(&cj, &[staying], None, TEN_OH_ONE);
-    assert!(plan.releases.is_empty());
+    assert_eq!(plan.releases, [release(false, false)]);
+}
+
+#[test]
+fn a_held_job_of_an_unrecorded_slot_keeps_its_finalizer_until_a_write_records_it() {
+    let cj = hourly_without_history();
+    let mut staying = held_going(&cj, true);
+    staying.deleting = false;
+    let plan = decide(&cj, &[staying], None, TEN_OH_ONE);
+    assert_eq!(
+        recorded(&plan),
+        Some(&Decision::RecordedKnownSlot { slot: ts(TEN) })
+    );
+    assert_eq!(plan.releases, [release(true, false)]);
 }
 
 #[test]
