@@ -299,6 +299,8 @@ pub struct Settings {
     /// Herds with shardcron: one more replica joins the ring
     /// [`JOIN_AFTER`] the herd's minute.
     pub join_during_herd: bool,
+    /// S8's hostile tenant floods (off: the quiet tenants' reference).
+    pub flood: bool,
     /// Every CronJob spread over this many seconds (`shardcron.io/spread`).
     pub spread_seconds: u32,
 }
@@ -530,7 +532,7 @@ async fn run_on(
         )))
     };
     let flood = async {
-        if scenario.mix != Mix::Hostile {
+        if scenario.mix != Mix::Hostile || !settings.flood {
             return None;
         }
         let hostile: Vec<mix::Planned> = plan

@@ -116,6 +116,10 @@ enum Command {
         /// on the losing side (publication) and the gaining side (wait).
         #[arg(long)]
         join_during_herd: bool,
+        /// S8 without its flood: the reference for the quiet tenants'
+        /// figures (output under `<scenario>-<mode>-qps<qps>-no-flood`).
+        #[arg(long)]
+        no_flood: bool,
         /// Every CronJob spread over this window (a Go duration, `5m`:
         /// the `shardcron.io/spread` annotation, which kube-controller-
         /// manager ignores); skew then counts from each CronJob's offset.
@@ -226,6 +230,7 @@ async fn main() -> anyhow::Result<()> {
             resume,
             keep_logs,
             join_during_herd,
+            no_flood,
             spread,
         } => {
             let mut scenario = Scenario::new(scenario, mode);
@@ -237,8 +242,10 @@ async fn main() -> anyhow::Result<()> {
             let out = out.unwrap_or_else(|| {
                 let name = scenario.name;
                 let spread = spread.map_or_else(String::new, |s| format!("-spread{s}"));
+                let flood = if no_flood { "-no-flood" } else { "" };
                 repo.join(
-                    format!("loadtest/results/{name:?}-{mode:?}-qps{qps}{spread}").to_lowercase(),
+                    format!("loadtest/results/{name:?}-{mode:?}-qps{qps}{spread}{flood}")
+                        .to_lowercase(),
                 )
             });
             let settings = Settings {
@@ -253,6 +260,7 @@ async fn main() -> anyhow::Result<()> {
                 resume,
                 keep_logs,
                 join_during_herd,
+                flood: !no_flood,
                 spread_seconds: spread.unwrap_or(0),
             };
             if scenario.name == ScenarioName::S6 {

@@ -574,10 +574,14 @@ async fn a_namespace_of_held_jobs_is_deleted_while_no_replica_runs() {
         "made with the slot finalizer"
     );
     let name = name_of(&job);
-    eventually("the finalizer released", Duration::from_secs(30), || async {
-        let now = s.jobs.get(&name).await.expect("the Job");
-        (!shardcron::reconcile::is_held(&now.metadata)).then_some(())
-    })
+    eventually(
+        "the finalizer released",
+        Duration::from_secs(30),
+        || async {
+            let now = s.jobs.get(&name).await.expect("the Job");
+            (!shardcron::reconcile::is_held(&now.metadata)).then_some(())
+        },
+    )
     .await;
     s.controller.stop().await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(s.admin.clone());
