@@ -168,7 +168,7 @@ pub(super) async fn dispatch(
         while let Ok(ticket) = incoming.try_recv() {
             enqueue(queue, ticket);
         }
-        let (next, urgent) = {
+        let next = {
             let queued = lock(queue);
             for priority in Priority::ALL {
                 metrics
@@ -178,7 +178,7 @@ pub(super) async fn dispatch(
                     })
                     .set(queued.depth(priority) as i64);
             }
-            (queued.next_priority(), queued.has_urgent_head())
+            queued.next_priority()
         };
         let Some(next) = next else {
             continue;
@@ -187,9 +187,15 @@ pub(super) async fn dispatch(
         let now = tokio::time::Instant::now().into_std();
         // The next namespace's write, or, when only the reserve is left and
         // that write may not spend it, the first slot's start waiting.
+        // (The scan for a slot's start waiting behind the front runs only
+        // when the front's write may not spend the reserve and is refused.)
         let taken = match pace.try_take(next, now, &metrics) {
             Ok(()) => Ok(false),
-            Err(_) if urgent && pace.try_take(Priority::CreateJob, now, &metrics).is_ok() => {
+            Err(_)
+                if !next.may_use_reserve()
+                    && lock(queue).has_urgent_head()
+                    && pace.try_take(Priority::CreateJob, now, &metrics).is_ok() =>
+            {
                 Ok(true)
             }
             Err(wait) => Err(wait),
