@@ -453,6 +453,31 @@ async fn deleting_a_cronjob_with_active_jobs_stops_it() {
     assert!(s.live_jobs().await.is_empty());
 }
 
+/// The Job shardcron makes for `slot` of `cronjob` (as the server returned
+/// it), made by hand: its name, bucket label, scheduled timestamp,
+/// controller reference (blocking the owner's deletion or not) and the slot
+/// finalizer; created in whichever namespace the caller chooses.
+fn slot_job_by_hand(cronjob: &CronJob, slot: jiff::Timestamp, block_owner_deletion: bool) -> Job {
+    let name = cronjob.metadata.name.clone().unwrap_or_default();
+    let uid = cronjob.metadata.uid.clone().unwrap_or_default();
+    let mut owner = json!({"apiVersion": KIND.api_version(), "kind": "CronJob", "name": name,
+                           "uid": uid, "controller": true});
+    if block_owner_deletion {
+        owner["blockOwnerDeletion"] = json!(true);
+    }
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": format!("{name}-{}", slot.as_second() / 60),
+            "labels": {bucket::LABEL: bucket::Bucket::of(&uid).label_value()},
+            "annotations": {"batch.kubernetes.io/cronjob-scheduled-timestamp": slot.to_string()},
+            "ownerReferences": [owner],
+            "finalizers": [shardcron::reconcile::SLOT_FINALIZER],
+        },
+        "spec": cronjob.spec.job_template.spec,
+    }))
+    .expect("a Job")
+}
+
 /// The CronJob `name`, its Jobs with `ttlSecondsAfterFinished: 0`.
 fn with_ttl_zero(mut cronjob: CronJob) -> CronJob {
     if let Some(spec) = cronjob.spec.job_template.spec.as_mut() {
@@ -489,21 +514,7 @@ async fn a_job_the_ttl_controller_deletes_is_held_until_its_slot_is_recorded() {
     // The Job shardcron makes for the slot (the created-by annotation
     // aside), made by hand while no controller runs. Its bucket label too:
     // a ring serving only shardcron.io CronJobs reads labelled Jobs alone.
-    let template = cronjob.spec.job_template.clone();
-    let uid = cronjob.metadata.uid.clone().unwrap_or_default();
-    let job: Job = serde_json::from_value(json!({
-        "metadata": {
-            "name": format!("held-{}", slot.as_second() / 60),
-            "labels": {bucket::LABEL: bucket::Bucket::of(&uid).label_value()},
-            "annotations": {"batch.kubernetes.io/cronjob-scheduled-timestamp": slot.to_string()},
-            "ownerReferences": [{"apiVersion": KIND.api_version(), "kind": "CronJob", "name": "held",
-                                 "uid": cronjob.metadata.uid, "controller": true,
-                                 "blockOwnerDeletion": true}],
-            "finalizers": [shardcron::reconcile::SLOT_FINALIZER],
-        },
-        "spec": template.spec,
-    }))
-    .expect("a Job");
+    let job = slot_job_by_hand(&cronjob, slot, true);
     s.jobs
         .create(&PostParams::default(), &job)
         .await
@@ -625,21 +636,9 @@ async fn held_jobs_of_a_deleted_cronjob_are_released() {
             )))
             .await;
         s.controller.stop().await;
-        let uid = created.metadata.uid.clone().unwrap_or_default();
         let slot = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() / 60 * 60)
             .expect("a minute");
-        let job: Job = serde_json::from_value(json!({
-            "metadata": {
-                "name": format!("{name}-{}", slot.as_second() / 60),
-                "labels": {bucket::LABEL: bucket::Bucket::of(&uid).label_value()},
-                "annotations": {"batch.kubernetes.io/cronjob-scheduled-timestamp": slot.to_string()},
-                "ownerReferences": [{"apiVersion": KIND.api_version(), "kind": "CronJob", "name": name,
-                                     "uid": uid, "controller": true, "blockOwnerDeletion": true}],
-                "finalizers": [shardcron::reconcile::SLOT_FINALIZER],
-            },
-            "spec": created.spec.job_template.spec,
-        }))
-        .expect("a Job");
+        let job = slot_job_by_hand(&created, slot, true);
         s.jobs
             .create(&PostParams::default(), &job)
             .await
@@ -849,24 +848,12 @@ async fn a_job_of_another_namespace_does_not_speak_for_a_cronjob() {
     let created = s
         .create(&cronjob("v", "*/1 * * * *", json!({}), json!({})))
         .await;
-    let uid = created.metadata.uid.clone().unwrap_or_default();
     let minute = jiff::Timestamp::now().as_second() / 60;
     let slots =
         [minute + 1, minute + 2].map(|m| jiff::Timestamp::from_second(m * 60).expect("a slot"));
     let forged_jobs = Api::<Job>::namespaced(s.admin.clone(), &mallory.name);
     for slot in slots {
-        let forged: Job = serde_json::from_value(json!({
-            "metadata": {
-                "name": format!("v-{}", slot.as_second() / 60),
-                "labels": {bucket::LABEL: bucket::Bucket::of(&uid).label_value()},
-                "annotations": {"batch.kubernetes.io/cronjob-scheduled-timestamp": slot.to_string()},
-                "ownerReferences": [{"apiVersion": KIND.api_version(), "kind": "CronJob",
-                                     "name": "v", "uid": uid, "controller": true}],
-                "finalizers": [shardcron::reconcile::SLOT_FINALIZER],
-            },
-            "spec": created.spec.job_template.spec,
-        }))
-        .expect("a Job");
+        let forged = slot_job_by_hand(&created, slot, false);
         forged_jobs
             .create(&PostParams::default(), &forged)
             .await
