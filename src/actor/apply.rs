@@ -406,17 +406,27 @@ async fn apply_plan<R: JobRequests + Clone>(
         }
     }
     let keep_evidence = keep_evidence || streak_pending;
-    for (sent, deletion) in history.iter().enumerate() {
-        if keep_evidence
-            || delete(env, deletion, &mut results, &mut deleted).await == Deleted::Abandoned
-        {
+    let mut sent = 0;
+    let (wait, retry_at) = history_wait(&applied.requeue, (env.clock)());
+    let deletes = async {
+        for deletion in &history {
             // Stopping, or the slot is not recorded yet: the deletes not
             // sent are left to the next decision (or the next owner).
-            for unsent in &history[sent..] {
-                results.delete_not_sent(&unsent.name);
+            if keep_evidence
+                || delete(env, deletion, &mut results, &mut deleted).await == Deleted::Abandoned
+            {
+                break;
             }
-            break;
+            sent += 1;
         }
+    };
+    if tokio::time::timeout(wait, deletes).await.is_err() {
+        // Out of time (a herd's backlog in the namespace): the next slot
+        // is not held back for them; the next decision sends them again.
+        applied.requeue = retry_at;
+    }
+    for unsent in &history[sent..] {
+        results.delete_not_sent(&unsent.name);
     }
     applied.deleted = deleted;
     release(env, plan, &mut applied).await;
@@ -441,6 +451,31 @@ async fn apply_plan<R: JobRequests + Clone>(
         applied.created.as_ref().map(|job| job.name.clone()),
     ));
     applied
+}
+
+/// The longest a decision waits for its history deletes, however far its
+/// next slot: they are the lowest write class, and a decision that waits
+/// holds its CronJob's next one back.
+pub const HISTORY_DELETES_MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How long the history deletes may take, given the decision's `requeue`
+/// at `now`: until the next slot is due (so it starts at its time) and at
+/// most [`HISTORY_DELETES_MAX_WAIT`]; and the requeue to use when they run
+/// out of time (the slot, or the end of that wait if sooner).
+fn history_wait(requeue: &Requeue, now: Timestamp) -> (std::time::Duration, Requeue) {
+    let cap = jiff::SignedDuration::try_from(HISTORY_DELETES_MAX_WAIT).unwrap_or_default();
+    let latest = now.saturating_add(cap).unwrap_or(now);
+    match requeue {
+        Requeue::At(slot) if *slot <= latest => {
+            let until = slot.duration_since(now);
+            (
+                std::time::Duration::try_from(until).unwrap_or_default(),
+                requeue.clone(),
+            )
+        }
+        Requeue::Backoff(_) => (HISTORY_DELETES_MAX_WAIT, requeue.clone()),
+        Requeue::At(_) | Requeue::Never => (HISTORY_DELETES_MAX_WAIT, Requeue::At(latest)),
+    }
 }
 
 /// Last, the held Jobs whose slot is recorded lose their finalizer (one
@@ -694,6 +729,8 @@ mod tests {
         stopped: bool,
         /// Keep the Jobs sent to be created, in `created`.
         keep_created: bool,
+        /// Deletes wait for their turn forever (a herd's backlog).
+        stall_deletes: bool,
         created: Vec<Job>,
         asked: Vec<String>,
         events: Vec<String>,
@@ -762,7 +799,11 @@ mod tests {
             _: &str,
             _: DeleteFor,
         ) -> impl Future<Output = Result<(), ApiFailure>> {
-            self.write(&format!("delete {name}"))
+            if self.script.borrow().stall_deletes {
+                self.ask(&format!("delete {name} (never answered)"));
+                return futures::future::Either::Left(futures::future::pending());
+            }
+            futures::future::Either::Right(self.write(&format!("delete {name}")))
         }
 
         fn release_job(
@@ -905,6 +946,8 @@ mod tests {
         };
         let now: Timestamp = "2024-03-01T09:30:05Z".parse().expect("a time");
         let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
             .build()
             .expect("a runtime");
         let applied = runtime.block_on(decide(&env, snapshot, now));
@@ -1117,6 +1160,65 @@ mod tests {
         assert_eq!(applied.deleted, ["j-old"]);
         // Events in upstream's order, whatever the order of the requests.
         assert_eq!(script.events, ["SuccessfulDelete", "SuccessfulCreate"]);
+    }
+
+    #[test]
+    fn history_deletes_that_wait_too_long_are_left_to_a_decision_before_the_next_slot() {
+        let script = Script {
+            stall_deletes: true,
+            ..Script::default()
+        };
+        let (applied, script, _) = run(script, &with_a_finished_child());
+        assert_eq!(
+            script.asked,
+            [
+                "create",
+                "write status (unabandoned)",
+                "delete report-old (never answered)"
+            ]
+        );
+        assert!(applied.deleted.is_empty());
+        assert!(applied.written_status.is_some());
+        // The clock reads 09:30:06: 30 s at most, then a decision sends
+        // them again, before the 09:31 slot.
+        assert_eq!(
+            applied.requeue,
+            Requeue::At("2024-03-01T09:30:36Z".parse().expect("a time"))
+        );
+        assert_eq!(script.events, ["SuccessfulCreate"]);
+    }
+
+    #[test]
+    fn history_deletes_wait_until_the_next_slot_and_thirty_seconds_at_most() {
+        let now: Timestamp = "2024-03-01T09:30:50Z".parse().expect("a time");
+        let at = |t: &str| Requeue::At(t.parse().expect("a time"));
+        let seconds = std::time::Duration::from_secs;
+        let backoff = Requeue::Backoff(reconcile::ApiError::new("409"));
+        let table = [
+            // The slot in 10 s: 10 s, then the slot's decision.
+            (
+                at("2024-03-01T09:31:00Z"),
+                seconds(10),
+                at("2024-03-01T09:31:00Z"),
+            ),
+            // The slot in an hour: 30 s, then a decision for them alone.
+            (
+                at("2024-03-01T10:31:00Z"),
+                seconds(30),
+                at("2024-03-01T09:31:20Z"),
+            ),
+            (Requeue::Never, seconds(30), at("2024-03-01T09:31:20Z")),
+            // Already due: the deletes are tried only if they answer at once.
+            (
+                at("2024-03-01T09:30:00Z"),
+                seconds(0),
+                at("2024-03-01T09:30:00Z"),
+            ),
+            (backoff.clone(), seconds(30), backoff),
+        ];
+        for (requeue, wait, retry) in table {
+            assert_eq!(history_wait(&requeue, now), (wait, retry), "{requeue:?}");
+        }
     }
 
     #[test]
