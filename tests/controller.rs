@@ -119,3 +119,101 @@ async fn one_ring_serves_both_kinds_and_keeps_namesakes_apart() {
         "the shardcron.io namesake's actor went with it: {keys:?}"
     );
 }
+
+/// `--admin-token-audiences shardcron-admin`: the admin API takes only
+/// tokens meant for that audience, so a replica never receives one the API
+/// server itself would accept. A namespace viewer's kubeconfig token is
+/// refused, saying how to make one; its token made for the audience
+/// (`--token-file`) is answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_admin_api_takes_only_tokens_meant_for_its_audience() {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use support::rbac::{Grant, account_kubeconfig};
+    let cluster = Cluster::shared();
+    let admin = cluster.admin().await;
+    let ns = cluster.namespace("admin-audience").await;
+    let controller = Controller::start_with(
+        cluster,
+        &ns.name,
+        &["--admin-token-audiences=shardcron-admin"],
+    )
+    .await;
+    let cronjobs = CronJobs::namespaced(admin.clone(), &ns.name, CronJobKind::Batch);
+    cronjobs
+        .create(
+            &PostParams::default(),
+            &cronjob("yearly", "0 0 1 1 *", json!({}), json!({})),
+        )
+        .await
+        .expect("create the CronJob");
+    let reader = account_kubeconfig(
+        &admin,
+        cluster,
+        &ns.name,
+        "reader",
+        Grant::ClusterRole("view"),
+    )
+    .await;
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            audiences: Some(vec!["shardcron-admin".into()]),
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), &ns.name)
+        .create_token_request("reader", &PostParams::default(), &request)
+        .await
+        .expect("a token for the audience")
+        .status
+        .expect("its status")
+        .token
+        .expect("its token");
+    let token_file = std::env::temp_dir().join(format!("{}-audience.token", ns.name));
+    std::fs::write(&token_file, token).expect("write the token");
+
+    let address = controller.admin.to_string();
+    let kubeconfig = reader.to_string_lossy().into_owned();
+    let cronjob_name = format!("{}/yearly", ns.name);
+    let ask = |extra: &[&str]| {
+        let mut args = vec![
+            "status",
+            cronjob_name.as_str(),
+            "--address",
+            &address,
+            "--kubeconfig",
+            &kubeconfig,
+            "--ring",
+            &controller.ring,
+            "--output",
+            "json",
+        ];
+        args.extend(extra);
+        support::shardcron(&args)
+    };
+    let refused = ask(&[]);
+    let why = support::stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{why}");
+    assert!(
+        why.contains("Unauthenticated")
+            && why.contains("this API takes tokens meant for shardcron-admin")
+            && why.contains("--audience shardcron-admin"),
+        "{why}"
+    );
+    let token_path = token_file.to_string_lossy().into_owned();
+    let answer: serde_json::Value = eventually(
+        "the reader's answer with its audience's token",
+        Duration::from_secs(30),
+        || async {
+            let out = ask(&["--token-file", &token_path]);
+            out.status
+                .success()
+                .then(|| serde_json::from_str(&support::stdout(&out)).expect("JSON"))
+        },
+    )
+    .await;
+    assert_eq!(answer["owner"], controller.replica);
+    let _ = std::fs::remove_file(&token_file);
+}

@@ -575,23 +575,25 @@ async fn the_admin_commands_reach_replicas_through_the_api_server_and_follow_a_c
     );
 
     // deploy/kubernetes/admin-rbac.yaml's roles, bound as an operator would.
+    // In the controller's namespace, where the replicas' pods are.
+    let port_forward_name = format!("{ns}-operator-port-forward");
     let port_forward: Role = serde_json::from_value(json!({
-        "metadata": {"name": "operator-port-forward"},
+        "metadata": {"name": port_forward_name},
         "rules": [{"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["get", "create"]}]
     }))
     .expect("a Role");
-    Api::<Role>::namespaced(fleet.admin.clone(), &ns)
+    Api::<Role>::namespaced(fleet.admin.clone(), CONTROLLER_NAMESPACE)
         .create(&PostParams::default(), &port_forward)
         .await
         .expect("create the Role");
     let subjects = json!([{"kind": "ServiceAccount", "name": "operator", "namespace": ns}]);
     let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": "operator-port-forward"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "operator-port-forward"},
+        "metadata": {"name": port_forward_name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": port_forward_name},
         "subjects": subjects,
     }))
     .expect("a RoleBinding");
-    Api::<RoleBinding>::namespaced(fleet.admin.clone(), &ns)
+    Api::<RoleBinding>::namespaced(fleet.admin.clone(), CONTROLLER_NAMESPACE)
         .create(&PostParams::default(), &binding)
         .await
         .expect("bind it");

@@ -92,13 +92,18 @@ pub fn bearer(metadata: &MetadataMap) -> Result<&str, Status> {
 pub struct Access {
     client: Client,
     checks: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The audiences a caller's token must be meant for; none: the API
+    /// server's own (any token kubectl would send, which a replica could
+    /// then replay to the API server).
+    audiences: Vec<String>,
 }
 
 impl Access {
-    pub fn new(client: Client) -> Self {
+    pub fn new(client: Client, audiences: Vec<String>) -> Self {
         Self {
             client,
             checks: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CHECKS)),
+            audiences,
         }
     }
 
@@ -159,30 +164,76 @@ impl Access {
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: token.to_owned(),
-                ..TokenReviewSpec::default()
+                audiences: (!self.audiences.is_empty()).then(|| self.audiences.clone()),
             },
             ..TokenReview::default()
         };
         let answer = self.review("TokenReview", &review).await?;
         let status = answer.status.unwrap_or_default();
-        match (status.authenticated, status.user) {
-            (Some(true), Some(user)) => Ok(user),
-            // The token itself is never logged nor echoed.
-            _ => Err(Status::unauthenticated(format!(
-                "the token was not accepted{}",
-                status
-                    .error
-                    .filter(|e| !e.is_empty())
-                    .map(|e| format!(": {e}"))
-                    .unwrap_or_default()
-            ))),
-        }
+        // The token itself is never logged nor echoed.
+        let why = match (status.authenticated, status.user) {
+            (Some(true), Some(user)) if meant_for(&self.audiences, status.audiences.as_deref()) => {
+                return Ok(user);
+            }
+            (Some(true), Some(_)) => {
+                " (the API server named none of the audiences asked for)".to_owned()
+            }
+            _ => status
+                .error
+                .filter(|e| !e.is_empty())
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default(),
+        };
+        let hint = match self.audiences.first() {
+            Some(audience) => format!(
+                "; this API takes tokens meant for {}: make one with `kubectl create token SERVICEACCOUNT --audience {audience}` and pass it with --token-file",
+                self.audiences.join(", ")
+            ),
+            None => String::new(),
+        };
+        Err(Status::unauthenticated(format!(
+            "the token was not accepted{why}{hint}"
+        )))
     }
+}
+
+/// Whether a token the API server authenticated is meant for one of
+/// `ours`, by the audiences it answered with (`status.audiences`): an
+/// authenticator that ignores the audiences asked for (a webhook may)
+/// answers none, which is not enough when we asked for some.
+fn meant_for(ours: &[String], answered: Option<&[String]>) -> bool {
+    ours.is_empty()
+        || answered
+            .unwrap_or_default()
+            .iter()
+            .any(|audience| ours.contains(audience))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_counts_only_for_an_audience_the_api_server_answered_with() {
+        let ours = ["shardcron-admin".to_owned()];
+        let answered = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // No audience asked for: the API server's own, whatever it says.
+        assert!(meant_for(&[], None));
+        assert!(meant_for(&ours, Some(&answered(&["shardcron-admin"]))));
+        assert!(meant_for(
+            &ours,
+            Some(&answered(&[
+                "https://kubernetes.default.svc",
+                "shardcron-admin"
+            ]))
+        ));
+        assert!(!meant_for(
+            &ours,
+            Some(&answered(&["https://kubernetes.default.svc"]))
+        ));
+        assert!(!meant_for(&ours, Some(&[])));
+        assert!(!meant_for(&ours, None));
+    }
 
     #[test]
     fn each_call_is_a_get_on_its_virtual_resource() {

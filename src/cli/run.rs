@@ -78,6 +78,19 @@ pub struct RunArgs {
     /// The admin API certificate's private key (PEM).
     #[arg(long, requires = "admin_tls_cert_file", value_name = "FILE")]
     admin_tls_key_file: Option<String>,
+    /// Accept on the admin API only bearer tokens meant for one of these
+    /// audiences (comma-separated), e.g. `shardcron-admin`, made with
+    /// `kubectl create token SA --audience shardcron-admin` and passed to
+    /// the CLI with `--token-file`: a replica then never receives a token
+    /// the API server itself would accept. Default: the API server's own
+    /// audiences (the kubeconfig's token works as it is).
+    #[arg(
+        long,
+        env = "SHARDCRON_ADMIN_TOKEN_AUDIENCES",
+        value_delimiter = ',',
+        value_name = "AUDIENCE,..."
+    )]
+    admin_token_audiences: Vec<String>,
     /// The zone of schedules without `spec.timeZone` (upstream: the
     /// kube-controller-manager process zone).
     #[arg(long, default_value = "UTC")]
@@ -397,7 +410,7 @@ async fn start(
     tracing::info!(%metrics_addr, %health_addr, %debug_addr, "serving /metrics, /healthz and /readyz, /debug/shards");
     let admin_addr = admin_listener.local_addr()?;
     let admin = Admin {
-        access: Access::new(client.clone()),
+        access: Access::new(client.clone(), args.admin_token_audiences.clone()),
         report: supervisor.clone().recipient(),
         locate: supervisor.clone().recipient(),
         client: client.clone(),

@@ -17,6 +17,7 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use serde_json::json;
 use shardcron::actor::apply::CREATED_BY_ANNOTATION;
 use shardcron::reconcile::SCHEDULED_TIMESTAMP_ANNOTATION;
+use shardcron_harness::cluster::CONTROLLER_NAMESPACE;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -156,21 +157,22 @@ impl Fleet {
         index
     }
 
-    /// Starts one more replica as if it ran in pod `rN` of the fleet's
-    /// namespace: the pod exists on a kwok node, kwok's PortForward leads
+    /// Starts one more replica as if it ran in pod `NAMESPACE-rN` of the
+    /// controller's namespace (where its Lease is: the CLI follows no pod
+    /// elsewhere): the pod exists on a kwok node, kwok's PortForward leads
     /// its admin port to the process, and the replica publishes the pod on
     /// its Lease (`--admin-pod`), so clients reach its admin API through
     /// the API server's `pods/portforward` as they would in a cluster.
     pub async fn add_in_pod(&mut self) -> usize {
         let index = self.replicas.len();
-        let pod = format!("r{index}");
+        let pod = format!("{}-r{index}", self.ns.name);
         let mut replica = self.prepare(index).await;
         replica
             .spec_mut()
             .args
-            .push(format!("--admin-pod={}/{pod}", self.ns.name));
+            .push(format!("--admin-pod={CONTROLLER_NAMESPACE}/{pod}"));
         let port = replica.admin.port();
-        let pods: Api<Pod> = Api::namespaced(self.admin.clone(), &self.ns.name);
+        let pods: Api<Pod> = Api::namespaced(self.admin.clone(), CONTROLLER_NAMESPACE);
         let manifest = json!({
             "metadata": {"name": pod},
             "spec": {
@@ -196,7 +198,7 @@ impl Fleet {
             plural: "portforwards".into(),
         };
         let forwards: Api<DynamicObject> =
-            Api::namespaced_with(self.admin.clone(), &self.ns.name, &resource);
+            Api::namespaced_with(self.admin.clone(), CONTROLLER_NAMESPACE, &resource);
         let forward = json!({
             "apiVersion": "kwok.x-k8s.io/v1alpha1",
             "kind": "PortForward",

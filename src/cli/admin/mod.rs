@@ -58,6 +58,19 @@ pub struct Target {
     /// the ring's Leases are read with it.
     #[arg(long, value_name = "FILE")]
     pub(super) kubeconfig: Option<PathBuf>,
+    /// A bearer token for the admin API, read from this file instead of
+    /// the kubeconfig's (say, one made for the replicas' audience with
+    /// `kubectl create token SA --audience shardcron-admin`, see the
+    /// replicas' `--admin-token-audiences`). The kubeconfig still reads
+    /// the Leases and opens the port-forwards.
+    #[arg(long, value_name = "FILE")]
+    pub(super) token_file: Option<PathBuf>,
+    /// Trust only this CA (PEM) for the replicas' certificates, not the
+    /// certificates their Leases publish (replicas started with
+    /// `--admin-tls-cert-file`): then writing a Lease is not enough to
+    /// receive callers' tokens.
+    #[arg(long, value_name = "FILE")]
+    pub(super) ca_file: Option<PathBuf>,
     /// The namespace of the ring's Leases (the controller's).
     #[arg(long, default_value = "shardcron-system")]
     pub(super) lease_namespace: String,

@@ -77,14 +77,26 @@ pub async fn discover(target: &Target) -> Result<Reach, AdminError> {
         .await
         .map_err(AdminError::Client)?;
     let auth = &config.auth_info;
-    let token = match (&auth.token, &auth.token_file, &auth.exec) {
-        (Some(token), _, _) => token.expose_secret().to_owned(),
-        (None, Some(file), _) => std::fs::read_to_string(file)
-            .map_err(|e| AdminError::Client(anyhow::anyhow!("reading tokenFile {file}: {e}")))?
-            .trim()
-            .to_owned(),
-        (None, None, Some(exec)) => exec_token(exec)?,
-        (None, None, None) => return Err(AdminError::NoToken),
+    let read = |file: &std::path::Path, what: &str| {
+        std::fs::read_to_string(file)
+            .map(|text| text.trim().to_owned())
+            .map_err(|e| AdminError::Client(anyhow::anyhow!("reading {what} {file:?}: {e}")))
+    };
+    let token = match (
+        &target.token_file,
+        &auth.token,
+        &auth.token_file,
+        &auth.exec,
+    ) {
+        (Some(file), ..) => read(file, "--token-file")?,
+        (None, Some(token), _, _) => token.expose_secret().to_owned(),
+        (None, None, Some(file), _) => read(file.as_ref(), "tokenFile")?,
+        (None, None, None, Some(exec)) => exec_token(exec)?,
+        (None, None, None, None) => return Err(AdminError::NoToken),
+    };
+    let pinned = match &target.ca_file {
+        Some(file) => Some(read(file, "--ca-file")?),
+        None => None,
     };
     let client = crate::kube::client::build(config, "shardcron-admin-cli")
         .map_err(|e| AdminError::Client(e.into()))?;
@@ -104,7 +116,7 @@ pub async fn discover(target: &Target) -> Result<Reach, AdminError> {
         let Some(annotations) = lease.metadata.annotations.as_ref() else {
             continue;
         };
-        if let Some(pem) = annotations.get(CERT_ANNOTATION) {
+        if let (None, Some(pem)) = (&pinned, annotations.get(CERT_ANNOTATION)) {
             reach.certificates.push(pem.clone());
         }
         let Some(holder) = lease.spec.as_ref().and_then(|s| s.holder_identity.clone()) else {
@@ -114,12 +126,17 @@ pub async fn discover(target: &Target) -> Result<Reach, AdminError> {
             holder,
             Published {
                 address: annotations.get(ADDRESS_ANNOTATION).cloned(),
+                // A replica's pod is in its Lease's namespace (the
+                // controller's): a Lease naming a pod elsewhere would lead
+                // callers' tokens to a namespace its writer controls.
                 pod: annotations
                     .get(POD_ANNOTATION)
-                    .and_then(|pod| AdminPod::parse(pod)),
+                    .and_then(|pod| AdminPod::parse(pod))
+                    .filter(|pod| pod.namespace == target.lease_namespace),
             },
         );
     }
+    reach.certificates.extend(pinned);
     if reach.certificates.is_empty() {
         return Err(AdminError::NoCertificate {
             ring: target.ring.clone(),
