@@ -18,7 +18,11 @@ async fn controller_kubeconfig(cluster: &Cluster) -> &'static Path {
     static WRITTEN: tokio::sync::OnceCell<PathBuf> = tokio::sync::OnceCell::const_new();
     WRITTEN
         .get_or_init(|| async {
-            let path = cluster.dir().join("controller.kubeconfig");
+            // One per process: binaries sharing a control plane
+            // (`cargo suite`) would otherwise rewrite each other's.
+            let path = cluster
+                .dir()
+                .join(format!("controller-{}.kubeconfig", std::process::id()));
             cluster
                 .controller_kubeconfig(&path)
                 .await

@@ -13,6 +13,7 @@
 pub mod cluster;
 pub mod net;
 pub mod replica;
+pub mod suite;
 
 pub use cluster::LocalCluster;
 pub use replica::{Replica, ReplicaSpec, histogram, sample};

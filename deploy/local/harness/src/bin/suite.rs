@@ -1,0 +1,364 @@
+//! `cargo suite`: every test of the workspace, side by side (the README's
+//! test command). Builds the test binaries, starts the shared control
+//! planes, runs the binaries as `shardcron_harness::suite` plans, and
+//! prints each one's result and duration as it ends, then a summary.
+//!
+//! `cargo suite LANE...` runs only the binaries whose name contains one of
+//! the words; `cargo suite --list` prints the plan. Each binary's output
+//! goes to target/suite/LANE.log; a failed one's failures are printed.
+
+use shardcron_harness::LocalCluster;
+use shardcron_harness::cluster::UpOptions;
+use shardcron_harness::suite::{self, Placement, SharedPlane, TestBinary};
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A failed binary's output printed from its `failures:` section, at most
+/// this many lines (the whole log stays in target/suite/).
+const PRINTED_FAILURE_LINES: usize = 300;
+
+/// The doc tests are not a binary cargo builds with `--no-run`: a lane of
+/// their own, run by cargo (CPU-bound: it compiles them).
+const DOC_TESTS: &str = "doc tests";
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(error) => {
+            eprintln!("suite: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run() -> anyhow::Result<bool> {
+    let started = Instant::now();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let list = args.iter().any(|a| a == "--list");
+    let words: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    let wanted = |lane: &str| words.is_empty() || words.iter().any(|w| lane.contains(w.as_str()));
+
+    let binaries: Vec<TestBinary> = suite::order(build()?)
+        .into_iter()
+        .filter(|b| wanted(&b.lane()))
+        .collect();
+    let doc_tests = wanted(DOC_TESTS);
+    let built = started.elapsed();
+    if list {
+        for binary in &binaries {
+            let (placement, cpu_bound) = suite::placement(binary);
+            println!(
+                "{:<40} {placement:?}{}",
+                binary.lane(),
+                if cpu_bound { ", CPU-bound" } else { "" }
+            );
+        }
+        if doc_tests {
+            println!("{DOC_TESTS:<40} Offline, CPU-bound");
+        }
+        return Ok(true);
+    }
+
+    let logs = shardcron_harness::repo_root().join("target/suite");
+    std::fs::create_dir_all(&logs)?;
+    let planes = start_shared_planes(&suite::shared_planes(&binaries))?;
+    let planes_ready = started.elapsed();
+
+    let (done, finished) = mpsc::channel::<Finished>();
+    let mut cpu_queue: VecDeque<Lane> = VecDeque::new();
+    let mut running = 0usize;
+    let mut lanes: Vec<Lane> = binaries
+        .iter()
+        .map(|binary| Lane::of(binary, &planes, &logs))
+        .collect();
+    if doc_tests {
+        lanes.push(Lane::doc_tests(&logs));
+    }
+    for lane in lanes {
+        if lane.cpu_bound {
+            cpu_queue.push_back(lane);
+        } else {
+            lane.start(done.clone())?;
+            running += 1;
+        }
+    }
+    let mut cpu_running = false;
+    let mut results = Vec::new();
+    loop {
+        if !cpu_running && let Some(lane) = cpu_queue.pop_front() {
+            lane.start(done.clone())?;
+            running += 1;
+            cpu_running = true;
+        }
+        if running == 0 {
+            break;
+        }
+        let Ok(finished) = finished.recv() else { break };
+        running -= 1;
+        if finished.cpu_bound {
+            cpu_running = false;
+        }
+        println!("{}", finished.line());
+        results.push(finished);
+    }
+    drop(planes);
+
+    let failed: Vec<&Finished> = results.iter().filter(|r| !r.passed).collect();
+    for result in &failed {
+        println!(
+            "\n==> {} failed ({}):\n{}",
+            result.lane,
+            result.log.display(),
+            failures_of(&result.log)
+        );
+    }
+    let counts = results
+        .iter()
+        .fold(Counts::default(), |sum, r| sum.plus(&r.counts));
+    println!(
+        "\nsuite: {} binaries, {} passed, {} failed, {} ignored; {} s in all (build {} s, shared control planes {} s, tests {} s); logs in {}",
+        results.len(),
+        counts.passed,
+        counts.failed,
+        counts.ignored,
+        started.elapsed().as_secs(),
+        built.as_secs(),
+        (planes_ready - built).as_secs(),
+        (started.elapsed() - planes_ready).as_secs(),
+        logs.display()
+    );
+    if !failed.is_empty() {
+        let names: Vec<&str> = failed.iter().map(|r| r.lane.as_str()).collect();
+        println!("suite: FAILED: {}", names.join(", "));
+    }
+    Ok(failed.is_empty())
+}
+
+/// `cargo test --workspace --locked --no-run`, and the test binaries it
+/// built (from its JSON messages; its diagnostics go to stderr as usual).
+fn build() -> anyhow::Result<Vec<TestBinary>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = Command::new(cargo)
+        .args(["test", "--workspace", "--locked", "--no-run"])
+        .arg("--message-format=json-render-diagnostics")
+        .current_dir(shardcron_harness::repo_root())
+        .stderr(Stdio::inherit())
+        .output()?;
+    if !output.status.success() {
+        anyhow::bail!("building the tests failed (above)");
+    }
+    let mut binaries = Vec::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if let Some(binary) = test_binary(&message) {
+            binaries.push(binary);
+        }
+    }
+    Ok(binaries)
+}
+
+/// A test binary from one of cargo's `compiler-artifact` messages.
+fn test_binary(message: &serde_json::Value) -> Option<TestBinary> {
+    if message["reason"] != "compiler-artifact" || message["profile"]["test"] != true {
+        return None;
+    }
+    let executable = PathBuf::from(message["executable"].as_str()?);
+    let manifest = Path::new(message["manifest_path"].as_str()?);
+    let directory = manifest.parent()?.to_path_buf();
+    // `path+file:///work/main/loadtest#shardcron-loadtest@0.1.0`, or
+    // `...#0.1.0` when the name is the directory's.
+    let id = message["package_id"].as_str()?;
+    let package = match id.rsplit_once('#')?.1.split_once('@') {
+        Some((name, _)) => name.to_owned(),
+        None => directory.file_name()?.to_string_lossy().into_owned(),
+    };
+    Some(TestBinary {
+        package,
+        target: message["target"]["name"].as_str()?.to_owned(),
+        kind: message["target"]["kind"][0].as_str()?.to_owned(),
+        executable,
+        directory,
+    })
+}
+
+/// Starts each shared control plane (side by side) and applies deploy/ to
+/// it once, so that the binaries' own applies only patch.
+fn start_shared_planes(planes: &[SharedPlane]) -> anyhow::Result<Vec<(SharedPlane, LocalCluster)>> {
+    let root = shardcron_harness::repo_root().join("target/test-clusters");
+    let starts: Vec<_> = planes
+        .iter()
+        .map(|&plane| {
+            let dir = root.join(format!("suite-{}-{}", plane.label(), std::process::id()));
+            std::thread::spawn(move || -> anyhow::Result<(SharedPlane, LocalCluster)> {
+                let options = UpOptions {
+                    upstream_cronjob: plane == SharedPlane::BesideUpstream,
+                    ..UpOptions::default()
+                };
+                let cluster = LocalCluster::up(&dir, &options)?;
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                runtime.block_on(cluster.controller_kubeconfig(&dir.join("suite.kubeconfig")))?;
+                Ok((plane, cluster))
+            })
+        })
+        .collect();
+    starts
+        .into_iter()
+        .map(|start| {
+            start
+                .join()
+                .map_err(|_| anyhow::anyhow!("starting a shared control plane panicked"))?
+        })
+        .collect()
+}
+
+/// One binary (or the doc tests) to run.
+struct Lane {
+    name: String,
+    command: Command,
+    cpu_bound: bool,
+    log: PathBuf,
+}
+
+impl Lane {
+    fn of(binary: &TestBinary, planes: &[(SharedPlane, LocalCluster)], logs: &Path) -> Lane {
+        let (placement, cpu_bound) = suite::placement(binary);
+        let mut command = Command::new(&binary.executable);
+        command
+            .current_dir(&binary.directory)
+            .env("CARGO_MANIFEST_DIR", &binary.directory)
+            .env("CARGO_PKG_NAME", &binary.package);
+        if let Placement::Shared(plane) = placement
+            && let Some((_, cluster)) = planes.iter().find(|(p, _)| *p == plane)
+        {
+            command.env("SHARDCRON_TEST_CLUSTER", cluster.dir());
+        }
+        let name = binary.lane();
+        Lane {
+            log: logs.join(format!("{}.log", name.replace([' ', '(', ')'], "_"))),
+            name,
+            command,
+            cpu_bound,
+        }
+    }
+
+    fn doc_tests(logs: &Path) -> Lane {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut command = Command::new(cargo);
+        command
+            .args(["test", "--workspace", "--locked", "--doc"])
+            .current_dir(shardcron_harness::repo_root());
+        Lane {
+            name: DOC_TESTS.to_owned(),
+            command,
+            cpu_bound: true,
+            log: logs.join("doc_tests.log"),
+        }
+    }
+
+    /// Starts it; `done` hears when it ends.
+    fn start(mut self, done: mpsc::Sender<Finished>) -> anyhow::Result<()> {
+        let log = std::fs::File::create(&self.log)?;
+        self.command
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        let started = Instant::now();
+        let mut child = self
+            .command
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("starting {}: {e}", self.name))?;
+        std::thread::spawn(move || {
+            let passed = child.wait().map(|s| s.success()).unwrap_or(false);
+            let counts = Counts::of(&std::fs::read_to_string(&self.log).unwrap_or_default());
+            let _ = done.send(Finished {
+                lane: self.name,
+                passed,
+                took: started.elapsed(),
+                counts,
+                cpu_bound: self.cpu_bound,
+                log: self.log,
+            });
+        });
+        Ok(())
+    }
+}
+
+struct Finished {
+    lane: String,
+    passed: bool,
+    took: Duration,
+    counts: Counts,
+    cpu_bound: bool,
+    log: PathBuf,
+}
+
+impl Finished {
+    fn line(&self) -> String {
+        format!(
+            "{:<6} {:<40} {:>5} s  {} passed, {} failed, {} ignored",
+            if self.passed { "ok" } else { "FAILED" },
+            self.lane,
+            self.took.as_secs(),
+            self.counts.passed,
+            self.counts.failed,
+            self.counts.ignored
+        )
+    }
+}
+
+/// The sums of libtest's `test result:` lines.
+#[derive(Default)]
+struct Counts {
+    passed: u64,
+    failed: u64,
+    ignored: u64,
+}
+
+impl Counts {
+    fn of(log: &str) -> Counts {
+        let mut counts = Counts::default();
+        for line in log.lines().filter(|l| l.starts_with("test result:")) {
+            let number = |what: &str| {
+                line.split(';')
+                    .find(|part| part.trim_end().ends_with(what))
+                    .and_then(|part| part.split_whitespace().rev().nth(1))
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            counts.passed += number("passed");
+            counts.failed += number("failed");
+            counts.ignored += number("ignored");
+        }
+        counts
+    }
+
+    fn plus(self, other: &Counts) -> Counts {
+        Counts {
+            passed: self.passed + other.passed,
+            failed: self.failed + other.failed,
+            ignored: self.ignored + other.ignored,
+        }
+    }
+}
+
+/// A failed binary's log from its first `failures:` section (libtest's
+/// summary), or its tail.
+fn failures_of(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let from = lines
+        .iter()
+        .position(|l| *l == "failures:")
+        .unwrap_or(lines.len().saturating_sub(60));
+    let shown = &lines[from..];
+    let cut = shown.len().saturating_sub(PRINTED_FAILURE_LINES);
+    shown[cut..].join("\n")
+}

@@ -1,0 +1,262 @@
+//! The test suite's plan, decided before anything runs (the `suite`
+//! binary carries it out): which control plane each test binary runs on,
+//! and in which order the binaries start.
+//!
+//! `cargo test` runs the binaries one after another, each starting its own
+//! control plane, and most of their time is spent waiting for minute
+//! boundaries. So the suite runs them side by side: the longest first, the
+//! ones that only read and write in their own namespaces on two control
+//! planes started once (one plain, one beside kube-controller-manager's
+//! CronJob controller), the ones that restart, install into or load a
+//! control plane on their own, and the CPU-bound ones one at a time (they
+//! would slow every controller's timers down).
+
+use std::collections::BTreeMap;
+
+/// Where a test binary runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Placement {
+    /// No control plane (unit tests, the offline command-line tests).
+    Offline,
+    /// On a control plane shared with other binaries (`SHARDCRON_TEST_CLUSTER`).
+    Shared(SharedPlane),
+    /// On a control plane of its own, which it starts (an API server
+    /// restart, a Helm install of cluster-wide objects, the load test).
+    Own,
+}
+
+/// The control planes the suite starts once for several binaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SharedPlane {
+    /// kube-controller-manager without its CronJob controller.
+    Plain,
+    /// kube-controller-manager with its CronJob controller (the CRD mode
+    /// and the parity tests run beside it).
+    BesideUpstream,
+}
+
+impl SharedPlane {
+    pub const ALL: [SharedPlane; 2] = [SharedPlane::Plain, SharedPlane::BesideUpstream];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            SharedPlane::Plain => "plain",
+            SharedPlane::BesideUpstream => "beside-upstream",
+        }
+    }
+}
+
+/// One test binary, as cargo built it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestBinary {
+    /// The package's name (`shardcron`, `shardcron-loadtest`, ...).
+    pub package: String,
+    /// The target's name (`controller`, or the package's for unit tests).
+    pub target: String,
+    /// `lib`, `bin` or `test`.
+    pub kind: String,
+    pub executable: std::path::PathBuf,
+    /// The package's directory: cargo runs a test binary there.
+    pub directory: std::path::PathBuf,
+}
+
+impl TestBinary {
+    /// How the suite names it: `controller`, `shardcron (lib)`,
+    /// `shardcron-loadtest ci_s1`.
+    pub fn lane(&self) -> String {
+        match (self.package.as_str(), self.kind.as_str()) {
+            ("shardcron", "test") => self.target.clone(),
+            (_, "test") => format!("{} {}", self.package, self.target),
+            (_, kind) => format!("{} ({kind})", self.package),
+        }
+    }
+}
+
+/// What the suite knows of a binary: where it runs, about how long it
+/// takes alone (seconds, for the order), whether it is CPU-bound.
+struct Known {
+    /// As [`TestBinary::lane`] names it.
+    lane: &'static str,
+    placement: Placement,
+    seconds: u32,
+    cpu_bound: bool,
+}
+
+const fn known(lane: &'static str, placement: Placement, seconds: u32, cpu_bound: bool) -> Known {
+    Known {
+        lane,
+        placement,
+        seconds,
+        cpu_bound,
+    }
+}
+
+const PLAIN: Placement = Placement::Shared(SharedPlane::Plain);
+const BESIDE_UPSTREAM: Placement = Placement::Shared(SharedPlane::BesideUpstream);
+
+/// The binaries measured so far (docs/testing.md has their durations). A
+/// binary not listed runs on a control plane of its own, after the listed
+/// ones have started: a safe default for a new test.
+const KNOWN: &[Known] = &[
+    // Ten minutes of faults: starts first, on its own control plane (it
+    // kills replicas and cuts them from the API server at a high Job rate).
+    known("churn", Placement::Own, 670, false),
+    known("shardcron-loadtest ci_s1", Placement::Own, 330, false),
+    known("sharding", PLAIN, 300, false),
+    known("controller_crd", BESIDE_UPSTREAM, 240, false),
+    known("controller", PLAIN, 210, false),
+    known("apiserver_restart", Placement::Own, 170, false),
+    known("crd", BESIDE_UPSTREAM, 150, false),
+    // Installs the chart's cluster-wide objects, which deploy/ (applied by
+    // the others) already holds under the same names.
+    known("helm", Placement::Own, 100, false),
+    // Reads every trace of its Jaeger: other binaries' traces would crowd
+    // the answers.
+    known("tracing", Placement::Own, 90, false),
+    // The ownership protocol's 10,000 seeded simulations.
+    known("shardcron (lib)", Placement::Offline, 90, true),
+    known("deploy_rbac", PLAIN, 30, false),
+    known("control_plane", PLAIN, 20, false),
+    known("schedule_properties", Placement::Offline, 10, true),
+    known("schedule_differential", Placement::Offline, 5, true),
+];
+
+/// Where `binary` runs, and whether it is CPU-bound.
+pub fn placement(binary: &TestBinary) -> (Placement, bool) {
+    match find(binary) {
+        Some(known) => (known.placement, known.cpu_bound),
+        None if is_offline(binary) => (Placement::Offline, false),
+        None => (Placement::Own, false),
+    }
+}
+
+/// The unit tests of every package and the command-line tests that need
+/// no control plane.
+fn is_offline(binary: &TestBinary) -> bool {
+    binary.kind != "test"
+        || matches!(
+            binary.target.as_str(),
+            "cli_next" | "explain_cli" | "layers" | "monitoring"
+        )
+}
+
+fn find(binary: &TestBinary) -> Option<&'static Known> {
+    let lane = binary.lane();
+    KNOWN.iter().find(|k| k.lane == lane)
+}
+
+/// The order to start them in: the longest known first (the suite lasts
+/// at least as long as its longest binary), then the rest.
+pub fn order(mut binaries: Vec<TestBinary>) -> Vec<TestBinary> {
+    binaries.sort_by_key(|binary| {
+        let seconds = find(binary).map_or(0, |k| k.seconds);
+        (std::cmp::Reverse(seconds), binary.lane())
+    });
+    binaries
+}
+
+/// The shared control planes `binaries` need.
+pub fn shared_planes(binaries: &[TestBinary]) -> Vec<SharedPlane> {
+    let mut needed = BTreeMap::new();
+    for binary in binaries {
+        if let (Placement::Shared(plane), _) = placement(binary) {
+            needed.insert(plane, ());
+        }
+    }
+    needed.into_keys().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn binary(package: &str, target: &str, kind: &str) -> TestBinary {
+        TestBinary {
+            package: package.into(),
+            target: target.into(),
+            kind: kind.into(),
+            executable: format!("/t/{target}").into(),
+            directory: "/repo".into(),
+        }
+    }
+
+    #[test]
+    fn each_binary_runs_where_its_tests_can_share() {
+        let table = [
+            (binary("shardcron", "controller", "test"), PLAIN, false),
+            (
+                binary("shardcron", "controller_crd", "test"),
+                BESIDE_UPSTREAM,
+                false,
+            ),
+            (
+                binary("shardcron", "apiserver_restart", "test"),
+                Placement::Own,
+                false,
+            ),
+            (
+                binary("shardcron", "shardcron", "lib"),
+                Placement::Offline,
+                true,
+            ),
+            (
+                binary("shardcron", "shardcron", "bin"),
+                Placement::Offline,
+                false,
+            ),
+            (
+                binary("shardcron-harness", "shardcron_harness", "lib"),
+                Placement::Offline,
+                false,
+            ),
+            (
+                binary("shardcron", "explain_cli", "test"),
+                Placement::Offline,
+                false,
+            ),
+            // A new integration test: a control plane of its own.
+            (
+                binary("shardcron", "a_new_one", "test"),
+                Placement::Own,
+                false,
+            ),
+        ];
+        for (binary, place, cpu_bound) in table {
+            assert_eq!(placement(&binary), (place, cpu_bound), "{}", binary.lane());
+        }
+    }
+
+    #[test]
+    fn the_longest_start_first_and_the_unknown_last() {
+        let binaries = vec![
+            binary("shardcron", "a_new_one", "test"),
+            binary("shardcron", "controller", "test"),
+            binary("shardcron", "churn", "test"),
+            binary("shardcron", "cli_next", "test"),
+            binary("shardcron-loadtest", "ci_s1", "test"),
+        ];
+        let lanes: Vec<_> = order(binaries).iter().map(TestBinary::lane).collect();
+        assert_eq!(
+            lanes,
+            [
+                "churn",
+                "shardcron-loadtest ci_s1",
+                "controller",
+                "a_new_one",
+                "cli_next"
+            ]
+        );
+    }
+
+    #[test]
+    fn only_the_shared_planes_asked_for_are_started() {
+        let offline = vec![binary("shardcron", "shardcron", "lib")];
+        assert!(shared_planes(&offline).is_empty());
+        let both = vec![
+            binary("shardcron", "crd", "test"),
+            binary("shardcron", "controller", "test"),
+            binary("shardcron", "sharding", "test"),
+        ];
+        assert_eq!(shared_planes(&both), SharedPlane::ALL);
+    }
+}
