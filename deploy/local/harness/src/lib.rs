@@ -13,7 +13,6 @@
 pub mod cluster;
 pub mod net;
 pub mod replica;
-pub mod suite;
 
 pub use cluster::LocalCluster;
 pub use replica::{Replica, ReplicaSpec, histogram, sample};

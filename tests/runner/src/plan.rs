@@ -1,6 +1,6 @@
-//! The test suite's plan, decided before anything runs (the `suite`
-//! binary carries it out): which control plane each test binary runs on,
-//! and in which order the binaries start.
+//! The suite's plan, decided before anything runs (`main.rs` carries it
+//! out): which control plane each test binary runs on, and in which order
+//! the binaries start.
 //!
 //! `cargo test` runs the binaries one after another, each starting its own
 //! control plane, and most of their time is spent waiting for minute
@@ -8,8 +8,11 @@
 //! ones that only read and write in their own namespaces on two control
 //! planes started once (one plain, one beside kube-controller-manager's
 //! CronJob controller), the ones that restart, install into or load a
-//! control plane on their own, and the CPU-bound ones one at a time (they
-//! would slow every controller's timers down).
+//! control plane on their own; and never more at once than the machine's
+//! cores can serve without slowing every controller's timers down: each
+//! binary has a weight (the share of a core it keeps busy, with its part of
+//! the control plane's work), and a binary starts only while the weights
+//! running fit the budget (two cores by default).
 
 use std::collections::BTreeMap;
 
@@ -36,8 +39,6 @@ pub enum SharedPlane {
 }
 
 impl SharedPlane {
-    pub const ALL: [SharedPlane; 2] = [SharedPlane::Plain, SharedPlane::BesideUpstream];
-
     pub fn label(self) -> &'static str {
         match self {
             SharedPlane::Plain => "plain",
@@ -73,21 +74,25 @@ impl TestBinary {
 }
 
 /// What the suite knows of a binary: where it runs, about how long it
-/// takes alone (seconds, for the order), whether it is CPU-bound.
+/// takes alone (seconds, for the order), and its weight.
 struct Known {
     /// As [`TestBinary::lane`] names it.
     lane: &'static str,
     placement: Placement,
     seconds: u32,
-    cpu_bound: bool,
+    weight: Weight,
 }
 
-const fn known(lane: &'static str, placement: Placement, seconds: u32, cpu_bound: bool) -> Known {
+/// Tenths of a core a binary keeps busy while it runs, its control plane's
+/// work included (measured with `top` beside each binary run alone).
+pub type Weight = u32;
+
+const fn known(lane: &'static str, placement: Placement, seconds: u32, weight: Weight) -> Known {
     Known {
         lane,
         placement,
         seconds,
-        cpu_bound,
+        weight,
     }
 }
 
@@ -100,34 +105,50 @@ const BESIDE_UPSTREAM: Placement = Placement::Shared(SharedPlane::BesideUpstream
 const KNOWN: &[Known] = &[
     // Ten minutes of faults: starts first, on its own control plane (it
     // kills replicas and cuts them from the API server at a high Job rate).
-    known("churn", Placement::Own, 670, false),
-    known("shardcron-loadtest ci_s1", Placement::Own, 330, false),
-    known("sharding", PLAIN, 300, false),
-    known("controller_crd", BESIDE_UPSTREAM, 240, false),
-    known("controller", PLAIN, 210, false),
-    known("apiserver_restart", Placement::Own, 170, false),
-    known("crd", BESIDE_UPSTREAM, 150, false),
+    known("churn", Placement::Own, 670, 5),
+    known("shardcron-loadtest ci_s1", Placement::Own, 330, 6),
+    known("sharding", PLAIN, 300, 7),
+    known("controller_crd", BESIDE_UPSTREAM, 240, 6),
+    known("controller", PLAIN, 210, 6),
+    known("apiserver_restart", Placement::Own, 170, 3),
+    known("crd", BESIDE_UPSTREAM, 150, 3),
     // Installs the chart's cluster-wide objects, which deploy/ (applied by
     // the others) already holds under the same names.
-    known("helm", Placement::Own, 100, false),
+    known("helm", Placement::Own, 100, 3),
     // Reads every trace of its Jaeger: other binaries' traces would crowd
     // the answers.
-    known("tracing", Placement::Own, 90, false),
-    // The ownership protocol's 10,000 seeded simulations.
-    known("shardcron (lib)", Placement::Offline, 90, true),
-    known("deploy_rbac", PLAIN, 30, false),
-    known("control_plane", PLAIN, 20, false),
-    known("schedule_properties", Placement::Offline, 10, true),
-    known("schedule_differential", Placement::Offline, 5, true),
+    known("tracing", Placement::Own, 90, 3),
+    // The ownership protocol's 10,000 seeded simulations: CPU-bound.
+    known("shardcron (lib)", Placement::Offline, 90, 10),
+    known("deploy_rbac", PLAIN, 30, 1),
+    known("control_plane", PLAIN, 20, 1),
+    known("schedule_properties", Placement::Offline, 10, 10),
+    known("schedule_differential", Placement::Offline, 5, 10),
 ];
 
-/// Where `binary` runs, and whether it is CPU-bound.
-pub fn placement(binary: &TestBinary) -> (Placement, bool) {
+/// The weight of a binary not measured: a control plane of its own is
+/// busy starting.
+const UNKNOWN_WITH_A_PLANE: Weight = 3;
+const UNKNOWN_OFFLINE: Weight = 1;
+
+/// Where `binary` runs, and its weight.
+pub fn placement(binary: &TestBinary) -> (Placement, Weight) {
     match find(binary) {
-        Some(known) => (known.placement, known.cpu_bound),
-        None if is_offline(binary) => (Placement::Offline, false),
-        None => (Placement::Own, false),
+        Some(known) => (known.placement, known.weight),
+        None if is_offline(binary) => (Placement::Offline, UNKNOWN_OFFLINE),
+        None => (Placement::Own, UNKNOWN_WITH_A_PLANE),
     }
+}
+
+/// Which of `waiting` (in the order to start them, with their weights) to
+/// start now, with `running` weight already running within `budget`: the
+/// first that fits, or the first if nothing runs (a binary heavier than
+/// the budget still runs, alone).
+pub fn next_to_start(waiting: &[Weight], running: Weight, budget: Weight) -> Option<usize> {
+    if running == 0 && !waiting.is_empty() {
+        return Some(0);
+    }
+    waiting.iter().position(|weight| running + weight <= budget)
 }
 
 /// The unit tests of every package and the command-line tests that need
@@ -183,46 +204,42 @@ mod tests {
     #[test]
     fn each_binary_runs_where_its_tests_can_share() {
         let table = [
-            (binary("shardcron", "controller", "test"), PLAIN, false),
+            (binary("shardcron", "controller", "test"), PLAIN, 6),
             (
                 binary("shardcron", "controller_crd", "test"),
                 BESIDE_UPSTREAM,
-                false,
+                6,
             ),
             (
                 binary("shardcron", "apiserver_restart", "test"),
                 Placement::Own,
-                false,
+                3,
             ),
             (
                 binary("shardcron", "shardcron", "lib"),
                 Placement::Offline,
-                true,
+                10,
             ),
             (
                 binary("shardcron", "shardcron", "bin"),
                 Placement::Offline,
-                false,
+                1,
             ),
             (
                 binary("shardcron-harness", "shardcron_harness", "lib"),
                 Placement::Offline,
-                false,
+                1,
             ),
             (
                 binary("shardcron", "explain_cli", "test"),
                 Placement::Offline,
-                false,
+                1,
             ),
             // A new integration test: a control plane of its own.
-            (
-                binary("shardcron", "a_new_one", "test"),
-                Placement::Own,
-                false,
-            ),
+            (binary("shardcron", "a_new_one", "test"), Placement::Own, 3),
         ];
-        for (binary, place, cpu_bound) in table {
-            assert_eq!(placement(&binary), (place, cpu_bound), "{}", binary.lane());
+        for (binary, place, weight) in table {
+            assert_eq!(placement(&binary), (place, weight), "{}", binary.lane());
         }
     }
 
@@ -249,6 +266,28 @@ mod tests {
     }
 
     #[test]
+    fn a_binary_starts_when_its_weight_fits_the_budget() {
+        // (waiting, running, budget) -> which starts
+        let table: [(&[Weight], Weight, Weight, Option<usize>); 6] = [
+            (&[5, 6, 7], 0, 20, Some(0)),
+            (&[6, 7], 5, 20, Some(0)),
+            // The next does not fit: a lighter one behind it starts.
+            (&[7, 6, 3], 15, 20, Some(2)),
+            (&[7, 6], 18, 20, None),
+            // Heavier than the budget: alone.
+            (&[30], 0, 20, Some(0)),
+            (&[30], 1, 20, None),
+        ];
+        for (waiting, running, budget, starts) in table {
+            assert_eq!(
+                next_to_start(waiting, running, budget),
+                starts,
+                "{waiting:?} with {running} running"
+            );
+        }
+    }
+
+    #[test]
     fn only_the_shared_planes_asked_for_are_started() {
         let offline = vec![binary("shardcron", "shardcron", "lib")];
         assert!(shared_planes(&offline).is_empty());
@@ -257,6 +296,9 @@ mod tests {
             binary("shardcron", "controller", "test"),
             binary("shardcron", "sharding", "test"),
         ];
-        assert_eq!(shared_planes(&both), SharedPlane::ALL);
+        assert_eq!(
+            shared_planes(&both),
+            [SharedPlane::Plain, SharedPlane::BesideUpstream]
+        );
     }
 }

@@ -1,16 +1,15 @@
 //! `cargo suite`: every test of the workspace, side by side (the README's
 //! test command). Builds the test binaries, starts the shared control
-//! planes, runs the binaries as `shardcron_harness::suite` plans, and
+//! planes, runs the binaries as [`plan`] says, and
 //! prints each one's result and duration as it ends, then a summary.
 //!
 //! `cargo suite LANE...` runs only the binaries whose name contains one of
 //! the words; `cargo suite --list` prints the plan. Each binary's output
 //! goes to target/suite/LANE.log; a failed one's failures are printed.
 
-use shardcron_harness::LocalCluster;
-use shardcron_harness::cluster::UpOptions;
-use shardcron_harness::suite::{self, Placement, SharedPlane, TestBinary};
-use std::collections::VecDeque;
+mod plan;
+
+use plan::{Placement, SharedPlane, TestBinary};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::mpsc;
@@ -23,6 +22,7 @@ const PRINTED_FAILURE_LINES: usize = 300;
 /// The doc tests are not a binary cargo builds with `--no-run`: a lane of
 /// their own, run by cargo (CPU-bound: it compiles them).
 const DOC_TESTS: &str = "doc tests";
+const DOC_TESTS_WEIGHT: plan::Weight = 10;
 
 fn main() -> ExitCode {
     match run() {
@@ -42,7 +42,7 @@ fn run() -> anyhow::Result<bool> {
     let words: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
     let wanted = |lane: &str| words.is_empty() || words.iter().any(|w| lane.contains(w.as_str()));
 
-    let binaries: Vec<TestBinary> = suite::order(build()?)
+    let binaries: Vec<TestBinary> = plan::order(build()?)
         .into_iter()
         .filter(|b| wanted(&b.lane()))
         .collect();
@@ -50,61 +50,60 @@ fn run() -> anyhow::Result<bool> {
     let built = started.elapsed();
     if list {
         for binary in &binaries {
-            let (placement, cpu_bound) = suite::placement(binary);
-            println!(
-                "{:<40} {placement:?}{}",
-                binary.lane(),
-                if cpu_bound { ", CPU-bound" } else { "" }
-            );
+            let (placement, weight) = plan::placement(binary);
+            println!("{:<40} {placement:?}, weight {weight}", binary.lane());
         }
         if doc_tests {
-            println!("{DOC_TESTS:<40} Offline, CPU-bound");
+            println!("{DOC_TESTS:<40} Offline, weight {DOC_TESTS_WEIGHT}");
         }
+        println!("budget {}", budget());
         return Ok(true);
     }
 
-    let logs = shardcron_harness::repo_root().join("target/suite");
+    let logs = repo_root().join("target/suite");
     std::fs::create_dir_all(&logs)?;
-    let planes = start_shared_planes(&suite::shared_planes(&binaries))?;
+    let planes = start_shared_planes(&plan::shared_planes(&binaries))?;
     let planes_ready = started.elapsed();
 
+    let budget = budget();
+    let busy_before = cpu_ticks();
     let (done, finished) = mpsc::channel::<Finished>();
-    let mut cpu_queue: VecDeque<Lane> = VecDeque::new();
-    let mut running = 0usize;
-    let mut lanes: Vec<Lane> = binaries
+    let mut waiting: Vec<Lane> = binaries
         .iter()
         .map(|binary| Lane::of(binary, &planes, &logs))
         .collect();
     if doc_tests {
-        lanes.push(Lane::doc_tests(&logs));
+        waiting.push(Lane::doc_tests(&logs));
     }
-    for lane in lanes {
-        if lane.cpu_bound {
-            cpu_queue.push_back(lane);
-        } else {
-            lane.start(done.clone())?;
-            running += 1;
-        }
-    }
-    let mut cpu_running = false;
+    let mut running: plan::Weight = 0;
     let mut results = Vec::new();
     loop {
-        if !cpu_running && let Some(lane) = cpu_queue.pop_front() {
+        while let Some(next) = plan::next_to_start(
+            &waiting.iter().map(|l| l.weight).collect::<Vec<_>>(),
+            running,
+            budget,
+        ) {
+            let lane = waiting.remove(next);
+            running += lane.weight;
             lane.start(done.clone())?;
-            running += 1;
-            cpu_running = true;
         }
         if running == 0 {
             break;
         }
         let Ok(finished) = finished.recv() else { break };
-        running -= 1;
-        if finished.cpu_bound {
-            cpu_running = false;
-        }
+        running -= finished.weight;
         println!("{}", finished.line());
         results.push(finished);
     }
+    let busy = match (busy_before, cpu_ticks()) {
+        (Some((busy0, all0)), Some((busy1, all1))) if all1 > all0 => {
+            format!(
+                ", the machine {} % busy",
+                (busy1 - busy0) * 100 / (all1 - all0)
+            )
+        }
+        _ => String::new(),
+    };
     drop(planes);
 
     let failed: Vec<&Finished> = results.iter().filter(|r| !r.passed).collect();
@@ -120,7 +119,7 @@ fn run() -> anyhow::Result<bool> {
         .iter()
         .fold(Counts::default(), |sum, r| sum.plus(&r.counts));
     println!(
-        "\nsuite: {} binaries, {} passed, {} failed, {} ignored; {} s in all (build {} s, shared control planes {} s, tests {} s); logs in {}",
+        "\nsuite: {} binaries, {} passed, {} failed, {} ignored; {} s in all (build {} s, shared control planes {} s, tests {} s{busy}); logs in {}",
         results.len(),
         counts.passed,
         counts.failed,
@@ -145,7 +144,7 @@ fn build() -> anyhow::Result<Vec<TestBinary>> {
     let output = Command::new(cargo)
         .args(["test", "--workspace", "--locked", "--no-run"])
         .arg("--message-format=json-render-diagnostics")
-        .current_dir(shardcron_harness::repo_root())
+        .current_dir(repo_root())
         .stderr(Stdio::inherit())
         .output()?;
     if !output.status.success() {
@@ -187,25 +186,67 @@ fn test_binary(message: &serde_json::Value) -> Option<TestBinary> {
     })
 }
 
+/// The repository: this crate is tests/runner.
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// A control plane this process started (`deploy/local/up --watch-pid`:
+/// it goes when this process does, however it ends).
+struct Plane {
+    kind: SharedPlane,
+    dir: PathBuf,
+}
+
 /// Starts each shared control plane (side by side) and applies deploy/ to
-/// it once, so that the binaries' own applies only patch.
-fn start_shared_planes(planes: &[SharedPlane]) -> anyhow::Result<Vec<(SharedPlane, LocalCluster)>> {
-    let root = shardcron_harness::repo_root().join("target/test-clusters");
-    let starts: Vec<_> = planes
+/// it once, so that the binaries' own applies, which may race, only patch.
+fn start_shared_planes(kinds: &[SharedPlane]) -> anyhow::Result<Vec<Plane>> {
+    let root = repo_root().join("target/test-clusters");
+    let starts: Vec<_> = kinds
         .iter()
-        .map(|&plane| {
-            let dir = root.join(format!("suite-{}-{}", plane.label(), std::process::id()));
-            std::thread::spawn(move || -> anyhow::Result<(SharedPlane, LocalCluster)> {
-                let options = UpOptions {
-                    upstream_cronjob: plane == SharedPlane::BesideUpstream,
-                    ..UpOptions::default()
+        .map(|&kind| {
+            let dir = root.join(format!("suite-{}-{}", kind.label(), std::process::id()));
+            std::thread::spawn(move || -> anyhow::Result<Plane> {
+                let mut up = Command::new(repo_root().join("deploy/local/up"));
+                up.arg("--dir")
+                    .arg(&dir)
+                    .arg("--watch-pid")
+                    .arg(std::process::id().to_string());
+                if kind == SharedPlane::BesideUpstream {
+                    up.arg("--with-upstream-cronjob");
+                }
+                run_quietly(&mut up)?;
+                let env = std::fs::read_to_string(dir.join("env"))?;
+                let bin = env
+                    .lines()
+                    .find_map(|l| l.strip_prefix("export SHARDCRON_BIN_DIR="))
+                    .ok_or_else(|| {
+                        anyhow::anyhow!("no SHARDCRON_BIN_DIR in {}/env", dir.display())
+                    })?;
+                let kubectl = || {
+                    let mut kubectl =
+                        Command::new(Path::new(bin.trim_matches('"')).join("kubectl"));
+                    kubectl.arg("--kubeconfig").arg(dir.join("kubeconfig"));
+                    kubectl
                 };
-                let cluster = LocalCluster::up(&dir, &options)?;
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()?;
-                runtime.block_on(cluster.controller_kubeconfig(&dir.join("suite.kubeconfig")))?;
-                Ok((plane, cluster))
+                run_quietly(
+                    kubectl()
+                        .args(["apply", "-k"])
+                        .arg(repo_root().join("deploy")),
+                )?;
+                run_quietly(kubectl().args([
+                    "scale",
+                    "statefulset",
+                    "shardcron",
+                    "-n",
+                    "shardcron-system",
+                    "--replicas=0",
+                ]))?;
+                Ok(Plane { kind, dir })
             })
         })
         .collect();
@@ -219,33 +260,47 @@ fn start_shared_planes(planes: &[SharedPlane]) -> anyhow::Result<Vec<(SharedPlan
         .collect()
 }
 
+/// Runs `command`; its output is shown only if it fails.
+fn run_quietly(command: &mut Command) -> anyhow::Result<()> {
+    let output = command.stdin(Stdio::null()).output()?;
+    if !output.status.success() {
+        anyhow::bail!(
+            "{command:?} failed ({}):\n{}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(())
+}
+
 /// One binary (or the doc tests) to run.
 struct Lane {
     name: String,
     command: Command,
-    cpu_bound: bool,
+    weight: plan::Weight,
     log: PathBuf,
 }
 
 impl Lane {
-    fn of(binary: &TestBinary, planes: &[(SharedPlane, LocalCluster)], logs: &Path) -> Lane {
-        let (placement, cpu_bound) = suite::placement(binary);
+    fn of(binary: &TestBinary, planes: &[Plane], logs: &Path) -> Lane {
+        let (placement, weight) = plan::placement(binary);
         let mut command = Command::new(&binary.executable);
         command
             .current_dir(&binary.directory)
             .env("CARGO_MANIFEST_DIR", &binary.directory)
             .env("CARGO_PKG_NAME", &binary.package);
         if let Placement::Shared(plane) = placement
-            && let Some((_, cluster)) = planes.iter().find(|(p, _)| *p == plane)
+            && let Some(shared) = planes.iter().find(|p| p.kind == plane)
         {
-            command.env("SHARDCRON_TEST_CLUSTER", cluster.dir());
+            command.env("SHARDCRON_TEST_CLUSTER", &shared.dir);
         }
         let name = binary.lane();
         Lane {
             log: logs.join(format!("{}.log", name.replace([' ', '(', ')'], "_"))),
             name,
             command,
-            cpu_bound,
+            weight,
         }
     }
 
@@ -254,11 +309,11 @@ impl Lane {
         let mut command = Command::new(cargo);
         command
             .args(["test", "--workspace", "--locked", "--doc"])
-            .current_dir(shardcron_harness::repo_root());
+            .current_dir(repo_root());
         Lane {
             name: DOC_TESTS.to_owned(),
             command,
-            cpu_bound: true,
+            weight: DOC_TESTS_WEIGHT,
             log: logs.join("doc_tests.log"),
         }
     }
@@ -283,7 +338,7 @@ impl Lane {
                 passed,
                 took: started.elapsed(),
                 counts,
-                cpu_bound: self.cpu_bound,
+                weight: self.weight,
                 log: self.log,
             });
         });
@@ -296,7 +351,7 @@ struct Finished {
     passed: bool,
     took: Duration,
     counts: Counts,
-    cpu_bound: bool,
+    weight: plan::Weight,
     log: PathBuf,
 }
 
@@ -347,6 +402,32 @@ impl Counts {
             ignored: self.ignored + other.ignored,
         }
     }
+}
+
+/// How much may run at once, in tenths of a core: the machine's cores,
+/// or `SHARDCRON_SUITE_CORES`.
+fn budget() -> plan::Weight {
+    let cores = std::env::var("SHARDCRON_SUITE_CORES")
+        .ok()
+        .and_then(|c| c.parse::<f64>().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2.0, |n| n.get() as f64));
+    (cores * 10.0).round().max(1.0) as plan::Weight
+}
+
+/// The machine's busy and total CPU ticks (/proc/stat), if readable.
+fn cpu_ticks() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    let all: u64 = ticks.iter().take(8).sum();
+    // idle and iowait
+    let idle = ticks.get(3)? + ticks.get(4).unwrap_or(&0);
+    Some((all - idle, all))
 }
 
 /// A failed binary's log from its first `failures:` section (libtest's
