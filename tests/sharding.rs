@@ -28,8 +28,10 @@ use support::fleet::*;
 const CRONJOBS: usize = 24;
 
 /// Delay of a slot no fault touched: creationTimestamp has 1 s resolution,
-/// and the machine runs many tests at once.
-const UNDISTURBED: i64 = 3;
+/// and the machine runs many tests at once (`cargo suite` runs this binary
+/// beside others whose slots fall due at the same second of each minute,
+/// on 2 cores: 4 s was seen).
+const UNDISTURBED: i64 = 5;
 
 fn max_delay<'a>(slots: impl IntoIterator<Item = &'a Slot>) -> i64 {
     slots.into_iter().map(Slot::delay).max().unwrap_or(0)
