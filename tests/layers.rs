@@ -69,6 +69,37 @@ fn path_at(code: &str, at: usize) -> Vec<&str> {
     rest[..end].split("::").filter(|s| !s.is_empty()).collect()
 }
 
+/// The paths a reference at `at` names: one (`a::b::C`), or each of a
+/// group's (`{a, b::C}` names `a` and `b::C`; an inner group, its prefix).
+fn paths_at(code: &str, at: usize) -> Vec<Vec<&str>> {
+    let rest = &code[at..];
+    if !rest.starts_with('{') {
+        return vec![path_at(code, at)];
+    }
+    let mut depth = 0;
+    let mut item_start = at + 1;
+    let mut paths = Vec::new();
+    for (offset, c) in rest.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' | ',' if depth == 1 => {
+                let item = &code[item_start..at + offset];
+                let trimmed = item.trim_start();
+                let start = item_start + (item.len() - trimmed.len());
+                paths.push(path_at(code, start));
+                item_start = at + offset + 1;
+                if c == '}' {
+                    break;
+                }
+            }
+            '}' => depth -= 1,
+            _ => {}
+        }
+    }
+    paths.retain(|p| !p.is_empty());
+    paths
+}
+
 /// The longest prefix of `path` that is a module of `modules`.
 fn resolve(modules: &BTreeSet<String>, path: &[&str]) -> Option<String> {
     (1..=path.len())
@@ -96,9 +127,10 @@ fn graph(root: &Path) -> Graph {
         let text = code(&std::fs::read_to_string(file).expect("read a source file"));
         let mut refers = BTreeSet::new();
         for (at, _) in text.match_indices("crate::") {
-            let path = path_at(&text, at + "crate::".len());
-            if let Some(target) = resolve(&modules, &path) {
-                refers.insert(target);
+            for path in paths_at(&text, at + "crate::".len()) {
+                if let Some(target) = resolve(&modules, &path) {
+                    refers.insert(target);
+                }
             }
         }
         for (at, _) in text.match_indices("super::") {
@@ -106,13 +138,16 @@ fn graph(root: &Path) -> Graph {
             if preceded_by_path {
                 continue;
             }
-            let mut path: Vec<&str> = module[..module.len().saturating_sub(1)]
+            let parent: Vec<&str> = module[..module.len().saturating_sub(1)]
                 .iter()
                 .map(String::as_str)
                 .collect();
-            path.extend(path_at(&text, at + "super::".len()));
-            if let Some(target) = resolve(&modules, &path) {
-                refers.insert(target);
+            for named in paths_at(&text, at + "super::".len()) {
+                let mut path = parent.clone();
+                path.extend(named);
+                if let Some(target) = resolve(&modules, &path) {
+                    refers.insert(target);
+                }
             }
         }
         refers.remove(&name);
@@ -200,4 +235,16 @@ fn no_two_modules_import_each_other() {
             panic!("{folder}: an import cycle: {}", found.join(" -> "));
         }
     }
+}
+
+#[test]
+fn grouped_imports_name_each_of_their_paths() {
+    let code = "use crate::{apimetrics, create::{self, Plan}, report};\nuse crate::mix::Mix;";
+    let at = code.find("crate::").expect("a path") + "crate::".len();
+    assert_eq!(
+        paths_at(code, at),
+        [vec!["apimetrics"], vec!["create"], vec!["report"]]
+    );
+    let at = code.rfind("crate::").expect("a path") + "crate::".len();
+    assert_eq!(paths_at(code, at), [vec!["mix", "Mix"]]);
 }

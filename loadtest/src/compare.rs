@@ -4,7 +4,7 @@
 use crate::cluster::{self, ClientLimits, LocalCluster};
 use crate::mix::{self, Mix};
 use crate::observe::{self, JobWatch, Observation, Process, Window};
-use crate::{apimetrics, create, report};
+use crate::{apimetrics, create};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use shardcron_harness::Replica;
@@ -305,11 +305,13 @@ pub struct Settings {
     pub spread_seconds: u32,
 }
 
-/// Runs `scenario` against each variant in turn and writes the report.
+/// Runs `scenario` against each variant in turn, saying each run's
+/// figures in a line made by `line` (the caller writes the report).
 pub async fn compare(
     scenario: &Scenario,
     variants: &[Variant],
     settings: &Settings,
+    line: fn(&Run) -> String,
 ) -> anyhow::Result<Vec<Run>> {
     std::fs::create_dir_all(&settings.out)?;
     let mut runs = Vec::new();
@@ -330,10 +332,9 @@ pub async fn compare(
             .await
             .with_context(|| format!("{variant}"))?;
         std::fs::write(&path, serde_json::to_vec_pretty(&run)?)?;
-        eprintln!("compare: {variant}: {}", report::one_line(&run));
+        eprintln!("compare: {variant}: {}", line(&run));
         runs.push(run);
     }
-    report::write(&settings.out, scenario, &runs)?;
     Ok(runs)
 }
 

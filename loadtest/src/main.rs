@@ -264,18 +264,24 @@ async fn main() -> anyhow::Result<()> {
                 spread_seconds: spread.unwrap_or(0),
             };
             if scenario.name == ScenarioName::S6 {
-                let runs = scaleout::run(&scenario, &controllers, &settings).await?;
+                let runs = scaleout::run(&scenario, &controllers, &settings, report::scaleout_line)
+                    .await?;
+                report::write_scaleout(&out, &scenario, &runs)?;
                 println!("{}", report::scaleout_markdown(&scenario, &runs));
                 eprintln!("compare: report in {}", out.display());
                 return Ok(());
             }
             if scenario.name == ScenarioName::S3 {
-                let runs = scale::run(&scenario, &controllers, &settings).await?;
+                let runs =
+                    scale::run(&scenario, &controllers, &settings, report::scale_line).await?;
+                report::write_scale(&out, &scenario, &runs)?;
                 println!("{}", report::scale_markdown(&scenario, &runs));
                 eprintln!("compare: report in {}", out.display());
                 return Ok(());
             }
-            let runs = compare::compare(&scenario, &controllers, &settings).await?;
+            let runs =
+                compare::compare(&scenario, &controllers, &settings, report::one_line).await?;
+            report::write(&out, &scenario, &runs)?;
             println!("{}", report::markdown(&scenario, &runs));
             eprintln!("compare: report in {}", out.display());
             if assert_complete {

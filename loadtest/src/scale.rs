@@ -13,9 +13,9 @@
 use crate::apimetrics;
 use crate::cluster::{self, LocalCluster};
 use crate::compare::{Scenario, Settings, Variant};
+use crate::create;
 use crate::mix::{self, Anchor};
 use crate::procstat::{self, ProcSample};
-use crate::{create, report};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -61,11 +61,13 @@ impl ScaleRun {
     }
 }
 
-/// Runs S3 against each variant on one control plane and writes the report.
+/// Runs S3 against each variant on one control plane, saying each run's
+/// figures in a line made by `line` (the caller writes the report).
 pub async fn run(
     scenario: &Scenario,
     variants: &[Variant],
     settings: &Settings,
+    line: fn(&ScaleRun) -> String,
 ) -> anyhow::Result<Vec<ScaleRun>> {
     std::fs::create_dir_all(&settings.out)?;
     // The upstream controller's start-up is read from kube-controller-
@@ -75,7 +77,7 @@ pub async fn run(
         settings.limits.qps, settings.limits.burst
     );
     let mut cluster = LocalCluster::up(&settings.out.join("cluster"), false, &kcm_args).await?;
-    let result = run_on(&mut cluster, scenario, variants, settings).await;
+    let result = run_on(&mut cluster, scenario, variants, settings, line).await;
     cluster
         .finish(
             Vec::new(),
@@ -91,6 +93,7 @@ async fn run_on(
     scenario: &Scenario,
     variants: &[Variant],
     settings: &Settings,
+    line: fn(&ScaleRun) -> String,
 ) -> anyhow::Result<Vec<ScaleRun>> {
     apimetrics::install_flow_schemas(&cluster.client).await?;
     let credentials = if variants.iter().any(|v| *v != Variant::Upstream) {
@@ -146,7 +149,7 @@ async fn run_on(
             empty,
             loaded,
         };
-        eprintln!("scale: {}", report::scale_line(&run));
+        eprintln!("scale: {}", line(&run));
         std::fs::write(
             settings.out.join(format!("{variant}.json")),
             serde_json::to_vec_pretty(&run)?,
@@ -158,7 +161,6 @@ async fn run_on(
             "the run outlasted its quiet hours (until {quiet_until}): CronJobs fired during the measurements"
         );
     }
-    report::write_scale(&settings.out, scenario, &runs)?;
     Ok(runs)
 }
 

@@ -9,9 +9,9 @@
 
 use crate::cluster::{self, LocalCluster};
 use crate::compare::{Scenario, Settings, Variant};
+use crate::create;
 use crate::mix::{self, Anchor};
 use crate::procstat;
-use crate::{create, report};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -73,11 +73,13 @@ pub fn by_resource(text: &str, metric: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
-/// Runs S6 against each variant on one control plane and writes the report.
+/// Runs S6 against each variant on one control plane, saying each run's
+/// figures in a line made by `line` (the caller writes the report).
 pub async fn run(
     scenario: &Scenario,
     variants: &[Variant],
     settings: &Settings,
+    line: fn(&ScaleOutRun) -> String,
 ) -> anyhow::Result<Vec<ScaleOutRun>> {
     if variants.contains(&Variant::Upstream) {
         bail!("S6 compares shardcron with itself: pass shardcron-N controllers only");
@@ -94,12 +96,11 @@ pub async fn run(
             })
             .collect();
         if let Some(runs) = kept {
-            report::write_scaleout(&settings.out, scenario, &runs)?;
             return Ok(runs);
         }
     }
     let mut cluster = LocalCluster::up(&settings.out.join("cluster"), false, "").await?;
-    let result = run_on(&mut cluster, scenario, variants, settings).await;
+    let result = run_on(&mut cluster, scenario, variants, settings, line).await;
     cluster
         .finish(
             Vec::new(),
@@ -115,6 +116,7 @@ async fn run_on(
     scenario: &Scenario,
     variants: &[Variant],
     settings: &Settings,
+    line: fn(&ScaleOutRun) -> String,
 ) -> anyhow::Result<Vec<ScaleOutRun>> {
     let credentials = cluster.shardcron_credentials().await?;
     let plan = mix::plan(
@@ -191,14 +193,13 @@ async fn run_on(
             window_seconds: window.as_secs_f64(),
             per_replica,
         };
-        eprintln!("scale-out: {}", report::scaleout_line(&run));
+        eprintln!("scale-out: {}", line(&run));
         std::fs::write(
             settings.out.join(format!("{variant}.json")),
             serde_json::to_vec_pretty(&run)?,
         )?;
         runs.push(run);
     }
-    report::write_scaleout(&settings.out, scenario, &runs)?;
     Ok(runs)
 }
 
