@@ -180,6 +180,7 @@ fn main() {
             metrics,
             default_zone: jiff::tz::TimeZone::UTC,
             replica: "bench".into(),
+            clock: jiff::Timestamp::now,
         });
         let arbiters: Vec<Arbiter> = (0..2).map(|_| Arbiter::new()).collect();
         tokio::time::sleep(Duration::from_millis(200)).await;

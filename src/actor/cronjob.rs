@@ -160,7 +160,7 @@ impl CronJobActor {
         match after_update(
             &old_spec,
             &self.cronjob,
-            Timestamp::now(),
+            self.now(),
             &self.shared.default_zone,
         ) {
             AfterUpdate::Now => self.decide(ctx),
@@ -197,9 +197,14 @@ impl CronJobActor {
     /// ahead of this clock is no firing of ours or a peer's (only a
     /// hand-made Job can claim one) and would hide the real ones after it.
     fn know_slot(&mut self, slot: Option<Timestamp>) {
-        let horizon = Timestamp::now().checked_add(jiff::SignedDuration::from_secs(60));
+        let horizon = self.now().checked_add(jiff::SignedDuration::from_secs(60));
         let plausible = slot.filter(|slot| horizon.is_ok_and(|h| *slot <= h));
         self.known_slot = self.known_slot.max(plausible);
+    }
+
+    /// The time on the actor's clock ([`Shared::clock`]).
+    fn now(&self) -> Timestamp {
+        (self.shared.clock)()
     }
 
     /// Runs a decision now, or right after the one in flight.
@@ -229,7 +234,7 @@ impl CronJobActor {
             None => tracing::Span::none(),
         };
         let decision = async move {
-            let applied = apply::decide_and_apply(&shared, &snapshot, Timestamp::now()).await;
+            let applied = apply::decide_and_apply(&shared, &snapshot, (shared.clock)()).await;
             (applied, snapshot.resource_version)
         }
         .instrument(span);
@@ -281,9 +286,7 @@ impl CronJobActor {
                 self.failures = self.failures.saturating_add(1);
                 let delay = timer::failure_backoff(self.failures);
                 tracing::warn!(cronjob = %self.key(), %error, ?delay, "decision failed; retrying");
-                let at = Timestamp::now()
-                    .checked_add(delay)
-                    .unwrap_or(Timestamp::MAX);
+                let at = self.now().checked_add(delay).unwrap_or(Timestamp::MAX);
                 self.arm(at, ctx);
             }
             Requeue::Never => self.failures = 0,
@@ -351,7 +354,7 @@ impl CronJobActor {
         if let Some((handle, _)) = self.timer.take() {
             ctx.cancel_future(handle);
         }
-        match timer::next_step(at, Timestamp::now(), MAX_SLEEP) {
+        match timer::next_step(at, self.now(), MAX_SLEEP) {
             Wake::Due => {
                 self.due = Some(at);
                 self.decide(ctx);
@@ -461,7 +464,7 @@ impl Handler<Inspect> for CronJobActor {
             suspended: self.cronjob.spec.suspend,
             children: self.children.len(),
             deciding: self.deciding,
-            would_decide: self.dry_run(Timestamp::now()),
+            would_decide: self.dry_run(self.now()),
         })
     }
 }

@@ -95,6 +95,21 @@ fn start_with(
     scripted::Asked,
     mpsc::UnboundedReceiver<Report>,
 ) {
+    start_on(Timestamp::now, cronjob, known_slot, fence, script)
+}
+
+/// [`start_with`], the actor reading `clock`.
+fn start_on(
+    clock: fn() -> Timestamp,
+    cronjob: &LeanCronJob,
+    known_slot: Option<Timestamp>,
+    fence: Fence,
+    script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,
+) -> (
+    Addr<CronJobActor>,
+    scripted::Asked,
+    mpsc::UnboundedReceiver<Report>,
+) {
     let (client, asked) = scripted::client(script);
     let metrics = Arc::new(Metrics::new());
     let reporter = Reporter {
@@ -116,6 +131,7 @@ fn start_with(
         metrics,
         default_zone: jiff::tz::TimeZone::UTC,
         replica: "r0".into(),
+        clock,
     });
     let actor =
         CronJobActor::new(cronjob, Vec::new(), known_slot, shared).expect("a usable CronJob");
@@ -180,6 +196,55 @@ async fn started_it_creates_the_due_slots_job_records_it_in_status_and_reports_a
     actor.do_send(Update::Stop);
     let stopped = tokio::time::timeout(Duration::from_secs(5), reports.recv()).await;
     assert!(matches!(stopped, Ok(Some(Report::Stopped { ref uid, .. })) if uid == "uid-nightly"));
+}
+
+/// 2024-03-01T09:29:30Z when first read in a test, then as tokio's clock
+/// (paused, it moves only when the test sleeps or everything waits).
+fn paused_clock() -> Timestamp {
+    thread_local! {
+        static START: std::cell::OnceCell<tokio::time::Instant> =
+            const { std::cell::OnceCell::new() };
+    }
+    let start = START.with(|s| *s.get_or_init(tokio::time::Instant::now));
+    let base: Timestamp = "2024-03-01T09:29:30Z".parse().expect("a time");
+    base.checked_add(start.elapsed()).expect("a time")
+}
+
+/// The Job creates asked so far.
+fn creates(asked: &scripted::Asked) -> usize {
+    asked
+        .paths()
+        .iter()
+        .filter(|a| a.ends_with("/jobs"))
+        .count()
+}
+
+#[actix::test]
+async fn on_a_paused_clock_the_next_slot_starts_at_its_time_and_not_before() {
+    tokio::time::pause();
+    let begins = paused_clock();
+    // Created at 09:29:00: no slot is due; the first is 09:30:00, 30 s on.
+    let created: Timestamp = "2024-03-01T09:29:00Z".parse().expect("a time");
+    let (actor, asked, mut reports) = start_on(
+        paused_clock,
+        &cronjob(created),
+        None,
+        Fence::default(),
+        |request| echo(request, 201),
+    );
+    actor.do_send(Update::Start);
+    let report = tokio::time::timeout(Duration::from_secs(5), reports.recv()).await;
+    assert!(
+        matches!(report, Ok(Some(Report::Armed { .. }))),
+        "{report:?}"
+    );
+    assert_eq!(creates(&asked), 0, "{:?}", asked.paths());
+    tokio::time::sleep(Duration::from_secs(29)).await;
+    assert_eq!(creates(&asked), 0, "before 09:30: {:?}", asked.paths());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(creates(&asked), 1, "at 09:30: {:?}", asked.paths());
+    assert!(paused_clock().duration_since(begins) < jiff::SignedDuration::from_secs(32));
+    actor.do_send(Update::Stop);
 }
 
 /// A server that never answers a Job create (and echoes the rest).

@@ -149,6 +149,7 @@ impl Supervisor {
                 default_zone: parts.default_zone,
                 replica: parts.lease.replica_id.clone(),
                 feed: parts.feed.clone(),
+                clock: jiff::Timestamp::now,
             });
             let keeper = lease::start(
                 parts.client.clone(),

@@ -1,0 +1,647 @@
+//! The decision's I/O against scripted answers: what a real API server
+//! cannot be made to answer on cue (conflicts, failures, a stop that
+//! lands between two requests).
+
+use super::*;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+/// The answers the test scripts, and what was asked.
+#[derive(Default)]
+struct Script {
+    creates: VecDeque<Result<Job, ApiFailure>>,
+    statuses: VecDeque<Result<CronJob, ApiFailure>>,
+    cronjob_gets: VecDeque<Result<CronJob, ApiFailure>>,
+    cronjob_patches: VecDeque<Result<CronJob, ApiFailure>>,
+    /// Cancelled when the create is answered (a stop landing then).
+    stop_on_create: Option<CancellationToken>,
+    /// That stop has landed: deletes not yet sent are abandoned, as the
+    /// gateway abandons them.
+    stopped: bool,
+    /// Keep the Jobs sent to be created, in `created`.
+    keep_created: bool,
+    /// Deletes wait for their turn forever (a herd's backlog).
+    stall_deletes: bool,
+    created: Vec<Job>,
+    asked: Vec<String>,
+    events: Vec<String>,
+}
+
+#[derive(Clone, Default)]
+struct Scripted {
+    script: Rc<RefCell<Script>>,
+    /// This handle abandons nothing (see `unabandoned`).
+    unabandoned: bool,
+}
+
+fn failure(code: u16, reason: &str) -> ApiFailure {
+    ApiFailure::Status {
+        code,
+        reason: reason.into(),
+        message: format!("{code} {reason}"),
+        namespace_terminating: false,
+    }
+}
+
+impl Scripted {
+    /// A write answered OK, or abandoned once the stop has landed (as
+    /// the gateway abandons what it has not sent).
+    fn write(&self, what: &str) -> futures::future::Ready<Result<(), ApiFailure>> {
+        if self.script.borrow().stopped && !self.unabandoned {
+            return futures::future::ready(Err(ApiFailure::Abandoned));
+        }
+        self.ask(what);
+        futures::future::ready(Ok(()))
+    }
+
+    fn ask(&self, what: &str) {
+        let mark = if self.unabandoned {
+            " (unabandoned)"
+        } else {
+            ""
+        };
+        self.script.borrow_mut().asked.push(format!("{what}{mark}"));
+    }
+}
+
+impl JobRequests for Scripted {
+    fn create_job(
+        &self,
+        _namespace: &str,
+        job: Job,
+    ) -> impl Future<Output = Result<Job, ApiFailure>> {
+        self.ask("create");
+        let mut script = self.script.borrow_mut();
+        if let Some(stop) = script.stop_on_create.take() {
+            stop.cancel();
+            script.stopped = true;
+        }
+        if script.keep_created {
+            script.created.push(job.clone());
+        }
+        let answer = script.creates.pop_front().unwrap_or(Ok(job));
+        async move { answer }
+    }
+
+    fn delete_job(
+        &self,
+        _: &str,
+        name: &str,
+        _: &str,
+        _: DeleteFor,
+    ) -> impl Future<Output = Result<(), ApiFailure>> {
+        if self.script.borrow().stall_deletes {
+            self.ask(&format!("delete {name} (never answered)"));
+            return futures::future::Either::Left(futures::future::pending());
+        }
+        futures::future::Either::Right(self.write(&format!("delete {name}")))
+    }
+
+    fn release_job(
+        &self,
+        _: &str,
+        name: &str,
+        _: &str,
+        _: bool,
+    ) -> impl Future<Output = Result<(), ApiFailure>> {
+        self.write(&format!("release {name}"))
+    }
+
+    fn get_job(&self, _: &str, name: &str) -> impl Future<Output = Result<Job, ApiFailure>> {
+        self.ask(&format!("get job {name}"));
+        async { Err(failure(404, "NotFound")) }
+    }
+
+    fn get_cronjob(
+        &self,
+        _: CronJobKind,
+        _: &str,
+        _: &str,
+    ) -> impl Future<Output = Result<LeanCronJob, ApiFailure>> {
+        self.ask("get cronjob");
+        let answer = self
+            .script
+            .borrow_mut()
+            .cronjob_gets
+            .pop_front()
+            .unwrap_or_else(|| Ok(cronjob("9")))
+            .map(|got| LeanCronJob::from(&got));
+        async move { answer }
+    }
+
+    fn write_status(
+        &self,
+        _: CronJobKind,
+        _: &str,
+        _: &str,
+        _: Option<&str>,
+        _: &k8s_openapi::api::batch::v1::CronJobStatus,
+        why: StatusFor,
+    ) -> impl Future<Output = Result<LeanCronJob, ApiFailure>> {
+        self.ask(match why {
+            StatusFor::Routine => "write status",
+            StatusFor::RecordSlot => "record slot",
+        });
+        let answer = self
+            .script
+            .borrow_mut()
+            .statuses
+            .pop_front()
+            .unwrap_or_else(|| Ok(cronjob("8")))
+            .map(|written| LeanCronJob::from(&written));
+        async move { answer }
+    }
+
+    fn patch_cronjob(
+        &self,
+        _: CronJobKind,
+        _: &str,
+        _: &str,
+        version: Option<&str>,
+        patch: &reconcile::CronJobPatch,
+    ) -> impl Future<Output = Result<LeanCronJob, ApiFailure>> {
+        self.ask(&format!(
+            "patch cronjob at {} suspend={}",
+            version.unwrap_or("-"),
+            patch.suspend
+        ));
+        let answer = self
+            .script
+            .borrow_mut()
+            .cronjob_patches
+            .pop_front()
+            .unwrap_or_else(|| Ok(cronjob("10")))
+            .map(|written| LeanCronJob::from(&written));
+        async move { answer }
+    }
+
+    fn record(&self, _: ObjectReference, event: &reconcile::Event) {
+        let reason = event.reason.as_str().to_owned();
+        self.script.borrow_mut().events.push(reason);
+    }
+
+    fn unabandoned(&self) -> Self {
+        Scripted {
+            script: self.script.clone(),
+            unabandoned: true,
+        }
+    }
+}
+
+/// An every-minute CronJob created an hour ago, never run, at
+/// resourceVersion `version`.
+fn cronjob(version: &str) -> CronJob {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": "report", "namespace": "team-a", "uid": "c-1",
+            "resourceVersion": version,
+            "creationTimestamp": "2024-03-01T08:30:00Z"
+        },
+        "spec": {
+            "schedule": "* * * * *",
+            "jobTemplate": {"spec": {"template": {"spec": {
+                "restartPolicy": "OnFailure",
+                "containers": [{"name": "c", "image": "busybox"}]
+            }}}}
+        }
+    }))
+    .expect("a CronJob")
+}
+
+fn snapshot() -> Snapshot {
+    let cronjob = cronjob("7");
+    Snapshot {
+        cronjob: CronJobView::from_api(&cronjob).expect("a usable CronJob"),
+        resource_version: Some("7".into()),
+        children: Vec::new(),
+        known_slot: None,
+        stop: CancellationToken::new(),
+    }
+}
+
+/// Runs one decision at a moment a slot is due, against `script`;
+/// returns what it applied, the script as it ended, and the metrics.
+fn run(script: Script, snapshot: &Snapshot) -> (Applied, Script, String) {
+    let requests = Scripted {
+        script: Rc::new(RefCell::new(script)),
+        unabandoned: false,
+    };
+    let metrics = Metrics::new();
+    let env = Env {
+        requests: &requests,
+        metrics: &metrics,
+        replica: "r0",
+        default_zone: &TimeZone::UTC,
+        clock: || "2024-03-01T09:30:06Z".parse().expect("a time"),
+        feed: &DecisionFeed::default(),
+    };
+    let now: Timestamp = "2024-03-01T09:30:05Z".parse().expect("a time");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    let applied = runtime.block_on(decide(&env, snapshot, now));
+    let script = std::mem::take(&mut *requests.script.borrow_mut());
+    (applied, script, metrics.encode())
+}
+
+#[test]
+fn a_due_slot_creates_its_job_then_records_it() {
+    let (applied, script, metrics) = run(Script::default(), &snapshot());
+    // The write that records a created Job never waits on a stop.
+    assert_eq!(script.asked, ["create", "write status (unabandoned)"]);
+    // Created at the injected clock's 09:30:06, for the 09:30 slot.
+    assert!(
+        metrics.contains("shardcron_job_creation_skew_seconds_sum 6.0"),
+        "{metrics}"
+    );
+    assert!(applied.created.is_some());
+    assert!(applied.written_status.is_some());
+    assert_eq!(script.events, ["SuccessfulCreate"]);
+}
+
+#[test]
+fn a_status_conflict_rereads_and_never_overwrites() {
+    let script = Script {
+        statuses: [Err(failure(409, "Conflict"))].into(),
+        ..Script::default()
+    };
+    let (applied, script, _) = run(script, &snapshot());
+    assert_eq!(
+        script.asked,
+        [
+            "create",
+            "write status (unabandoned)",
+            "get cronjob (unabandoned)"
+        ]
+    );
+    assert!(applied.written_status.is_none());
+    assert!(applied.reread.is_some());
+    assert!(matches!(applied.requeue, Requeue::Backoff(_)));
+}
+
+#[test]
+fn a_failed_status_write_is_retried_with_backoff() {
+    let script = Script {
+        statuses: [Err(ApiFailure::Transport("reset".into()))].into(),
+        ..Script::default()
+    };
+    let (applied, ..) = run(script, &snapshot());
+    assert!(applied.created.is_some());
+    assert!(matches!(applied.requeue, Requeue::Backoff(_)));
+}
+
+#[test]
+fn a_rejected_create_is_a_warning_and_writes_no_active_job() {
+    let script = Script {
+        creates: [Err(failure(422, "Invalid"))].into(),
+        ..Script::default()
+    };
+    let (applied, script, _) = run(script, &snapshot());
+    assert!(applied.created.is_none());
+    assert_eq!(script.events, ["FailedCreate"]);
+}
+
+#[test]
+fn a_stop_before_the_create_abandons_the_decision_without_a_trace() {
+    let script = Script {
+        creates: [Err(ApiFailure::Abandoned)].into(),
+        ..Script::default()
+    };
+    let (applied, script, _) = run(script, &snapshot());
+    assert_eq!(
+        script.asked,
+        ["create"],
+        "nothing after the abandoned create"
+    );
+    assert!(
+        script.events.is_empty(),
+        "no FailedCreate for a create never sent"
+    );
+    assert!(applied.created.is_none() && applied.written_status.is_none());
+    assert!(matches!(applied.requeue, Requeue::Never));
+}
+
+#[test]
+fn a_stop_after_the_create_still_records_the_slot() {
+    // The stop lands while the create is answered: the status write that
+    // records the new Job goes out anyway, on the unabandoned handle.
+    let snapshot = snapshot();
+    let script = Script {
+        stop_on_create: Some(snapshot.stop.clone()),
+        ..Script::default()
+    };
+    let (applied, script, _) = run(script, &snapshot);
+    assert!(snapshot.stop.is_cancelled());
+    assert_eq!(script.asked, ["create", "record slot (unabandoned)"]);
+    assert!(applied.written_status.is_some());
+    assert_eq!(script.events, ["SuccessfulCreate"]);
+}
+
+/// The snapshot of a CronJob whose Jobs have `ttlSecondsAfterFinished: 0`.
+fn with_ttl_zero() -> Snapshot {
+    let mut cronjob = cronjob("7");
+    if let Some(spec) = cronjob.spec.job_template.spec.as_mut() {
+        spec.ttl_seconds_after_finished = Some(0);
+    }
+    Snapshot {
+        cronjob: CronJobView::from_api(&cronjob).expect("a usable CronJob"),
+        ..snapshot()
+    }
+}
+
+#[test]
+fn a_job_the_ttl_controller_may_remove_is_held_so_its_record_waits_as_usual() {
+    // The TTL controller may delete the Job a second after it ends; the
+    // slot finalizer keeps it until the status records the slot, so the
+    // write need not go ahead of a herd's creates.
+    let script = Script {
+        keep_created: true,
+        ..Script::default()
+    };
+    let (applied, script, _) = run(script, &with_ttl_zero());
+    assert_eq!(script.asked, ["create", "write status (unabandoned)"]);
+    assert!(applied.written_status.is_some());
+    let created = script.created.first().expect("a created Job");
+    assert_eq!(
+        created.metadata.finalizers.as_deref(),
+        Some([reconcile::SLOT_FINALIZER.to_owned()].as_slice())
+    );
+    // Without a TTL, no finalizer (only this controller deletes it).
+    let script = Script {
+        keep_created: true,
+        ..Script::default()
+    };
+    let (_, script, _) = run(script, &snapshot());
+    assert_eq!(script.created[0].metadata.finalizers, None);
+}
+
+/// A held Job of the 09:29 slot, finished and being deleted.
+fn held_and_deleting(scheduled: &str) -> JobSummary {
+    JobSummary {
+        name: "report-held".into(),
+        uid: "j-held".into(),
+        start_time: None,
+        completion_time: Some("2024-03-01T09:29:30Z".parse().expect("a time")),
+        finished: Some(reconcile::Finished::Complete),
+        failed_at: None,
+        succeeded: true,
+        scheduled: Some(scheduled.parse().expect("a time")),
+        deleting: true,
+        held: true,
+    }
+}
+
+#[test]
+fn a_held_job_is_released_only_once_a_status_write_records_its_slot() {
+    // lastScheduleTime is unset: the slot is recorded by this
+    // decision's write, then the finalizer goes.
+    let snapshot = Snapshot {
+        children: vec![held_and_deleting("2024-03-01T09:30:00Z")],
+        ..with_ttl_zero()
+    };
+    let (_, script, _) = run(Script::default(), &snapshot);
+    assert_eq!(
+        script.asked,
+        ["record slot (unabandoned)", "release report-held"]
+    );
+
+    // The write fails: the Job stays held, and the next decision retries.
+    let script = Script {
+        statuses: [Err(failure(500, "InternalError"))].into(),
+        ..Script::default()
+    };
+    let (applied, script, _) = run(script, &snapshot);
+    assert_eq!(script.asked, ["record slot (unabandoned)"]);
+    assert!(matches!(applied.requeue, Requeue::Backoff(_)));
+}
+
+/// The snapshot with no successful Job kept and one finished child.
+fn with_a_finished_child() -> Snapshot {
+    let mut cronjob = cronjob("7");
+    cronjob.spec.successful_jobs_history_limit = Some(0);
+    Snapshot {
+        cronjob: CronJobView::from_api(&cronjob).expect("a usable CronJob"),
+        children: vec![JobSummary {
+            name: "report-old".into(),
+            uid: "j-old".into(),
+            start_time: None,
+            completion_time: Some("2024-03-01T09:29:30Z".parse().expect("a time")),
+            finished: Some(reconcile::Finished::Complete),
+            failed_at: None,
+            succeeded: true,
+            scheduled: Some("2024-03-01T09:29:00Z".parse().expect("a time")),
+            deleting: false,
+            held: false,
+        }],
+        ..snapshot()
+    }
+}
+
+#[test]
+fn history_deletes_go_after_the_create_so_they_never_hold_a_slot_back() {
+    let (applied, script, _) = run(Script::default(), &with_a_finished_child());
+    // The status first: it records the new Job at once, while a history
+    // delete may wait behind a herd's backlog.
+    assert_eq!(
+        script.asked,
+        ["create", "write status (unabandoned)", "delete report-old"]
+    );
+    assert_eq!(applied.deleted, ["j-old"]);
+    // Events in upstream's order, whatever the order of the requests.
+    assert_eq!(script.events, ["SuccessfulDelete", "SuccessfulCreate"]);
+}
+
+#[test]
+fn history_deletes_that_wait_too_long_are_left_to_a_decision_before_the_next_slot() {
+    let script = Script {
+        stall_deletes: true,
+        ..Script::default()
+    };
+    let (applied, script, _) = run(script, &with_a_finished_child());
+    assert_eq!(
+        script.asked,
+        [
+            "create",
+            "write status (unabandoned)",
+            "delete report-old (never answered)"
+        ]
+    );
+    assert!(applied.deleted.is_empty());
+    assert!(applied.written_status.is_some());
+    // The clock reads 09:30:06: 30 s at most, then a decision sends
+    // them again, before the 09:31 slot.
+    assert_eq!(
+        applied.requeue,
+        Requeue::At("2024-03-01T09:30:36Z".parse().expect("a time"))
+    );
+    assert_eq!(script.events, ["SuccessfulCreate"]);
+}
+
+#[test]
+fn history_deletes_wait_until_the_next_slot_and_thirty_seconds_at_most() {
+    let now: Timestamp = "2024-03-01T09:30:50Z".parse().expect("a time");
+    let at = |t: &str| Requeue::At(t.parse().expect("a time"));
+    let seconds = std::time::Duration::from_secs;
+    let backoff = Requeue::Backoff(reconcile::ApiError::new("409"));
+    let table = [
+        // The slot in 10 s: 10 s, then the slot's decision.
+        (
+            at("2024-03-01T09:31:00Z"),
+            seconds(10),
+            at("2024-03-01T09:31:00Z"),
+        ),
+        // The slot in an hour: 30 s, then a decision for them alone.
+        (
+            at("2024-03-01T10:31:00Z"),
+            seconds(30),
+            at("2024-03-01T09:31:20Z"),
+        ),
+        (Requeue::Never, seconds(30), at("2024-03-01T09:31:20Z")),
+        // Already due: the deletes are tried only if they answer at once.
+        (
+            at("2024-03-01T09:30:00Z"),
+            seconds(0),
+            at("2024-03-01T09:30:00Z"),
+        ),
+        (backoff.clone(), seconds(30), backoff),
+    ];
+    for (requeue, wait, retry) in table {
+        assert_eq!(history_wait(&requeue, now), (wait, retry), "{requeue:?}");
+    }
+}
+
+#[test]
+fn a_stop_after_the_create_leaves_the_history_deletes_to_the_next_owner() {
+    let snapshot = with_a_finished_child();
+    let script = Script {
+        stop_on_create: Some(snapshot.stop.clone()),
+        ..Script::default()
+    };
+    let (applied, script, _) = run(script, &snapshot);
+    assert_eq!(script.asked, ["create", "record slot (unabandoned)"]);
+    assert!(applied.deleted.is_empty());
+    assert!(applied.written_status.is_some());
+    // No event for a delete never sent.
+    assert_eq!(script.events, ["SuccessfulCreate"]);
+}
+
+#[test]
+fn a_slot_recorded_from_its_job_is_written_even_when_stopping_and_its_job_kept_if_not() {
+    // Nothing due (the 09:30 Job exists, finished, and lastScheduleTime
+    // is unset: its status write was lost); the actor is stopping.
+    let mut snapshot = with_a_finished_child();
+    snapshot.children[0].scheduled = Some("2024-03-01T09:30:00Z".parse().expect("a time"));
+    snapshot.stop.cancel();
+    let stopped = Script {
+        stopped: true,
+        ..Script::default()
+    };
+    let (applied, script, _) = run(stopped, &snapshot);
+    assert_eq!(script.asked, ["record slot (unabandoned)"]);
+    assert!(applied.written_status.is_some());
+    assert!(script.events.is_empty(), "{:?}", script.events);
+
+    // The write fails: the Job that shows the slot is not deleted.
+    let snapshot = Snapshot {
+        stop: CancellationToken::new(),
+        ..snapshot
+    };
+    let script = Script {
+        statuses: [Err(failure(500, "InternalError"))].into(),
+        ..Script::default()
+    };
+    let (applied, script, _) = run(script, &snapshot);
+    assert_eq!(script.asked, ["record slot (unabandoned)"]);
+    assert!(applied.deleted.is_empty());
+    assert!(matches!(applied.requeue, Requeue::Backoff(_)));
+}
+
+/// A CronJob that pauses after one failure and keeps no failed Job,
+/// with one failed child (not yet counted).
+fn with_one_failure() -> Snapshot {
+    let mut cronjob = cronjob("7");
+    cronjob.metadata.annotations = Some(
+        [(
+            reconcile::PAUSE_AFTER_FAILURES_ANNOTATION.to_owned(),
+            "1".to_owned(),
+        )]
+        .into(),
+    );
+    cronjob.spec.failed_jobs_history_limit = Some(0);
+    let failed_at: Timestamp = "2024-03-01T09:29:40Z".parse().expect("a time");
+    Snapshot {
+        cronjob: CronJobView::from_api(&cronjob).expect("a usable CronJob"),
+        children: vec![JobSummary {
+            name: "report-failed".into(),
+            uid: "j-failed".into(),
+            start_time: None,
+            completion_time: None,
+            finished: Some(reconcile::Finished::Failed),
+            failed_at: Some(failed_at),
+            succeeded: false,
+            scheduled: None,
+            deleting: false,
+            held: false,
+        }],
+        ..snapshot()
+    }
+}
+
+#[test]
+fn a_pause_is_written_before_the_failed_job_is_deleted_and_then_announced() {
+    let (applied, script, _) = run(Script::default(), &with_one_failure());
+    // No create: the 09:30 slot is due, but the CronJob pauses. The
+    // patch is conditional on the version the status write produced.
+    assert_eq!(
+        script.asked,
+        [
+            "write status",
+            "patch cronjob at 8 suspend=true",
+            "delete report-failed"
+        ]
+    );
+    assert_eq!(script.events, ["PausedAfterFailures", "SuccessfulDelete"]);
+    // The CronJob written replaces the actor's view.
+    assert!(applied.reread.is_some());
+    assert_eq!(applied.requeue, Requeue::Never);
+}
+
+#[test]
+fn a_pause_refused_by_a_newer_cronjob_rereads_and_keeps_the_failed_job() {
+    let script = Script {
+        cronjob_patches: [Err(failure(409, "Conflict"))].into(),
+        ..Script::default()
+    };
+    let (applied, script, _) = run(script, &with_one_failure());
+    // The failure it counts stays until a decision from the fresh
+    // CronJob has written it; no event for a pause not made.
+    assert_eq!(
+        script.asked,
+        [
+            "write status",
+            "patch cronjob at 8 suspend=true",
+            "get cronjob"
+        ]
+    );
+    assert!(script.events.is_empty(), "{:?}", script.events);
+    assert!(applied.deleted.is_empty());
+    assert!(applied.reread.is_some());
+    assert!(matches!(applied.requeue, Requeue::Backoff(_)));
+
+    // Any other failure: retried with backoff, the Job kept too.
+    let script = Script {
+        cronjob_patches: [Err(failure(403, "Forbidden"))].into(),
+        ..Script::default()
+    };
+    let (applied, script, _) = run(script, &with_one_failure());
+    assert_eq!(
+        script.asked,
+        ["write status", "patch cronjob at 8 suspend=true"]
+    );
+    assert!(applied.deleted.is_empty());
+    assert!(matches!(applied.requeue, Requeue::Backoff(_)));
+}
