@@ -1,5 +1,5 @@
 //! The architecture as a test: the crate's layers import only downwards
-//! (schedule < reconcile < kube < actor < shard < admin < cli; telemetry, memory and
+//! (schedule < reconcile < apiserver < actor < shard < admin < cli; telemetry, memory and
 //! boot_clock beside them all), and no two modules of src/ or loadtest/src
 //! (nor deploy/local/harness/src) import each other, directly or through
 //! others. Reads the sources; no cluster needed.
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: [&str; 7] = [
     "schedule",
     "reconcile",
-    "kube",
+    "apiserver",
     "actor",
     "shard",
     "admin",

@@ -9,11 +9,11 @@
 
 use super::feed::{DecisionFeed, DecisionRecord};
 use super::streak::write_streak;
-use crate::kube::bucket::{self, Bucket};
-use crate::kube::failure::ApiFailure;
-use crate::kube::gateway::Gateway;
-use crate::kube::lean_cronjob::LeanCronJob;
-use crate::kube::requests::{DeleteFor, JobRequests, StatusFor};
+use crate::apiserver::bucket::{self, Bucket};
+use crate::apiserver::failure::ApiFailure;
+use crate::apiserver::gateway::Gateway;
+use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::apiserver::requests::{DeleteFor, JobRequests, StatusFor};
 use crate::reconcile::{
     self, CreateResult, CronJobKind, CronJobView, DeleteReason, Deletion, EffectResults, Input,
     JobLookup, JobSummary, LiveAnswers, LiveJob, Lookup, Requeue, Step,

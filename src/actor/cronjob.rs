@@ -10,9 +10,9 @@
 
 use super::apply::{self, Applied, Report, Shared, Snapshot};
 use super::timer::{self, MAX_SLEEP, Wake};
-use crate::kube::lean_cronjob::LeanCronJob;
-use crate::kube::requests::JobRequests as _;
-use crate::kube::resource_version::is_older;
+use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::apiserver::requests::JobRequests as _;
+use crate::apiserver::resource_version::is_older;
 use crate::reconcile::{
     AfterUpdate, CronJobView, Finished, JobSummary, Requeue, SkipReason, SpecView, after_update,
 };

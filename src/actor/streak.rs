@@ -3,9 +3,9 @@
 //! makes to the CronJob itself. What to write is decided by
 //! `reconcile::streak_update`; this sends it.
 
-use crate::kube::failure::ApiFailure;
-use crate::kube::lean_cronjob::LeanCronJob;
-use crate::kube::requests::JobRequests;
+use crate::apiserver::failure::ApiFailure;
+use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::apiserver::requests::JobRequests;
 use crate::reconcile::{ApiError, CronJobView, StreakUpdate};
 use k8s_openapi::api::core::v1::ObjectReference;
 

@@ -5,13 +5,13 @@
 
 use super::apply::{Report, Shared};
 use super::cronjob::{CronJobActor, Update};
-use crate::kube::gateway::{Gateway, Limits, WriteFence};
-use crate::kube::lean_cronjob::LeanCronJob;
-use crate::kube::scripted::{self, Answer};
+use crate::apiserver::gateway::{Gateway, Limits, WriteFence};
+use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::apiserver::scripted::{self, Answer};
 use crate::telemetry::Metrics;
-use ::kube::runtime::events::Reporter;
 use actix::prelude::*;
 use jiff::{Timestamp, ToSpan};
+use kube::runtime::events::Reporter;
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -286,7 +286,7 @@ async fn stopped_while_its_create_gets_no_answer_it_stops_within_the_writes_dead
     }
     // The request already sent finishes (or times out); nothing after it
     // is sent, then or later: no retry of the create, no status write.
-    let write = crate::kube::deadline::WRITE;
+    let write = crate::apiserver::deadline::WRITE;
     assert!(stopping.elapsed() <= write, "{:?}", stopping.elapsed());
     tokio::time::sleep(2 * write).await;
     let asked = asked.paths();

@@ -5,12 +5,12 @@
 //! cronjobs.admin.shardcron.io -n team-a` answers for the API, and RBAC
 //! grants it (docs/admin-api.md).
 
-use ::kube::Client;
-use ::kube::api::{Api, PostParams};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
+use kube::Client;
+use kube::api::{Api, PostParams};
 use std::time::Duration;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
@@ -146,7 +146,7 @@ impl Access {
     /// [`REVIEW_DEADLINE`]; the API server's answer has its status.
     async fn review<K>(&self, kind: &str, review: &K) -> Result<K, Status>
     where
-        K: ::kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+        K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
             + Clone
             + std::fmt::Debug
             + serde::Serialize

@@ -12,14 +12,14 @@ use super::proto::{
 use super::streams::{REAUTHORIZE_EVERY, STREAM_LIFETIME, StreamSlots};
 use crate::actor::cronjob::{ActorState, Inspect};
 use crate::actor::feed::{DecisionFeed, DecisionRecord};
-use crate::kube::gateway::Gateway;
-use crate::kube::queue::ClassCensus;
-use crate::kube::watch::cronjob_api;
+use crate::apiserver::gateway::Gateway;
+use crate::apiserver::queue::ClassCensus;
+use crate::apiserver::watch::cronjob_api;
 use crate::reconcile::CronJobKind;
 use crate::shard::debug::{DebugShards, ShardReport};
 use crate::shard::supervisor::{Locate, Located};
-use ::kube::Client;
 use actix::Recipient;
+use kube::Client;
 use std::collections::HashMap;
 use std::pin::Pin;
 use tokio::sync::{broadcast, mpsc};
@@ -301,7 +301,7 @@ impl Admin {
         name: &str,
     ) -> Result<String, Status> {
         let api = cronjob_api(self.client.clone(), kind, Some(namespace));
-        let found = tokio::time::timeout(crate::kube::deadline::GET, api.get_opt(name))
+        let found = tokio::time::timeout(crate::apiserver::deadline::GET, api.get_opt(name))
             .await
             .map_err(|_| Status::unavailable("reading the CronJob timed out"))?
             .map_err(|error| Status::unavailable(format!("reading the CronJob: {error}")))?;
@@ -457,7 +457,7 @@ mod tests {
 
     #[test]
     fn the_queues_answer_names_the_longest_lines_and_sums_the_rest() {
-        use crate::kube::queue::Priority;
+        use crate::apiserver::queue::Priority;
         let many: Vec<(String, usize)> = (0..QUEUE_NAMESPACES + 5)
             .map(|i| (format!("ns{i:02}"), if i == 7 { 100 } else { 1 }))
             .collect();

@@ -8,7 +8,7 @@
 //! caller's kubeconfig, so RBAC decides what may be read), and prints the
 //! copies as YAML documents for `kubectl apply -f -`.
 
-use crate::kube::crd::convert::{ConvertError, to_shardcron};
+use crate::apiserver::crd::convert::{ConvertError, to_shardcron};
 use serde::Deserialize;
 use serde_json::Value;
 use std::io::Write;
@@ -67,7 +67,7 @@ pub enum ConvertCommandError {
     #[error("listing the batch/v1 CronJobs of {scope}: {source}")]
     List {
         scope: String,
-        source: crate::kube::bulk::LoadError,
+        source: crate::apiserver::bulk::LoadError,
     },
     #[error("writing output: {0}")]
     Io(#[from] std::io::Error),
@@ -125,7 +125,7 @@ async fn list_cronjobs(
         None => Api::all(client),
     };
     let mut items = Vec::new();
-    crate::kube::bulk::list_all(api, None, |page: Vec<CronJob>| {
+    crate::apiserver::bulk::list_all(api, None, |page: Vec<CronJob>| {
         // Serializing a typed object cannot fail.
         items.extend(
             page.iter()

@@ -5,7 +5,7 @@
 //! makes it from another cluster's own batch/v1 schema:
 //! `kubectl get --raw /openapi/v3/apis/batch/v1 | shardcron crd --from-openapi -`.
 
-use crate::kube::crd::{self, CrdError};
+use crate::apiserver::crd::{self, CrdError};
 use std::io::Write;
 use std::path::PathBuf;
 

@@ -71,17 +71,17 @@ fn read_input(path: &std::path::Path) -> std::io::Result<String> {
 async fn kube_client(
     kubeconfig: Option<&std::path::PathBuf>,
     user_agent: &str,
-) -> anyhow::Result<::kube::Client> {
+) -> anyhow::Result<kube::Client> {
     use anyhow::Context as _;
     let config = kube_config(kubeconfig).await?;
-    crate::kube::client::build(config, user_agent).context("building the Kubernetes client")
+    crate::apiserver::client::build(config, user_agent).context("building the Kubernetes client")
 }
 
 /// The configuration [`kube_client`] builds its client from.
-async fn kube_config(kubeconfig: Option<&std::path::PathBuf>) -> anyhow::Result<::kube::Config> {
-    use ::kube::Config;
-    use ::kube::config::{KubeConfigOptions, Kubeconfig};
+async fn kube_config(kubeconfig: Option<&std::path::PathBuf>) -> anyhow::Result<kube::Config> {
     use anyhow::Context as _;
+    use kube::Config;
+    use kube::config::{KubeConfigOptions, Kubeconfig};
     let config = match kubeconfig {
         Some(path) => {
             let file = Kubeconfig::read_from(path)

@@ -7,9 +7,9 @@
 //! releases the Lease, so peers take over at once).
 
 use crate::admin::{self, access::Access, service::Admin, tls::TlsIdentity};
-use crate::kube::gateway::{Gateway, Limits};
-use crate::kube::sharded::ServerShards;
-use crate::kube::watch::{self, ListStrategy};
+use crate::apiserver::gateway::{Gateway, Limits};
+use crate::apiserver::sharded::ServerShards;
+use crate::apiserver::watch::{self, ListStrategy};
 use crate::reconcile::{CronJobKind, CronJobKinds};
 use crate::schedule::load_named_zone;
 use crate::shard::debug;
@@ -20,12 +20,12 @@ use crate::telemetry::Metrics;
 use crate::telemetry::http::{self, Readiness};
 use crate::telemetry::logging::{self, LogFormat};
 use crate::telemetry::traces;
-use ::kube::Client;
-use ::kube::runtime::events::Reporter;
 use actix::prelude::*;
 use anyhow::Context as _;
 use clap::Args;
 use futures::FutureExt as _;
+use kube::Client;
+use kube::runtime::events::Reporter;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -307,7 +307,11 @@ fn run_controller(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<()> {
 }
 
 async fn client(kubeconfig: Option<&PathBuf>, replica_id: &str) -> anyhow::Result<Client> {
-    super::kube_client(kubeconfig, &crate::kube::client::user_agent(replica_id)).await
+    super::kube_client(
+        kubeconfig,
+        &crate::apiserver::client::user_agent(replica_id),
+    )
+    .await
 }
 
 async fn start(

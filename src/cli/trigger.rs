@@ -7,7 +7,7 @@
 //! ask: whoever may patch the CronJob.
 
 use super::Output;
-use crate::kube::lean_cronjob::LeanCronJob;
+use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::reconcile::{CronJobKind, RUN_NOW_ANNOTATION, run_now_job_name};
 use jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};

@@ -114,7 +114,7 @@ mod tests {
     /// A key that r0 owns with {r0} and r1 owns with {r0, r1}.
     fn moving_key(from: &Ring, to: &Ring) -> String {
         (0..1000)
-            .map(crate::kube::bucket::test_uid)
+            .map(crate::apiserver::bucket::test_uid)
             .find(|k| from.owner(k) == Some("r0") && to.owner(k) == Some("r1"))
             .expect("some key moves")
     }
@@ -143,7 +143,7 @@ mod tests {
     #[test]
     fn nothing_starts_before_our_own_view_comes_back() {
         let ring = Ring::new(["r0"]);
-        let key = &crate::kube::bucket::test_uid(1);
+        let key = &crate::apiserver::bucket::test_uid(1);
         assert_eq!(
             decide("r0", key, &ring, None, &[]),
             KeyDecision::WaitForOwnView
@@ -164,7 +164,7 @@ mod tests {
         let a = Ring::new(["r0", "r1"]);
         let b = Ring::new(["r0", "r2"]);
         for i in 0..2000 {
-            let key = crate::kube::bucket::test_uid(i);
+            let key = crate::apiserver::bucket::test_uid(i);
             let r1 = decide(
                 "r1",
                 &key,
@@ -187,7 +187,7 @@ mod tests {
     fn peers_without_a_view_claim_nothing_and_digests_ignore_order() {
         let ring = Ring::new(["r0", "r1"]);
         let key = (0..100)
-            .map(crate::kube::bucket::test_uid)
+            .map(crate::apiserver::bucket::test_uid)
             .find(|k| ring.owner(k) == Some("r0"))
             .unwrap();
         let seen = encode_view(&ring);

@@ -10,7 +10,7 @@
 //! namespace and owner), so that a change of controller withdraws it from
 //! the old owner and a re-list can tell which Jobs disappeared meanwhile.
 
-use crate::kube::watch::JobFacts;
+use crate::apiserver::watch::JobFacts;
 use crate::reconcile::JobSummary;
 use std::collections::HashMap;
 

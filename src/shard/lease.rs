@@ -15,13 +15,13 @@
 use super::fence::SharedFence;
 use super::membership::LeaseObservation;
 use crate::boot_clock::BootInstant;
-use ::kube::api::{Api, PostParams};
-use ::kube::{Client, ResourceExt};
 use actix::Recipient;
 use actix::prelude::Message;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, PostParams};
+use kube::{Client, ResourceExt};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -193,25 +193,25 @@ fn incarnation() -> String {
 /// The Lease requests the keeper makes: kube's `Api<Lease>` in the
 /// process, scripted answers in the tests.
 trait LeaseRequests: Send + Sync + 'static {
-    fn get(&self, name: &str) -> impl Future<Output = ::kube::Result<Option<Lease>>> + Send;
-    fn create(&self, lease: &Lease) -> impl Future<Output = ::kube::Result<Lease>> + Send;
+    fn get(&self, name: &str) -> impl Future<Output = kube::Result<Option<Lease>>> + Send;
+    fn create(&self, lease: &Lease) -> impl Future<Output = kube::Result<Lease>> + Send;
     fn replace(
         &self,
         name: &str,
         lease: &Lease,
-    ) -> impl Future<Output = ::kube::Result<Lease>> + Send;
+    ) -> impl Future<Output = kube::Result<Lease>> + Send;
 }
 
 impl LeaseRequests for Api<Lease> {
-    async fn get(&self, name: &str) -> ::kube::Result<Option<Lease>> {
+    async fn get(&self, name: &str) -> kube::Result<Option<Lease>> {
         self.get_opt(name).await
     }
 
-    async fn create(&self, lease: &Lease) -> ::kube::Result<Lease> {
+    async fn create(&self, lease: &Lease) -> kube::Result<Lease> {
         Api::create(self, &PostParams::default(), lease).await
     }
 
-    async fn replace(&self, name: &str, lease: &Lease) -> ::kube::Result<Lease> {
+    async fn replace(&self, name: &str, lease: &Lease) -> kube::Result<Lease> {
         Api::replace(self, name, &PostParams::default(), lease).await
     }
 }
@@ -271,7 +271,7 @@ impl Predecessor {
 }
 
 enum RenewError {
-    Api(::kube::Error),
+    Api(kube::Error),
     /// Another live process holds this replica id: wait this long at least.
     PredecessorActive(Duration),
     KeptChanging,
@@ -368,7 +368,7 @@ impl<A: LeaseRequests> State<A> {
                     return Ok(());
                 }
                 // Changed (or deleted, or created) behind our back: read again.
-                Err(::kube::Error::Api(status)) if matches!(status.code, 404 | 409) => {}
+                Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => {}
                 Err(error) => return Err(RenewError::Api(error)),
             }
         }
@@ -480,15 +480,15 @@ mod tests {
         version: Mutex<u64>,
     }
 
-    fn status(code: u16) -> ::kube::Error {
+    fn status(code: u16) -> kube::Error {
         let reason = match code {
             404 => "NotFound",
             409 => "Conflict",
             429 => "TooManyRequests",
             _ => "InternalError",
         };
-        ::kube::Error::Api(
-            ::kube::core::Status::failure("scripted", reason)
+        kube::Error::Api(
+            kube::core::Status::failure("scripted", reason)
                 .with_code(code)
                 .boxed(),
         )
@@ -512,7 +512,7 @@ mod tests {
             lease
         }
 
-        fn write(&self, verb: &'static str, lease: &Lease) -> ::kube::Result<Lease> {
+        fn write(&self, verb: &'static str, lease: &Lease) -> kube::Result<Lease> {
             match self.answer(verb) {
                 Answer::Written => Ok(self.written(lease)),
                 Answer::Fails(code) => Err(status(code)),
@@ -522,7 +522,7 @@ mod tests {
     }
 
     impl LeaseRequests for Arc<Scripted> {
-        async fn get(&self, _name: &str) -> ::kube::Result<Option<Lease>> {
+        async fn get(&self, _name: &str) -> kube::Result<Option<Lease>> {
             match self.answer("get") {
                 Answer::Found(lease) => Ok(lease.map(|l| *l)),
                 Answer::Fails(code) => Err(status(code)),
@@ -530,11 +530,11 @@ mod tests {
             }
         }
 
-        async fn create(&self, lease: &Lease) -> ::kube::Result<Lease> {
+        async fn create(&self, lease: &Lease) -> kube::Result<Lease> {
             self.write("create", lease)
         }
 
-        async fn replace(&self, _name: &str, lease: &Lease) -> ::kube::Result<Lease> {
+        async fn replace(&self, _name: &str, lease: &Lease) -> kube::Result<Lease> {
             self.write("replace", lease)
         }
     }
@@ -587,7 +587,7 @@ mod tests {
 
     fn code(result: &Result<(), RenewError>) -> Option<u16> {
         match result {
-            Err(RenewError::Api(::kube::Error::Api(status))) => Some(status.code),
+            Err(RenewError::Api(kube::Error::Api(status))) => Some(status.code),
             _ => None,
         }
     }
@@ -726,9 +726,9 @@ mod tests {
         let began = tokio::time::Instant::now();
         let sent_at = Arc::new(Mutex::new(Vec::new()));
         let record = sent_at.clone();
-        let (client, asked) = crate::kube::scripted::client(move |_| {
+        let (client, asked) = crate::apiserver::scripted::client(move |_| {
             record.lock().unwrap().push(began.elapsed());
-            crate::kube::scripted::Answer::Silence
+            crate::apiserver::scripted::Answer::Silence
         });
         let settings = keeper_state(Vec::new()).0.settings;
         let deadline = settings.renew_deadline;

@@ -9,7 +9,7 @@
 //! Lease (no holder) ends membership at once. Pure: the caller feeds
 //! observations and the monotonic time.
 
-use crate::kube::resource_version::is_older;
+use crate::apiserver::resource_version::is_older;
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 

@@ -18,7 +18,7 @@
 //! explicit bytes with xxHash64 (seed 0), whose output is fixed by its
 //! specification, and ties are broken by member name.
 
-use crate::kube::bucket::Bucket;
+use crate::apiserver::bucket::Bucket;
 use std::sync::Arc;
 use twox_hash::XxHash64;
 
@@ -93,7 +93,7 @@ fn assign(members: &[Arc<str>], slack: f64) -> Vec<u16> {
     if members.is_empty() {
         return Vec::new();
     }
-    let buckets = usize::from(crate::kube::bucket::BUCKETS);
+    let buckets = usize::from(crate::apiserver::bucket::BUCKETS);
     let capacity = (buckets as f64 * slack / members.len() as f64).ceil() as usize;
     let mut pairs: Vec<(u64, u16, Bucket)> = members
         .iter()
@@ -129,7 +129,7 @@ mod tests {
 
     fn uids() -> Vec<String> {
         (0..KEYS as u64)
-            .map(crate::kube::bucket::test_uid)
+            .map(crate::apiserver::bucket::test_uid)
             .collect()
     }
 
@@ -151,7 +151,7 @@ mod tests {
         let ring = Ring::new(["shardcron-0", "shardcron-1", "shardcron-2"]);
         let got: Vec<_> = (0..6)
             .map(|i| {
-                ring.owner(&crate::kube::bucket::test_uid(i))
+                ring.owner(&crate::apiserver::bucket::test_uid(i))
                     .unwrap()
                     .to_owned()
             })
@@ -174,7 +174,7 @@ mod tests {
     #[test]
     fn every_bucket_has_one_owner_and_buckets_of_says_which() {
         let ring = Ring::new(["r0", "r1", "r2"]);
-        let mut seen = vec![0; usize::from(crate::kube::bucket::BUCKETS)];
+        let mut seen = vec![0; usize::from(crate::apiserver::bucket::BUCKETS)];
         for member in ["r0", "r1", "r2"] {
             for bucket in ring.buckets_of(member) {
                 assert_eq!(ring.owner_of(bucket), Some(member));
@@ -233,8 +233,8 @@ mod tests {
         // half the buckets each.
         let ring = Ring::new(["shardcron-0", "shardcron-1"]);
         let mine = ring.buckets_of("shardcron-0");
-        let labels = crate::kube::bucket::label_selector(&mine);
-        let shards = crate::kube::bucket::shard_selector(&mine).unwrap();
+        let labels = crate::apiserver::bucket::label_selector(&mine);
+        let shards = crate::apiserver::bucket::shard_selector(&mine).unwrap();
         eprintln!(
             "2 members: {} buckets, label selector {} B, shard selector {} B ({} ranges)",
             mine.len(),

@@ -38,7 +38,7 @@ pub struct Readiness {
 /// A supervisor that has not ticked for this long is wedged (it ticks every second).
 pub const HEARTBEAT_STALE: Duration = Duration::from_secs(30);
 /// An actor asked to stop finishes at most its decision in flight: a few
-/// requests, each with a deadline ([`crate::kube::deadline`]) and at most
+/// requests, each with a deadline ([`crate::apiserver::deadline`]) and at most
 /// five attempts.
 pub const STOP_STALL: Duration = Duration::from_secs(300);
 

@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use shardcron::kube::bucket;
+use shardcron::apiserver::bucket;
 use std::time::Duration;
 
 /// A scenario on this suite's kind (shadows the batch/v1 one of the glob import).

@@ -98,7 +98,7 @@ pub async fn discover(target: &Target) -> Result<Reach, AdminError> {
         Some(file) => Some(read(file, "--ca-file")?),
         None => None,
     };
-    let client = crate::kube::client::build(config, "shardcron-admin-cli")
+    let client = crate::apiserver::client::build(config, "shardcron-admin-cli")
         .map_err(|e| AdminError::Client(e.into()))?;
     let leases: Api<Lease> = Api::namespaced(client.clone(), &target.lease_namespace);
     let listed = leases

@@ -166,7 +166,7 @@ fn a_key_a_live_peer_still_claims_waits_until_the_peer_lets_go() {
     // Publishing waits for the stop to be reported.
     assert_eq!(published(&commands).is_some(), ours_in_both("a"));
     let key = (0..100)
-        .map(crate::kube::bucket::test_uid)
+        .map(crate::apiserver::bucket::test_uid)
         .find(|k| ours_in_both(k))
         .unwrap();
     let key = format!("ns/{key}");

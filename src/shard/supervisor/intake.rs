@@ -6,15 +6,15 @@
 
 use super::Supervisor;
 use crate::actor::cronjob::Update;
-use crate::kube::lean_cronjob::LeanCronJob;
-use crate::kube::watch::JobFacts;
+use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::apiserver::watch::JobFacts;
 use crate::reconcile::{CronJobKind, CronJobKinds};
 use crate::shard::jobs::JobRoute;
 use crate::shard::membership::LeaseObservation;
 use crate::shard::ownership::Input;
 use crate::shard::relist::Relist;
-use ::kube::runtime::watcher::Event;
 use actix::prelude::*;
+use kube::runtime::watcher::Event;
 use std::time::Instant;
 
 /// An event of the CronJob watch of `kind` of scope number `scope`, the

@@ -3,8 +3,8 @@
 //! done, and starts no actor before every load is.
 
 use super::Supervisor;
-use crate::kube::bucket::{self, Bucket};
-use crate::kube::bulk::{self, LoadCounts, LoadSelectors, Loaded};
+use crate::apiserver::bucket::{self, Bucket};
+use crate::apiserver::bulk::{self, LoadCounts, LoadSelectors, Loaded};
 use crate::shard::ownership::Input;
 use crate::shard::ring::Ring;
 use crate::telemetry::metrics::{MoveDirection, MovedLabels};

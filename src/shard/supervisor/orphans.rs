@@ -11,8 +11,8 @@
 //! its Jobs held.
 
 use super::Supervisor;
-use crate::kube::requests::JobRequests;
-use crate::kube::watch::JobFacts;
+use crate::apiserver::requests::JobRequests;
+use crate::apiserver::watch::JobFacts;
 use crate::reconcile::CronJobKind;
 use actix::prelude::*;
 use std::collections::{HashSet, VecDeque};

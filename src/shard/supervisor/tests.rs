@@ -6,14 +6,14 @@
 //! order.
 
 use super::*;
-use crate::kube::gateway::Limits;
-use crate::kube::scripted::{self, Answer};
+use crate::apiserver::gateway::Limits;
+use crate::apiserver::scripted::{self, Answer};
 use crate::reconcile::CronJobKind;
 use crate::shard::lease::VIEW_ANNOTATION;
-use ::kube::runtime::events::Reporter;
-use ::kube::runtime::watcher::Event;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
+use kube::runtime::events::Reporter;
+use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 use std::sync::Mutex;
 

@@ -10,7 +10,7 @@
 //!   and routes them by their controller's UID, as before (only where
 //!   batch/v1 CronJobs are served: see [`Watches::watches_unlabelled_jobs`]);
 //! - CronJobs, one watch per served kind: sharded by the server and
-//!   restarted with the ring where it can ([`crate::kube::sharded`]), all
+//!   restarted with the ring where it can ([`crate::apiserver::sharded`]), all
 //!   of them otherwise.
 //!
 //! A restarted watch lists again; its events carry a generation, and the
@@ -23,16 +23,16 @@
 
 use super::Supervisor;
 use super::intake::{CronJobWatch, JobStream, JobWatch};
-use crate::kube::bucket::{self, Bucket};
-use crate::kube::lean_cronjob::LeanCronJob;
-use crate::kube::watch::{self, JobFacts, ListStrategy};
+use crate::apiserver::bucket::{self, Bucket};
+use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::apiserver::watch::{self, JobFacts, ListStrategy};
 use crate::reconcile::{CronJobKind, CronJobKinds};
 use crate::telemetry::Metrics;
-use ::kube::Client;
-use ::kube::runtime::watcher::Event;
 use actix::dev::Request;
 use actix::prelude::*;
 use futures::FutureExt as _;
+use kube::Client;
+use kube::runtime::watcher::Event;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
 

@@ -28,10 +28,10 @@ use super::requests::Verb;
 use super::retry::{Backoff, Retry};
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{PriorityLabels, RequestLabels};
-use ::kube::Client;
-use ::kube::runtime::events::{Recorder, Reporter};
 use dispatch::{Pace, SharedQueue, Ticket, dispatch};
 use event_workers::{EventQueue, send_events};
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -227,8 +227,8 @@ impl Gateway {
     /// What waits now, class by class ([`FairQueue::census`]), and the
     /// gateway's rate (requests per second).
     ///
-    /// [`FairQueue::census`]: crate::kube::queue::FairQueue::census
-    pub fn queues(&self) -> (f64, Vec<crate::kube::queue::ClassCensus>) {
+    /// [`FairQueue::census`]: crate::apiserver::queue::FairQueue::census
+    pub fn queues(&self) -> (f64, Vec<crate::apiserver::queue::ClassCensus>) {
         let census = self
             .inner
             .queue
@@ -335,7 +335,7 @@ impl Gateway {
     where
         T: Send + 'static,
         F: Fn(Client) -> Fut,
-        Fut: Future<Output = Result<T, ::kube::Error>> + Send + 'static,
+        Fut: Future<Output = Result<T, kube::Error>> + Send + 'static,
     {
         let terms = verb.terms();
         let mut attempt = 0;

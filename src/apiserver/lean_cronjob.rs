@@ -277,8 +277,8 @@ fn kept(meta: ObjectMeta) -> ObjectMeta {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ::kube::core::{ObjectList, WatchEvent};
     use jiff::tz::TimeZone;
+    use kube::core::{ObjectList, WatchEvent};
     use serde_json::{Value, json};
 
     /// A CronJob as the API server sends it: managed fields, labels,

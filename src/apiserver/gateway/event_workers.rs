@@ -1,13 +1,13 @@
 //! The workers that send the recorded Events: each takes the next from
-//! the bounded backlog ([`crate::kube::events`]) and sends it through the
+//! the bounded backlog ([`crate::apiserver::events`]) and sends it through the
 //! gateway at the lowest class, until the gateway is gone.
 
 use super::{Gateway, Inner};
-use crate::kube::events::{self, Backlog, Pushed, Queued};
-use crate::kube::requests::Verb;
+use crate::apiserver::events::{self, Backlog, Pushed, Queued};
+use crate::apiserver::requests::Verb;
 use crate::reconcile;
-use ::kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType};
 use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType};
 use std::sync::{Arc, Mutex, Weak};
 use tracing::Instrument as _;
 

@@ -4,8 +4,8 @@
 //! a real server cannot be made to do on demand (a given status, a page
 //! boundary, silence) is one line of a script.
 
-use ::kube::Client;
-use ::kube::client::Body;
+use kube::Client;
+use kube::client::Body;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 

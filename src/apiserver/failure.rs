@@ -77,10 +77,10 @@ impl ApiFailure {
     }
 }
 
-impl From<::kube::Error> for ApiFailure {
-    fn from(error: ::kube::Error) -> Self {
+impl From<kube::Error> for ApiFailure {
+    fn from(error: kube::Error) -> Self {
         match error {
-            ::kube::Error::Api(status) => ApiFailure::Status {
+            kube::Error::Api(status) => ApiFailure::Status {
                 code: status.code,
                 namespace_terminating: status.details.as_ref().is_some_and(|d| {
                     d.causes

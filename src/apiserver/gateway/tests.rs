@@ -2,8 +2,8 @@
 //! paused clock: what a stop does to requests still waiting for a turn.
 
 use super::*;
-use crate::kube::requests::{JobRequests, StatusFor};
-use crate::kube::scripted::{self, Answer};
+use crate::apiserver::requests::{JobRequests, StatusFor};
+use crate::apiserver::scripted::{self, Answer};
 use crate::reconcile::CronJobKind;
 use k8s_openapi::api::batch::v1::{CronJobStatus, Job};
 use serde_json::json;
@@ -123,7 +123,7 @@ async fn a_routine_status_write_waits_behind_its_namespaces_creates() {
 /// A routine status write of CronJob moved/report at resourceVersion 1.
 async fn routine_status_write(
     requests: &impl JobRequests,
-) -> Result<crate::kube::lean_cronjob::LeanCronJob, crate::kube::failure::ApiFailure> {
+) -> Result<crate::apiserver::lean_cronjob::LeanCronJob, crate::apiserver::failure::ApiFailure> {
     requests
         .write_status(
             CronJobKind::Batch,

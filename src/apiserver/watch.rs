@@ -32,11 +32,11 @@ use super::lean_job::LeanJob;
 use crate::reconcile::{CronJobKind, CronJobKinds, JobSummary};
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::ResourceLabels;
-use ::kube::runtime::WatchStreamExt;
-use ::kube::runtime::watcher::{self, Event};
-use ::kube::{Api, Client, Resource};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -327,7 +327,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::scripted::{self, Answer};
+    use crate::apiserver::scripted::{self, Answer};
     use serde_json::json;
 
     fn version(minor: &str) -> Answer {

@@ -4,8 +4,8 @@
 //! rule that shares a herd's first burst among its tenants.
 
 use super::Limits;
-use crate::kube::queue::{FairQueue, Priority};
-use crate::kube::rate::{AdaptiveRate, TokenBucket};
+use crate::apiserver::queue::{FairQueue, Priority};
+use crate::apiserver::rate::{AdaptiveRate, TokenBucket};
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::PriorityLabels;
 use std::sync::Arc;

@@ -16,8 +16,8 @@ use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
 use super::watch::JobFacts;
 use crate::reconcile::{CronJobKind, CronJobKinds};
-use ::kube::api::{Api, ListParams};
-use ::kube::{Client, Resource};
+use kube::api::{Api, ListParams};
+use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 
@@ -42,7 +42,7 @@ pub struct LoadCounts {
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error(transparent)]
-    Api(#[from] ::kube::Error),
+    Api(#[from] kube::Error),
     #[error("listing a page: {0}")]
     Deadline(super::deadline::Elapsed),
 }
@@ -168,7 +168,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::scripted::{self, Answer};
+    use crate::apiserver::scripted::{self, Answer};
     use serde_json::{Value, json};
 
     fn list(kind: &str, items: Vec<Value>, next: &str) -> Answer {
@@ -301,7 +301,7 @@ mod tests {
         })
         .await;
         match result {
-            Err(LoadError::Api(::kube::Error::Api(status))) => assert_eq!(status.code, 500),
+            Err(LoadError::Api(kube::Error::Api(status))) => assert_eq!(status.code, 500),
             other => panic!("expected the server's 500, got {other:?}"),
         }
         assert_eq!(asked.len(), 2);
@@ -313,6 +313,6 @@ mod tests {
         let (result, pages, _) = load_with(|_| Answer::Silence).await;
         assert!(matches!(result, Err(LoadError::Deadline(_))), "{result:?}");
         assert!(pages.is_empty());
-        assert_eq!(started.elapsed(), crate::kube::deadline::LIST_PAGE);
+        assert_eq!(started.elapsed(), crate::apiserver::deadline::LIST_PAGE);
     }
 }

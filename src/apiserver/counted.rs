@@ -3,10 +3,10 @@
 //! what each watch costs the network and the decoder (sharding is meant to
 //! divide it).
 
-use ::kube::Client;
-use ::kube::client::Body;
 use bytes::Bytes;
 use http_body::Frame;
+use kube::Client;
+use kube::client::Body;
 use prometheus_client::metrics::counter::Counter;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -20,7 +20,7 @@ pub fn client_counting_bytes(client: &Client, received: Counter) -> Client {
         let received = received.clone();
         async move {
             let response = inner.send(request).await?;
-            Ok::<_, ::kube::Error>(response.map(|body| CountedBody { body, received }))
+            Ok::<_, kube::Error>(response.map(|body| CountedBody { body, received }))
         }
     });
     Client::new(service, client.default_namespace())
@@ -33,7 +33,7 @@ struct CountedBody {
 
 impl http_body::Body for CountedBody {
     type Data = Bytes;
-    type Error = ::kube::Error;
+    type Error = kube::Error;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
@@ -60,7 +60,7 @@ impl http_body::Body for CountedBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::scripted::{self, Answer};
+    use crate::apiserver::scripted::{self, Answer};
 
     #[tokio::test]
     async fn every_byte_of_a_response_is_counted() {

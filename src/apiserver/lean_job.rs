@@ -344,7 +344,7 @@ mod tests {
         assert_eq!(
             meta.labels,
             Some(BTreeMap::from([(
-                crate::kube::bucket::LABEL.to_owned(),
+                crate::apiserver::bucket::LABEL.to_owned(),
                 "17".to_owned()
             )]))
         );

@@ -12,9 +12,9 @@
 //! still correct, since every replica filters what it receives by the ring.
 
 use crate::reconcile::CronJobKind;
-use ::kube::Client;
 use http::Request;
 use http::uri::{PathAndQuery, Uri};
+use kube::Client;
 
 /// Percent-encodes `shardSelector=<selector>` as a query pair.
 fn query_pair(selector: &str) -> String {
@@ -40,7 +40,7 @@ fn with_query_pair(uri: &Uri, pair: &str) -> Option<Uri> {
 pub fn client_with_shard_selector(client: &Client, selector: &str) -> Client {
     let pair = query_pair(selector);
     let inner = client.clone();
-    let service = tower::service_fn(move |mut request: Request<::kube::client::Body>| {
+    let service = tower::service_fn(move |mut request: Request<kube::client::Body>| {
         if let Some(uri) = with_query_pair(request.uri(), &pair) {
             *request.uri_mut() = uri;
         }
@@ -124,7 +124,7 @@ pub async fn server_filters_cronjobs(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::scripted::{self, Answer};
+    use crate::apiserver::scripted::{self, Answer};
     use serde_json::json;
 
     fn list(shard_info: Option<&str>) -> Answer {
@@ -169,11 +169,11 @@ mod tests {
     async fn a_sharded_client_adds_the_selector_to_every_request() {
         let (client, asked) = scripted::client(|_| list(None));
         let sharded = client_with_shard_selector(&client, PROBE);
-        let api: ::kube::Api<k8s_openapi::api::batch::v1::CronJob> = ::kube::Api::all(sharded);
-        api.list(&::kube::api::ListParams::default().labels("a=b"))
+        let api: kube::Api<k8s_openapi::api::batch::v1::CronJob> = kube::Api::all(sharded);
+        api.list(&kube::api::ListParams::default().labels("a=b"))
             .await
             .expect("listed");
-        api.list(&::kube::api::ListParams::default())
+        api.list(&kube::api::ListParams::default())
             .await
             .expect("listed");
         let asked = asked.all();

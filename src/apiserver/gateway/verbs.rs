@@ -2,16 +2,16 @@
 //! them: each through [`Gateway::request`] under its [`Verb`]'s terms.
 
 use super::Gateway;
-use crate::kube::failure::ApiFailure;
-use crate::kube::lean_cronjob::LeanCronJob;
-use crate::kube::requests::{DeleteFor, JobRequests, StatusFor, Verb};
-use crate::kube::watch::cronjob_api;
+use crate::apiserver::failure::ApiFailure;
+use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::apiserver::requests::{DeleteFor, JobRequests, StatusFor, Verb};
+use crate::apiserver::watch::cronjob_api;
 use crate::reconcile::{self, CronJobKind};
-use ::kube::api::{
-    Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
-};
 use k8s_openapi::api::batch::v1::{CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{
+    Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
+};
 use std::sync::Arc;
 
 impl JobRequests for Gateway {
@@ -160,7 +160,7 @@ impl JobRequests for Gateway {
     }
 
     /// Records an Event on a CronJob, without making the caller wait: the
-    /// event joins the bounded backlog ([`crate::kube::events`]), whose
+    /// event joins the bounded backlog ([`crate::apiserver::events`]), whose
     /// workers send it at the lowest class; a failure is logged, not
     /// returned.
     fn record(&self, regarding: ObjectReference, event: &reconcile::Event) {
