@@ -18,8 +18,8 @@ use actix::prelude::*;
 use kube::runtime::events::Reporter;
 use kube::{Client, Config};
 use serde_json::json;
-use shardcron::actor::apply::Report;
-use shardcron::actor::apply::Shared;
+use shardcron::actor::apply::ActorReport;
+use shardcron::actor::apply::ActorServices;
 use shardcron::actor::cronjob::{CronJobActor, Update};
 use shardcron::apiserver::gateway::{Gateway, Limits};
 use shardcron::apiserver::lean_cronjob::LeanCronJob;
@@ -139,10 +139,10 @@ impl Actor for Counter {
     type Context = Context<Self>;
 }
 
-impl Handler<Report> for Counter {
+impl Handler<ActorReport> for Counter {
     type Result = ();
-    fn handle(&mut self, report: Report, _: &mut Self::Context) {
-        if matches!(report, Report::Armed { .. }) {
+    fn handle(&mut self, report: ActorReport, _: &mut Self::Context) {
+        if matches!(report, ActorReport::Armed { .. }) {
             self.0.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -173,7 +173,7 @@ fn main() {
             Arc::new(SharedFence::new(Duration::from_secs(10))),
         );
         let armed = Arc::new(AtomicUsize::new(0));
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ActorServices {
             feed: Default::default(),
             gateway,
             reports: Counter(armed.clone()).start().recipient(),

@@ -37,7 +37,7 @@ const MAX_LOOKUP_ROUNDS: usize = 4;
 /// What an actor tells the supervisor.
 #[derive(Debug, actix::Message)]
 #[rtype(result = "()")]
-pub enum Report {
+pub enum ActorReport {
     /// Its first decision is done and its timer armed (readiness).
     Armed { key: String },
     /// It has stopped. `unrecorded`: the latest slot a Job of its CronJob
@@ -52,10 +52,10 @@ pub enum Report {
 }
 
 /// What the actor needs besides its own state.
-pub struct Shared {
+pub struct ActorServices {
     pub gateway: Gateway,
     /// The supervisor's mailbox for the actors' reports (one for all).
-    pub reports: actix::Recipient<Report>,
+    pub reports: actix::Recipient<ActorReport>,
     pub metrics: Arc<Metrics>,
     pub default_zone: TimeZone,
     /// This replica's id, written on the Jobs it creates ([`CREATED_BY_ANNOTATION`]).
@@ -134,7 +134,7 @@ pub fn decision_span(
 
 /// What happened, for the actor to apply.
 #[derive(Debug)]
-pub struct Applied {
+pub struct DecisionAftermath {
     /// The status now on the server and its resourceVersion, when this
     /// decision wrote it.
     pub written_status: Option<(reconcile::StatusView, Option<String>)>,
@@ -152,13 +152,17 @@ pub struct Applied {
 }
 
 /// Runs one decision at `now` and carries it out through the gateway.
-pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp) -> Applied {
+pub async fn decide_and_apply(
+    ctx: &ActorServices,
+    snapshot: &Snapshot,
+    now: Timestamp,
+) -> DecisionAftermath {
     let cronjob = &snapshot.cronjob;
     let gateway = ctx
         .gateway
         .for_key(&cronjob.kind.key(&cronjob.namespace, &cronjob.name))
         .abandoning_on(snapshot.stop.clone());
-    let env = Env {
+    let env = DecisionServices {
         requests: &gateway,
         metrics: &ctx.metrics,
         replica: &ctx.replica,
@@ -166,13 +170,13 @@ pub async fn decide_and_apply(ctx: &Shared, snapshot: &Snapshot, now: Timestamp)
         clock: ctx.clock,
         feed: &ctx.feed,
     };
-    decide(&env, snapshot, now).await
+    decide_with_lookups(&env, snapshot, now).await
 }
 
 /// What a decision uses besides its snapshot: where its requests go, what
 /// it counts and names, and the clock that times a Job's creation (its skew
 /// from the slot; the decision itself runs at the `now` it is given).
-struct Env<'a, R> {
+struct DecisionServices<'a, R> {
     requests: &'a R,
     metrics: &'a Metrics,
     replica: &'a str,
@@ -181,11 +185,11 @@ struct Env<'a, R> {
     feed: &'a DecisionFeed,
 }
 
-async fn decide<R: JobRequests + Clone>(
-    env: &Env<'_, R>,
+async fn decide_with_lookups<R: JobRequests + Clone>(
+    env: &DecisionServices<'_, R>,
     snapshot: &Snapshot,
     now: Timestamp,
-) -> Applied {
+) -> DecisionAftermath {
     let gateway = env.requests;
     let input = Input {
         cronjob: &snapshot.cronjob,
@@ -210,13 +214,13 @@ async fn decide<R: JobRequests + Clone>(
                     answer(gateway, snapshot.cronjob.kind, &mut live, lookup).await;
                 }
                 if snapshot.stop.is_cancelled() {
-                    return Applied::abandoned(Vec::new());
+                    return DecisionAftermath::abandoned(Vec::new());
                 }
             }
         }
     }
     let Some(plan) = plan else {
-        return Applied::retry("the decision kept asking for live reads");
+        return DecisionAftermath::retry("the decision kept asking for live reads");
     };
     let effects = apply_plan(env, snapshot, &input, &live, &plan);
     // A decision that is not a firing gets its trace only when it writes or
@@ -234,12 +238,12 @@ async fn decide<R: JobRequests + Clone>(
 /// Carries a plan out: Replace's deletes, the create, the status write,
 /// history deletes, events.
 async fn apply_plan<R: JobRequests + Clone>(
-    env: &Env<'_, R>,
+    env: &DecisionServices<'_, R>,
     snapshot: &Snapshot,
     input: &Input<'_>,
     live: &LiveAnswers,
     plan: &reconcile::Plan,
-) -> Applied {
+) -> DecisionAftermath {
     tracing::Span::current().record("cronjob.decision", reconcile::slot_outcome(&plan.decisions));
     let gateway = env.requests;
     let namespace = &snapshot.cronjob.namespace;
@@ -255,7 +259,7 @@ async fn apply_plan<R: JobRequests + Clone>(
     let mut replace_failed = false;
     for deletion in replaces {
         match delete(env, deletion, &mut results, &mut deleted).await {
-            Deleted::Abandoned => return Applied::abandoned(deleted),
+            Deleted::Abandoned => return DecisionAftermath::abandoned(deleted),
             Deleted::Failed => {
                 replace_failed = true;
                 break;
@@ -268,7 +272,7 @@ async fn apply_plan<R: JobRequests + Clone>(
         && let Some(job) = create.job.clone()
     {
         let Some((result, job)) = create_job(env, namespace, create, job).await else {
-            return Applied::abandoned(deleted);
+            return DecisionAftermath::abandoned(deleted);
         };
         created = job;
         results.set_create(result);
@@ -283,7 +287,7 @@ async fn apply_plan<R: JobRequests + Clone>(
     let recorded = reconcile::follow_up(input, live, &results);
     let moves_last_schedule =
         recorded.status.last_schedule_time > input.cronjob.status.last_schedule_time;
-    let mut applied = Applied {
+    let mut applied = DecisionAftermath {
         written_status: None,
         reread: None,
         created,
@@ -366,7 +370,7 @@ async fn apply_plan<R: JobRequests + Clone>(
 /// (the actor is stopping). An AlreadyExists is answered with a live read
 /// of the namesake, for the decision to tell its own Job from a foreign one.
 async fn create_job<R: JobRequests>(
-    env: &Env<'_, R>,
+    env: &DecisionServices<'_, R>,
     namespace: &str,
     create: &reconcile::JobToCreate,
     mut job: k8s_openapi::api::batch::v1::Job,
@@ -444,7 +448,7 @@ async fn write_pause_streak<R: JobRequests>(
     gateway: &R,
     snapshot: &Snapshot,
     update: &reconcile::StreakUpdate,
-    applied: &mut Applied,
+    applied: &mut DecisionAftermath,
 ) -> bool {
     if applied.reread.is_some() {
         return true;
@@ -475,9 +479,9 @@ async fn write_pause_streak<R: JobRequests>(
 /// left to the next decision, which `applied.requeue` brings before the
 /// next slot.
 async fn delete_history<R: JobRequests>(
-    env: &Env<'_, R>,
+    env: &DecisionServices<'_, R>,
     history: &[&Deletion],
-    applied: &mut Applied,
+    applied: &mut DecisionAftermath,
     results: &mut EffectResults,
     deleted: &mut Vec<String>,
 ) {
@@ -530,7 +534,11 @@ fn history_wait(requeue: &Requeue, now: Timestamp) -> (std::time::Duration, Requ
 /// recorded only by this decision's status write, once that write has
 /// landed). A failed release is retried by the next decision, after a
 /// backoff: nothing else would look at a Job that only waits.
-async fn release<R: JobRequests>(env: &Env<'_, R>, plan: &reconcile::Plan, applied: &mut Applied) {
+async fn release<R: JobRequests>(
+    env: &DecisionServices<'_, R>,
+    plan: &reconcile::Plan,
+    applied: &mut DecisionAftermath,
+) {
     let status_landed = applied.written_status.is_some();
     for release in &plan.releases {
         if release.after_status_write && !status_landed {
@@ -593,7 +601,7 @@ async fn write_status<R: JobRequests>(
     status: k8s_openapi::api::batch::v1::CronJobStatus,
     view: reconcile::StatusView,
     why: StatusFor,
-    applied: &mut Applied,
+    applied: &mut DecisionAftermath,
 ) {
     let namespace = &snapshot.cronjob.namespace;
     match gateway
@@ -642,7 +650,7 @@ enum Deleted {
 
 /// One delete of a plan, counted, its failure recorded in `results`.
 async fn delete<R: JobRequests>(
-    env: &Env<'_, R>,
+    env: &DecisionServices<'_, R>,
     deletion: &Deletion,
     results: &mut EffectResults,
     deleted: &mut Vec<String>,
@@ -681,11 +689,11 @@ async fn delete<R: JobRequests>(
     }
 }
 
-impl Applied {
+impl DecisionAftermath {
     /// The actor stopped before the decision wrote anything but `deleted`:
     /// the CronJob's next owner decides again.
     fn abandoned(deleted: Vec<String>) -> Self {
-        Applied {
+        DecisionAftermath {
             written_status: None,
             reread: None,
             created: None,
@@ -696,7 +704,7 @@ impl Applied {
     }
 
     fn retry(why: &str) -> Self {
-        Applied {
+        DecisionAftermath {
             written_status: None,
             reread: None,
             created: None,

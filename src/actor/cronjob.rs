@@ -8,7 +8,7 @@
 //! change that arrives meanwhile is folded into one more decision after it
 //! (as upstream's work queue does for a key being processed).
 
-use super::apply::{self, Applied, Report, Shared, Snapshot};
+use super::apply::{self, ActorReport, ActorServices, DecisionAftermath, Snapshot};
 use super::timer::{self, MAX_SLEEP, Wake};
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::requests::JobRequests as _;
@@ -54,7 +54,7 @@ pub struct CronJobActor {
     /// so that a status write lost after a create cannot let the slot be
     /// started again once its Job is gone (see `reconcile::Input::known_slot`).
     known_slot: Option<Timestamp>,
-    shared: Arc<Shared>,
+    shared: Arc<ActorServices>,
     started: bool,
     armed_once: bool,
     deciding: bool,
@@ -74,12 +74,12 @@ pub struct CronJobActor {
 
 impl CronJobActor {
     /// `known_slot`: what an earlier actor of this CronJob in this process
-    /// knew and the status did not record (see [`Report::Stopped`]).
+    /// knew and the status did not record (see [`ActorReport::Stopped`]).
     pub fn new(
         cronjob: &LeanCronJob,
         children: Vec<JobSummary>,
         known_slot: Option<Timestamp>,
-        shared: Arc<Shared>,
+        shared: Arc<ActorServices>,
     ) -> Result<Self, crate::reconcile::ViewError> {
         let view = cronjob.view(Arc::new(cronjob.spec_view()))?;
         let listed: Vec<Option<Timestamp>> = children.iter().map(|c| c.scheduled).collect();
@@ -202,7 +202,7 @@ impl CronJobActor {
         self.known_slot = self.known_slot.max(plausible);
     }
 
-    /// The time on the actor's clock ([`Shared::clock`]).
+    /// The time on the actor's clock ([`ActorServices::clock`]).
     fn now(&self) -> Timestamp {
         (self.shared.clock)()
     }
@@ -245,7 +245,12 @@ impl CronJobActor {
         );
     }
 
-    fn finish(&mut self, applied: Applied, decided_at: Option<String>, ctx: &mut Context<Self>) {
+    fn finish(
+        &mut self,
+        applied: DecisionAftermath,
+        decided_at: Option<String>,
+        ctx: &mut Context<Self>,
+    ) {
         self.deciding = false;
         self.stop = None;
         // A CronJob event that came in meanwhile is newer than what we wrote.
@@ -295,7 +300,7 @@ impl CronJobActor {
             self.armed_once = true;
             self.shared
                 .reports
-                .do_send(Report::Armed { key: self.key() });
+                .do_send(ActorReport::Armed { key: self.key() });
         }
         if self.stopping {
             ctx.stop();
@@ -388,7 +393,7 @@ impl Actor for CronJobActor {
         let unrecorded = self.known_slot.filter(|slot| status.does_not_record(*slot));
         // Its series go with it: the next owner exports them.
         self.shared.metrics.cronjobs.remove(self.series_id());
-        self.shared.reports.do_send(Report::Stopped {
+        self.shared.reports.do_send(ActorReport::Stopped {
             key: self.key(),
             uid: std::mem::take(&mut self.cronjob.uid),
             unrecorded,

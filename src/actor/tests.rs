@@ -3,7 +3,7 @@
 //! does it. The decision's own cases are in `apply`'s and `reconcile`'s
 //! tables; this checks that the actor carries a decision out and reports.
 
-use super::apply::{Report, Shared};
+use super::apply::{ActorReport, ActorServices};
 use super::cronjob::{CronJobActor, Update};
 use crate::apiserver::gateway::{Gateway, Limits, WriteFence};
 use crate::apiserver::lean_cronjob::LeanCronJob;
@@ -36,16 +36,16 @@ impl Fence {
 }
 
 /// Stands in for the supervisor: passes the actor's reports to the test.
-struct Reports(mpsc::UnboundedSender<Report>);
+struct Reports(mpsc::UnboundedSender<ActorReport>);
 
 impl Actor for Reports {
     type Context = Context<Self>;
 }
 
-impl Handler<Report> for Reports {
+impl Handler<ActorReport> for Reports {
     type Result = ();
 
-    fn handle(&mut self, report: Report, _: &mut Self::Context) {
+    fn handle(&mut self, report: ActorReport, _: &mut Self::Context) {
         let _ = self.0.send(report);
     }
 }
@@ -79,7 +79,7 @@ fn start(
 ) -> (
     Addr<CronJobActor>,
     scripted::Asked,
-    mpsc::UnboundedReceiver<Report>,
+    mpsc::UnboundedReceiver<ActorReport>,
 ) {
     start_with(cronjob, None, Fence::default(), script)
 }
@@ -93,7 +93,7 @@ fn start_with(
 ) -> (
     Addr<CronJobActor>,
     scripted::Asked,
-    mpsc::UnboundedReceiver<Report>,
+    mpsc::UnboundedReceiver<ActorReport>,
 ) {
     start_on(Timestamp::now, cronjob, known_slot, fence, script)
 }
@@ -108,7 +108,7 @@ fn start_on(
 ) -> (
     Addr<CronJobActor>,
     scripted::Asked,
-    mpsc::UnboundedReceiver<Report>,
+    mpsc::UnboundedReceiver<ActorReport>,
 ) {
     let (client, asked) = scripted::client(script);
     let metrics = Arc::new(Metrics::new());
@@ -124,7 +124,7 @@ fn start_on(
         Arc::new(fence),
     );
     let (sender, reports) = mpsc::unbounded_channel();
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(ActorServices {
         feed: Default::default(),
         gateway,
         reports: Reports(sender).start().recipient(),
@@ -165,7 +165,7 @@ async fn started_it_creates_the_due_slots_job_records_it_in_status_and_reports_a
     actor.do_send(Update::Start);
     let report = tokio::time::timeout(Duration::from_secs(20), reports.recv()).await;
     assert!(
-        matches!(report, Ok(Some(Report::Armed { ref key })) if key == "team-a/nightly"),
+        matches!(report, Ok(Some(ActorReport::Armed { ref key })) if key == "team-a/nightly"),
         "{report:?}"
     );
 
@@ -195,7 +195,9 @@ async fn started_it_creates_the_due_slots_job_records_it_in_status_and_reports_a
     assert_eq!(status["active"][0]["name"], json!(job_name), "{status}");
     actor.do_send(Update::Stop);
     let stopped = tokio::time::timeout(Duration::from_secs(5), reports.recv()).await;
-    assert!(matches!(stopped, Ok(Some(Report::Stopped { ref uid, .. })) if uid == "uid-nightly"));
+    assert!(
+        matches!(stopped, Ok(Some(ActorReport::Stopped { ref uid, .. })) if uid == "uid-nightly")
+    );
 }
 
 /// 2024-03-01T09:29:30Z when first read in a test, then as tokio's clock
@@ -235,7 +237,7 @@ async fn on_a_paused_clock_the_next_slot_starts_at_its_time_and_not_before() {
     actor.do_send(Update::Start);
     let report = tokio::time::timeout(Duration::from_secs(5), reports.recv()).await;
     assert!(
-        matches!(report, Ok(Some(Report::Armed { .. }))),
+        matches!(report, Ok(Some(ActorReport::Armed { .. }))),
         "{report:?}"
     );
     assert_eq!(creates(&asked), 0, "{:?}", asked.paths());
@@ -279,8 +281,8 @@ async fn stopped_while_its_create_gets_no_answer_it_stops_within_the_writes_dead
     actor.do_send(Update::Stop);
     loop {
         match tokio::time::timeout(Duration::from_secs(120), reports.recv()).await {
-            Ok(Some(Report::Stopped { .. })) => break,
-            Ok(Some(Report::Armed { .. })) => continue,
+            Ok(Some(ActorReport::Stopped { .. })) => break,
+            Ok(Some(ActorReport::Armed { .. })) => continue,
             other => panic!("no Stopped report: {other:?}"),
         }
     }
@@ -315,7 +317,10 @@ async fn a_create_unanswered_when_the_fence_lapses_is_dropped_at_the_lapse() {
     // The decision ends (and the actor arms its retry) at the lapse, not
     // at the create's 30 s deadline.
     let armed = tokio::time::timeout(Duration::from_secs(60), reports.recv()).await;
-    assert!(matches!(armed, Ok(Some(Report::Armed { .. }))), "{armed:?}");
+    assert!(
+        matches!(armed, Ok(Some(ActorReport::Armed { .. }))),
+        "{armed:?}"
+    );
     assert!(
         lapsed_at.elapsed() < Duration::from_secs(1),
         "{:?}",
@@ -365,10 +370,13 @@ async fn a_slot_whose_status_write_was_fenced_is_recorded_by_the_next_actor_not_
     });
     first.do_send(Update::Start);
     let armed = tokio::time::timeout(Duration::from_secs(20), reports.recv()).await;
-    assert!(matches!(armed, Ok(Some(Report::Armed { .. }))), "{armed:?}");
+    assert!(
+        matches!(armed, Ok(Some(ActorReport::Armed { .. }))),
+        "{armed:?}"
+    );
     first.do_send(Update::Stop);
     let stopped = match tokio::time::timeout(Duration::from_secs(20), reports.recv()).await {
-        Ok(Some(Report::Stopped { unrecorded, .. })) => unrecorded,
+        Ok(Some(ActorReport::Stopped { unrecorded, .. })) => unrecorded,
         other => panic!("no Stopped report: {other:?}"),
     };
     let created: Vec<String> = asked
@@ -397,7 +405,10 @@ async fn a_slot_whose_status_write_was_fenced_is_recorded_by_the_next_actor_not_
         });
     next.do_send(Update::Start);
     let armed = tokio::time::timeout(Duration::from_secs(20), reports.recv()).await;
-    assert!(matches!(armed, Ok(Some(Report::Armed { .. }))), "{armed:?}");
+    assert!(
+        matches!(armed, Ok(Some(ActorReport::Armed { .. }))),
+        "{armed:?}"
+    );
     let writes: Vec<String> = asked
         .paths()
         .into_iter()

@@ -15,7 +15,9 @@ use crate::schedule::load_named_zone;
 use crate::shard::debug;
 use crate::shard::fence::SharedFence;
 use crate::shard::lease::{self, LeaseSettings};
-use crate::shard::supervisor::{LeaseWatch, Parts, ServedKind, Shutdown, Supervisor, WatchSetup};
+use crate::shard::supervisor::{
+    LeaseWatch, ServedKind, Shutdown, Supervisor, SupervisorParts, WatchSetup,
+};
 use crate::telemetry::Metrics;
 use crate::telemetry::http::{self, Readiness};
 use crate::telemetry::logging::{self, LogFormat};
@@ -380,7 +382,7 @@ async fn start(
         args.namespaces.iter().cloned().map(Some).collect()
     };
     let feed = crate::actor::feed::DecisionFeed::default();
-    let supervisor = Supervisor::start_with(Parts {
+    let supervisor = Supervisor::start_with(SupervisorParts {
         feed: feed.clone(),
         client: client.clone(),
         lease: settings.clone(),

@@ -223,13 +223,13 @@ fn snapshot() -> Snapshot {
 
 /// Runs one decision at a moment a slot is due, against `script`;
 /// returns what it applied, the script as it ended, and the metrics.
-fn run(script: Script, snapshot: &Snapshot) -> (Applied, Script, String) {
+fn run(script: Script, snapshot: &Snapshot) -> (DecisionAftermath, Script, String) {
     let requests = Scripted {
         script: Rc::new(RefCell::new(script)),
         unabandoned: false,
     };
     let metrics = Metrics::new();
-    let env = Env {
+    let env = DecisionServices {
         requests: &requests,
         metrics: &metrics,
         replica: "r0",
@@ -243,7 +243,7 @@ fn run(script: Script, snapshot: &Snapshot) -> (Applied, Script, String) {
         .start_paused(true)
         .build()
         .expect("a runtime");
-    let applied = runtime.block_on(decide(&env, snapshot, now));
+    let applied = runtime.block_on(decide_with_lookups(&env, snapshot, now));
     let script = std::mem::take(&mut *requests.script.borrow_mut());
     (applied, script, metrics.encode())
 }

@@ -37,7 +37,7 @@ use super::ownership::{self, Command, Input, Ownership};
 use super::relist::Relist;
 use super::ring::Ring;
 use super::unrecorded::UnrecordedSlots;
-use crate::actor::apply::{Report, Shared};
+use crate::actor::apply::{ActorReport, ActorServices};
 use crate::actor::cronjob::{CronJobActor, Update};
 use crate::apiserver::gateway::Gateway;
 use crate::apiserver::lean_cronjob::LeanCronJob;
@@ -70,7 +70,7 @@ fn now() -> Instant {
 pub struct Shutdown;
 
 /// What a replica's supervisor is started with.
-pub struct Parts {
+pub struct SupervisorParts {
     /// For the Lease keeper and the bulk loads.
     pub client: Client,
     pub lease: LeaseSettings,
@@ -107,7 +107,7 @@ struct Running {
 }
 
 pub struct Supervisor {
-    shared: Arc<Shared>,
+    shared: Arc<ActorServices>,
     arbiters: Vec<ArbiterHandle>,
     next_arbiter: usize,
     scopes: Vec<ScopeState>,
@@ -140,9 +140,9 @@ pub struct Supervisor {
 impl Supervisor {
     /// Starts the supervisor on the current Arbiter, with its Lease keeper;
     /// its actors report to it.
-    pub fn start_with(parts: Parts) -> Addr<Self> {
+    pub fn start_with(parts: SupervisorParts) -> Addr<Self> {
         Supervisor::create(move |ctx| {
-            let shared = Arc::new(Shared {
+            let shared = Arc::new(ActorServices {
                 gateway: parts.gateway,
                 reports: ctx.address().recipient(),
                 metrics: parts.metrics,
@@ -177,7 +177,7 @@ impl Supervisor {
     }
 
     fn new(
-        shared: Arc<Shared>,
+        shared: Arc<ActorServices>,
         arbiters: Vec<ArbiterHandle>,
         scopes: Vec<Option<String>>,
         watches: watches::Watches,
@@ -430,13 +430,13 @@ impl Actor for Supervisor {
     }
 }
 
-impl Handler<Report> for Supervisor {
+impl Handler<ActorReport> for Supervisor {
     type Result = ();
 
-    fn handle(&mut self, report: Report, ctx: &mut Self::Context) {
+    fn handle(&mut self, report: ActorReport, ctx: &mut Self::Context) {
         let input = match report {
-            Report::Armed { key } => Input::ActorArmed { key },
-            Report::Stopped {
+            ActorReport::Armed { key } => Input::ActorArmed { key },
+            ActorReport::Stopped {
                 key,
                 uid,
                 unrecorded,

@@ -146,7 +146,7 @@ impl Shell {
             metrics.clone(),
             Arc::new(fence.clone()),
         );
-        let supervisor = Supervisor::start_with(Parts {
+        let supervisor = Supervisor::start_with(SupervisorParts {
             feed: Default::default(),
             client,
             lease: settings,
