@@ -17,19 +17,21 @@
 //! [`intake`] turns the watches into inputs and routes; [`load`] runs the
 //! bulk loads of gained keys; [`watches`] runs the watches, their selectors
 //! following the buckets this replica owns; [`orphans`] releases the held
-//! Jobs of deleted CronJobs.
+//! Jobs of deleted CronJobs; [`queries`] answers what the admin API and
+//! the debug endpoint ask.
 
 mod intake;
 mod load;
 mod orphans;
+mod queries;
 #[cfg(test)]
 mod tests;
 mod watches;
 
 pub use intake::{CronJobWatch, JobStream, JobWatch, LeaseWatch};
+pub use queries::{Locate, Located};
 pub use watches::{ServedKind, WatchSetup};
 
-use super::debug::{DebugShards, ShardReport};
 use super::fence::{FenceState, SharedFence};
 use super::jobs::JobIndex;
 use super::lease::{self, Keeper, KeeperReport, LeaseSettings};
@@ -486,58 +488,5 @@ impl Handler<Shutdown> for Supervisor {
             System::current().stop();
         });
         self.step(Input::Shutdown, now(), ctx, None);
-    }
-}
-
-/// Where a CronJob's actor is, for the admin API: here, waiting here, or
-/// elsewhere. `uid`, when the caller knows it (from a GET), names the owner
-/// of a CronJob whose actor is not here.
-#[derive(Debug, Message)]
-#[rtype(result = "Located")]
-pub struct Locate {
-    pub key: String,
-    pub uid: Option<String>,
-}
-
-#[derive(Debug)]
-pub enum Located {
-    Running(Addr<CronJobActor>),
-    Waiting,
-    /// Not here; its owner under this replica's ring, if known.
-    Elsewhere {
-        owner: Option<String>,
-    },
-}
-
-impl Handler<Locate> for Supervisor {
-    type Result = MessageResult<Locate>;
-
-    fn handle(&mut self, message: Locate, _: &mut Self::Context) -> Self::Result {
-        if let Some(running) = self.actors.get(&message.key) {
-            return MessageResult(Located::Running(running.addr.clone()));
-        }
-        if self.ownership.is_waiting(&message.key) {
-            return MessageResult(Located::Waiting);
-        }
-        let owner = message
-            .uid
-            .as_deref()
-            .and_then(|uid| self.ownership.owner_of(uid))
-            .map(str::to_owned);
-        MessageResult(Located::Elsewhere { owner })
-    }
-}
-
-impl Handler<DebugShards> for Supervisor {
-    type Result = MessageResult<DebugShards>;
-
-    fn handle(&mut self, message: DebugShards, _: &mut Self::Context) -> Self::Result {
-        let lease_valid = self.setup.fence.lock().may_act(BootInstant::now());
-        let report = self.ownership.report(now(), lease_valid, message.keys);
-        MessageResult(ShardReport {
-            ring: self.setup.ring_name.clone(),
-            jobs_remembered: self.jobs.len(),
-            ..report
-        })
     }
 }

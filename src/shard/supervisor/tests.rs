@@ -9,6 +9,7 @@ use super::*;
 use crate::apiserver::gateway::Limits;
 use crate::apiserver::scripted::{self, Answer};
 use crate::reconcile::CronJobKind;
+use crate::shard::debug::{DebugShards, ShardReport};
 use crate::shard::lease::VIEW_ANNOTATION;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;

@@ -1,0 +1,61 @@
+//! What others ask the supervisor: where a CronJob's actor is (the admin
+//! API's [`Locate`]) and the ring as this replica sees it (`/debug/shards`).
+
+use super::{Supervisor, now};
+use crate::actor::cronjob::CronJobActor;
+use crate::boot_clock::BootInstant;
+use crate::shard::debug::{DebugShards, ShardReport};
+use actix::prelude::*;
+
+/// Where a CronJob's actor is, for the admin API: here, waiting here, or
+/// elsewhere. `uid`, when the caller knows it (from a GET), names the owner
+/// of a CronJob whose actor is not here.
+#[derive(Debug, Message)]
+#[rtype(result = "Located")]
+pub struct Locate {
+    pub key: String,
+    pub uid: Option<String>,
+}
+
+#[derive(Debug)]
+pub enum Located {
+    Running(Addr<CronJobActor>),
+    Waiting,
+    /// Not here; its owner under this replica's ring, if known.
+    Elsewhere {
+        owner: Option<String>,
+    },
+}
+
+impl Handler<Locate> for Supervisor {
+    type Result = MessageResult<Locate>;
+
+    fn handle(&mut self, message: Locate, _: &mut Self::Context) -> Self::Result {
+        if let Some(running) = self.actors.get(&message.key) {
+            return MessageResult(Located::Running(running.addr.clone()));
+        }
+        if self.ownership.is_waiting(&message.key) {
+            return MessageResult(Located::Waiting);
+        }
+        let owner = message
+            .uid
+            .as_deref()
+            .and_then(|uid| self.ownership.owner_of(uid))
+            .map(str::to_owned);
+        MessageResult(Located::Elsewhere { owner })
+    }
+}
+
+impl Handler<DebugShards> for Supervisor {
+    type Result = MessageResult<DebugShards>;
+
+    fn handle(&mut self, message: DebugShards, _: &mut Self::Context) -> Self::Result {
+        let lease_valid = self.setup.fence.lock().may_act(BootInstant::now());
+        let report = self.ownership.report(now(), lease_valid, message.keys);
+        MessageResult(ShardReport {
+            ring: self.setup.ring_name.clone(),
+            jobs_remembered: self.jobs.len(),
+            ..report
+        })
+    }
+}
