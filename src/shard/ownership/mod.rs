@@ -37,20 +37,21 @@
 //! keys stop and while the view is published, and a ring change in the
 //! middle starts another.
 
-use super::debug::{MemberReport, ShardReport};
 use super::fence::FenceState;
 use super::handoff::{self, KeyDecision, Peer, ViewRings};
 use super::lease::Publication;
-use super::membership::{LeaseObservation, Membership};
-use super::ring::Ring;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
+use super::membership::Membership;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+mod messages;
+mod queries;
 #[cfg(test)]
 mod simulation;
 #[cfg(test)]
 mod tests;
+
+pub use messages::{Command, Flaw, Input, Phase};
 
 /// Before retrying a failed bulk load.
 pub const LOAD_RETRY: Duration = Duration::from_secs(2);
@@ -65,143 +66,12 @@ pub const LOAD_RETRY: Duration = Duration::from_secs(2);
 /// the default settings.
 pub const JOIN_GRACE: Duration = Duration::from_secs(2);
 
-/// Where the replica stands in the protocol.
-#[derive(Debug, Clone)]
-pub enum Phase {
-    Joining,
-    Stopping {
-        target: Arc<Ring>,
-    },
-    Serving {
-        target: Arc<Ring>,
-        publication: Publication,
-    },
-    Recovering,
-    ShuttingDown,
-    Exited,
-}
-
-impl Phase {
-    fn target(&self) -> Option<&Arc<Ring>> {
-        match self {
-            Phase::Stopping { target } | Phase::Serving { target, .. } => Some(target),
-            _ => None,
-        }
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            Phase::Joining => "joining",
-            Phase::Stopping { .. } => "stopping",
-            Phase::Serving { .. } => "serving",
-            Phase::Recovering => "recovering",
-            Phase::ShuttingDown => "shutting down",
-            Phase::Exited => "exited",
-        }
-    }
-}
-
-/// What happened, as the supervisor tells it.
-#[derive(Debug, Clone)]
-pub enum Input {
-    /// The first lists of CronJobs and Jobs (every scope) are complete.
-    ListsSynced,
-    /// A Lease of the ring, as the watch showed it. The Lease inputs only
-    /// record; the [`Input::Tick`] that follows them acts.
-    LeaseSeen {
-        name: String,
-        lease: LeaseObservation,
-    },
-    LeaseDeleted {
-        name: String,
-    },
-    /// The Lease watch's (re)list is complete (deletions already told).
-    LeasesListed,
-    /// The fence as judged now; also the periodic re-judging of membership
-    /// (Leases expire without an event).
-    Tick {
-        fence: FenceState,
-    },
-    /// A CronJob was seen (watch or load) under `key` = `namespace/name`.
-    CronJobSeen {
-        key: String,
-        uid: String,
-    },
-    /// A CronJob is gone (deleted, or missing from a re-list).
-    CronJobGone {
-        key: String,
-    },
-    /// The actor [`Command::Spawn`] asked for could not be made.
-    SpawnFailed {
-        key: String,
-    },
-    /// The actor of `key` made its first decision.
-    ActorArmed {
-        key: String,
-    },
-    /// The actor of `key` (CronJob `uid`) stopped.
-    ActorStopped {
-        key: String,
-        uid: String,
-    },
-    /// A bulk load ended.
-    LoadDone {
-        ok: bool,
-    },
-    /// SIGTERM.
-    Shutdown,
-}
-
-/// What the supervisor is to do, in order.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Command {
-    /// Make an actor for `key` (its CronJob is the one just seen); it waits
-    /// for [`Command::Start`].
-    Spawn { key: String },
-    /// Let the actor of `key` decide; it waited `waited` for the hand-off.
-    Start { key: String, waited: Duration },
-    /// Stop the actor of `key` (it reports [`Input::ActorStopped`]).
-    Stop { key: String },
-    /// The ring acted on changed (`None`: none, after a lapse); `lost` keys
-    /// were stopped. Forget the Jobs of CronJobs no longer owned.
-    RingChanged {
-        target: Option<Arc<Ring>>,
-        lost: usize,
-    },
-    /// Write this view on the own Lease (and keep writing it).
-    Publish(Publication),
-    /// Load in bulk the CronJobs (and their Jobs) owned under `target` but
-    /// not under `previous` (all owned if `None`), after `delay`. Answer
-    /// with [`Input::LoadDone`].
-    Load {
-        target: Arc<Ring>,
-        previous: Option<Arc<Ring>>,
-        delay: Duration,
-    },
-    /// Every actor stopped after a lapse: the fence may open again.
-    RejoinFence,
-    /// Every owned actor has made its first decision.
-    SetReady,
-    /// Every actor stopped after SIGTERM: release the Lease and exit.
-    ReleaseAndExit,
-}
-
+/// A key this replica owns: its CronJob's UID, and since when it waits to
+/// start (`None` once started).
 #[derive(Debug, Clone)]
 struct OwnedKey {
     uid: String,
-    /// `None` once started.
     waiting_since: Option<Instant>,
-}
-
-/// A rule of the protocol broken on purpose, to show that the simulation
-/// finds the violation it causes. Only tests can plant one
-/// ([`Ownership::with_flaw`]); elsewhere every rule holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flaw {
-    /// Start a key without asking whether a live peer's view still claims it.
-    IgnorePeers,
-    /// Publish the new view without waiting for lost keys to stop.
-    PublishWhileStopping,
 }
 
 /// The protocol's state for one replica.
@@ -275,85 +145,6 @@ impl Ownership {
             let _ = flaw;
             false
         }
-    }
-
-    pub fn phase(&self) -> &Phase {
-        &self.phase
-    }
-
-    /// Whether this replica owns the CronJob with this UID under the ring
-    /// it acts on.
-    pub fn owns(&self, uid: &str) -> bool {
-        self.phase
-            .target()
-            .is_some_and(|ring| ring.owner(uid) == Some(self.me.as_str()))
-    }
-
-    /// The replica that owns the CronJob with this UID under the ring this
-    /// one acts on (`None` before it has one).
-    pub fn owner_of(&self, uid: &str) -> Option<&str> {
-        self.phase.target().and_then(|ring| ring.owner(uid))
-    }
-
-    /// Whether `key` is owned here but waits for its previous owner.
-    pub fn is_waiting(&self, key: &str) -> bool {
-        self.keys
-            .get(key)
-            .is_some_and(|owned| owned.waiting_since.is_some())
-    }
-
-    /// Whether an actor of CronJob `uid` is the one for `key`.
-    pub fn has(&self, key: &str, uid: &str) -> bool {
-        self.keys.get(key).is_some_and(|owned| owned.uid == uid)
-    }
-
-    /// Whether the actor of `key` has been started.
-    pub fn is_running(&self, key: &str) -> bool {
-        self.keys
-            .get(key)
-            .is_some_and(|owned| owned.waiting_since.is_none())
-    }
-
-    pub fn loads_in_flight(&self) -> usize {
-        self.loads_in_flight
-    }
-
-    /// When the membership must be judged next, apart from the periodic
-    /// [`Input::Tick`]: the instant the first live peer's Lease runs out,
-    /// or the end of the [`JOIN_GRACE`] while joining.
-    pub fn next_expiry(&self, now: Instant) -> Option<Instant> {
-        let grace_ends = self
-            .valid_since
-            .filter(|_| matches!(self.phase, Phase::Joining))
-            .map(|since| since + JOIN_GRACE);
-        match (self.membership.next_expiry(now), grace_ends) {
-            (Some(expiry), Some(grace)) => Some(expiry.min(grace)),
-            (expiry, grace) => expiry.or(grace),
-        }
-    }
-
-    /// When the longest-stopping actor was told to stop.
-    pub fn oldest_stop(&self) -> Option<Instant> {
-        self.stopping.values().map(|(_, since)| *since).min()
-    }
-
-    /// Owned actors, and how many of them still wait to start.
-    pub fn counts(&self) -> (usize, usize) {
-        (self.keys.len(), self.waiting)
-    }
-
-    /// The keys whose actors run (unsorted: sorting is the reader's job).
-    pub fn running_keys(&self) -> Vec<String> {
-        self.keys
-            .iter()
-            .filter(|(_, owned)| owned.waiting_since.is_none())
-            .map(|(key, _)| key.clone())
-            .collect()
-    }
-
-    /// The names of the ring's Leases seen (what a re-list must show again).
-    pub fn lease_names(&self) -> Vec<String> {
-        self.membership.names().map(str::to_owned).collect()
     }
 
     /// One step: `input` happened at `now`.
@@ -678,58 +469,6 @@ impl Ownership {
             tracing::info!(actors = self.keys.len(), "every owned actor armed; ready");
             self.ready = true;
             out.push(Command::SetReady);
-        }
-    }
-
-    /// For `/debug/shards` (`jobs_remembered` is the supervisor's to fill).
-    pub fn report(&mut self, now: Instant, lease_valid: bool, keys: bool) -> ShardReport {
-        let (owned, waiting) = self.counts();
-        let mut waiting_for: HashMap<String, usize> = HashMap::new();
-        if let Some(target) = self.phase.target().cloned() {
-            let (peers, own) = self.peers(now);
-            for owned in self.keys.values().filter(|o| o.waiting_since.is_some()) {
-                let blocker =
-                    match handoff::decide(&self.me, &owned.uid, &target, own.as_deref(), &peers) {
-                        KeyDecision::WaitFor(peer) => peer,
-                        KeyDecision::WaitForOwnView => "own view not published yet".to_owned(),
-                        KeyDecision::Run => "starting".to_owned(),
-                        KeyDecision::NotOurs => "stopping".to_owned(),
-                    };
-                *waiting_for.entry(blocker).or_default() += 1;
-            }
-        }
-        let view = self.phase.target().map(|r| handoff::encode_view(r));
-        ShardReport {
-            replica: self.me.clone(),
-            ring: String::new(),
-            phase: self.phase.name().to_owned(),
-            lease_valid,
-            recovering: matches!(self.phase, Phase::Recovering),
-            view_digest: view.as_deref().map(handoff::view_digest),
-            view: view
-                .map(|v| v.split(',').map(str::to_owned).collect())
-                .unwrap_or_default(),
-            published: matches!(self.phase, Phase::Serving { .. }),
-            members: self
-                .membership
-                .leases(now)
-                .map(|(name, lease, since, live, deleted)| MemberReport {
-                    lease: name.to_owned(),
-                    holder: lease.holder.clone(),
-                    live,
-                    deleted,
-                    last_renewal_seen_ms: since.as_millis() as u64,
-                    view_digest: lease.view.as_deref().map(handoff::view_digest),
-                })
-                .collect(),
-            owned,
-            running: owned - waiting,
-            waiting,
-            waiting_for,
-            stopping: self.stopping.len(),
-            loads_in_flight: self.loads_in_flight,
-            jobs_remembered: 0,
-            keys: keys.then(|| self.running_keys()),
         }
     }
 }

@@ -3,6 +3,8 @@
 //! ([`super::simulation`]).
 
 use super::*;
+use crate::shard::membership::LeaseObservation;
+use crate::shard::ring::Ring;
 
 const D: Duration = Duration::from_secs(15);
 

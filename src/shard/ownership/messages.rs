@@ -1,0 +1,142 @@
+//! The protocol's vocabulary: where a replica stands ([`Phase`]), what
+//! happens to it ([`Input`]) and what it asks of the supervisor
+//! ([`Command`]).
+
+use crate::shard::fence::FenceState;
+use crate::shard::lease::Publication;
+use crate::shard::membership::LeaseObservation;
+use crate::shard::ring::Ring;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where the replica stands in the protocol.
+#[derive(Debug, Clone)]
+pub enum Phase {
+    Joining,
+    Stopping {
+        target: Arc<Ring>,
+    },
+    Serving {
+        target: Arc<Ring>,
+        publication: Publication,
+    },
+    Recovering,
+    ShuttingDown,
+    Exited,
+}
+
+impl Phase {
+    pub(super) fn target(&self) -> Option<&Arc<Ring>> {
+        match self {
+            Phase::Stopping { target } | Phase::Serving { target, .. } => Some(target),
+            _ => None,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Phase::Joining => "joining",
+            Phase::Stopping { .. } => "stopping",
+            Phase::Serving { .. } => "serving",
+            Phase::Recovering => "recovering",
+            Phase::ShuttingDown => "shutting down",
+            Phase::Exited => "exited",
+        }
+    }
+}
+
+/// What happened, as the supervisor tells it.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// The first lists of CronJobs and Jobs (every scope) are complete.
+    ListsSynced,
+    /// A Lease of the ring, as the watch showed it. The Lease inputs only
+    /// record; the [`Input::Tick`] that follows them acts.
+    LeaseSeen {
+        name: String,
+        lease: LeaseObservation,
+    },
+    LeaseDeleted {
+        name: String,
+    },
+    /// The Lease watch's (re)list is complete (deletions already told).
+    LeasesListed,
+    /// The fence as judged now; also the periodic re-judging of membership
+    /// (Leases expire without an event).
+    Tick {
+        fence: FenceState,
+    },
+    /// A CronJob was seen (watch or load) under `key` = `namespace/name`.
+    CronJobSeen {
+        key: String,
+        uid: String,
+    },
+    /// A CronJob is gone (deleted, or missing from a re-list).
+    CronJobGone {
+        key: String,
+    },
+    /// The actor [`Command::Spawn`] asked for could not be made.
+    SpawnFailed {
+        key: String,
+    },
+    /// The actor of `key` made its first decision.
+    ActorArmed {
+        key: String,
+    },
+    /// The actor of `key` (CronJob `uid`) stopped.
+    ActorStopped {
+        key: String,
+        uid: String,
+    },
+    /// A bulk load ended.
+    LoadDone {
+        ok: bool,
+    },
+    /// SIGTERM.
+    Shutdown,
+}
+
+/// What the supervisor is to do, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Make an actor for `key` (its CronJob is the one just seen); it waits
+    /// for [`Command::Start`].
+    Spawn { key: String },
+    /// Let the actor of `key` decide; it waited `waited` for the hand-off.
+    Start { key: String, waited: Duration },
+    /// Stop the actor of `key` (it reports [`Input::ActorStopped`]).
+    Stop { key: String },
+    /// The ring acted on changed (`None`: none, after a lapse); `lost` keys
+    /// were stopped. Forget the Jobs of CronJobs no longer owned.
+    RingChanged {
+        target: Option<Arc<Ring>>,
+        lost: usize,
+    },
+    /// Write this view on the own Lease (and keep writing it).
+    Publish(Publication),
+    /// Load in bulk the CronJobs (and their Jobs) owned under `target` but
+    /// not under `previous` (all owned if `None`), after `delay`. Answer
+    /// with [`Input::LoadDone`].
+    Load {
+        target: Arc<Ring>,
+        previous: Option<Arc<Ring>>,
+        delay: Duration,
+    },
+    /// Every actor stopped after a lapse: the fence may open again.
+    RejoinFence,
+    /// Every owned actor has made its first decision.
+    SetReady,
+    /// Every actor stopped after SIGTERM: release the Lease and exit.
+    ReleaseAndExit,
+}
+
+/// A rule of the protocol broken on purpose, to show that the simulation
+/// finds the violation it causes. Only tests can plant one
+/// ([`super::Ownership::with_flaw`]); elsewhere every rule holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flaw {
+    /// Start a key without asking whether a live peer's view still claims it.
+    IgnorePeers,
+    /// Publish the new view without waiting for lost keys to stop.
+    PublishWhileStopping,
+}

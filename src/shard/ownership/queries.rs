@@ -1,0 +1,141 @@
+//! What the supervisor asks of the protocol's state: who owns a CronJob,
+//! what runs and waits, what `/debug/shards` shows.
+
+use super::{JOIN_GRACE, Ownership, Phase};
+use crate::shard::debug::{MemberReport, ShardReport};
+use crate::shard::handoff::{self, KeyDecision};
+use std::collections::HashMap;
+use std::time::Instant;
+
+impl Ownership {
+    pub fn phase(&self) -> &Phase {
+        &self.phase
+    }
+
+    /// Whether this replica owns the CronJob with this UID under the ring
+    /// it acts on.
+    pub fn owns(&self, uid: &str) -> bool {
+        self.phase
+            .target()
+            .is_some_and(|ring| ring.owner(uid) == Some(self.me.as_str()))
+    }
+
+    /// The replica that owns the CronJob with this UID under the ring this
+    /// one acts on (`None` before it has one).
+    pub fn owner_of(&self, uid: &str) -> Option<&str> {
+        self.phase.target().and_then(|ring| ring.owner(uid))
+    }
+
+    /// Whether `key` is owned here but waits for its previous owner.
+    pub fn is_waiting(&self, key: &str) -> bool {
+        self.keys
+            .get(key)
+            .is_some_and(|owned| owned.waiting_since.is_some())
+    }
+
+    /// Whether an actor of CronJob `uid` is the one for `key`.
+    pub fn has(&self, key: &str, uid: &str) -> bool {
+        self.keys.get(key).is_some_and(|owned| owned.uid == uid)
+    }
+
+    /// Whether the actor of `key` has been started.
+    pub fn is_running(&self, key: &str) -> bool {
+        self.keys
+            .get(key)
+            .is_some_and(|owned| owned.waiting_since.is_none())
+    }
+
+    pub fn loads_in_flight(&self) -> usize {
+        self.loads_in_flight
+    }
+
+    /// When the membership must be judged next, apart from the periodic
+    /// [`Input::Tick`]: the instant the first live peer's Lease runs out,
+    /// or the end of the [`JOIN_GRACE`] while joining.
+    pub fn next_expiry(&self, now: Instant) -> Option<Instant> {
+        let grace_ends = self
+            .valid_since
+            .filter(|_| matches!(self.phase, Phase::Joining))
+            .map(|since| since + JOIN_GRACE);
+        match (self.membership.next_expiry(now), grace_ends) {
+            (Some(expiry), Some(grace)) => Some(expiry.min(grace)),
+            (expiry, grace) => expiry.or(grace),
+        }
+    }
+
+    /// When the longest-stopping actor was told to stop.
+    pub fn oldest_stop(&self) -> Option<Instant> {
+        self.stopping.values().map(|(_, since)| *since).min()
+    }
+
+    /// Owned actors, and how many of them still wait to start.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.keys.len(), self.waiting)
+    }
+
+    /// The keys whose actors run (unsorted: sorting is the reader's job).
+    pub fn running_keys(&self) -> Vec<String> {
+        self.keys
+            .iter()
+            .filter(|(_, owned)| owned.waiting_since.is_none())
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
+    /// The names of the ring's Leases seen (what a re-list must show again).
+    pub fn lease_names(&self) -> Vec<String> {
+        self.membership.names().map(str::to_owned).collect()
+    }
+
+    /// For `/debug/shards` (`jobs_remembered` is the supervisor's to fill).
+    pub fn report(&mut self, now: Instant, lease_valid: bool, keys: bool) -> ShardReport {
+        let (owned, waiting) = self.counts();
+        let mut waiting_for: HashMap<String, usize> = HashMap::new();
+        if let Some(target) = self.phase.target().cloned() {
+            let (peers, own) = self.peers(now);
+            for owned in self.keys.values().filter(|o| o.waiting_since.is_some()) {
+                let blocker =
+                    match handoff::decide(&self.me, &owned.uid, &target, own.as_deref(), &peers) {
+                        KeyDecision::WaitFor(peer) => peer,
+                        KeyDecision::WaitForOwnView => "own view not published yet".to_owned(),
+                        KeyDecision::Run => "starting".to_owned(),
+                        KeyDecision::NotOurs => "stopping".to_owned(),
+                    };
+                *waiting_for.entry(blocker).or_default() += 1;
+            }
+        }
+        let view = self.phase.target().map(|r| handoff::encode_view(r));
+        ShardReport {
+            replica: self.me.clone(),
+            ring: String::new(),
+            phase: self.phase.name().to_owned(),
+            lease_valid,
+            recovering: matches!(self.phase, Phase::Recovering),
+            view_digest: view.as_deref().map(handoff::view_digest),
+            view: view
+                .map(|v| v.split(',').map(str::to_owned).collect())
+                .unwrap_or_default(),
+            published: matches!(self.phase, Phase::Serving { .. }),
+            members: self
+                .membership
+                .leases(now)
+                .map(|(name, lease, since, live, deleted)| MemberReport {
+                    lease: name.to_owned(),
+                    holder: lease.holder.clone(),
+                    live,
+                    deleted,
+                    last_renewal_seen_ms: since.as_millis() as u64,
+                    view_digest: lease.view.as_deref().map(handoff::view_digest),
+                })
+                .collect(),
+            owned,
+            running: owned - waiting,
+            waiting,
+            waiting_for,
+            stopping: self.stopping.len(),
+            loads_in_flight: self.loads_in_flight,
+            jobs_remembered: 0,
+            keys: keys.then(|| self.running_keys()),
+        }
+    }
+}
