@@ -153,24 +153,24 @@ pub struct DecisionAftermath {
 
 /// Runs one decision at `now` and carries it out through the gateway.
 pub async fn decide_and_apply(
-    ctx: &ActorServices,
+    actor: &ActorServices,
     snapshot: &Snapshot,
     now: Timestamp,
 ) -> DecisionAftermath {
     let cronjob = &snapshot.cronjob;
-    let gateway = ctx
+    let gateway = actor
         .gateway
         .for_key(&cronjob.kind.key(&cronjob.namespace, &cronjob.name))
         .abandoning_on(snapshot.stop.clone());
-    let env = DecisionServices {
+    let services = DecisionServices {
         requests: &gateway,
-        metrics: &ctx.metrics,
-        replica: &ctx.replica,
-        default_zone: &ctx.default_zone,
-        clock: ctx.clock,
-        feed: &ctx.feed,
+        metrics: &actor.metrics,
+        replica: &actor.replica,
+        default_zone: &actor.default_zone,
+        clock: actor.clock,
+        feed: &actor.feed,
     };
-    decide_with_lookups(&env, snapshot, now).await
+    decide_with_lookups(&services, snapshot, now).await
 }
 
 /// What a decision uses besides its snapshot: where its requests go, what
@@ -186,17 +186,17 @@ struct DecisionServices<'a, R> {
 }
 
 async fn decide_with_lookups<R: JobRequests + Clone>(
-    env: &DecisionServices<'_, R>,
+    services: &DecisionServices<'_, R>,
     snapshot: &Snapshot,
     now: Timestamp,
 ) -> DecisionAftermath {
-    let gateway = env.requests;
+    let gateway = services.requests;
     let input = Input {
         cronjob: &snapshot.cronjob,
         children: &snapshot.children,
         known_slot: snapshot.known_slot,
         now,
-        default_zone: env.default_zone,
+        default_zone: services.default_zone,
     };
     let mut live = LiveAnswers::new();
     let mut plan = None;
@@ -222,13 +222,13 @@ async fn decide_with_lookups<R: JobRequests + Clone>(
     let Some(plan) = plan else {
         return DecisionAftermath::retry("the decision kept asking for live reads");
     };
-    let effects = apply_plan(env, snapshot, &input, &live, &plan);
+    let effects = apply_plan(services, snapshot, &input, &live, &plan);
     // A decision that is not a firing gets its trace only when it writes or
     // records something: the many Job updates that change nothing would
     // otherwise cost a trace each (see the tracing overhead benchmark).
     if tracing::Span::current().is_none() && !plan.is_noop() {
         effects
-            .instrument(decision_span(&snapshot.cronjob, env.replica, None))
+            .instrument(decision_span(&snapshot.cronjob, services.replica, None))
             .await
     } else {
         effects.await
@@ -238,14 +238,14 @@ async fn decide_with_lookups<R: JobRequests + Clone>(
 /// Carries a plan out: Replace's deletes, the create, the status write,
 /// history deletes, events.
 async fn apply_plan<R: JobRequests + Clone>(
-    env: &DecisionServices<'_, R>,
+    services: &DecisionServices<'_, R>,
     snapshot: &Snapshot,
     input: &Input<'_>,
     live: &LiveAnswers,
     plan: &reconcile::Plan,
 ) -> DecisionAftermath {
     tracing::Span::current().record("cronjob.decision", reconcile::slot_outcome(&plan.decisions));
-    let gateway = env.requests;
+    let gateway = services.requests;
     let namespace = &snapshot.cronjob.namespace;
     let mut results = EffectResults::new();
     let mut deleted = Vec::new();
@@ -258,7 +258,7 @@ async fn apply_plan<R: JobRequests + Clone>(
         plan.deletes.iter().partition(|d| d.blocks_create());
     let mut replace_failed = false;
     for deletion in replaces {
-        match delete(env, deletion, &mut results, &mut deleted).await {
+        match delete(services, deletion, &mut results, &mut deleted).await {
             Deleted::Abandoned => return DecisionAftermath::abandoned(deleted),
             Deleted::Failed => {
                 replace_failed = true;
@@ -271,7 +271,7 @@ async fn apply_plan<R: JobRequests + Clone>(
     if let Some(create) = plan.create.as_ref().filter(|_| !replace_failed)
         && let Some(job) = create.job.clone()
     {
-        let Some((result, job)) = create_job(env, namespace, create, job).await else {
+        let Some((result, job)) = create_job(services, namespace, create, job).await else {
             return DecisionAftermath::abandoned(deleted);
         };
         created = job;
@@ -333,7 +333,7 @@ async fn apply_plan<R: JobRequests + Clone>(
     };
     let keep_evidence = keep_evidence || streak_pending;
     if !keep_evidence {
-        delete_history(env, &history, &mut applied, &mut results, &mut deleted).await;
+        delete_history(services, &history, &mut applied, &mut results, &mut deleted).await;
     } else {
         // The slot is not recorded yet: the Jobs that show it stay.
         for kept in &history {
@@ -341,7 +341,7 @@ async fn apply_plan<R: JobRequests + Clone>(
         }
     }
     applied.deleted = deleted;
-    release(env, plan, &mut applied).await;
+    release(services, plan, &mut applied).await;
 
     let outcome = reconcile::follow_up(input, live, &results);
     let regarding = object_reference(&snapshot.cronjob);
@@ -354,7 +354,7 @@ async fn apply_plan<R: JobRequests + Clone>(
         return applied;
     }
     let cronjob = &snapshot.cronjob;
-    env.feed.publish(DecisionRecord::of(
+    services.feed.publish(DecisionRecord::of(
         cronjob.kind.key(&cronjob.namespace, &cronjob.name),
         input.now,
         plan,
@@ -370,12 +370,12 @@ async fn apply_plan<R: JobRequests + Clone>(
 /// (the actor is stopping). An AlreadyExists is answered with a live read
 /// of the namesake, for the decision to tell its own Job from a foreign one.
 async fn create_job<R: JobRequests>(
-    env: &DecisionServices<'_, R>,
+    services: &DecisionServices<'_, R>,
     namespace: &str,
     create: &reconcile::JobToCreate,
     mut job: k8s_openapi::api::batch::v1::Job,
 ) -> Option<(CreateResult, Option<JobSummary>)> {
-    let gateway = env.requests;
+    let gateway = services.requests;
     // The CronJob's bucket, so that only its owner's Job watch selects
     // it (a label the template set under that key is overwritten).
     if let Some(owner) = job
@@ -390,7 +390,10 @@ async fn create_job<R: JobRequests>(
         );
     }
     let annotations = job.metadata.annotations.get_or_insert_default();
-    annotations.insert(CREATED_BY_ANNOTATION.to_owned(), env.replica.to_owned());
+    annotations.insert(
+        CREATED_BY_ANNOTATION.to_owned(),
+        services.replica.to_owned(),
+    );
     if let Some(traceparent) = traces::current_traceparent() {
         annotations.insert(TRACEPARENT_ANNOTATION.to_owned(), traceparent);
     }
@@ -398,10 +401,10 @@ async fn create_job<R: JobRequests>(
     let (result, label) = match gateway.create_job(namespace, job).await {
         Err(ApiFailure::Abandoned) => return None,
         Ok(job) => {
-            let skew = (env.clock)().duration_since(create.start_at);
+            let skew = (services.clock)().duration_since(create.start_at);
             tracing::Span::current().record("cronjob.skew_ms", skew.as_millis() as i64);
             tracing::debug!(job = ?job.metadata.name, skew_ms = skew.as_millis() as i64, "created Job");
-            env.metrics.observe_skew(
+            services.metrics.observe_skew(
                 skew.try_into().unwrap_or_default(),
                 traces::current_trace_id(),
             );
@@ -432,7 +435,8 @@ async fn create_job<R: JobRequests>(
             CreateResultLabel::failed,
         ),
     };
-    env.metrics
+    services
+        .metrics
         .jobs_created
         .get_or_create(&CreateLabels { result: label })
         .inc();
@@ -479,17 +483,17 @@ async fn write_pause_streak<R: JobRequests>(
 /// left to the next decision, which `applied.requeue` brings before the
 /// next slot.
 async fn delete_history<R: JobRequests>(
-    env: &DecisionServices<'_, R>,
+    services: &DecisionServices<'_, R>,
     history: &[&Deletion],
     applied: &mut DecisionAftermath,
     results: &mut EffectResults,
     deleted: &mut Vec<String>,
 ) {
     let mut sent = 0;
-    let (wait, retry_at) = history_wait(&applied.requeue, (env.clock)());
+    let (wait, retry_at) = history_wait(&applied.requeue, (services.clock)());
     let deletes = async {
         for deletion in history {
-            if delete(env, deletion, results, deleted).await == Deleted::Abandoned {
+            if delete(services, deletion, results, deleted).await == Deleted::Abandoned {
                 break;
             }
             sent += 1;
@@ -535,7 +539,7 @@ fn history_wait(requeue: &Requeue, now: Timestamp) -> (std::time::Duration, Requ
 /// landed). A failed release is retried by the next decision, after a
 /// backoff: nothing else would look at a Job that only waits.
 async fn release<R: JobRequests>(
-    env: &DecisionServices<'_, R>,
+    services: &DecisionServices<'_, R>,
     plan: &reconcile::Plan,
     applied: &mut DecisionAftermath,
 ) {
@@ -544,7 +548,7 @@ async fn release<R: JobRequests>(
         if release.after_status_write && !status_landed {
             continue;
         }
-        match env
+        match services
             .requests
             .release_job(
                 &release.namespace,
@@ -650,7 +654,7 @@ enum Deleted {
 
 /// One delete of a plan, counted, its failure recorded in `results`.
 async fn delete<R: JobRequests>(
-    env: &DecisionServices<'_, R>,
+    services: &DecisionServices<'_, R>,
     deletion: &Deletion,
     results: &mut EffectResults,
     deleted: &mut Vec<String>,
@@ -659,14 +663,15 @@ async fn delete<R: JobRequests>(
         DeleteReason::Replace => (DeleteFor::Replace, DeleteReasonLabel::replace),
         DeleteReason::HistoryLimit { .. } => (DeleteFor::History, DeleteReasonLabel::history),
     };
-    let result = env
+    let result = services
         .requests
         .delete_job(&deletion.namespace, &deletion.name, &deletion.uid, why)
         .await;
     if matches!(result, Err(ApiFailure::Abandoned)) {
         return Deleted::Abandoned;
     }
-    env.metrics
+    services
+        .metrics
         .jobs_deleted
         .get_or_create(&DeleteLabels {
             reason,

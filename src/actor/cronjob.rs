@@ -54,22 +54,36 @@ pub struct CronJobActor {
     /// so that a status write lost after a create cannot let the slot be
     /// started again once its Job is gone (see `reconcile::Input::known_slot`).
     known_slot: Option<Timestamp>,
-    shared: Arc<ActorServices>,
-    started: bool,
-    armed_once: bool,
-    deciding: bool,
-    decide_again: bool,
-    stopping: bool,
-    /// The decision in flight's stop, cancelled on [`Update::Stop`]: it
-    /// abandons the requests it has not sent yet (see [`Snapshot::stop`]).
-    /// Made per decision, not kept: an idle actor holds none (memory).
-    stop: Option<CancellationToken>,
+    services: Arc<ActorServices>,
+    life: Life,
     /// Consecutive failed decisions (upstream's per-item exponential backoff).
     failures: u32,
-    timer: Option<(SpawnHandle, Timestamp)>,
-    /// The slot the timer fired for, until the decision it starts: that
-    /// decision is a firing (`cronjob.fire`), others are reconciles.
-    due: Option<Timestamp>,
+}
+
+/// Where an actor is in its life: one of these at a time.
+#[derive(Debug)]
+enum Life {
+    /// Made with its CronJob and children; decides nothing until the
+    /// supervisor's first lists are complete ([`Update::Start`]).
+    NotStarted,
+    /// Between decisions, its timer armed for the next wake-up (none:
+    /// nothing to wait for until something changes).
+    Idle {
+        timer: Option<(SpawnHandle, Timestamp)>,
+    },
+    /// A decision is being carried out. `again`: something changed
+    /// meanwhile, so one more decision follows it. `stop` abandons the
+    /// requests it has not sent yet (see [`Snapshot::stop`]): made per
+    /// decision, so an idle actor holds none (memory). `first`: no decision
+    /// has finished yet (its end reports the actor armed: readiness).
+    Deciding {
+        stop: CancellationToken,
+        again: bool,
+        first: bool,
+    },
+    /// Told to stop: ends when the decision in flight (if any) does; takes
+    /// no more updates.
+    Stopping { first: bool },
 }
 
 impl CronJobActor {
@@ -79,7 +93,7 @@ impl CronJobActor {
         cronjob: &LeanCronJob,
         children: Vec<JobSummary>,
         known_slot: Option<Timestamp>,
-        shared: Arc<ActorServices>,
+        services: Arc<ActorServices>,
     ) -> Result<Self, crate::reconcile::ViewError> {
         let view = cronjob.view(Arc::new(cronjob.spec_view()))?;
         let listed: Vec<Option<Timestamp>> = children.iter().map(|c| c.scheduled).collect();
@@ -89,16 +103,9 @@ impl CronJobActor {
             generation: cronjob.metadata.generation,
             children,
             known_slot,
-            shared,
-            started: false,
-            armed_once: false,
-            deciding: false,
-            decide_again: false,
-            stopping: false,
-            stop: None,
+            services,
+            life: Life::NotStarted,
             failures: 0,
-            timer: None,
-            due: None,
         };
         for slot in listed {
             actor.know_slot(slot);
@@ -154,20 +161,20 @@ impl CronJobActor {
         let Some(old_spec) = self.absorb(cronjob) else {
             return;
         };
-        if !self.started {
+        if matches!(self.life, Life::NotStarted) {
             return;
         }
         match after_update(
             &old_spec,
             &self.cronjob,
             self.now(),
-            &self.shared.default_zone,
+            &self.services.default_zone,
         ) {
-            AfterUpdate::Now => self.decide(ctx),
+            AfterUpdate::Now => self.decide(ctx, None),
             AfterUpdate::At(at) => self.arm_no_later(at, ctx),
             AfterUpdate::Never => {}
             AfterUpdate::Unparseable(event) => self
-                .shared
+                .services
                 .gateway
                 .record(apply::object_reference(&self.cronjob), &event),
         }
@@ -180,16 +187,16 @@ impl CronJobActor {
             Some(known) => *known = job,
             None => self.children.push(job),
         }
-        if self.started {
-            self.decide(ctx);
+        if !matches!(self.life, Life::NotStarted) {
+            self.decide(ctx, None);
         }
     }
 
     fn on_job_gone(&mut self, uid: &str, ctx: &mut Context<Self>) {
         let before = self.children.len();
         self.children.retain(|c| c.uid != uid);
-        if self.started && self.children.len() != before {
-            self.decide(ctx);
+        if !matches!(self.life, Life::NotStarted) && self.children.len() != before {
+            self.decide(ctx, None);
         }
     }
 
@@ -204,22 +211,34 @@ impl CronJobActor {
 
     /// The time on the actor's clock ([`ActorServices::clock`]).
     fn now(&self) -> Timestamp {
-        (self.shared.clock)()
+        (self.services.clock)()
     }
 
-    /// Runs a decision now, or right after the one in flight.
-    fn decide(&mut self, ctx: &mut Context<Self>) {
-        if self.deciding {
-            self.decide_again = true;
-            return;
-        }
-        self.deciding = true;
-        if let Some((handle, _)) = self.timer.take() {
-            ctx.cancel_future(handle);
-        }
-        let shared = self.shared.clone();
+    /// Runs a decision now, or right after the one in flight. `due`: the
+    /// slot the timer fired for: that decision is a firing (`cronjob.fire`),
+    /// others are reconciles.
+    fn decide(&mut self, ctx: &mut Context<Self>, due: Option<Timestamp>) {
+        let first = match &mut self.life {
+            Life::Deciding { again, .. } => {
+                *again = true;
+                return;
+            }
+            Life::Stopping { .. } => return,
+            Life::NotStarted => true,
+            Life::Idle { timer } => {
+                if let Some((handle, _)) = timer.take() {
+                    ctx.cancel_future(handle);
+                }
+                false
+            }
+        };
+        let services = self.services.clone();
         let stop = CancellationToken::new();
-        self.stop = Some(stop.clone());
+        self.life = Life::Deciding {
+            stop: stop.clone(),
+            again: false,
+            first,
+        };
         let snapshot = Snapshot {
             cronjob: self.cronjob.clone(),
             resource_version: self.resource_version.clone(),
@@ -229,12 +248,12 @@ impl CronJobActor {
         };
         // A firing is traced from the start; any other decision only once it
         // turns out to do something (see `decide_and_apply`).
-        let span = match self.due.take() {
-            Some(slot) => apply::decision_span(&self.cronjob, &self.shared.replica, Some(slot)),
+        let span = match due {
+            Some(slot) => apply::decision_span(&self.cronjob, &self.services.replica, Some(slot)),
             None => tracing::Span::none(),
         };
         let decision = async move {
-            let applied = apply::decide_and_apply(&shared, &snapshot, (shared.clock)()).await;
+            let applied = apply::decide_and_apply(&services, &snapshot, (services.clock)()).await;
             (applied, snapshot.resource_version)
         }
         .instrument(span);
@@ -251,8 +270,12 @@ impl CronJobActor {
         decided_at: Option<String>,
         ctx: &mut Context<Self>,
     ) {
-        self.deciding = false;
-        self.stop = None;
+        let (again, first, stopping) =
+            match std::mem::replace(&mut self.life, Life::Idle { timer: None }) {
+                Life::Deciding { again, first, .. } => (again, first, false),
+                Life::Stopping { first } => (false, first, true),
+                Life::NotStarted | Life::Idle { .. } => (false, false, false),
+            };
         // A CronJob event that came in meanwhile is newer than what we wrote.
         if let Some((status, version)) = applied.written_status
             && self.resource_version == decided_at
@@ -270,18 +293,29 @@ impl CronJobActor {
                 self.children.push(created);
             }
         }
-        if !self.stopping {
+        if !stopping {
             self.record_series(&applied.requeue, applied.skipped);
         }
         let result = match applied.requeue {
             Requeue::Backoff(_) => OkLabel::failed,
             _ => OkLabel::ok,
         };
-        self.shared
+        self.services
             .metrics
             .syncs
             .get_or_create(&SyncLabels { result })
             .inc();
+        if first {
+            self.services
+                .reports
+                .do_send(ActorReport::Armed { key: self.key() });
+        }
+        if stopping {
+            // Nothing more to arm or decide: the actor ends here.
+            self.life = Life::Stopping { first: false };
+            ctx.stop();
+            return;
+        }
         match applied.requeue {
             Requeue::At(at) => {
                 self.failures = 0;
@@ -296,16 +330,8 @@ impl CronJobActor {
             }
             Requeue::Never => self.failures = 0,
         }
-        if !self.armed_once {
-            self.armed_once = true;
-            self.shared
-                .reports
-                .do_send(ActorReport::Armed { key: self.key() });
-        }
-        if self.stopping {
-            ctx.stop();
-        } else if std::mem::take(&mut self.decide_again) {
-            self.decide(ctx);
+        if again {
+            self.decide(ctx, None);
         }
     }
 
@@ -327,7 +353,7 @@ impl CronJobActor {
             .filter_map(|c| c.failed_at)
             .max();
         let suspended = self.cronjob.spec.suspend;
-        self.shared
+        self.services
             .metrics
             .cronjobs
             .update(self.series_id(), |record| {
@@ -355,21 +381,33 @@ impl CronJobActor {
     }
 
     /// Arms the timer for `at`, replacing any earlier arming.
+    /// Only an idle actor has a timer: one deciding decides again after
+    /// (and arms then), one stopping arms nothing.
     fn arm(&mut self, at: Timestamp, ctx: &mut Context<Self>) {
-        if let Some((handle, _)) = self.timer.take() {
+        let timer = match &mut self.life {
+            Life::Idle { timer } => timer,
+            Life::Deciding { again, .. } => {
+                *again = true;
+                return;
+            }
+            Life::NotStarted | Life::Stopping { .. } => return,
+        };
+        if let Some((handle, _)) = timer.take() {
             ctx.cancel_future(handle);
         }
         match timer::next_step(at, self.now(), MAX_SLEEP) {
-            Wake::Due => {
-                self.due = Some(at);
-                self.decide(ctx);
-            }
+            Wake::Due => self.decide(ctx, Some(at)),
             Wake::Sleep(sleep) => {
                 let handle = ctx.run_later(sleep, move |actor, ctx| {
-                    actor.timer = None;
+                    if let Life::Idle { timer } = &mut actor.life {
+                        // Spent: nothing to cancel.
+                        *timer = None;
+                    }
                     actor.arm(at, ctx);
                 });
-                self.timer = Some((handle, at));
+                if let Life::Idle { timer } = &mut self.life {
+                    *timer = Some((handle, at));
+                }
             }
         }
     }
@@ -377,9 +415,10 @@ impl CronJobActor {
     /// Arms the timer for `at` unless it is armed for an earlier instant
     /// (upstream's `AddAfter` keeps the earlier time).
     fn arm_no_later(&mut self, at: Timestamp, ctx: &mut Context<Self>) {
-        match self.timer {
-            Some((_, armed)) if armed <= at => {}
-            _ if self.deciding => self.decide_again = true,
+        match &self.life {
+            Life::Idle {
+                timer: Some((_, armed)),
+            } if *armed <= at => {}
             _ => self.arm(at, ctx),
         }
     }
@@ -392,8 +431,8 @@ impl Actor for CronJobActor {
         let status = &self.cronjob.status;
         let unrecorded = self.known_slot.filter(|slot| status.does_not_record(*slot));
         // Its series go with it: the next owner exports them.
-        self.shared.metrics.cronjobs.remove(self.series_id());
-        self.shared.reports.do_send(ActorReport::Stopped {
+        self.services.metrics.cronjobs.remove(self.series_id());
+        self.services.reports.do_send(ActorReport::Stopped {
             key: self.key(),
             uid: std::mem::take(&mut self.cronjob.uid),
             unrecorded,
@@ -405,26 +444,28 @@ impl Handler<Update> for CronJobActor {
     type Result = ();
 
     fn handle(&mut self, update: Update, ctx: &mut Self::Context) {
-        if self.stopping {
+        if matches!(self.life, Life::Stopping { .. }) {
             return;
         }
         match update {
             Update::Start => {
-                self.started = true;
-                self.decide(ctx);
+                if matches!(self.life, Life::NotStarted) {
+                    self.decide(ctx, None);
+                }
             }
             Update::CronJob(cronjob) => self.on_cronjob(&cronjob, ctx),
             Update::Job { job, relisted } => self.on_job(job, relisted, ctx),
             Update::JobGone { uid } => self.on_job_gone(&uid, ctx),
-            Update::Stop => {
-                self.stopping = true;
-                if let Some(stop) = &self.stop {
+            Update::Stop => match &self.life {
+                Life::Deciding { stop, first, .. } => {
                     stop.cancel();
+                    self.life = Life::Stopping { first: *first };
                 }
-                if !self.deciding {
+                _ => {
+                    self.life = Life::Stopping { first: false };
                     ctx.stop();
                 }
-            }
+            },
         }
     }
 }
@@ -458,7 +499,12 @@ impl Handler<Inspect> for CronJobActor {
     fn handle(&mut self, _: Inspect, _: &mut Self::Context) -> Self::Result {
         let status = &self.cronjob.status;
         MessageResult(ActorState {
-            next_wakeup: self.timer.as_ref().map(|(_, at)| *at),
+            next_wakeup: match &self.life {
+                Life::Idle {
+                    timer: Some((_, at)),
+                } => Some(*at),
+                _ => None,
+            },
             last_schedule_time: status.last_schedule_time,
             last_successful_time: status.last_successful_time,
             active_jobs: status
@@ -468,7 +514,7 @@ impl Handler<Inspect> for CronJobActor {
                 .collect(),
             suspended: self.cronjob.spec.suspend,
             children: self.children.len(),
-            deciding: self.deciding,
+            deciding: matches!(self.life, Life::Deciding { .. } | Life::Stopping { .. }),
             would_decide: self.dry_run(self.now()),
         })
     }
@@ -482,7 +528,7 @@ impl CronJobActor {
             children: &self.children,
             known_slot: self.known_slot,
             now,
-            default_zone: &self.shared.default_zone,
+            default_zone: &self.services.default_zone,
         };
         match crate::reconcile::reconcile(&input, &crate::reconcile::LiveAnswers::new()) {
             crate::reconcile::Step::Plan(plan) => {

@@ -124,7 +124,7 @@ fn start_on(
         Arc::new(fence),
     );
     let (sender, reports) = mpsc::unbounded_channel();
-    let shared = Arc::new(ActorServices {
+    let actor_services = Arc::new(ActorServices {
         feed: Default::default(),
         gateway,
         reports: Reports(sender).start().recipient(),
@@ -133,8 +133,8 @@ fn start_on(
         replica: "r0".into(),
         clock,
     });
-    let actor =
-        CronJobActor::new(cronjob, Vec::new(), known_slot, shared).expect("a usable CronJob");
+    let actor = CronJobActor::new(cronjob, Vec::new(), known_slot, actor_services)
+        .expect("a usable CronJob");
     (actor.start(), asked, reports)
 }
 

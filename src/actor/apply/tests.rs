@@ -229,7 +229,7 @@ fn run(script: Script, snapshot: &Snapshot) -> (DecisionAftermath, Script, Strin
         unabandoned: false,
     };
     let metrics = Metrics::new();
-    let env = DecisionServices {
+    let services = DecisionServices {
         requests: &requests,
         metrics: &metrics,
         replica: "r0",
@@ -243,7 +243,7 @@ fn run(script: Script, snapshot: &Snapshot) -> (DecisionAftermath, Script, Strin
         .start_paused(true)
         .build()
         .expect("a runtime");
-    let applied = runtime.block_on(decide_with_lookups(&env, snapshot, now));
+    let applied = runtime.block_on(decide_with_lookups(&services, snapshot, now));
     let script = std::mem::take(&mut *requests.script.borrow_mut());
     (applied, script, metrics.encode())
 }

@@ -156,7 +156,7 @@ impl Handler<LoadDone> for Supervisor {
                     jobs = counts.jobs,
                     "loaded gained CronJobs"
                 );
-                self.shared
+                self.actor_services
                     .metrics
                     .keys_moved
                     .get_or_create(&MovedLabels {

@@ -109,7 +109,7 @@ struct Running {
 }
 
 pub struct Supervisor {
-    shared: Arc<ActorServices>,
+    actor_services: Arc<ActorServices>,
     arbiters: Vec<ArbiterHandle>,
     next_arbiter: usize,
     scopes: Vec<ScopeState>,
@@ -144,7 +144,7 @@ impl Supervisor {
     /// its actors report to it.
     pub fn start_with(parts: SupervisorParts) -> Addr<Self> {
         Supervisor::create(move |ctx| {
-            let shared = Arc::new(ActorServices {
+            let actor_services = Arc::new(ActorServices {
                 gateway: parts.gateway,
                 reports: ctx.address().recipient(),
                 metrics: parts.metrics,
@@ -168,7 +168,7 @@ impl Supervisor {
             };
             let watches = watches::Watches::new(parts.watches, parts.scopes.len());
             Supervisor::new(
-                shared,
+                actor_services,
                 parts.arbiters,
                 parts.scopes,
                 watches,
@@ -179,7 +179,7 @@ impl Supervisor {
     }
 
     fn new(
-        shared: Arc<ActorServices>,
+        actor_services: Arc<ActorServices>,
         arbiters: Vec<ArbiterHandle>,
         scopes: Vec<Option<String>>,
         watches: watches::Watches,
@@ -188,7 +188,7 @@ impl Supervisor {
     ) -> Self {
         Self {
             ownership: Ownership::new(setup.me.clone(), setup.keeper.incarnation()),
-            shared,
+            actor_services,
             arbiters,
             next_arbiter: 0,
             scopes: scopes
@@ -244,7 +244,7 @@ impl Supervisor {
                     if let Some(running) = self.actors.get(&key) {
                         running.addr.do_send(Update::Start);
                     }
-                    self.shared
+                    self.actor_services
                         .metrics
                         .handoff_wait
                         .observe(waited.as_secs_f64());
@@ -266,7 +266,7 @@ impl Supervisor {
                 }
                 Command::Publish(publication) => {
                     if let Some(since) = self.unpublished_since.take() {
-                        self.shared
+                        self.actor_services
                             .metrics
                             .handoff_publish
                             .observe(now.saturating_duration_since(since).as_secs_f64());
@@ -311,13 +311,14 @@ impl Supervisor {
         let (_, namespace, _) = crate::reconcile::CronJobKind::parse_key(key);
         let children = self.jobs.claim(namespace, &uid);
         let known_slot = self.unrecorded.take(&uid);
-        let actor = match CronJobActor::new(&cronjob, children, known_slot, self.shared.clone()) {
-            Ok(actor) => actor,
-            Err(error) => {
-                tracing::warn!(cronjob = %key, %error, "not running an unusable CronJob");
-                return false;
-            }
-        };
+        let actor =
+            match CronJobActor::new(&cronjob, children, known_slot, self.actor_services.clone()) {
+                Ok(actor) => actor,
+                Err(error) => {
+                    tracing::warn!(cronjob = %key, %error, "not running an unusable CronJob");
+                    return false;
+                }
+            };
         let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
         self.next_arbiter = self.next_arbiter.wrapping_add(1);
         let addr = CronJobActor::start_in_arbiter(arbiter, move |_| actor);
@@ -327,7 +328,7 @@ impl Supervisor {
     }
 
     fn ring_changed(&mut self, target: Option<Arc<Ring>>, lost: usize) {
-        let metrics = &self.shared.metrics;
+        let metrics = &self.actor_services.metrics;
         metrics
             .keys_moved
             .get_or_create(&MovedLabels {
@@ -358,7 +359,7 @@ impl Supervisor {
     }
 
     fn update_gauges(&self) {
-        let metrics = &self.shared.metrics;
+        let metrics = &self.actor_services.metrics;
         let (owned, waiting) = self.ownership.counts();
         metrics.actors.set(self.actors.len() as i64);
         metrics
@@ -387,13 +388,16 @@ impl Supervisor {
             fence == FenceState::Valid,
             self.ownership.oldest_stop(),
         );
-        self.shared
+        self.actor_services
             .metrics
             .lease_valid
             .set(i64::from(fence == FenceState::Valid));
-        let counted = self.shared.metrics.lease_lapses.get();
+        let counted = self.actor_services.metrics.lease_lapses.get();
         if lapses > counted {
-            self.shared.metrics.lease_lapses.inc_by(lapses - counted);
+            self.actor_services
+                .metrics
+                .lease_lapses
+                .inc_by(lapses - counted);
         }
         self.step(Input::Tick { fence }, now, ctx, None);
         // Once a second: fresh enough for a gauge, and no work per event.

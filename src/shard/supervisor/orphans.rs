@@ -70,7 +70,7 @@ impl Supervisor {
             return;
         };
         self.orphan_checks.insert(job.uid.clone());
-        let gateway = self.shared.gateway.clone();
+        let gateway = self.actor_services.gateway.clone();
         let known_gone = self.deleted_cronjobs.contains(owner_uid);
         let (namespace, uid, owner_uid) =
             (job.namespace.clone(), job.uid.clone(), owner_uid.to_owned());
