@@ -72,15 +72,18 @@ fn echo(request: &scripted::Request, code: u16) -> Answer {
     Answer::Json(code, object)
 }
 
+/// A started actor, what its server was asked, and its reports.
+type Started = (
+    Addr<CronJobActor>,
+    scripted::Asked,
+    mpsc::UnboundedReceiver<ActorReport>,
+);
+
 /// Starts the actor of `cronjob` on a gateway over `script`.
 fn start(
     cronjob: &LeanCronJob,
     script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,
-) -> (
-    Addr<CronJobActor>,
-    scripted::Asked,
-    mpsc::UnboundedReceiver<ActorReport>,
-) {
+) -> Started {
     start_with(cronjob, None, Fence::default(), script)
 }
 
@@ -90,11 +93,7 @@ fn start_with(
     known_slot: Option<Timestamp>,
     fence: Fence,
     script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,
-) -> (
-    Addr<CronJobActor>,
-    scripted::Asked,
-    mpsc::UnboundedReceiver<ActorReport>,
-) {
+) -> Started {
     start_on(Timestamp::now, cronjob, known_slot, fence, script)
 }
 
@@ -105,11 +104,7 @@ fn start_on(
     known_slot: Option<Timestamp>,
     fence: Fence,
     script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,
-) -> (
-    Addr<CronJobActor>,
-    scripted::Asked,
-    mpsc::UnboundedReceiver<ActorReport>,
-) {
+) -> Started {
     let (client, asked) = scripted::client(script);
     let metrics = Arc::new(Metrics::new());
     let reporter = Reporter {
