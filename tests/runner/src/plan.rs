@@ -103,9 +103,10 @@ const BESIDE_UPSTREAM: Placement = Placement::Shared(SharedPlane::BesideUpstream
 /// binary not listed runs on a control plane of its own, after the listed
 /// ones have started: a safe default for a new test.
 const KNOWN: &[Known] = &[
-    // Ten minutes of faults: starts first, on its own control plane (it
-    // kills replicas and cuts them from the API server at a high Job rate).
-    known("churn", Placement::Own, 670, 5),
+    // Two rings of five minutes of faults side by side: starts first, on
+    // its own control plane (it kills replicas and cuts them from the API
+    // server at a high Job rate).
+    known("churn", Placement::Own, 370, 7),
     known("shardcron-loadtest ci_s1", Placement::Own, 330, 6),
     known("sharding", PLAIN, 300, 7),
     known("controller_crd", BESIDE_UPSTREAM, 240, 6),
