@@ -127,8 +127,6 @@ async fn one_ring_serves_both_kinds_and_keeps_namesakes_apart() {
 /// (`--token-file`) is answered.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_admin_api_takes_only_tokens_meant_for_its_audience() {
-    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-    use k8s_openapi::api::core::v1::ServiceAccount;
     use support::rbac::{Grant, account_kubeconfig};
     let cluster = Cluster::shared();
     let admin = cluster.admin().await;
@@ -155,22 +153,7 @@ async fn the_admin_api_takes_only_tokens_meant_for_its_audience() {
         Grant::ClusterRole("view"),
     )
     .await;
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            audiences: Some(vec!["shardcron-admin".into()]),
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        }),
-        ..TokenRequest::default()
-    };
-    let token = Api::<ServiceAccount>::namespaced(admin.clone(), &ns.name)
-        .create_token_request("reader", &PostParams::default(), &request)
-        .await
-        .expect("a token for the audience")
-        .status
-        .expect("its status")
-        .token
-        .expect("its token");
+    let token = support::rbac::token(&admin, &ns.name, "reader", &["shardcron-admin"]).await;
     let token_file = std::env::temp_dir().join(format!("{}-audience.token", ns.name));
     std::fs::write(&token_file, token).expect("write the token");
 
@@ -216,4 +199,130 @@ async fn the_admin_api_takes_only_tokens_meant_for_its_audience() {
     .await;
     assert_eq!(answer["owner"], controller.replica);
     let _ = std::fs::remove_file(&token_file);
+}
+
+/// The metrics port for a Prometheus in the cluster: over TLS with the
+/// certificate on the replica's Lease; no token, a tenant's token and a
+/// token RBAC does not let `get` the path are refused; the shipped
+/// `shardcron-metrics-reader` ClusterRole (deploy/monitoring) lets a
+/// scraper read the per-CronJob series.
+#[tokio::test]
+async fn the_metrics_port_serves_only_scrapers_rbac_lets_get_the_path() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    use support::rbac::{Grant, account_kubeconfig, token};
+    let cluster = Cluster::shared();
+    let admin = cluster.admin().await;
+    let ns = cluster.namespace("secure-metrics").await;
+    let controller = Controller::start(cluster, &ns.name).await;
+    let cronjobs = CronJobs::namespaced(admin.clone(), &ns.name, CronJobKind::Batch);
+    cronjobs
+        .create(
+            &PostParams::default(),
+            &cronjob("yearly", "0 0 1 1 *", json!({}), json!({})),
+        )
+        .await
+        .expect("create the CronJob");
+
+    // The shipped ClusterRole, bound to this test's scraper.
+    let shipped = std::fs::read_to_string(
+        support::repo_root().join("deploy/monitoring/prometheus-rbac.yaml"),
+    )
+    .expect("deploy/monitoring/prometheus-rbac.yaml");
+    let role: ClusterRole = serde_yaml_ng::Deserializer::from_str(&shipped)
+        .filter_map(|doc| {
+            let value = <serde_yaml_ng::Value as serde::Deserialize>::deserialize(doc).ok()?;
+            (value["kind"] == "ClusterRole").then(|| serde_yaml_ng::from_value(value).ok())?
+        })
+        .next()
+        .expect("a ClusterRole in it");
+    let role_name = role.metadata.name.clone().expect("its name");
+    match Api::<ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &role)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("create the ClusterRole: {e}"),
+    }
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": format!("{}-scraper", ns.name)},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
+        "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": ns.name}]
+    }))
+    .expect("a ClusterRoleBinding");
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("bind the scraper");
+    let scraper = token(&admin, &ns.name, "scraper", &[]).await;
+    // A tenant: `view` in its own namespace, nothing on the metrics paths.
+    account_kubeconfig(
+        &admin,
+        cluster,
+        &ns.name,
+        "tenant",
+        Grant::ClusterRole("view"),
+    )
+    .await;
+    let tenant = token(&admin, &ns.name, "tenant", &[]).await;
+
+    let lease: k8s_openapi::api::coordination::v1::Lease =
+        Api::namespaced(admin.clone(), "shardcron-system")
+            .get(&format!("{}.{}", controller.ring, controller.replica))
+            .await
+            .expect("the replica's Lease");
+    let pem = lease
+        .metadata
+        .annotations
+        .and_then(|a| a.get(shardcron::admin::tls::CERT_ANNOTATION).cloned())
+        .expect("its certificate");
+    let ca = std::env::temp_dir().join(format!("{}-ca.pem", ns.name));
+    std::fs::write(&ca, pem).expect("write the certificate");
+    let scrape = |path: &str, token: Option<&str>| {
+        let url = format!(
+            "https://127.0.0.1:{}{path}",
+            controller.secure_metrics.port()
+        );
+        let mut curl = std::process::Command::new("curl");
+        curl.args(["-sS", "--max-time", "20", "--cacert"])
+            .arg(&ca)
+            .args(["-w", "\n%{http_code}", &url]);
+        if let Some(token) = token {
+            curl.args(["-H", &format!("Authorization: Bearer {token}")]);
+        }
+        let out = curl.output().expect("run curl");
+        let text = support::stdout(&out);
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+        (code.trim().to_owned(), body.to_owned())
+    };
+
+    for path in ["/metrics", "/metrics/cronjobs"] {
+        let (code, body) = scrape(path, None);
+        assert_eq!(code, "401", "{path} without a token: {body}");
+        let (code, body) = scrape(path, Some("not-a-token"));
+        assert_eq!(code, "401", "{path} with a made-up token: {body}");
+        let (code, body) = scrape(path, Some(&tenant));
+        assert_eq!(code, "403", "{path} with the tenant's token: {body}");
+        assert!(body.contains(&format!("may not get {path}")), "{body}");
+    }
+    let (code, body) = scrape("/metrics", Some(&scraper));
+    assert_eq!(code, "200", "{body}");
+    assert!(body.contains("shardcron_"), "{body}");
+    let series = eventually(
+        "the CronJob's series on the metrics port",
+        Duration::from_secs(30),
+        || async {
+            let (code, body) = scrape("/metrics/cronjobs", Some(&scraper));
+            (code == "200" && body.contains(&format!("namespace=\"{}\"", ns.name))).then_some(body)
+        },
+    )
+    .await;
+    assert!(series.contains("cronjob=\"yearly\""), "{series}");
+    let _ = std::fs::remove_file(&ca);
+    let _ = Api::<ClusterRoleBinding>::all(admin.clone())
+        .delete(
+            &binding.metadata.name.unwrap_or_default(),
+            &DeleteParams::default(),
+        )
+        .await;
 }

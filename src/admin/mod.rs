@@ -1,9 +1,14 @@
 //! The admin API (proto/shardcron/admin/v1/admin.proto, docs/admin-api.md):
 //! gRPC over TLS on every replica, each call authenticated and authorized
 //! by the API server ([`access`]), answered from the supervisor and the
-//! actors ([`service`]).
+//! actors ([`service`]); and the metrics served to a Prometheus in the
+//! cluster over TLS ([`https`]), each scrape authenticated and authorized
+//! the same way ([`scrape`], its answers kept briefly: [`review_cache`]).
 
 pub mod access;
+pub mod https;
+pub mod review_cache;
+pub mod scrape;
 pub mod service;
 pub mod streams;
 pub mod tls;

@@ -7,7 +7,8 @@
 //! which of two resourceVersions is older ([`resource_version`]), and
 //! the buckets a replica's share is named by to the server ([`bucket`]),
 //! and the `shardcron.io` CronJob's definition, made from batch/v1's
-//! published schema ([`crd`]). The
+//! published schema ([`crd`]); who a caller of the replica's own surfaces
+//! is and what it may do ([`review`]: TokenReview, SubjectAccessReview). The
 //! own Lease is written by the shard layer. The shell's unit tests run
 //! against a scripted server (`scripted`, test builds only).
 
@@ -27,6 +28,7 @@ pub mod rate;
 pub mod requests;
 pub mod resource_version;
 pub mod retry;
+pub mod review;
 #[cfg(test)]
 pub mod scripted;
 pub mod sharded;

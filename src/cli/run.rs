@@ -6,7 +6,7 @@
 //! the own Lease's keeper, and SIGTERM / Ctrl-C for a graceful stop (which
 //! releases the Lease, so peers take over at once).
 
-use crate::admin::{self, access::Access, service::Admin, tls::TlsIdentity};
+use crate::admin::{self, access::Access, scrape::ScrapeAccess, service::Admin, tls::TlsIdentity};
 use crate::apiserver::gateway::{Gateway, Limits};
 use crate::apiserver::sharded::ServerShards;
 use crate::apiserver::watch::{self, ListStrategy};
@@ -55,6 +55,13 @@ pub struct RunArgs {
     /// (`pods/portforward`). Port 0: any free port, logged.
     #[arg(long, default_value = "127.0.0.1:8082")]
     debug_bind_address: SocketAddr,
+    /// Where `/metrics` and `/metrics/cronjobs` are served to a Prometheus
+    /// in the cluster: HTTPS with the admin API's certificate, each scrape's
+    /// bearer token reviewed by the API server and `get` on the path
+    /// authorized by RBAC (docs/operations.md). Port 0: any free port,
+    /// logged.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    secure_metrics_bind_address: SocketAddr,
     /// Where the admin API (gRPC over TLS, docs/admin-api.md) is served:
     /// every call is authenticated and authorized by the API server.
     #[arg(long, default_value = "0.0.0.0:9443")]
@@ -338,6 +345,11 @@ async fn start(
     let debug_listener = http::listen(args.debug_bind_address)
         .await
         .with_context(|| format!("binding {}", args.debug_bind_address))?;
+    let secure_metrics_listener = http::listen(args.secure_metrics_bind_address)
+        .await
+        .with_context(|| format!("binding {}", args.secure_metrics_bind_address))?;
+    let secure_metrics_tls = admin::https::server_config(&identity)
+        .context("the certificate for the metrics endpoint")?;
 
     let strategy = args.list_strategy.resolve(&client).await;
     let kinds = served_kinds(&args.cronjob_kinds)?;
@@ -413,7 +425,13 @@ async fn start(
         debug::router(supervisor.clone().recipient())
             .merge(http::cronjob_metrics_router(metrics.clone())),
     ));
-    tracing::info!(%metrics_addr, %health_addr, %debug_addr, "serving /metrics, /healthz and /readyz, /debug/shards");
+    let secure_metrics_addr = secure_metrics_listener.local_addr()?;
+    tokio::spawn(admin::https::serve(
+        secure_metrics_listener,
+        secure_metrics_tls,
+        admin::scrape::router(metrics.clone(), ScrapeAccess::new(client.clone())),
+    ));
+    tracing::info!(%metrics_addr, %health_addr, %debug_addr, %secure_metrics_addr, "serving /metrics, /healthz and /readyz, /debug/shards, and both metrics paths over HTTPS to authorized scrapers");
     let admin_addr = admin_listener.local_addr()?;
     let admin = Admin {
         access: Access::new(client.clone(), args.admin_token_audiences.clone()),

@@ -175,7 +175,7 @@ pub fn cronjob_metrics_router(metrics: Arc<Metrics>) -> Router {
     )
 }
 
-fn exposition(body: String) -> axum::response::Response {
+pub fn exposition(body: String) -> axum::response::Response {
     (
         [(
             header::CONTENT_TYPE,

@@ -96,3 +96,35 @@ pub enum Grant {
     Rules(Value),
     ClusterRole(&'static str),
 }
+
+/// A token of ServiceAccount `namespace/account` (made if missing) meant
+/// for `audiences` (none: the API server's own), valid for an hour.
+pub async fn token(admin: &Client, namespace: &str, account: &str, audiences: &[&str]) -> String {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let accounts = Api::<ServiceAccount>::namespaced(admin.clone(), namespace);
+    let made: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": account}})).expect("a ServiceAccount");
+    match accounts.create(&PostParams::default(), &made).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("create {namespace}/{account}: {e}"),
+    }
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            audiences: (!audiences.is_empty())
+                .then(|| audiences.iter().map(|a| a.to_string()).collect()),
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    accounts
+        .create_token_request(account, &PostParams::default(), &request)
+        .await
+        .expect("a token")
+        .status
+        .expect("its status")
+        .token
+        .expect("its token")
+}

@@ -56,6 +56,8 @@ pub struct Replica {
     pub debug: SocketAddr,
     /// The admin API (gRPC over TLS).
     pub admin: SocketAddr,
+    /// `/metrics` and `/metrics/cronjobs` over HTTPS, for authorized scrapers.
+    pub secure_metrics: SocketAddr,
 }
 
 impl Replica {
@@ -68,6 +70,7 @@ impl Replica {
             metrics: free_port(),
             debug: free_port(),
             admin: free_port(),
+            secure_metrics: free_port(),
         }
     }
 
@@ -111,6 +114,10 @@ impl Replica {
             .arg(format!("--health-probe-bind-address={}", self.health))
             .arg(format!("--debug-bind-address={}", self.debug))
             .arg(format!("--admin-bind-address={}", self.admin))
+            .arg(format!(
+                "--secure-metrics-bind-address={}",
+                self.secure_metrics
+            ))
             .args(&self.spec.args)
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .envs(self.spec.env.iter().map(|(k, v)| (k, v)))
@@ -144,6 +151,7 @@ impl Replica {
                     self.metrics = free_port();
                     self.debug = free_port();
                     self.admin = free_port();
+                    self.secure_metrics = free_port();
                     self.launch()?;
                     continue;
                 }

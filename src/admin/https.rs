@@ -1,0 +1,83 @@
+//! HTTP/1.1 over TLS for a replica's authenticated HTTP surfaces (the
+//! metrics endpoint), with the admin API's certificate. Every connection
+//! is bounded: at most [`MAX_CONNECTIONS`] at once (the rest wait in the
+//! listen backlog), a TLS handshake within [`HANDSHAKE_DEADLINE`], a
+//! request's headers within [`HEADER_DEADLINE`], and a connection kept at
+//! most [`CONNECTION_LIFETIME`] (a scraper simply reconnects).
+
+use super::tls::TlsIdentity;
+use axum::Router;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use std::sync::Arc;
+use std::time::Duration;
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+pub const MAX_CONNECTIONS: usize = 256;
+pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
+pub const HEADER_DEADLINE: Duration = Duration::from_secs(10);
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(300);
+
+#[derive(Debug, Error)]
+pub enum HttpsError {
+    #[error("the certificate (PEM): {0}")]
+    Certificate(rustls::pki_types::pem::Error),
+    #[error("the private key (PEM): {0}")]
+    Key(rustls::pki_types::pem::Error),
+    #[error("the TLS configuration: {0}")]
+    Tls(#[from] rustls::Error),
+}
+
+/// A server configuration presenting `identity` (its whole chain), asking
+/// no client certificate.
+pub fn server_config(identity: &TlsIdentity) -> Result<Arc<rustls::ServerConfig>, HttpsError> {
+    let chain = CertificateDer::pem_slice_iter(identity.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(HttpsError::Certificate)?;
+    let key =
+        PrivateKeyDer::from_pem_slice(identity.key_pem.as_bytes()).map_err(HttpsError::Key)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Serves `router` on `listener` over TLS until the process ends.
+pub async fn serve(listener: TcpListener, tls: Arc<rustls::ServerConfig>, router: Router) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                // Out of file descriptors, say: wait rather than spin.
+                tracing::warn!(%error, "accepting a connection");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let acceptor = acceptor.clone();
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        tokio::spawn(async move {
+            let _slot = slot;
+            let Ok(Ok(stream)) =
+                tokio::time::timeout(HANDSHAKE_DEADLINE, acceptor.accept(stream)).await
+            else {
+                return;
+            };
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_DEADLINE)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let _ = tokio::time::timeout(CONNECTION_LIFETIME, connection).await;
+        });
+    }
+}
