@@ -158,6 +158,9 @@ impl Gateway {
         metrics: Arc<Metrics>,
         fence: Arc<dyn WriteFence>,
     ) -> Self {
+        // The rate before the first request: the ceiling (`shardcron
+        // queues` would otherwise say 0 for a replica that sent nothing).
+        metrics.rate_limit.set(limits.qps);
         let (tickets, queued) = mpsc::unbounded_channel();
         let runtime = Handle::current();
         let throttled = Arc::new(AtomicU64::new(0));

@@ -51,6 +51,16 @@ fn gateway() -> (Gateway, scripted::Asked) {
     (gateway, asked)
 }
 
+/// `shardcron queues` on a replica that has sent nothing yet: the rate is
+/// the configured one, not 0.
+#[tokio::test(start_paused = true)]
+async fn a_gateway_that_sent_nothing_reports_its_configured_rate() {
+    let (gateway, _) = gateway();
+    let (rate, census) = gateway.queues();
+    assert_eq!(rate, 1.0);
+    assert!(census.iter().all(|class| class.waiting == 0), "{census:?}");
+}
+
 /// A herd in `namespace`: five creates, queued now.
 fn herd(
     gateway: &Gateway,
