@@ -191,6 +191,103 @@ fn serving_both_kinds_the_chart_grants_both_and_installs_the_definition() {
     );
 }
 
+/// `aggregatedApi.enabled`: deploy/admin-api, object for object.
+#[test]
+fn with_the_aggregated_api_the_chart_adds_deploy_admin_api() {
+    let chart = objects(&render(&["--set", "aggregatedApi.enabled=true"]).expect("render"));
+    let added = objects(&kustomize("deploy/admin-api"));
+    assert_eq!(added.len(), 5, "{:?}", added.keys());
+    for (key, object) in &added {
+        let mut rendered = chart
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {key:?} in the chart"));
+        without_helms_additions(&mut rendered);
+        assert!(
+            &rendered == object,
+            "{key:?} differs:\nchart: {rendered}\ndeploy/admin-api: {object}"
+        );
+    }
+}
+
+/// `monitoring.*`: the Prometheus RBAC is deploy/monitoring's, the
+/// PrometheusRule's spec its alert rules and the dashboard's ConfigMap its
+/// dashboard, as they are; the ServiceMonitor scrapes both paths of the
+/// port the workload opens, through the Service the chart makes.
+#[test]
+fn the_monitoring_values_render_deploy_monitoring() {
+    let chart = objects(
+        &render(&[
+            "--set",
+            "monitoring.prometheusServiceAccount.name=prometheus-k8s",
+            "--set",
+            "monitoring.serviceMonitor.enabled=true",
+            "--set",
+            "monitoring.prometheusRule.enabled=true",
+            "--set",
+            "monitoring.dashboard.enabled=true",
+        ])
+        .expect("render"),
+    );
+    let read = |path: &str| {
+        std::fs::read_to_string(repo_root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let key = |kind: &str, name: &str| (kind.to_owned(), name.to_owned());
+    for (shipped_key, shipped) in objects(&read("deploy/monitoring/prometheus-rbac.yaml")) {
+        let mut object = chart
+            .get(&shipped_key)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {shipped_key:?}"));
+        without_helms_additions(&mut object);
+        assert_eq!(object, shipped, "{shipped_key:?}");
+    }
+    let rules: Value =
+        serde_yaml_ng::from_str(&read("deploy/monitoring/alerts.yaml")).expect("the rules");
+    assert_eq!(chart[&key("PrometheusRule", "shardcron")]["spec"], rules);
+    let dashboard: Value =
+        serde_json::from_str(&read("deploy/monitoring/dashboard.json")).expect("the dashboard");
+    let carried = chart[&key("ConfigMap", "shardcron-dashboard")]["data"]["shardcron.json"]
+        .as_str()
+        .expect("the dashboard in the ConfigMap");
+    assert_eq!(
+        serde_json::from_str::<Value>(carried).expect("JSON"),
+        dashboard
+    );
+
+    let monitor = &chart[&key("ServiceMonitor", "shardcron")]["spec"];
+    let service = &chart[&key("Service", "shardcron")];
+    let selected = monitor["selector"]["matchLabels"]
+        .as_object()
+        .expect("a selector");
+    for (label, value) in selected {
+        assert_eq!(&service["metadata"]["labels"][label], value, "{label}");
+    }
+    let port = |ports: &Value, name: &str| {
+        ports
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|port| port["name"] == name)
+    };
+    let container =
+        &chart[&key("StatefulSet", "shardcron")]["spec"]["template"]["spec"]["containers"][0];
+    assert!(
+        port(&service["spec"]["ports"], "https-metrics"),
+        "{service}"
+    );
+    assert!(port(&container["ports"], "https-metrics"), "{container}");
+    let endpoints = monitor["endpoints"].as_array().expect("endpoints");
+    let paths: Vec<_> = endpoints.iter().map(|e| e["path"].as_str()).collect();
+    assert_eq!(paths, [Some("/metrics"), Some("/metrics/cronjobs")]);
+    for endpoint in endpoints {
+        assert_eq!(
+            (&endpoint["port"], &endpoint["scheme"]),
+            (&json!("https-metrics"), &json!("https"))
+        );
+        assert!(endpoint["bearerTokenFile"].is_string(), "{endpoint}");
+    }
+}
+
 #[test]
 fn bad_values_are_refused_with_a_message() {
     for (values, message) in [

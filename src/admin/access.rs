@@ -6,6 +6,7 @@
 //! grants it (docs/admin-api.md).
 
 use crate::apiserver::review::{self, Asked, Refusal, Reviewer};
+use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::authorization::v1::ResourceAttributes;
 use kube::Client;
 use tonic::Status;
@@ -53,7 +54,7 @@ impl Action {
     }
 
     /// How a refusal names it.
-    fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         match self {
             Action::ReadRing => format!("get rings.{GROUP}"),
             Action::ReadQueues => format!("get queues.{GROUP}"),
@@ -81,6 +82,31 @@ fn status(refusal: Refusal) -> Status {
     }
 }
 
+/// Who a call is from.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    /// A gRPC caller: its bearer token, to review.
+    Token(MetadataMap),
+    /// A user kube-apiserver's aggregation layer authenticated and
+    /// forwarded ([`super::aggregated`]): known already, only authorized.
+    Forwarded(UserInfo),
+}
+
+/// Marks a call made in-process for a forwarded user (a request
+/// extension, which only code in this process can set).
+#[derive(Debug, Clone)]
+pub struct ForwardedUser(pub UserInfo);
+
+impl Caller {
+    /// Who `request` is from.
+    pub fn of<T>(request: &tonic::Request<T>) -> Caller {
+        match request.extensions().get::<ForwardedUser>() {
+            Some(ForwardedUser(user)) => Caller::Forwarded(user.clone()),
+            None => Caller::Token(request.metadata().clone()),
+        }
+    }
+}
+
 /// Checks calls against the API server, as the controller's
 /// ServiceAccount (it needs `create` on tokenreviews and
 /// subjectaccessreviews: deploy/kubernetes/rbac.yaml).
@@ -99,10 +125,16 @@ impl Access {
         }
     }
 
-    /// The caller, if its token is valid and it may do `action`.
-    pub async fn check(&self, metadata: &MetadataMap, action: &Action) -> Result<String, Status> {
-        let token = bearer(metadata)?;
-        let user = self.reviewer.authenticate(token).await.map_err(status)?;
+    /// The caller's name, if it is who it says (its token is valid, or
+    /// kube-apiserver vouched for it) and it may do `action`.
+    pub async fn check(&self, caller: &Caller, action: &Action) -> Result<String, Status> {
+        let user = match caller {
+            Caller::Token(metadata) => {
+                let token = bearer(metadata)?;
+                self.reviewer.authenticate(token).await.map_err(status)?
+            }
+            Caller::Forwarded(user) => user.clone(),
+        };
         self.reviewer
             .authorize(
                 &user,

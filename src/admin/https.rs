@@ -1,5 +1,5 @@
 //! HTTP/1.1 over TLS for a replica's authenticated HTTP surfaces (the
-//! metrics endpoint), with the admin API's certificate. Every connection
+//! metrics endpoint, the aggregated API), with the admin API's certificate. Every connection
 //! is bounded: at most [`MAX_CONNECTIONS`] at once (the rest wait in the
 //! listen backlog), a TLS handshake within [`HANDSHAKE_DEADLINE`], a
 //! request's headers within [`HEADER_DEADLINE`], and a connection kept at
@@ -28,27 +28,70 @@ pub enum HttpsError {
     Key(rustls::pki_types::pem::Error),
     #[error("the TLS configuration: {0}")]
     Tls(#[from] rustls::Error),
+    #[error("the client CA: {0}")]
+    ClientCa(String),
 }
 
 /// A server configuration presenting `identity` (its whole chain), asking
 /// no client certificate.
 pub fn server_config(identity: &TlsIdentity) -> Result<Arc<rustls::ServerConfig>, HttpsError> {
+    configured(identity, None)
+}
+
+/// As [`server_config`], asking for a client certificate signed by
+/// `client_ca_pem`: one that is not is refused at the handshake; a client
+/// with none is let through, to be answered (with a clear refusal) by the
+/// routes, which see the certificate ([`serve`]).
+pub fn server_config_asking_clients(
+    identity: &TlsIdentity,
+    client_ca_pem: &str,
+) -> Result<Arc<rustls::ServerConfig>, HttpsError> {
+    configured(identity, Some(client_ca_pem))
+}
+
+fn configured(
+    identity: &TlsIdentity,
+    client_ca_pem: Option<&str>,
+) -> Result<Arc<rustls::ServerConfig>, HttpsError> {
     let chain = CertificateDer::pem_slice_iter(identity.cert_pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
         .map_err(HttpsError::Certificate)?;
     let key =
         PrivateKeyDer::from_pem_slice(identity.key_pem.as_bytes()).map_err(HttpsError::Key)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)?;
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    let builder = match client_ca_pem {
+        None => builder.with_no_client_auth(),
+        Some(pem) => {
+            let bad = |e: &dyn std::fmt::Display| HttpsError::ClientCa(e.to_string());
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+                roots.add(cert.map_err(|e| bad(&e))?).map_err(|e| bad(&e))?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| bad(&e))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(chain, key)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
 
-/// Serves `router` on `listener` over TLS until the process ends.
-pub async fn serve(listener: TcpListener, tls: Arc<rustls::ServerConfig>, router: Router) {
+/// Serves on `listener` over TLS until the process ends: each connection,
+/// once its handshake is done, by the router `router_for` makes for it
+/// from its verified client certificate, if any.
+pub async fn serve<F>(listener: TcpListener, tls: Arc<rustls::ServerConfig>, router_for: F)
+where
+    F: Fn(Option<&CertificateDer<'static>>) -> Router + Send + Sync + 'static,
+{
+    let router_for = Arc::new(router_for);
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
@@ -65,14 +108,19 @@ pub async fn serve(listener: TcpListener, tls: Arc<rustls::ServerConfig>, router
             }
         };
         let acceptor = acceptor.clone();
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let router_for = router_for.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            let Ok(Ok(stream)) =
-                tokio::time::timeout(HANDSHAKE_DEADLINE, acceptor.accept(stream)).await
-            else {
+            let handshake = tokio::time::timeout(HANDSHAKE_DEADLINE, acceptor.accept(stream));
+            let Ok(Ok(stream)) = handshake.await else {
                 return;
             };
+            let client = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(<[_]>::first);
+            let service = hyper_util::service::TowerToHyperService::new(router_for(client));
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(HEADER_DEADLINE)

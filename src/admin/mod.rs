@@ -6,7 +6,9 @@
 //! the same way ([`scrape`], its answers kept briefly: [`review_cache`]).
 
 pub mod access;
+pub mod aggregated;
 pub mod https;
+pub mod json;
 pub mod review_cache;
 pub mod scrape;
 pub mod service;
@@ -113,7 +115,7 @@ pub const CONCURRENCY_PER_CONNECTION: usize = 16;
 pub async fn serve(
     listener: tokio::net::TcpListener,
     identity: &tls::TlsIdentity,
-    admin: service::Admin,
+    admin: std::sync::Arc<service::Admin>,
 ) -> Result<(), tonic::transport::Error> {
     let tls = ServerTlsConfig::new().identity(Identity::from_pem(
         identity.cert_pem.as_bytes(),
@@ -123,7 +125,7 @@ pub async fn serve(
         .tls_config(tls)?
         .timeout(CALL_DEADLINE)
         .concurrency_limit_per_connection(CONCURRENCY_PER_CONNECTION)
-        .add_service(AdminServiceServer::new(admin))
+        .add_service(AdminServiceServer::from_arc(admin))
         .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
         .await
 }

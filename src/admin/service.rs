@@ -2,7 +2,7 @@
 //! answered from the supervisor (the ring, where a CronJob's actor is) and
 //! the actor itself (its live state). It keeps nothing of its own.
 
-use super::access::{Access, Action, GROUP};
+use super::access::{Access, Action, Caller, GROUP};
 use super::proto::admin_service_server::AdminService;
 use super::proto::{
     ActorPhase, CronJobKind as ProtoKind, Decision, GetCronJobRequest, GetCronJobResponse,
@@ -89,7 +89,7 @@ impl AdminService for Admin {
         request: Request<GetRingRequest>,
     ) -> Result<Response<GetRingResponse>, Status> {
         self.access
-            .check(request.metadata(), &Action::ReadRing)
+            .check(&Caller::of(&request), &Action::ReadRing)
             .await?;
         let report = self
             .report
@@ -106,7 +106,7 @@ impl AdminService for Admin {
         request: Request<GetQueuesRequest>,
     ) -> Result<Response<GetQueuesResponse>, Status> {
         self.access
-            .check(request.metadata(), &Action::ReadQueues)
+            .check(&Caller::of(&request), &Action::ReadQueues)
             .await?;
         let (rate, census) = self.gateway.queues();
         Ok(Response::new(queues_response(&self.replica, rate, census)))
@@ -125,7 +125,12 @@ impl AdminService for Admin {
     ) -> Result<Response<GetCronJobResponse>, Status> {
         let call = request.get_ref();
         let (kind, key) = self
-            .authorize(request.metadata(), &call.namespace, &call.name, call.kind)
+            .authorize(
+                &Caller::of(&request),
+                &call.namespace,
+                &call.name,
+                call.kind,
+            )
             .await?;
         let located = self
             .locate
@@ -185,19 +190,19 @@ impl Admin {
     /// kind and key.
     async fn authorize(
         &self,
-        metadata: &tonic::metadata::MetadataMap,
+        caller: &Caller,
         namespace: &str,
         name: &str,
         kind: i32,
     ) -> Result<(CronJobKind, String), Status> {
-        let (target, _user) = self.authorize_as(metadata, namespace, name, kind).await?;
+        let (target, _user) = self.authorize_as(caller, namespace, name, kind).await?;
         Ok(target)
     }
 
     /// [`Self::authorize`], with the caller's username.
     async fn authorize_as(
         &self,
-        metadata: &tonic::metadata::MetadataMap,
+        caller: &Caller,
         namespace: &str,
         name: &str,
         kind: i32,
@@ -205,7 +210,7 @@ impl Admin {
         let target = target(namespace, name, kind)?;
         let user = self
             .access
-            .check(metadata, &read_cronjob(namespace, name))
+            .check(caller, &read_cronjob(namespace, name))
             .await?;
         Ok((target, user))
     }
@@ -218,8 +223,9 @@ impl Admin {
         request: Request<WatchDecisionsRequest>,
     ) -> Result<Response<DecisionStream>, Status> {
         let call = request.get_ref();
+        let caller = Caller::of(&request);
         let ((_, key), user) = self
-            .authorize_as(request.metadata(), &call.namespace, &call.name, call.kind)
+            .authorize_as(&caller, &call.namespace, &call.name, call.kind)
             .await?;
         let action = read_cronjob(&call.namespace, &call.name);
         let slot = self
@@ -229,7 +235,7 @@ impl Admin {
         let mut feed = self.feed.subscribe();
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let (locate, replica) = (self.locate.clone(), self.replica.clone());
-        let (access, metadata) = (self.access.clone(), request.metadata().clone());
+        let access = self.access.clone();
         tokio::spawn(async move {
             let _slot = slot;
             let mut skipped = 0u64;
@@ -250,7 +256,7 @@ impl Admin {
                         return;
                     }
                     _ = reauthorize.tick() => {
-                        if let Err(refused) = access.check(&metadata, &action).await {
+                        if let Err(refused) = access.check(&caller, &action).await {
                             let _ = tx.send(Err(refused)).await;
                             return;
                         }

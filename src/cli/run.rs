@@ -62,6 +62,12 @@ pub struct RunArgs {
     /// logged.
     #[arg(long, default_value = "0.0.0.0:8443")]
     secure_metrics_bind_address: SocketAddr,
+    /// Where the admin API is served to kube-apiserver's aggregation layer
+    /// (`admin.shardcron.io`, behind an APIService: docs/admin-api.md):
+    /// HTTPS asking the request-header CA's client certificate. Port 0: any
+    /// free port, logged.
+    #[arg(long, default_value = "0.0.0.0:7443")]
+    aggregated_api_bind_address: SocketAddr,
     /// Where the admin API (gRPC over TLS, docs/admin-api.md) is served:
     /// every call is authenticated and authorized by the API server.
     #[arg(long, default_value = "0.0.0.0:9443")]
@@ -345,6 +351,9 @@ async fn start(
     let debug_listener = http::listen(args.debug_bind_address)
         .await
         .with_context(|| format!("binding {}", args.debug_bind_address))?;
+    let aggregated_listener = http::listen(args.aggregated_api_bind_address)
+        .await
+        .with_context(|| format!("binding {}", args.aggregated_api_bind_address))?;
     let secure_metrics_listener = http::listen(args.secure_metrics_bind_address)
         .await
         .with_context(|| format!("binding {}", args.secure_metrics_bind_address))?;
@@ -426,14 +435,15 @@ async fn start(
             .merge(http::cronjob_metrics_router(metrics.clone())),
     ));
     let secure_metrics_addr = secure_metrics_listener.local_addr()?;
+    let scrape = admin::scrape::router(metrics.clone(), ScrapeAccess::new(client.clone()));
     tokio::spawn(admin::https::serve(
         secure_metrics_listener,
         secure_metrics_tls,
-        admin::scrape::router(metrics.clone(), ScrapeAccess::new(client.clone())),
+        move |_| scrape.clone(),
     ));
     tracing::info!(%metrics_addr, %health_addr, %debug_addr, %secure_metrics_addr, "serving /metrics, /healthz and /readyz, /debug/shards, and both metrics paths over HTTPS to authorized scrapers");
     let admin_addr = admin_listener.local_addr()?;
-    let admin = Admin {
+    let admin = Arc::new(Admin {
         access: Access::new(client.clone(), args.admin_token_audiences.clone()),
         report: supervisor.clone().recipient(),
         locate: supervisor.clone().recipient(),
@@ -445,7 +455,24 @@ async fn start(
             admin::streams::MAX_WATCHERS_PER_IDENTITY,
         ),
         gateway: gateway.clone(),
+    });
+    let aggregated_addr = aggregated_listener.local_addr()?;
+    let peers = admin::aggregated::peers::Peers {
+        client: client.clone(),
+        namespace: settings.namespace.clone(),
+        ring: settings.ring.clone(),
+        token: admin::aggregated::peers::OwnToken::from_config(
+            &super::kube_config(args.kubeconfig.as_ref()).await?,
+        ),
     };
+    {
+        let (identity, client, admin) = (identity.clone(), client.clone(), admin.clone());
+        tokio::spawn(async move {
+            admin::aggregated::serve::run(aggregated_listener, &identity, client, admin, peers)
+                .await;
+        });
+    }
+    tracing::info!(%aggregated_addr, "serving the aggregated admin API (admin.shardcron.io, through kube-apiserver)");
     tokio::spawn(async move {
         if let Err(error) = admin::serve(admin_listener, &identity, admin).await {
             tracing::error!(%error, "the admin API stopped");

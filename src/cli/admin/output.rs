@@ -1,30 +1,13 @@
 //! How the admin commands print their answers: text for people, one JSON
 //! object per answer (or per decision, with `--watch`) for programs.
 
+use crate::admin::json::{decision_json, phase, time};
+pub(super) use crate::admin::json::{queues_json, ring_json, status_json};
 use crate::admin::proto::{
-    ActorPhase, Decision, GetCronJobResponse, GetQueuesResponse, GetRingResponse,
-    WatchDecisionsResponse,
+    Decision, GetCronJobResponse, GetQueuesResponse, GetRingResponse, WatchDecisionsResponse,
 };
 use serde_json::json;
 use std::io::Write;
-
-pub(super) fn ring_json(ring: &GetRingResponse) -> serde_json::Value {
-    json!({
-        "replica": ring.replica,
-        "ring": ring.ring,
-        "phase": ring.phase,
-        "leaseValid": ring.lease_valid,
-        "view": ring.view,
-        "members": ring.members.iter().map(|m| json!({
-            "lease": m.lease,
-            "holder": m.holder,
-            "live": m.live,
-            "lastRenewalSeenMs": m.last_renewal_seen_ms,
-        })).collect::<Vec<_>>(),
-        "running": ring.running,
-        "waiting": ring.waiting,
-    })
-}
 
 pub(super) fn write_ring(out: &mut impl Write, ring: &GetRingResponse) -> std::io::Result<()> {
     writeln!(
@@ -53,45 +36,6 @@ pub(super) fn write_ring(out: &mut impl Write, ring: &GetRingResponse) -> std::i
         )?;
     }
     Ok(())
-}
-
-fn time(t: &Option<prost_types::Timestamp>) -> Option<String> {
-    t.as_ref()
-        .and_then(|t| jiff::Timestamp::new(t.seconds, t.nanos).ok())
-        .map(|t| t.to_string())
-}
-
-fn phase(answer: &GetCronJobResponse) -> &'static str {
-    match answer.phase() {
-        ActorPhase::Running => "running",
-        ActorPhase::Waiting => "waiting",
-        ActorPhase::Unspecified => "unknown",
-    }
-}
-
-pub(super) fn status_json(cronjob: &str, answer: &GetCronJobResponse) -> serde_json::Value {
-    json!({
-        "cronjob": cronjob,
-        "owner": answer.owner,
-        "phase": phase(answer),
-        "waitingFor": (!answer.waiting_for.is_empty()).then_some(&answer.waiting_for),
-        "nextWakeup": time(&answer.next_wakeup),
-        "lastScheduleTime": time(&answer.last_schedule_time),
-        "lastSuccessfulTime": time(&answer.last_successful_time),
-        "activeJobs": answer.active_jobs,
-        "suspended": answer.suspended,
-        "children": answer.children,
-        "deciding": answer.deciding,
-        "wouldDecide": answer.would_decide,
-        "queued": answer.queued.as_ref().map(|q| json!({
-            "class": q.class,
-            "ahead": q.ahead,
-            "rate": q.rate,
-            "expectedWaitSeconds": q.expected_wait_seconds,
-        })),
-        "recentDecisions": answer.recent_decisions.iter().map(decision_json).collect::<Vec<_>>(),
-        "decisionsSince": time(&answer.decisions_since),
-    })
 }
 
 pub(super) fn write_status(
@@ -154,18 +98,6 @@ pub(super) fn write_status(
     }
     write_recent(out, answer, "  ")?;
     Ok(())
-}
-
-pub(super) fn decision_json(decision: &Decision) -> serde_json::Value {
-    let text = |s: &String| (!s.is_empty()).then(|| s.clone());
-    json!({
-        "at": time(&decision.at),
-        "outcome": decision.outcome,
-        "steps": decision.steps,
-        "events": decision.events,
-        "traceId": text(&decision.trace_id),
-        "createdJob": text(&decision.created_job),
-    })
 }
 
 pub(super) fn watched_json(watched: &WatchDecisionsResponse) -> serde_json::Value {
@@ -301,25 +233,6 @@ pub(super) fn write_followed(
     } else {
         writeln!(out, "(now on {to}: {from} no longer owns it)")
     }
-}
-
-pub(super) fn queues_json(answer: &GetQueuesResponse) -> serde_json::Value {
-    json!({
-        "replica": answer.replica,
-        "rate": answer.rate,
-        "classes": answer.classes.iter().map(|class| json!({
-            "class": class.class,
-            "waiting": class.waiting,
-            "ahead": class.ahead,
-            "drainSeconds": class.drain_seconds,
-            "namespaces": class.namespaces.iter().map(|n| json!({
-                "namespace": n.namespace,
-                "waiting": n.waiting,
-            })).collect::<Vec<_>>(),
-            "otherWaiting": class.other_waiting,
-            "otherNamespaces": class.other_namespaces,
-        })).collect::<Vec<_>>(),
-    })
 }
 
 pub(super) fn write_queues(

@@ -116,6 +116,8 @@ const KNOWN: &[Known] = &[
     // Installs the chart's cluster-wide objects, which deploy/ (applied by
     // the others) already holds under the same names.
     known("helm", Placement::Own, 100, 3),
+    // Registers the cluster-wide APIService of admin.shardcron.io.
+    known("aggregated", Placement::Own, 60, 3),
     // Reads every trace of its Jaeger: other binaries' traces would crowd
     // the answers.
     known("tracing", Placement::Own, 90, 3),

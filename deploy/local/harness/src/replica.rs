@@ -58,6 +58,8 @@ pub struct Replica {
     pub admin: SocketAddr,
     /// `/metrics` and `/metrics/cronjobs` over HTTPS, for authorized scrapers.
     pub secure_metrics: SocketAddr,
+    /// The aggregated admin API, for kube-apiserver's aggregation layer.
+    pub aggregated: SocketAddr,
 }
 
 impl Replica {
@@ -71,6 +73,7 @@ impl Replica {
             debug: free_port(),
             admin: free_port(),
             secure_metrics: free_port(),
+            aggregated: free_port(),
         }
     }
 
@@ -118,6 +121,7 @@ impl Replica {
                 "--secure-metrics-bind-address={}",
                 self.secure_metrics
             ))
+            .arg(format!("--aggregated-api-bind-address={}", self.aggregated))
             .args(&self.spec.args)
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .envs(self.spec.env.iter().map(|(k, v)| (k, v)))
@@ -152,6 +156,7 @@ impl Replica {
                     self.debug = free_port();
                     self.admin = free_port();
                     self.secure_metrics = free_port();
+                    self.aggregated = free_port();
                     self.launch()?;
                     continue;
                 }

@@ -1,0 +1,297 @@
+//! The aggregated API's routes: each request's caller from the
+//! aggregation layer's headers ([`super::requestheader`]), then its answer
+//! from the admin service in this process, which authorizes the caller
+//! (a SubjectAccessReview, as for a gRPC call), or from the replica that
+//! knows (a CronJob's owner, the replica whose queues are asked for:
+//! [`super::peers`]). Answers are JSON objects (`kind`, `apiVersion`,
+//! `metadata`, `status`); refusals are Kubernetes `Status` objects.
+
+use super::peers::Peers;
+use super::requestheader::{NotForwarded, RequestHeaderSettings, caller};
+use super::routes::{Route, discovery, group_version, route};
+use crate::admin::access::ForwardedUser;
+use crate::admin::json::{queues_json, ring_json, status_json};
+use crate::admin::proto::admin_service_server::AdminService;
+use crate::admin::proto::{
+    CronJobKind as ProtoKind, GetCronJobRequest, GetQueuesRequest, GetRingRequest,
+};
+use crate::admin::service::{Admin, NOT_OWNER};
+use axum::Router;
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use k8s_openapi::api::authentication::v1::UserInfo;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use tonic::{Code, Status};
+use tonic_types::StatusExt;
+
+/// What serves the aggregated API on one replica.
+#[derive(Clone)]
+pub struct AggregatedApi {
+    pub settings: Arc<RequestHeaderSettings>,
+    pub admin: Arc<Admin>,
+    pub peers: Peers,
+}
+
+impl AggregatedApi {
+    /// The routes for one connection, whose verified client certificate
+    /// has the common name `certificate_name`.
+    pub fn router(&self, certificate_name: Option<String>) -> Router {
+        let api = self.clone();
+        Router::new().fallback(move |method: Method, uri: Uri, headers: HeaderMap| {
+            let (api, name) = (api.clone(), certificate_name.clone());
+            async move { api.answer(&method, &uri, &headers, name.as_deref()).await }
+        })
+    }
+
+    async fn answer(
+        &self,
+        method: &Method,
+        uri: &Uri,
+        headers: &HeaderMap,
+        certificate_name: Option<&str>,
+    ) -> Response {
+        let sent: Vec<(&str, &str)> = headers
+            .iter()
+            .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)))
+            .collect();
+        let route = route(uri.path());
+        let user = match (caller(&self.settings, certificate_name, &sent), &route) {
+            (Ok(user), _) => Some(user),
+            // The aggregator's own discovery and availability checks.
+            (Err(NotForwarded::NoUser), Route::Discovery(_)) => None,
+            (Err(refused), _) => return refusal(StatusCode::UNAUTHORIZED, &refused.to_string()),
+        };
+        if method != Method::GET {
+            return refusal(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "only get is served: the resources are read-only",
+            );
+        }
+        let kind = match uri.query().unwrap_or_default() {
+            query if query.split('&').any(|pair| pair == "kind=shardcron") => ProtoKind::Shardcron,
+            _ => ProtoKind::Batch,
+        };
+        let answered = match (route, user) {
+            (Route::Discovery(level), _) => Ok(discovery(level)),
+            (Route::CronJob { namespace, name }, Some(user)) => {
+                self.cronjob(user, namespace, name, kind).await
+            }
+            (Route::Ring(ring), Some(user)) => self.ring(user, ring).await,
+            (Route::Queues(replica), Some(user)) => self.queues(user, replica).await,
+            (Route::Unknown, _) | (_, None) => {
+                return refusal(
+                    StatusCode::NOT_FOUND,
+                    &format!("{} is not served", uri.path()),
+                );
+            }
+        };
+        match answered {
+            Ok(body) => (StatusCode::OK, axum::Json(body)).into_response(),
+            Err(status) => refusal(http_status(status.code()), status.message()),
+        }
+    }
+
+    async fn cronjob(
+        &self,
+        user: UserInfo,
+        namespace: String,
+        name: String,
+        kind: ProtoKind,
+    ) -> Result<Value, Status> {
+        let asked = GetCronJobRequest {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            kind: kind.into(),
+        };
+        let answer = match self
+            .admin
+            .get_cron_job(forwarded(asked.clone(), user))
+            .await
+        {
+            Ok(answer) => answer.into_inner(),
+            Err(status) => match status.get_details_error_info() {
+                // Authorized here already: its owner answers.
+                Some(info) if info.reason == NOT_OWNER => match info.metadata.get("owner") {
+                    Some(owner) if !owner.is_empty() => {
+                        self.peers.get_cron_job(owner, asked).await?
+                    }
+                    _ => return Err(Status::unavailable(status.message())),
+                },
+                _ => return Err(status),
+            },
+        };
+        let cronjob = format!("{namespace}/{name}");
+        Ok(object(
+            "CronJobState",
+            &name,
+            Some(&namespace),
+            status_json(&cronjob, &answer),
+        ))
+    }
+
+    async fn ring(&self, user: UserInfo, ring: String) -> Result<Value, Status> {
+        let answer = self
+            .admin
+            .get_ring(forwarded(GetRingRequest::default(), user))
+            .await?
+            .into_inner();
+        if answer.ring != ring {
+            return Err(Status::not_found(format!(
+                "this API serves the ring {:?}, not {ring:?}",
+                answer.ring
+            )));
+        }
+        Ok(object("Ring", &ring, None, ring_json(&answer)))
+    }
+
+    async fn queues(&self, user: UserInfo, replica: String) -> Result<Value, Status> {
+        // Authorized here, whichever replica answers.
+        let here = self
+            .admin
+            .get_queues(forwarded(GetQueuesRequest::default(), user))
+            .await?
+            .into_inner();
+        let answer = if here.replica == replica {
+            here
+        } else {
+            self.peers.get_queues(&replica).await?
+        };
+        Ok(object("Queues", &replica, None, queues_json(&answer)))
+    }
+}
+
+/// Reads kube-apiserver's request-header settings, then serves the
+/// aggregated API on `listener` until the process ends. Without them (an
+/// API server without the aggregation layer, or no right to read
+/// `kube-system/extension-apiserver-authentication`) it says why and
+/// serves nothing: the controller itself runs on.
+pub async fn run(
+    listener: tokio::net::TcpListener,
+    identity: &crate::admin::tls::TlsIdentity,
+    client: kube::Client,
+    admin: Arc<Admin>,
+    peers: Peers,
+) {
+    use super::requestheader::{CONFIG_MAP_NAME, CONFIG_MAP_NAMESPACE};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let maps: kube::Api<ConfigMap> = kube::Api::namespaced(client, CONFIG_MAP_NAMESPACE);
+    let read =
+        tokio::time::timeout(crate::apiserver::deadline::GET, maps.get(CONFIG_MAP_NAME)).await;
+    let settings = match read {
+        Ok(Ok(map)) => RequestHeaderSettings::from_config_map(&map.data.unwrap_or_default())
+            .map_err(|e| e.to_string()),
+        Ok(Err(e)) => Err(format!(
+            "reading {CONFIG_MAP_NAMESPACE}/{CONFIG_MAP_NAME}: {e}"
+        )),
+        Err(_) => Err(format!(
+            "reading {CONFIG_MAP_NAMESPACE}/{CONFIG_MAP_NAME} timed out"
+        )),
+    };
+    let settings = match settings {
+        Ok(settings) => settings,
+        Err(why) => {
+            tracing::warn!(%why, "the aggregated admin API is not served");
+            return;
+        }
+    };
+    let tls = match crate::admin::https::server_config_asking_clients(
+        identity,
+        &settings.client_ca_pem,
+    ) {
+        Ok(tls) => tls,
+        Err(error) => {
+            tracing::warn!(%error, "the aggregated admin API is not served");
+            return;
+        }
+    };
+    let api = AggregatedApi {
+        settings: Arc::new(settings),
+        admin,
+        peers,
+    };
+    crate::admin::https::serve(listener, tls, move |client| {
+        api.router(client.and_then(super::common_name))
+    })
+    .await;
+}
+
+/// `request` as made for `user`, whom kube-apiserver authenticated.
+fn forwarded<T>(request: T, user: UserInfo) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(request);
+    request.extensions_mut().insert(ForwardedUser(user));
+    request
+}
+
+fn object(kind: &str, name: &str, namespace: Option<&str>, status: Value) -> Value {
+    json!({
+        "kind": kind,
+        "apiVersion": group_version(),
+        "metadata": {"name": name, "namespace": namespace},
+        "status": status,
+    })
+}
+
+/// A gRPC status code as the HTTP one a Kubernetes API answers with.
+fn http_status(code: Code) -> StatusCode {
+    match code {
+        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+        Code::PermissionDenied => StatusCode::FORBIDDEN,
+        Code::NotFound => StatusCode::NOT_FOUND,
+        Code::InvalidArgument => StatusCode::BAD_REQUEST,
+        Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+        Code::Unavailable | Code::DeadlineExceeded | Code::Aborted => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// A Kubernetes `Status` object, as kubectl prints a refusal.
+fn refusal(code: StatusCode, message: &str) -> Response {
+    let reason = match code {
+        StatusCode::UNAUTHORIZED => "Unauthorized",
+        StatusCode::FORBIDDEN => "Forbidden",
+        StatusCode::NOT_FOUND => "NotFound",
+        StatusCode::METHOD_NOT_ALLOWED => "MethodNotAllowed",
+        StatusCode::BAD_REQUEST => "BadRequest",
+        StatusCode::TOO_MANY_REQUESTS => "TooManyRequests",
+        StatusCode::SERVICE_UNAVAILABLE => "ServiceUnavailable",
+        _ => "InternalError",
+    };
+    let body = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code.as_u16(),
+    });
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_refusals_become_the_http_ones_kubectl_knows() {
+        for (code, http) in [
+            (Code::Unauthenticated, 401),
+            (Code::PermissionDenied, 403),
+            (Code::NotFound, 404),
+            (Code::InvalidArgument, 400),
+            (Code::ResourceExhausted, 429),
+            (Code::Unavailable, 503),
+            (Code::Internal, 500),
+        ] {
+            assert_eq!(http_status(code).as_u16(), http, "{code:?}");
+        }
+    }
+}

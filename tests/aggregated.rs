@@ -1,0 +1,208 @@
+//! The admin API through kube-apiserver's aggregation layer
+//! (deploy/admin-api): the local control plane's admin, a client
+//! certificate user, reads every CronJob's live state with `kubectl get
+//! --raw`, whichever replica owns it (the replica kube-apiserver reaches
+//! asks the owner); a ServiceAccount with `view` in one namespace reads
+//! that namespace's and is refused another's by RBAC; `kubectl auth can-i`
+//! agrees. On a control plane of its own: the APIService is cluster-wide.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::time::Duration;
+use support::cluster::Cluster;
+use support::fleet::Fleet;
+use support::rbac::{Grant, account_kubeconfig};
+use support::scenario::cronjob;
+use support::{eventually, repo_root};
+
+const API: &str = "/apis/admin.shardcron.io/v1alpha1";
+const CRONJOBS: usize = 16;
+
+fn run(mut command: Command) -> (bool, String, String) {
+    let out = command.output().expect("run kubectl");
+    (
+        out.status.success(),
+        support::stdout(&out),
+        support::stderr(&out),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn any_credential_reads_the_admin_api_through_the_api_server() {
+    let cluster = Cluster::shared();
+    let kubectl = || cluster.kubectl().expect("kubectl");
+    // The shipped objects: the replicas may read the request-header
+    // settings, and may ask each other.
+    let mut apply = kubectl();
+    apply
+        .args(["apply", "-k"])
+        .arg(repo_root().join("deploy/admin-api"));
+    let (ok, _, err) = run(apply);
+    assert!(ok, "kubectl apply -k deploy/admin-api: {err}");
+
+    let mut fleet = Fleet::empty("aggregated").await;
+    fleet.add().await;
+    fleet.add().await;
+    fleet
+        .create_cronjobs(CRONJOBS, |name| {
+            cronjob(name, "0 0 1 1 *", json!({}), json!({}))
+        })
+        .await;
+    let ns = fleet.ns.name.clone();
+
+    // kube-apiserver reaches replica r0 (a local process) through an
+    // ExternalName Service: the aggregator resolves it to 127.0.0.1 and
+    // the APIService's port.
+    let mut delete = kubectl();
+    delete.args([
+        "-n",
+        "shardcron-system",
+        "delete",
+        "service",
+        "shardcron-admin",
+    ]);
+    run(delete);
+    let service = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "shardcron-admin", "namespace": "shardcron-system"},
+        "spec": {"type": "ExternalName", "externalName": "127.0.0.1"}
+    });
+    let port = fleet.replicas[0].aggregated.port();
+    let patch = json!({"spec": {"service": {"port": port}}});
+    for (args, input) in [
+        (vec!["apply", "-f", "-"], service.to_string()),
+        (
+            vec![
+                "patch",
+                "apiservice",
+                "v1alpha1.admin.shardcron.io",
+                "--type=merge",
+                "-p",
+            ],
+            String::new(),
+        ),
+    ] {
+        let mut command = kubectl();
+        command.args(&args);
+        if input.is_empty() {
+            command.arg(patch.to_string());
+        } else {
+            use std::io::Write;
+            command.stdin(std::process::Stdio::piped());
+            command.stdout(std::process::Stdio::piped());
+            command.stderr(std::process::Stdio::piped());
+            let mut child = command.spawn().expect("kubectl");
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(input.as_bytes())
+                .expect("write");
+            let out = child.wait_with_output().expect("kubectl");
+            assert!(out.status.success(), "{args:?}: {}", support::stderr(&out));
+            continue;
+        }
+        let (ok, _, err) = run(command);
+        assert!(ok, "{args:?}: {err}");
+    }
+    eventually(
+        "the APIService available",
+        Duration::from_secs(60),
+        || async {
+            let mut get = kubectl();
+            get.args([
+                "get",
+                "apiservice",
+                "v1alpha1.admin.shardcron.io",
+                "-o",
+                "json",
+            ]);
+            let (_, out, _) = run(get);
+            let service: Value = serde_json::from_str(&out).ok()?;
+            service["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "Available" && c["status"] == "True")
+                .then_some(())
+        },
+    )
+    .await;
+
+    let raw = |kubeconfig: Option<&std::path::Path>, path: &str| {
+        let mut get = match kubeconfig {
+            Some(path) => cluster.kubectl_as(path).expect("kubectl"),
+            None => kubectl(),
+        };
+        get.args(["get", "--raw", path]);
+        run(get)
+    };
+
+    // The admin (a client certificate): every CronJob, from its owner.
+    let mut owners = BTreeSet::new();
+    for name in &fleet.names {
+        let (ok, out, err) = raw(None, &format!("{API}/namespaces/{ns}/cronjobs/{name}"));
+        assert!(ok, "{name}: {err}");
+        let answer: Value = serde_json::from_str(&out).expect("JSON");
+        assert_eq!(answer["kind"], "CronJobState", "{answer}");
+        assert_eq!(answer["metadata"]["name"], name.as_str());
+        assert_eq!(answer["status"]["phase"], "running", "{answer}");
+        owners.insert(
+            answer["status"]["owner"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        );
+    }
+    let expected: BTreeSet<String> = fleet.owners().into_values().collect();
+    assert_eq!(
+        owners, expected,
+        "both replicas answered for their CronJobs"
+    );
+    assert_eq!(owners.len(), 2, "{owners:?}");
+    let (ok, out, err) = raw(None, &format!("{API}/rings/{ns}"));
+    assert!(ok, "{err}");
+    let ring: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(ring["status"]["ring"], ns.as_str(), "{ring}");
+
+    // A tenant: `view` in its namespace (which aggregates
+    // shardcron-admin-cronjobs), nothing elsewhere.
+    let admin = cluster.admin().await;
+    let reader =
+        account_kubeconfig(&admin, cluster, &ns, "reader", Grant::ClusterRole("view")).await;
+    let (ok, out, err) = raw(
+        Some(&reader),
+        &format!("{API}/namespaces/{ns}/cronjobs/c00"),
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("\"owner\""), "{out}");
+    let other = cluster.namespace("aggregated-other").await;
+    let (ok, _, err) = raw(
+        Some(&reader),
+        &format!("{API}/namespaces/{}/cronjobs/c00", other.name),
+    );
+    assert!(!ok && err.contains("forbidden"), "{err}");
+    let (ok, _, err) = raw(Some(&reader), &format!("{API}/rings/{ns}"));
+    assert!(!ok && err.contains("forbidden"), "{err}");
+    for (namespace, expected) in [(ns.as_str(), "yes"), (other.name.as_str(), "no")] {
+        let mut can = cluster.kubectl_as(&reader).expect("kubectl");
+        can.args([
+            "auth",
+            "can-i",
+            "get",
+            "cronjobs.admin.shardcron.io",
+            "-n",
+            namespace,
+        ]);
+        let (_, out, _) = run(can);
+        assert_eq!(out.trim(), expected, "can-i in {namespace}");
+    }
+
+    // Leave no APIService behind whose replicas are gone.
+    let mut delete = kubectl();
+    delete.args(["delete", "apiservice", "v1alpha1.admin.shardcron.io"]);
+    let (ok, _, err) = run(delete);
+    assert!(ok, "{err}");
+}
