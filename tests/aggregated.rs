@@ -200,9 +200,54 @@ async fn any_credential_reads_the_admin_api_through_the_api_server() {
         assert_eq!(out.trim(), expected, "can-i in {namespace}");
     }
 
+    // The commands, by default through the API server: the admin's client
+    // certificate is enough (no token, no Lease read).
+    let admin_kubeconfig = cluster.kubeconfig_path();
+    let command = |kubeconfig: &std::path::Path, args: &[&str]| {
+        let mut all = args.to_vec();
+        let kubeconfig = kubeconfig.to_string_lossy().into_owned();
+        all.extend(["--kubeconfig", &kubeconfig, "--ring", &ns]);
+        support::shardcron(&all)
+    };
+    let c00 = format!("{ns}/c00");
+    let out = command(&admin_kubeconfig, &["status", &c00, "--output", "json"]);
+    assert!(out.status.success(), "{}", support::stderr(&out));
+    let status: Value = serde_json::from_str(&support::stdout(&out)).expect("JSON");
+    assert_eq!(status["owner"], fleet.owners()["c00"].as_str(), "{status}");
+    for args in [
+        &["ring"][..],
+        &["queues"],
+        &["explain", "--live", &c00],
+        &["status", &c00, "--connect", "api-server"],
+    ] {
+        let out = command(&admin_kubeconfig, args);
+        assert!(out.status.success(), "{args:?}: {}", support::stderr(&out));
+    }
+    let elsewhere = format!("{}/c00", other.name);
+    let out = command(&reader, &["status", &elsewhere]);
+    let why = support::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{why}");
+    assert!(
+        why.contains("PermissionDenied") && why.contains("forbidden"),
+        "{why}"
+    );
+
     // Leave no APIService behind whose replicas are gone.
     let mut delete = kubectl();
     delete.args(["delete", "apiservice", "v1alpha1.admin.shardcron.io"]);
     let (ok, _, err) = run(delete);
     assert!(ok, "{err}");
+    // Without it, --connect api-server says what is missing.
+    let out = eventually(
+        "the group gone from discovery",
+        Duration::from_secs(30),
+        || async {
+            let out = command(&admin_kubeconfig, &["ring", "--connect", "api-server"]);
+            support::stderr(&out)
+                .contains("deploy/admin-api")
+                .then_some(out)
+        },
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2));
 }

@@ -14,6 +14,11 @@ pub mod serve;
 
 use rustls::pki_types::CertificateDer;
 
+/// The media type of an answer as the gRPC API's own message
+/// (`GetCronJobResponse`, `GetRingResponse`, `GetQueuesResponse`), asked
+/// for with `Accept`; anything else gets JSON.
+pub const PROTOBUF: &str = "application/vnd.shardcron.admin.v1+protobuf";
+
 /// The common name of a client certificate (TLS verified it).
 pub fn common_name(certificate: &CertificateDer<'_>) -> Option<String> {
     let (_, parsed) = x509_parser::parse_x509_certificate(certificate.as_ref()).ok()?;

@@ -72,13 +72,14 @@ impl AggregatedApi {
             query if query.split('&').any(|pair| pair == "kind=shardcron") => ProtoKind::Shardcron,
             _ => ProtoKind::Batch,
         };
+        let format = Format::asked(headers);
         let answered = match (route, user) {
-            (Route::Discovery(level), _) => Ok(discovery(level)),
+            (Route::Discovery(level), _) => Ok(axum::Json(discovery(level)).into_response()),
             (Route::CronJob { namespace, name }, Some(user)) => {
-                self.cronjob(user, namespace, name, kind).await
+                self.cronjob(user, namespace, name, kind, format).await
             }
-            (Route::Ring(ring), Some(user)) => self.ring(user, ring).await,
-            (Route::Queues(replica), Some(user)) => self.queues(user, replica).await,
+            (Route::Ring(ring), Some(user)) => self.ring(user, ring, format).await,
+            (Route::Queues(replica), Some(user)) => self.queues(user, replica, format).await,
             (Route::Unknown, _) | (_, None) => {
                 return refusal(
                     StatusCode::NOT_FOUND,
@@ -87,7 +88,7 @@ impl AggregatedApi {
             }
         };
         match answered {
-            Ok(body) => (StatusCode::OK, axum::Json(body)).into_response(),
+            Ok(body) => body,
             Err(status) => refusal(http_status(status.code()), status.message()),
         }
     }
@@ -98,7 +99,8 @@ impl AggregatedApi {
         namespace: String,
         name: String,
         kind: ProtoKind,
-    ) -> Result<Value, Status> {
+        format: Format,
+    ) -> Result<Response, Status> {
         let asked = GetCronJobRequest {
             namespace: namespace.clone(),
             name: name.clone(),
@@ -122,15 +124,14 @@ impl AggregatedApi {
             },
         };
         let cronjob = format!("{namespace}/{name}");
-        Ok(object(
-            "CronJobState",
-            &name,
-            Some(&namespace),
-            status_json(&cronjob, &answer),
-        ))
+        let json = || {
+            let status = status_json(&cronjob, &answer);
+            object("CronJobState", &name, Some(&namespace), status)
+        };
+        Ok(format.render(json, &answer))
     }
 
-    async fn ring(&self, user: UserInfo, ring: String) -> Result<Value, Status> {
+    async fn ring(&self, user: UserInfo, ring: String, format: Format) -> Result<Response, Status> {
         let answer = self
             .admin
             .get_ring(forwarded(GetRingRequest::default(), user))
@@ -142,10 +143,16 @@ impl AggregatedApi {
                 answer.ring
             )));
         }
-        Ok(object("Ring", &ring, None, ring_json(&answer)))
+        let json = || object("Ring", &ring, None, ring_json(&answer));
+        Ok(format.render(json, &answer))
     }
 
-    async fn queues(&self, user: UserInfo, replica: String) -> Result<Value, Status> {
+    async fn queues(
+        &self,
+        user: UserInfo,
+        replica: String,
+        format: Format,
+    ) -> Result<Response, Status> {
         // Authorized here, whichever replica answers.
         let here = self
             .admin
@@ -157,7 +164,44 @@ impl AggregatedApi {
         } else {
             self.peers.get_queues(&replica).await?
         };
-        Ok(object("Queues", &replica, None, queues_json(&answer)))
+        let json = || object("Queues", &replica, None, queues_json(&answer));
+        Ok(format.render(json, &answer))
+    }
+}
+
+/// What the caller asked for (`Accept`): JSON, or the gRPC API's own
+/// message ([`super::PROTOBUF`]), which the command line decodes and
+/// prints as it prints a direct answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Json,
+    Protobuf,
+}
+
+impl Format {
+    fn asked(headers: &HeaderMap) -> Format {
+        let accepts = headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .any(|value| value.contains(super::PROTOBUF));
+        if accepts {
+            Format::Protobuf
+        } else {
+            Format::Json
+        }
+    }
+
+    fn render(self, json: impl FnOnce() -> Value, message: &impl prost::Message) -> Response {
+        match self {
+            Format::Json => (StatusCode::OK, axum::Json(json())).into_response(),
+            Format::Protobuf => (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, super::PROTOBUF)],
+                message.encode_to_vec(),
+            )
+                .into_response(),
+        }
     }
 }
 

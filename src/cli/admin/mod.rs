@@ -1,17 +1,20 @@
 //! `shardcron status`, `explain --live`, `ring` and `queues`: the admin
-//! API's answers (docs/admin-api.md), asked with the caller's kubeconfig,
-//! whose user's bearer token authenticates each call. [`reach`] finds and
-//! reaches the replicas (the ring's Leases: their certificates, pods and
+//! API's answers (docs/admin-api.md), asked with the caller's kubeconfig:
+//! through the API server where it serves the aggregated API
+//! ([`through_api`], any credential), else from the replicas directly,
+//! the kubeconfig user's bearer token authenticating each call ([`reach`]
+//! finds and reaches them: the ring's Leases, their certificates, pods and
 //! addresses); [`output`] prints the answers as text or JSON.
 
 mod output;
 mod reach;
+mod through_api;
 
 use super::Output;
 use crate::admin::AdminPod;
 use crate::admin::proto::{
     ActorPhase, CronJobKind as ProtoKind, GetCronJobRequest, GetCronJobResponse, GetQueuesRequest,
-    GetRingRequest, WatchDecisionsRequest,
+    GetRingRequest, GetRingResponse, WatchDecisionsRequest,
 };
 use crate::admin::service::NOT_OWNER;
 use crate::reconcile::CronJobKind;
@@ -30,10 +33,14 @@ const CALL_DEADLINE: Duration = Duration::from_secs(30);
 /// How the client reaches a replica's admin API.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Connect {
-    /// Through the API server's port-forward when the replica's Lease names
-    /// its pod, else to the address it publishes.
+    /// Through the API server's aggregated API where it is served
+    /// (deploy/admin-api); else through its port-forward when the
+    /// replica's Lease names its pod, else to the address it publishes.
     #[default]
     Auto,
+    /// Only through the API server's aggregated API (`admin.shardcron.io`):
+    /// any credential the API server accepts; `--watch` is not served.
+    ApiServer,
     /// Through the API server's port-forward to the replica's pod (needs
     /// `create pods/portforward` in the controller's namespace).
     PortForward,
@@ -50,8 +57,9 @@ pub struct Target {
     /// Default: the first replica of the ring's Leases.
     #[arg(long, value_name = "HOST:PORT")]
     pub(super) address: Option<String>,
-    /// How replicas are reached: auto (port-forward when the Lease names
-    /// the pod, else the published address), port-forward, or direct.
+    /// How replicas are reached: auto (the API server's aggregated API when
+    /// served, else port-forward when the Lease names the pod, else the
+    /// published address), api-server, port-forward, or direct.
     #[arg(long, value_enum, default_value_t)]
     pub(super) connect: Connect,
     /// The kubeconfig: its user's bearer token authenticates the call, and
@@ -162,6 +170,12 @@ pub enum AdminError {
     Call { code: tonic::Code, message: String },
     #[error("no answer within {0:?}")]
     Timeout(Duration),
+    #[error("{0}")]
+    NotServed(String),
+    #[error(
+        "--watch reads a stream the API server does not carry: use --connect auto, port-forward or direct"
+    )]
+    NoWatchThroughApiServer,
     #[error("writing output: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -200,6 +214,10 @@ impl From<tonic::Status> for AdminError {
 
 pub fn ring(args: &RingArgs, out: &mut impl Write) -> Result<(), AdminError> {
     let answer = block_on(async {
+        let path = format!("rings/{}", args.target.ring);
+        if let Some(answer) = through_api_server(&args.target, &path).await? {
+            return Ok(answer);
+        }
         let reach = discover(&args.target).await?;
         let mut client = reach.dial(&reach.first(&args.target)?).await?;
         Ok(client
@@ -216,6 +234,22 @@ pub fn ring(args: &RingArgs, out: &mut impl Write) -> Result<(), AdminError> {
 
 pub fn queues(args: &QueuesArgs, out: &mut impl Write) -> Result<(), AdminError> {
     let answer = block_on(async {
+        let replica = match &args.replica {
+            Some(replica) => Some(replica.clone()),
+            // The replica the API server reaches first.
+            None => through_api_server::<GetRingResponse>(
+                &args.target,
+                &format!("rings/{}", args.target.ring),
+            )
+            .await?
+            .map(|ring| ring.replica),
+        };
+        if let Some(replica) = replica.filter(|_| uses_api_server(&args.target))
+            && let Some(answer) =
+                through_api_server(&args.target, &format!("queues/{replica}")).await?
+        {
+            return Ok(answer);
+        }
         let reach = discover(&args.target).await?;
         let route = match &args.replica {
             Some(replica) => reach
@@ -234,6 +268,50 @@ pub fn queues(args: &QueuesArgs, out: &mut impl Write) -> Result<(), AdminError>
         Output::Text => output::write_queues(out, &answer)?,
     }
     Ok(())
+}
+
+/// Whether `target` lets the commands go through the API server: asked
+/// to (`--connect api-server`), or by default when no replica address or
+/// replica token is given.
+fn uses_api_server(target: &Target) -> bool {
+    match target.connect {
+        Connect::ApiServer => true,
+        Connect::Auto => target.address.is_none() && target.token_file.is_none(),
+        Connect::PortForward | Connect::Direct => false,
+    }
+}
+
+/// The answer at `path` of the aggregated API, when `target` lets the
+/// commands go through the API server and it serves that API; `None`: ask
+/// the replicas directly (with `--connect api-server`, an error says why
+/// not).
+async fn through_api_server<T: prost::Message + Default>(
+    target: &Target,
+    path: &str,
+) -> Result<Option<T>, AdminError> {
+    if !uses_api_server(target) {
+        return Ok(None);
+    }
+    let client = through_api::client(target).await?;
+    match through_api::get(&client, path).await? {
+        through_api::Served::Answer(answer) => Ok(Some(answer)),
+        through_api::Served::No(why) if target.connect == Connect::ApiServer => {
+            Err(AdminError::NotServed(why))
+        }
+        through_api::Served::No(_) => Ok(None),
+    }
+}
+
+/// The aggregated API's path of the CronJob `request` names.
+fn cronjob_path(request: &GetCronJobRequest) -> String {
+    let kind = match request.kind() {
+        ProtoKind::Shardcron => "?kind=shardcron",
+        ProtoKind::Batch | ProtoKind::Unspecified => "",
+    };
+    format!(
+        "namespaces/{}/cronjobs/{}{kind}",
+        request.namespace, request.name
+    )
 }
 
 /// The request for `cronjob` (NAMESPACE/NAME) of `kind`.
@@ -283,7 +361,14 @@ pub fn explain_live(
     out: &mut impl Write,
 ) -> Result<(), AdminError> {
     let request = cronjob_request(cronjob, kind)?;
-    let (answer, _, _) = ask_owner(&current_thread()?, target, &request, cronjob)?;
+    let runtime = current_thread()?;
+    let answer = match runtime.block_on(within_deadline(through_api_server(
+        target,
+        &cronjob_path(&request),
+    )))? {
+        Some(answer) => answer,
+        None => ask_owner(&runtime, target, &request, cronjob)?.0,
+    };
     match output {
         Output::Json => writeln!(out, "{}", output::explained_json(cronjob, &answer))?,
         Output::Text => output::write_explained(out, cronjob, &answer)?,
@@ -295,6 +380,22 @@ pub fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), AdminError>
     let request = cronjob_request(&args.cronjob, args.kind)?;
     let json = matches!(args.output, Output::Json);
     let runtime = current_thread()?;
+    let watching = args.watch || args.watch_count.is_some();
+    if !watching {
+        let path = cronjob_path(&request);
+        if let Some(answer) =
+            runtime.block_on(within_deadline(through_api_server(&args.target, &path)))?
+        {
+            if json {
+                writeln!(out, "{}", output::status_json(&args.cronjob, &answer))?;
+            } else {
+                output::write_status(out, &args.cronjob, &answer)?;
+            }
+            return Ok(());
+        }
+    } else if args.target.connect == Connect::ApiServer {
+        return Err(AdminError::NoWatchThroughApiServer);
+    }
     let (answer, mut route, mut reach) =
         ask_owner(&runtime, &args.target, &request, &args.cronjob)?;
     if json {

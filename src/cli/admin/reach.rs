@@ -52,7 +52,8 @@ pub fn route(connect: Connect, published: &Published) -> Option<Route> {
     let by_pod = || published.pod.clone().map(Route::PortForward);
     let direct = || published.address.clone().map(Route::Address);
     match connect {
-        Connect::Auto => by_pod().or_else(direct),
+        // (api-server never reaches a replica itself.)
+        Connect::Auto | Connect::ApiServer => by_pod().or_else(direct),
         Connect::PortForward => by_pod(),
         Connect::Direct => direct(),
     }
@@ -201,14 +202,14 @@ impl Reach {
             .ok_or_else(|| AdminError::NoAddress {
                 ring: target.ring.clone(),
                 what: match self.connect {
-                    Connect::Auto => "an admin pod or address",
+                    Connect::Auto | Connect::ApiServer => "an admin pod or address",
                     Connect::PortForward => "an admin pod",
                     Connect::Direct => "an admin address",
                 },
                 hint: match self.connect {
                     Connect::PortForward => " or --connect direct",
                     Connect::Direct => " or --connect port-forward",
-                    Connect::Auto => "",
+                    Connect::Auto | Connect::ApiServer => "",
                 },
             })
     }
