@@ -34,14 +34,15 @@ fn run(mut command: Command) -> (bool, String, String) {
 async fn any_credential_reads_the_admin_api_through_the_api_server() {
     let cluster = Cluster::shared();
     let kubectl = || cluster.kubectl().expect("kubectl");
-    // The shipped objects: the replicas may read the request-header
-    // settings, and may ask each other.
-    let mut apply = kubectl();
-    apply
-        .args(["apply", "-k"])
-        .arg(repo_root().join("deploy/admin-api"));
-    let (ok, _, err) = run(apply);
-    assert!(ok, "kubectl apply -k deploy/admin-api: {err}");
+    // The shipped objects, deploy/ first (the controller's namespace and
+    // ServiceAccount), then deploy/admin-api: the replicas may read the
+    // request-header settings, and may ask each other.
+    for dir in ["deploy", "deploy/admin-api"] {
+        let mut apply = kubectl();
+        apply.args(["apply", "-k"]).arg(repo_root().join(dir));
+        let (ok, _, err) = run(apply);
+        assert!(ok, "kubectl apply -k {dir}: {err}");
+    }
 
     let mut fleet = Fleet::empty("aggregated").await;
     fleet.add().await;

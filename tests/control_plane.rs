@@ -128,7 +128,9 @@ async fn jobs_complete_fail_and_run_for_a_while_on_kwok() {
     )
     .await
     .unwrap();
-    jobs.create(&pp, &job("slow", json!({"shardcron.test/run-for": "8s"})))
+    // 30 s: beside the suite's other lanes on 2 cores, the quick Jobs were
+    // once seen finished only after 8 s.
+    jobs.create(&pp, &job("slow", json!({"shardcron.test/run-for": "30s"})))
         .await
         .unwrap();
     let outcome = |name: &'static str| {
@@ -156,7 +158,7 @@ async fn jobs_complete_fail_and_run_for_a_while_on_kwok() {
     let slow = jobs.get("slow").await.unwrap();
     assert_eq!(slow.status.and_then(|s| s.active), Some(1));
     // ... and completes after its run time.
-    let slow = eventually("job slow to finish", Duration::from_secs(60), || {
+    let slow = eventually("job slow to finish", Duration::from_secs(90), || {
         outcome("slow")
     })
     .await;
