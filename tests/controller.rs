@@ -137,14 +137,7 @@ async fn the_admin_api_takes_only_tokens_meant_for_its_audience() {
         &["--admin-token-audiences=shardcron-admin"],
     )
     .await;
-    let cronjobs = CronJobs::namespaced(admin.clone(), &ns.name, CronJobKind::Batch);
-    cronjobs
-        .create(
-            &PostParams::default(),
-            &cronjob("yearly", "0 0 1 1 *", json!({}), json!({})),
-        )
-        .await
-        .expect("create the CronJob");
+    create_yearly(&admin, &ns.name).await;
     let reader = account_kubeconfig(
         &admin,
         cluster,
@@ -201,6 +194,17 @@ async fn the_admin_api_takes_only_tokens_meant_for_its_audience() {
     let _ = std::fs::remove_file(&token_file);
 }
 
+/// A CronJob `yearly` in `namespace`, armed for next New Year.
+async fn create_yearly(admin: &kube::Client, namespace: &str) {
+    CronJobs::namespaced(admin.clone(), namespace, CronJobKind::Batch)
+        .create(
+            &PostParams::default(),
+            &cronjob("yearly", "0 0 1 1 *", json!({}), json!({})),
+        )
+        .await
+        .expect("create the CronJob");
+}
+
 /// The metrics port for a Prometheus in the cluster: over TLS with the
 /// certificate on the replica's Lease; no token, a tenant's token and a
 /// token RBAC does not let `get` the path are refused; the shipped
@@ -214,14 +218,7 @@ async fn the_metrics_port_serves_only_scrapers_rbac_lets_get_the_path() {
     let admin = cluster.admin().await;
     let ns = cluster.namespace("secure-metrics").await;
     let controller = Controller::start(cluster, &ns.name).await;
-    let cronjobs = CronJobs::namespaced(admin.clone(), &ns.name, CronJobKind::Batch);
-    cronjobs
-        .create(
-            &PostParams::default(),
-            &cronjob("yearly", "0 0 1 1 *", json!({}), json!({})),
-        )
-        .await
-        .expect("create the CronJob");
+    create_yearly(&admin, &ns.name).await;
 
     // The shipped ClusterRole, bound to this test's scraper.
     let shipped = std::fs::read_to_string(
@@ -266,16 +263,7 @@ async fn the_metrics_port_serves_only_scrapers_rbac_lets_get_the_path() {
     .await;
     let tenant = token(&admin, &ns.name, "tenant", &[]).await;
 
-    let lease: k8s_openapi::api::coordination::v1::Lease =
-        Api::namespaced(admin.clone(), "shardcron-system")
-            .get(&format!("{}.{}", controller.ring, controller.replica))
-            .await
-            .expect("the replica's Lease");
-    let pem = lease
-        .metadata
-        .annotations
-        .and_then(|a| a.get(shardcron::admin::tls::CERT_ANNOTATION).cloned())
-        .expect("its certificate");
+    let pem = controller.lease_certificate(&admin).await;
     let ca = std::env::temp_dir().join(format!("{}-ca.pem", ns.name));
     std::fs::write(&ca, pem).expect("write the certificate");
     let scrape = |path: &str, token: Option<&str>| {

@@ -62,17 +62,20 @@ pub fn published_pod(pod: &str, port: u16) -> Result<Option<String>, String> {
     let Some((namespace, name)) = pod.split_once('/') else {
         return Err(format!("{pod:?} is not NAMESPACE/NAME"));
     };
-    let valid = |part: &str| {
-        !part.is_empty()
-            && part.len() <= 253
-            && part
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-    };
-    if !valid(namespace) || !valid(name) {
+    if !is_object_name(namespace) || !is_object_name(name) {
         return Err(format!("{pod:?} is not NAMESPACE/NAME"));
     }
     Ok((port != 0).then(|| format!("{pod}:{port}")))
+}
+
+/// Whether `part` may name a Kubernetes object or namespace (a DNS
+/// subdomain: lower-case letters, digits, `-` and `.`, 253 at most).
+pub fn is_object_name(part: &str) -> bool {
+    !part.is_empty()
+        && part.len() <= 253
+        && part
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
 }
 
 /// A published pod (`NAMESPACE/NAME:PORT`), read back by clients.

@@ -1487,16 +1487,7 @@ async fn the_admin_api_answers_whoever_rbac_lets_read_and_no_one_else() {
     let address = s.controller.admin.to_string();
 
     // Straight to the API: the certificate from the replica's Lease.
-    let lease: k8s_openapi::api::coordination::v1::Lease =
-        Api::namespaced(s.admin.clone(), "shardcron-system")
-            .get(&format!("{}.r0", s.controller.ring))
-            .await
-            .expect("the replica's Lease");
-    let pem = lease
-        .metadata
-        .annotations
-        .and_then(|a| a.get(shardcron::admin::tls::CERT_ANNOTATION).cloned())
-        .expect("its admin certificate");
+    let pem = s.controller.lease_certificate(&s.admin).await;
     let tls = tonic::transport::ClientTlsConfig::new()
         .ca_certificate(tonic::transport::Certificate::from_pem(pem))
         .domain_name("localhost");

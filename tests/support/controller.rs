@@ -56,6 +56,22 @@ impl std::ops::DerefMut for Controller {
 }
 
 impl Controller {
+    /// The admin certificate (PEM) this replica publishes on its Lease.
+    pub async fn lease_certificate(&self, admin: &kube::Client) -> String {
+        let lease: k8s_openapi::api::coordination::v1::Lease = kube::Api::namespaced(
+            admin.clone(),
+            shardcron_harness::cluster::CONTROLLER_NAMESPACE,
+        )
+        .get(&format!("{}.{}", self.ring, self.replica))
+        .await
+        .expect("the replica's Lease");
+        lease
+            .metadata
+            .annotations
+            .and_then(|a| a.get(shardcron::admin::tls::CERT_ANNOTATION).cloned())
+            .expect("its admin certificate")
+    }
+
     /// Starts the controller for `namespace` and waits until it is ready.
     pub async fn start(cluster: &Cluster, namespace: &str) -> Controller {
         Self::start_with(cluster, namespace, &[]).await

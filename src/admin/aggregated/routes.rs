@@ -38,13 +38,7 @@ pub enum Discovery {
 /// The route of `path` (no query).
 pub fn route(path: &str) -> Route {
     let parts: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
-    let valid = |name: &str| {
-        !name.is_empty()
-            && name.len() <= 253
-            && name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-    };
+    let valid = |name: &str| crate::admin::is_object_name(name);
     match parts.as_slice() {
         ["apis"] => Route::Discovery(Discovery::Groups),
         ["apis", group] if *group == GROUP => Route::Discovery(Discovery::Group),
