@@ -368,7 +368,12 @@ impl Gateway {
             // lapses, and be sent when the network heals, after a peer
             // took the CronJob over: a create then makes a second Job for
             // a slot whose first Job is already gone. So it is dropped,
-            // unsent or unanswered, the moment the fence lapses.
+            // unsent or unanswered, the moment the fence lapses. The
+            // fence is asked first at every poll: a process frozen
+            // (SIGSTOP, a paused VM) between the check above and the
+            // request's first poll wakes with the fence lapsed, and must
+            // not hand the request to the client then (the churn test
+            // found two slots run twice by a replica frozen at the slot).
             let fence = self.inner.fence.clone();
             let answer = deadline::within(terms.deadline, send(self.inner.client.clone()));
             let result = self
@@ -378,8 +383,8 @@ impl Gateway {
                     async move {
                         tokio::select! {
                             biased;
-                            answer = answer => Some(answer),
                             () = lapsed(&*fence) => None,
+                            answer = answer => Some(answer),
                         }
                     }
                     .instrument(span.clone()),

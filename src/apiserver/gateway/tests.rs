@@ -51,6 +51,45 @@ fn gateway() -> (Gateway, scripted::Asked) {
     (gateway, asked)
 }
 
+/// A fence that lets the first question through and no other: the
+/// replica passes the check before a request, then is frozen (SIGSTOP)
+/// before the request is first polled, and wakes with its Lease lapsed.
+struct LapsesAfterTheCheck(std::sync::atomic::AtomicUsize);
+
+impl WriteFence for LapsesAfterTheCheck {
+    fn valid_for(&self) -> Option<Duration> {
+        let asked = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        (asked == 0).then_some(Duration::from_secs(10))
+    }
+}
+
+/// A create that passed the fence is not handed to the client once the
+/// fence has lapsed (the fence is asked first at every poll). On this seam
+/// the request reaches the server only at a later poll, so the old order
+/// (the answer first) passes too: this guards the property, it did not
+/// reproduce the churn test's two slots run twice (issue 40's note).
+#[tokio::test(start_paused = true)]
+async fn a_create_that_passed_the_fence_is_not_sent_once_it_lapsed() {
+    let (client, asked) = scripted::client(answer);
+    let gateway = Gateway::start(
+        client,
+        Limits { qps: 1.0, burst: 1 },
+        Reporter {
+            controller: "shardcron".into(),
+            instance: Some("r0".into()),
+        },
+        Arc::new(Metrics::new()),
+        Arc::new(LapsesAfterTheCheck(Default::default())),
+    );
+    let created = gateway.create_job("team-a", job("nightly-29000000")).await;
+    assert!(matches!(created, Err(ApiFailure::Fenced)), "{created:?}");
+    assert_eq!(
+        asked.all(),
+        Vec::<String>::new(),
+        "nothing reached the server"
+    );
+}
+
 /// `shardcron queues` on a replica that has sent nothing yet: the rate is
 /// the configured one, not 0.
 #[tokio::test(start_paused = true)]

@@ -103,10 +103,9 @@ const BESIDE_UPSTREAM: Placement = Placement::Shared(SharedPlane::BesideUpstream
 /// binary not listed runs on a control plane of its own, after the listed
 /// ones have started: a safe default for a new test.
 const KNOWN: &[Known] = &[
-    // Two rings of five minutes of faults side by side: starts first, on
-    // its own control plane (it kills replicas and cuts them from the API
-    // server at a high Job rate).
-    known("churn", Placement::Own, 370, 7),
+    // Ten minutes of faults: starts first, on its own control plane (it
+    // kills replicas and cuts them from the API server at a high Job rate).
+    known("churn", Placement::Own, 670, 5),
     known("shardcron-loadtest ci_s1", Placement::Own, 330, 6),
     known("sharding", PLAIN, 300, 7),
     known("controller_crd", BESIDE_UPSTREAM, 240, 6),
@@ -117,7 +116,7 @@ const KNOWN: &[Known] = &[
     // the others) already holds under the same names.
     known("helm", Placement::Own, 100, 3),
     // Registers the cluster-wide APIService of admin.shardcron.io.
-    known("aggregated", Placement::Own, 60, 3),
+    known("aggregated", Placement::Own, 20, 3),
     // Reads every trace of its Jaeger: other binaries' traces would crowd
     // the answers.
     known("tracing", Placement::Own, 90, 3),
