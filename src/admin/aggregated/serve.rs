@@ -40,7 +40,19 @@ impl AggregatedApi {
         let api = self.clone();
         Router::new().fallback(move |method: Method, uri: Uri, headers: HeaderMap| {
             let (api, name) = (api.clone(), certificate_name.clone());
-            async move { api.answer(&method, &uri, &headers, name.as_deref()).await }
+            async move {
+                // Reviews, the actor's answer, a peer's: the gRPC API's
+                // deadline for a call, here too.
+                let answered = api.answer(&method, &uri, &headers, name.as_deref());
+                tokio::time::timeout(crate::admin::CALL_DEADLINE, answered)
+                    .await
+                    .unwrap_or_else(|_| {
+                        refusal(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "no answer within the call's deadline (30 s)",
+                        )
+                    })
+            }
         })
     }
 
