@@ -37,6 +37,10 @@ fn job(name: &str) -> Job {
 /// One token a second and no burst to speak of: each request waits for
 /// the ones queued ahead of it in its class and the classes above.
 fn gateway() -> (Gateway, scripted::Asked) {
+    gateway_fenced_by(Arc::new(Open))
+}
+
+fn gateway_fenced_by(fence: Arc<dyn WriteFence>) -> (Gateway, scripted::Asked) {
     let (client, asked) = scripted::client(answer);
     let gateway = Gateway::start(
         client,
@@ -46,7 +50,7 @@ fn gateway() -> (Gateway, scripted::Asked) {
             instance: Some("r0".into()),
         },
         Arc::new(Metrics::new()),
-        Arc::new(Open),
+        fence,
     );
     (gateway, asked)
 }
@@ -70,17 +74,7 @@ impl WriteFence for LapsesAfterTheCheck {
 /// reproduce the churn test's two slots run twice (issue 40's note).
 #[tokio::test(start_paused = true)]
 async fn a_create_that_passed_the_fence_is_not_sent_once_it_lapsed() {
-    let (client, asked) = scripted::client(answer);
-    let gateway = Gateway::start(
-        client,
-        Limits { qps: 1.0, burst: 1 },
-        Reporter {
-            controller: "shardcron".into(),
-            instance: Some("r0".into()),
-        },
-        Arc::new(Metrics::new()),
-        Arc::new(LapsesAfterTheCheck(Default::default())),
-    );
+    let (gateway, asked) = gateway_fenced_by(Arc::new(LapsesAfterTheCheck(Default::default())));
     let created = gateway.create_job("team-a", job("nightly-29000000")).await;
     assert!(matches!(created, Err(ApiFailure::Fenced)), "{created:?}");
     assert_eq!(
