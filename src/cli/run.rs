@@ -26,7 +26,6 @@ use actix::prelude::*;
 use anyhow::Context as _;
 use clap::Args;
 use futures::FutureExt as _;
-use kube::Client;
 use kube::runtime::events::Reporter;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -321,14 +320,6 @@ fn run_controller(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<()> {
     }
 }
 
-async fn client(kubeconfig: Option<&PathBuf>, replica_id: &str) -> anyhow::Result<Client> {
-    super::kube_client(
-        kubeconfig,
-        &crate::apiserver::client::user_agent(replica_id),
-    )
-    .await
-}
-
 async fn start(
     args: &RunArgs,
     settings: LeaseSettings,
@@ -336,7 +327,15 @@ async fn start(
     default_zone: jiff::tz::TimeZone,
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<()> {
-    let client = client(args.kubeconfig.as_ref(), &settings.replica_id).await?;
+    // Read once: the client is built from it, and the replica's own token
+    // (for its peers) taken from it.
+    let config = super::kube_config(args.kubeconfig.as_ref()).await?;
+    let own_token = admin::aggregated::peers::OwnToken::from_config(&config);
+    let client = crate::apiserver::client::build(
+        config,
+        &crate::apiserver::client::user_agent(&settings.replica_id),
+    )
+    .context("building the Kubernetes client")?;
     let admin_listener = tokio::net::TcpListener::bind(args.admin_bind_address)
         .await
         .with_context(|| format!("binding {}", args.admin_bind_address))?;
@@ -461,9 +460,7 @@ async fn start(
         client: client.clone(),
         namespace: settings.namespace.clone(),
         ring: settings.ring.clone(),
-        token: admin::aggregated::peers::OwnToken::from_config(
-            &super::kube_config(args.kubeconfig.as_ref()).await?,
-        ),
+        token: own_token,
     };
     {
         let (identity, client, admin) = (identity.clone(), client.clone(), admin.clone());
