@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::authentication::v1::UserInfo;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use tonic::{Code, Status};
+use tonic::Status;
 use tonic_types::StatusExt;
 
 /// What serves the aggregated API on one replica.
@@ -101,7 +101,7 @@ impl AggregatedApi {
         };
         match answered {
             Ok(body) => body,
-            Err(status) => refusal(http_status(status.code()), status.message()),
+            Err(status) => refusal(super::http_status(status.code()), status.message()),
         }
     }
 
@@ -288,21 +288,6 @@ fn object(kind: &str, name: &str, namespace: Option<&str>, status: Value) -> Val
     })
 }
 
-/// A gRPC status code as the HTTP one a Kubernetes API answers with.
-fn http_status(code: Code) -> StatusCode {
-    match code {
-        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
-        Code::PermissionDenied => StatusCode::FORBIDDEN,
-        Code::NotFound => StatusCode::NOT_FOUND,
-        Code::InvalidArgument => StatusCode::BAD_REQUEST,
-        Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
-        Code::Unavailable | Code::DeadlineExceeded | Code::Aborted => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    }
-}
-
 /// A Kubernetes `Status` object, as kubectl prints a refusal.
 fn refusal(code: StatusCode, message: &str) -> Response {
     let reason = match code {
@@ -330,24 +315,4 @@ fn refusal(code: StatusCode, message: &str) -> Response {
         body.to_string(),
     )
         .into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grpc_refusals_become_the_http_ones_kubectl_knows() {
-        for (code, http) in [
-            (Code::Unauthenticated, 401),
-            (Code::PermissionDenied, 403),
-            (Code::NotFound, 404),
-            (Code::InvalidArgument, 400),
-            (Code::ResourceExhausted, 429),
-            (Code::Unavailable, 503),
-            (Code::Internal, 500),
-        ] {
-            assert_eq!(http_status(code).as_u16(), http, "{code:?}");
-        }
-    }
 }

@@ -92,17 +92,8 @@ fn message(body: &[u8]) -> String {
 
 /// A refusal as the admin commands report it.
 fn refused(status: StatusCode, body: &[u8]) -> AdminError {
-    let code = match status {
-        StatusCode::UNAUTHORIZED => tonic::Code::Unauthenticated,
-        StatusCode::FORBIDDEN => tonic::Code::PermissionDenied,
-        StatusCode::NOT_FOUND => tonic::Code::NotFound,
-        StatusCode::BAD_REQUEST => tonic::Code::InvalidArgument,
-        StatusCode::TOO_MANY_REQUESTS => tonic::Code::ResourceExhausted,
-        StatusCode::SERVICE_UNAVAILABLE => tonic::Code::Unavailable,
-        _ => tonic::Code::Internal,
-    };
     AdminError::Call {
-        code,
+        code: crate::admin::aggregated::grpc_code(status),
         message: message(body),
     }
 }
