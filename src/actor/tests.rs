@@ -5,7 +5,8 @@
 
 use super::apply::{ActorReport, ActorServices};
 use super::cronjob::{CronJobActor, Update};
-use crate::apiserver::gateway::{Gateway, Limits, WriteFence};
+use crate::apiserver::fenced_socket::WriteFence;
+use crate::apiserver::gateway::{Gateway, Limits};
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::scripted::{self, Answer};
 use crate::telemetry::Metrics;

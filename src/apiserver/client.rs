@@ -25,11 +25,13 @@
 //! whole exchange within its verb's deadline, a watch's body by its idle
 //! timeout ([`super::watch`]).
 
+use super::fenced_socket::{FencedConnector, WriteFence};
 use crate::telemetry::traces;
-use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::{Connect, HttpConnector};
 use hyper_util::rt::TokioExecutor;
 use kube::client::{ClientBuilder, ConfigExt};
 use kube::{Client, Config};
+use std::sync::Arc;
 use std::time::Duration;
 use tower::ServiceBuilder;
 use tower::timeout::TimeoutLayer;
@@ -59,7 +61,27 @@ pub fn user_agent(replica_id: &str) -> String {
 
 /// Builds the client from `config`: kube's retry off, keepalive on, a
 /// deadline on every response's headers, the User-Agent set.
-pub fn build(mut config: Config, user_agent: &str) -> Result<Client, kube::Error> {
+pub fn build(config: Config, user_agent: &str) -> Result<Client, kube::Error> {
+    build_with(config, user_agent, None)
+}
+
+/// Builds the write gateway's client: as [`build`]'s, on connections of its
+/// own that write only while `fence` lets this replica write and abort
+/// when it lapses ([`super::fenced_socket`]). Lease renewals must not go
+/// through it: they are what reopens the fence.
+pub fn build_fenced(
+    config: Config,
+    user_agent: &str,
+    fence: Arc<dyn WriteFence>,
+) -> Result<Client, kube::Error> {
+    build_with(config, user_agent, Some(fence))
+}
+
+fn build_with(
+    mut config: Config,
+    user_agent: &str,
+    fence: Option<Arc<dyn WriteFence>>,
+) -> Result<Client, kube::Error> {
     config.default_retry = false;
     config.connect_timeout = Some(CONNECT_TIMEOUT);
     let agent = http::HeaderValue::from_str(user_agent)
@@ -69,6 +91,13 @@ pub fn build(mut config: Config, user_agent: &str) -> Result<Client, kube::Error
         // kube's builder knows the proxy protocols; it has no keepalive, and
         // requests keep their deadlines.
         tracing::info!("a proxy is configured: TCP keepalive to the API server is off");
+        if fence.is_some() {
+            tracing::warn!(
+                "a proxy is configured: the write fence is checked before each request, \
+                 not at the socket (a replica frozen while its request is in the client \
+                 may send it late)"
+            );
+        }
         let builder = ClientBuilder::try_from(config)?;
         return Ok(builder
             .with_layer(&MapRequestLayer::new(traces::inject::<kube::client::Body>))
@@ -83,7 +112,24 @@ pub fn build(mut config: Config, user_agent: &str) -> Result<Client, kube::Error
     connector.set_keepalive_interval(Some(KEEPALIVE_INTERVAL));
     connector.set_keepalive_retries(Some(KEEPALIVE_PROBES));
     connector.set_nodelay(true);
-    let connector = config.rustls_https_connector_with_connector(connector)?;
+    match fence {
+        None => {
+            let connector = config.rustls_https_connector_with_connector(connector)?;
+            finish(config, connector)
+        }
+        Some(fence) => {
+            let connector = config
+                .rustls_https_connector_with_connector(FencedConnector::new(connector, fence))?;
+            finish(config, connector)
+        }
+    }
+}
+
+/// kube's stack above the connections.
+fn finish<C>(config: Config, connector: C) -> Result<Client, kube::Error>
+where
+    C: Connect + Clone + Send + Sync + 'static,
+{
     let http: hyper_util::client::legacy::Client<_, kube::client::Body> =
         hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(connector);
     let service = ServiceBuilder::new()

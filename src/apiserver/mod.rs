@@ -20,6 +20,7 @@ pub mod crd;
 pub mod deadline;
 pub mod events;
 pub mod failure;
+pub mod fenced_socket;
 pub mod gateway;
 pub mod lean_cronjob;
 pub mod lean_job;

@@ -331,16 +331,22 @@ async fn start(
     // (for its peers) taken from it.
     let config = super::kube_config(args.kubeconfig.as_ref()).await?;
     let own_token = admin::aggregated::peers::OwnToken::from_config(&config);
-    let client = crate::apiserver::client::build(
-        config,
-        &crate::apiserver::client::user_agent(&settings.replica_id),
+    let user_agent = crate::apiserver::client::user_agent(&settings.replica_id);
+    let fence = SharedFence::new(settings.renew_deadline);
+    // The gateway's writes on connections of their own, which refuse to
+    // write once the fence has lapsed; the Lease and the reads on the other.
+    let gateway_client = crate::apiserver::client::build_fenced(
+        config.clone(),
+        &user_agent,
+        Arc::new(fence.clone()),
     )
-    .context("building the Kubernetes client")?;
+    .context("building the write gateway's Kubernetes client")?;
+    let client = crate::apiserver::client::build(config, &user_agent)
+        .context("building the Kubernetes client")?;
     let admin_listener = tokio::net::TcpListener::bind(args.admin_bind_address)
         .await
         .with_context(|| format!("binding {}", args.admin_bind_address))?;
     let readiness = Arc::new(Readiness::default());
-    let fence = SharedFence::new(settings.renew_deadline);
     let metrics_listener = http::listen(args.metrics_bind_address)
         .await
         .with_context(|| format!("binding {}", args.metrics_bind_address))?;
@@ -375,7 +381,7 @@ async fn start(
         });
     }
     let gateway = Gateway::start(
-        client.clone(),
+        gateway_client,
         Limits {
             qps: args.kube_api_qps,
             burst: args.kube_api_burst,

@@ -23,6 +23,7 @@ mod verbs;
 use super::deadline;
 use super::events;
 use super::failure::ApiFailure;
+use super::fenced_socket::WriteFence;
 use super::queue::Priority;
 use super::requests::Verb;
 use super::retry::{Backoff, Retry};
@@ -99,20 +100,6 @@ impl QueuedRequest {
         } else {
             Duration::MAX
         }
-    }
-}
-
-/// Whether this replica may write now, and for how long. The shard
-/// layer's fence answers (`shard::fence::SharedFence`); the gateway asks
-/// before every request, and cuts a request still unanswered when the
-/// fence lapses.
-pub trait WriteFence: Send + Sync + 'static {
-    /// How much longer this replica may write if its Lease is not renewed
-    /// meanwhile; `None`: not now.
-    fn valid_for(&self) -> Option<Duration>;
-
-    fn may_write(&self) -> bool {
-        self.valid_for().is_some()
     }
 }
 

@@ -139,4 +139,8 @@ pub enum Flaw {
     IgnorePeers,
     /// Publish the new view without waiting for lost keys to stop.
     PublishWhileStopping,
+    /// Send a write the gateway let through even when the fence has lapsed
+    /// by the time its bytes reach the socket (the write gateway's client
+    /// before `apiserver::fenced_socket`; only the simulation models it).
+    NoFenceAtTheSocket,
 }

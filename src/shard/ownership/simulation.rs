@@ -16,9 +16,17 @@
 //! incarnation), a graceful restart, slow Lease writes, stuck actor stops.
 //! Each replica's clocks drift by up to ±2 %.
 //!
+//! Actors write: at every tick, now and then, a running actor's request
+//! passes the gateway's fence check, spends a while in the client (a
+//! freeze may fall there) and, if the fence at the socket still lets it,
+//! reaches the server shortly after.
+//!
 //! Checked after every event:
 //! - **safety**: no key has two *writers* (an actor started and not yet
-//!   reported stopped, in a live process whose fence lets it write);
+//!   reported stopped, in a live process whose fence lets it write), and
+//!   no actor's write reaches the server after its replica's Lease may have
+//!   expired in a peer's eyes (the Lease duration, on a clock up to 2 %
+//!   fast, after the server applied the last renewal);
 //! - **publication**: no view is published while own actors are stopping.
 //!
 //! Checked at the end (**liveness**): within [`SETTLE`] of the last fault's
@@ -104,6 +112,17 @@ enum Event {
     },
     /// A silent watch may deliver what it held back.
     WatchResumes,
+    /// An actor's write, let through by the gateway, reaches the socket.
+    ActorWriteSent {
+        key: usize,
+    },
+    /// ... and the server (an event of the server's: a pause or a kill of
+    /// the sender does not hold it back).
+    ActorWriteArrives {
+        from: usize,
+        incarnation: u64,
+        key: usize,
+    },
     /// The initial lists (CronJobs, Jobs, Leases) are complete.
     Listed,
     ActorStopped {
@@ -237,6 +256,9 @@ struct World {
     settled_since: Option<u64>,
     /// When the last fault ended (a resume, a heal, a restart).
     faults_end: u64,
+    /// When the server applied the last renewal of each (replica,
+    /// incarnation)'s Lease.
+    renewal_applied: HashMap<(usize, u64), u64>,
 }
 
 /// What a run found.
@@ -281,6 +303,7 @@ impl World {
             violation: None,
             settled_since: None,
             faults_end: 0,
+            renewal_applied: HashMap::new(),
         }
     }
 
@@ -547,6 +570,8 @@ impl World {
             ok = boot_ms - since >= LEASE_DURATION.as_millis() as u64;
         }
         if ok {
+            self.renewal_applied
+                .insert((replica, process.incarnation), self.now);
             process.acquired = true;
             let lease = ServerLease {
                 version: current.map_or(1, |l| l.version + 1),
@@ -596,7 +621,54 @@ impl World {
             return;
         };
         let fence = process.fence.check(boot);
+        let running = process.writers & !process.stopping;
+        let may_act = process.fence.may_act(boot);
         self.feed(replica, Input::Tick { fence });
+        // The actors' writes that pass the gateway's check now.
+        for key in (0..KEYS).filter(|k| may_act && running & (1 << k) != 0) {
+            if self.rng.chance(20) {
+                let in_client = self.rng.between(0, 300);
+                self.schedule(replica, in_client, Event::ActorWriteSent { key });
+            }
+        }
+    }
+
+    /// An actor's write reaches the socket: the fence is asked there once
+    /// more, then the bytes go out, or vanish in a cut (the connection
+    /// aborts when the fence lapses, before the network heals).
+    fn send_actor_write(&mut self, replica: usize, key: usize) {
+        let fenced = self.flaw != Some(Flaw::NoFenceAtTheSocket) && !self.may_write(replica);
+        let Some(process) = &self.replicas[replica].process else {
+            return;
+        };
+        if fenced || self.cut(replica) {
+            return;
+        }
+        let incarnation = process.incarnation;
+        let latency = self.rng.between(2, 200);
+        self.schedule_for(
+            replica,
+            0,
+            latency,
+            Event::ActorWriteArrives {
+                from: replica,
+                incarnation,
+                key,
+            },
+        );
+    }
+
+    /// The server takes an actor's write: its Lease must still be valid in
+    /// every peer's eyes.
+    fn actor_write_arrives(&mut self, from: usize, incarnation: u64, key: usize) {
+        let expires = LEASE_DURATION.as_millis() as u64 * 980 / 1000;
+        let applied = self.renewal_applied.get(&(from, incarnation)).copied();
+        if applied.is_none_or(|at| self.now > at + expires) {
+            self.violation = Some(format!(
+                "{} written by r{from} after its Lease may have expired (last renewal applied at {:?} ms, now {} ms)",
+                self.keys[key], applied, self.now
+            ));
+        }
     }
 
     fn handle(&mut self, replica: usize, event: Event) {
@@ -650,6 +722,12 @@ impl World {
                 }
                 self.deliver(replica, index);
             }
+            Event::ActorWriteSent { key } => self.send_actor_write(replica, key),
+            Event::ActorWriteArrives {
+                from,
+                incarnation,
+                key,
+            } => self.actor_write_arrives(from, incarnation, key),
             Event::WatchResumes => {
                 if self.watch_silent(replica).is_some() {
                     return; // extended: a later resume comes
@@ -864,8 +942,10 @@ impl World {
             self.now = next.at;
             events += 1;
             let replica = next.replica;
-            let is_fault = next.incarnation == 0;
-            if !is_fault {
+            // The server's own events belong to no process.
+            let at_the_server = matches!(next.event, Event::ActorWriteArrives { .. });
+            let is_fault = next.incarnation == 0 && !at_the_server;
+            if !is_fault && !at_the_server {
                 let current = self.replicas[replica]
                     .process
                     .as_ref()
@@ -979,13 +1059,17 @@ fn ten_thousand_seeded_runs_keep_every_key_on_one_writer() {
 /// the violation that rule prevents.
 #[test]
 fn a_planted_flaw_is_found() {
-    for flaw in [Flaw::PublishWhileStopping, Flaw::IgnorePeers] {
+    for (flaw, found_as) in [
+        (Flaw::PublishWhileStopping, "two writers"),
+        (Flaw::IgnorePeers, "two writers"),
+        (Flaw::NoFenceAtTheSocket, "after its Lease may have expired"),
+    ] {
         let runs = seeds(10_000).min(1_000);
         let found = (0..runs)
             .filter(|seed| {
                 run(*seed, Some(flaw))
                     .violation
-                    .is_some_and(|v| v.contains("two writers"))
+                    .is_some_and(|v| v.contains(found_as))
             })
             .count();
         eprintln!("{flaw:?}: violations in {found} of {runs} runs");
