@@ -46,6 +46,14 @@ impl Cluster {
         })
     }
 
+    /// The same, with a Prometheus (`deploy/local/up --with-prometheus`).
+    pub fn with_prometheus() -> &'static Cluster {
+        Self::shared_with(UpOptions {
+            prometheus: true,
+            ..UpOptions::default()
+        })
+    }
+
     /// Whether kube-controller-manager runs its own CronJob controller here.
     pub fn runs_upstream_cronjob(&self) -> bool {
         self.env("SHARDCRON_UPSTREAM_CRONJOB") == Some("1")

@@ -117,6 +117,8 @@ const KNOWN: &[Known] = &[
     known("helm", Placement::Own, 100, 3),
     // Registers the cluster-wide APIService of admin.shardcron.io.
     known("aggregated", Placement::Own, 20, 3),
+    // Starts its control plane with a Prometheus (`--with-prometheus`).
+    known("prometheus", Placement::Own, 150, 3),
     // Reads every trace of its Jaeger: other binaries' traces would crowd
     // the answers.
     known("tracing", Placement::Own, 90, 3),

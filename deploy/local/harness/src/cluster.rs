@@ -25,6 +25,8 @@ pub struct UpOptions {
     pub upstream_cronjob: bool,
     /// More flags for kube-controller-manager (its client QPS and burst).
     pub kcm_extra_args: String,
+    /// A Prometheus too (`--with-prometheus`).
+    pub prometheus: bool,
 }
 
 pub struct LocalCluster {
@@ -44,6 +46,9 @@ impl LocalCluster {
             .arg(std::process::id().to_string());
         if options.upstream_cronjob {
             up.arg("--with-upstream-cronjob");
+        }
+        if options.prometheus {
+            up.arg("--with-prometheus");
         }
         up.env(
             "KUBE_CONTROLLER_MANAGER_EXTRA_ARGS",
