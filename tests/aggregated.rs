@@ -44,7 +44,15 @@ async fn any_credential_reads_the_admin_api_through_the_api_server() {
         assert!(ok, "kubectl apply -k {dir}: {err}");
     }
 
-    let mut fleet = Fleet::empty("aggregated").await;
+    // The replicas keep the APIService registered while they run.
+    let mut fleet = Fleet::empty_with(
+        "aggregated",
+        &[
+            "--aggregated-api-service",
+            "shardcron-system/shardcron-admin",
+        ],
+    )
+    .await;
     fleet.add().await;
     fleet.add().await;
     fleet
@@ -88,25 +96,12 @@ async fn any_credential_reads_the_admin_api_through_the_api_server() {
     ] {
         let mut command = kubectl();
         command.args(&args);
-        if input.is_empty() {
+        let (ok, _, err) = if input.is_empty() {
             command.arg(patch.to_string());
+            run(command)
         } else {
-            use std::io::Write;
-            command.stdin(std::process::Stdio::piped());
-            command.stdout(std::process::Stdio::piped());
-            command.stderr(std::process::Stdio::piped());
-            let mut child = command.spawn().expect("kubectl");
-            child
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(input.as_bytes())
-                .expect("write");
-            let out = child.wait_with_output().expect("kubectl");
-            assert!(out.status.success(), "{args:?}: {}", support::stderr(&out));
-            continue;
-        }
-        let (ok, _, err) = run(command);
+            run_with_input(command, &input)
+        };
         assert!(ok, "{args:?}: {err}");
     }
     eventually(
@@ -233,22 +228,86 @@ async fn any_credential_reads_the_admin_api_through_the_api_server() {
         "{why}"
     );
 
-    // Leave no APIService behind whose replicas are gone.
+    // The controller may register no APIService but its own (RBAC lets
+    // it create any; the admission policy refuses the others).
+    let controller = std::env::temp_dir().join(format!("{ns}-controller.kubeconfig"));
+    cluster
+        .controller_kubeconfig(&controller)
+        .await
+        .expect("the controller's kubeconfig");
+    let mut create = cluster.kubectl_as(&controller).expect("kubectl");
+    create.args(["create", "-f", "-"]);
+    let other_group = json!({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": "v1.evil.example.com"},
+        "spec": {"group": "evil.example.com", "version": "v1", "groupPriorityMinimum": 1000,
+                 "versionPriority": 15, "insecureSkipTLSVerify": true,
+                 "service": {"namespace": "shardcron-system", "name": "shardcron-admin"}}
+    });
+    let (ok, _, err) = run_with_input(create, &other_group.to_string());
+    assert!(
+        !ok && err.contains("may register only v1alpha1.admin.shardcron.io"),
+        "{err}"
+    );
+
+    // While no replica runs, the group must not hold the cluster's
+    // namespace deletions: the last replica out withdraws the APIService.
+    let apiservice = || {
+        let mut get = kubectl();
+        get.args([
+            "get",
+            "apiservice",
+            "v1alpha1.admin.shardcron.io",
+            "-o",
+            "name",
+        ]);
+        run(get).0
+    };
+    fleet.replicas[1].stop().await;
+    assert!(apiservice(), "withdrawn while r0 still runs");
+    fleet.replicas[0].stop().await;
+    assert!(!apiservice(), "the last replica out left the APIService");
+    let gone = cluster.namespace("aggregated-gone").await;
     let mut delete = kubectl();
-    delete.args(["delete", "apiservice", "v1alpha1.admin.shardcron.io"]);
+    delete.args(["delete", "namespace", &gone.name, "--timeout=60s"]);
     let (ok, _, err) = run(delete);
-    assert!(ok, "{err}");
+    assert!(ok, "a namespace deletion with no replica up: {err}");
     // Without it, --connect api-server says what is missing.
-    let out = eventually(
-        "the group gone from discovery",
+    let out = command(&admin_kubeconfig, &["ring", "--connect", "api-server"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        support::stderr(&out).contains("deploy/admin-api"),
+        "{}",
+        support::stderr(&out)
+    );
+    // A replica back registers it again; gone, withdraws it again.
+    fleet.replicas[0].restart().await;
+    eventually(
+        "the APIService registered again",
         Duration::from_secs(30),
-        || async {
-            let out = command(&admin_kubeconfig, &["ring", "--connect", "api-server"]);
-            support::stderr(&out)
-                .contains("deploy/admin-api")
-                .then_some(out)
-        },
+        || async { apiservice().then_some(()) },
     )
     .await;
-    assert_eq!(out.status.code(), Some(2));
+    fleet.replicas[0].stop().await;
+    assert!(!apiservice(), "withdrawn again");
+}
+
+fn run_with_input(mut command: Command, input: &str) -> (bool, String, String) {
+    use std::io::Write;
+    command.stdin(std::process::Stdio::piped());
+    command.stdout(std::process::Stdio::piped());
+    command.stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().expect("kubectl");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("kubectl");
+    (
+        out.status.success(),
+        support::stdout(&out),
+        support::stderr(&out),
+    )
 }

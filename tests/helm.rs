@@ -196,7 +196,7 @@ fn serving_both_kinds_the_chart_grants_both_and_installs_the_definition() {
 fn with_the_aggregated_api_the_chart_adds_deploy_admin_api() {
     let chart = objects(&render(&["--set", "aggregatedApi.enabled=true"]).expect("render"));
     let added = objects(&kustomize("deploy/admin-api"));
-    assert_eq!(added.len(), 5, "{:?}", added.keys());
+    assert_eq!(added.len(), 10, "{:?}", added.keys());
     for (key, object) in &added {
         let mut rendered = chart
             .get(key)

@@ -67,6 +67,14 @@ pub struct RunArgs {
     /// free port, logged.
     #[arg(long, default_value = "0.0.0.0:7443")]
     aggregated_api_bind_address: SocketAddr,
+    /// Keep the APIService of admin.shardcron.io registered while replicas
+    /// run, served by this Service (NAMESPACE/NAME, port 443): registered
+    /// at start if missing, withdrawn by the last replica to leave, so that
+    /// a controller scaled to zero does not hold the cluster's namespace
+    /// deletions (docs/admin-api.md). Default: the APIService is left to
+    /// whoever installed it.
+    #[arg(long, env = "SHARDCRON_AGGREGATED_API_SERVICE")]
+    aggregated_api_service: Option<admin::aggregated::registration::ServiceRef>,
     /// Where the admin API (gRPC over TLS, docs/admin-api.md) is served:
     /// every call is authenticated and authorized by the API server.
     #[arg(long, default_value = "0.0.0.0:9443")]
@@ -195,6 +203,47 @@ fn go_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// After a graceful stop (this replica's Lease released): the last replica
+/// of the ring to leave withdraws the APIService. On a runtime of its own,
+/// the controller's having stopped; every request within its deadline.
+fn withdraw_apiservice_if_last(args: &RunArgs, namespace: &str, ring: &str, own: &str) {
+    use admin::aggregated::registration::{self, Withdrawal};
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::warn!(%error, "cannot withdraw the APIService: no runtime");
+            return;
+        }
+    };
+    runtime.block_on(async {
+        let client = match super::kube_config(args.kubeconfig.as_ref())
+            .await
+            .and_then(|config| {
+                crate::apiserver::client::build(config, &crate::apiserver::client::user_agent(own))
+                    .context("building the Kubernetes client")
+            }) {
+            Ok(client) => client,
+            Err(error) => {
+                tracing::warn!(%error, "cannot withdraw the APIService");
+                return;
+            }
+        };
+        match registration::withdraw_if_last(client, namespace, ring, own).await {
+            Ok(Withdrawal::Withdrawn) => tracing::info!(
+                apiservice = registration::NAME,
+                "the last replica out withdrew the APIService"
+            ),
+            Ok(Withdrawal::PeersRemain(peers)) => {
+                tracing::info!(?peers, "peers still run: the APIService stays")
+            }
+            Err(error) => tracing::warn!(%error, apiservice = registration::NAME, "withdrawing the APIService failed"),
+        }
+    });
+}
+
 /// A DNS label: lowercase letters, digits and '-', starting and ending
 /// with a letter or digit, at most 63 characters (the Lease name is
 /// `<ring>.<replica id>`).
@@ -309,13 +358,23 @@ fn run_controller(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<()> {
             .build()
             .expect("cannot start the tokio runtime")
     });
+    let (ring, own, lease_namespace) = (
+        settings.ring.clone(),
+        settings.replica_id.clone(),
+        settings.namespace.clone(),
+    );
     let started = system.block_on(start(args, settings, identity, default_zone, metrics));
     if let Err(error) = started {
         System::current().stop();
         return Err(error);
     }
     match system.run_with_code().context("the actor system failed")? {
-        0 => Ok(()),
+        0 => {
+            if args.aggregated_api_service.is_some() {
+                withdraw_apiservice_if_last(args, &lease_namespace, &ring, &own);
+            }
+            Ok(())
+        }
         code => anyhow::bail!("stopped with exit code {code}"),
     }
 }
@@ -476,6 +535,23 @@ async fn start(
         });
     }
     tracing::info!(%aggregated_addr, "serving the aggregated admin API (admin.shardcron.io, through kube-apiserver)");
+    if let Some(service) = args.aggregated_api_service.clone() {
+        let client = client.clone();
+        tokio::spawn(async move {
+            use admin::aggregated::registration;
+            match registration::register(client, &service).await {
+                Ok(done) => tracing::info!(
+                    apiservice = registration::NAME,
+                    ?done,
+                    ?service,
+                    "the APIService is registered"
+                ),
+                Err(error) => {
+                    tracing::warn!(%error, apiservice = registration::NAME, "registering the APIService failed")
+                }
+            }
+        });
+    }
     tokio::spawn(async move {
         if let Err(error) = admin::serve(admin_listener, &identity, admin).await {
             tracing::error!(%error, "the admin API stopped");

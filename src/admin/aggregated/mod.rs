@@ -5,9 +5,11 @@
 //! with the caller's identity ([`requestheader`]); the replica answers the
 //! path ([`routes`]) from its admin service, which authorizes the caller
 //! with a SubjectAccessReview, or from the peer that knows ([`peers`]):
-//! [`serve`]. docs/admin-api.md.
+//! [`serve`]. The APIService itself exists while replicas run
+//! ([`registration`]). docs/admin-api.md.
 
 pub mod peers;
+pub mod registration;
 pub mod requestheader;
 pub mod routes;
 pub mod serve;
