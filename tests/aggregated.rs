@@ -34,16 +34,17 @@ fn run(mut command: Command) -> (bool, String, String) {
 async fn any_credential_reads_the_admin_api_through_the_api_server() {
     let cluster = Cluster::shared();
     let kubectl = || cluster.kubectl().expect("kubectl");
-    // The shipped objects, deploy/ first (the controller's namespace and
-    // ServiceAccount), then deploy/admin-api: the replicas may read the
-    // request-header settings, and may ask each other.
-    for dir in ["deploy", "deploy/admin-api"] {
+    let apply = |dir: &str| {
         let mut apply = kubectl();
         apply.args(["apply", "-k"]).arg(repo_root().join(dir));
         let (ok, _, err) = run(apply);
         assert!(ok, "kubectl apply -k {dir}: {err}");
-    }
-
+    };
+    // deploy/ first (the controller's namespace and ServiceAccount); the
+    // replicas start before deploy/admin-api, which lets them read the
+    // request-header settings (and register the APIService, and ask each
+    // other): they keep trying, and serve once it is applied.
+    apply("deploy");
     // The replicas keep the APIService registered while they run.
     let mut fleet = Fleet::empty_with(
         "aggregated",
@@ -61,6 +62,7 @@ async fn any_credential_reads_the_admin_api_through_the_api_server() {
         })
         .await;
     let ns = fleet.ns.name.clone();
+    apply("deploy/admin-api");
 
     // kube-apiserver reaches replica r0 (a local process) through an
     // ExternalName Service: the aggregator resolves it to 127.0.0.1 and

@@ -91,8 +91,19 @@ pub async fn serve<F>(listener: TcpListener, tls: Arc<rustls::ServerConfig>, rou
 where
     F: Fn(Option<&CertificateDer<'static>>) -> Router + Send + Sync + 'static,
 {
+    serve_changing(listener, tokio::sync::watch::channel(tls).1, router_for).await
+}
+
+/// As [`serve`], each new connection with the TLS configuration `tls`
+/// holds when it is accepted (a CA that rotates).
+pub async fn serve_changing<F>(
+    listener: TcpListener,
+    tls: tokio::sync::watch::Receiver<Arc<rustls::ServerConfig>>,
+    router_for: F,
+) where
+    F: Fn(Option<&CertificateDer<'static>>) -> Router + Send + Sync + 'static,
+{
     let router_for = Arc::new(router_for);
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let Ok(slot) = slots.clone().acquire_owned().await else {
@@ -107,7 +118,7 @@ where
                 continue;
             }
         };
-        let acceptor = acceptor.clone();
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls.borrow().clone());
         let router_for = router_for.clone();
         tokio::spawn(async move {
             let _slot = slot;

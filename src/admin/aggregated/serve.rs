@@ -22,13 +22,15 @@ use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::authentication::v1::UserInfo;
 use serde_json::{Value, json};
 use std::sync::Arc;
+use std::time::Duration;
 use tonic::Status;
 use tonic_types::StatusExt;
 
 /// What serves the aggregated API on one replica.
 #[derive(Clone)]
 pub struct AggregatedApi {
-    pub settings: Arc<RequestHeaderSettings>,
+    /// The latest request-header settings read.
+    pub settings: tokio::sync::watch::Receiver<Arc<RequestHeaderSettings>>,
     pub admin: Arc<Admin>,
     pub peers: Peers,
 }
@@ -68,7 +70,8 @@ impl AggregatedApi {
             .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)))
             .collect();
         let route = route(uri.path());
-        let user = match (caller(&self.settings, certificate_name, &sent), &route) {
+        let settings = self.settings.borrow().clone();
+        let user = match (caller(&settings, certificate_name, &sent), &route) {
             (Ok(user), _) => Some(user),
             // The aggregator's own discovery and availability checks.
             (Err(NotForwarded::NoUser), Route::Discovery(_)) => None,
@@ -217,11 +220,26 @@ impl Format {
     }
 }
 
-/// Reads kube-apiserver's request-header settings, then serves the
-/// aggregated API on `listener` until the process ends. Without them (an
-/// API server without the aggregation layer, or no right to read
-/// `kube-system/extension-apiserver-authentication`) it says why and
-/// serves nothing: the controller itself runs on.
+/// How often kube-apiserver's request-header settings are read again (its
+/// front-proxy CA rotated, its names changed), and read again after a
+/// failure (the RoleBinding to read them applied after the replica
+/// started: first after 15 s, doubling up to 5 minutes, as a replica of a
+/// cluster without deploy/admin-api keeps asking).
+pub const SETTINGS_REFRESH: Duration = Duration::from_secs(60);
+pub const SETTINGS_RETRY: (Duration, Duration) =
+    (Duration::from_secs(15), Duration::from_secs(300));
+
+/// The settings and the TLS configuration made from them.
+type Served = (Arc<RequestHeaderSettings>, Arc<rustls::ServerConfig>);
+
+/// Reads kube-apiserver's request-header settings (again every
+/// [`SETTINGS_REFRESH`]: a connection is served with those it was accepted
+/// under, a request checked against the latest), and serves the aggregated
+/// API on `listener` until the process ends. Until they can be read (an
+/// API server without the aggregation layer, no right to read
+/// `kube-system/extension-apiserver-authentication` yet) it says why and
+/// tries again ([`SETTINGS_RETRY`]), serving nothing meanwhile: the
+/// controller itself runs on.
 pub async fn run(
     listener: tokio::net::TcpListener,
     identity: &crate::admin::tls::TlsIdentity,
@@ -229,47 +247,73 @@ pub async fn run(
     admin: Arc<Admin>,
     peers: Peers,
 ) {
-    use super::requestheader::{CONFIG_MAP_NAME, CONFIG_MAP_NAMESPACE};
-    use k8s_openapi::api::core::v1::ConfigMap;
-    let maps: kube::Api<ConfigMap> = kube::Api::namespaced(client, CONFIG_MAP_NAMESPACE);
-    let read =
-        tokio::time::timeout(crate::apiserver::deadline::GET, maps.get(CONFIG_MAP_NAME)).await;
-    let settings = match read {
-        Ok(Ok(map)) => RequestHeaderSettings::from_config_map(&map.data.unwrap_or_default())
-            .map_err(|e| e.to_string()),
-        Ok(Err(e)) => Err(format!(
-            "reading {CONFIG_MAP_NAMESPACE}/{CONFIG_MAP_NAME}: {e}"
-        )),
-        Err(_) => Err(format!(
-            "reading {CONFIG_MAP_NAMESPACE}/{CONFIG_MAP_NAME} timed out"
-        )),
-    };
-    let settings = match settings {
-        Ok(settings) => settings,
-        Err(why) => {
-            tracing::warn!(%why, "the aggregated admin API is not served");
-            return;
+    let mut why_not = String::new();
+    let mut retry = SETTINGS_RETRY.0;
+    let first = loop {
+        match read_settings(&client, identity).await {
+            Ok(served) => break served,
+            Err(why) => {
+                if why != why_not {
+                    tracing::warn!(%why, retry_in = ?retry, "the aggregated admin API is not served yet");
+                    why_not = why;
+                }
+                tokio::time::sleep(retry).await;
+                retry = (retry * 2).min(SETTINGS_RETRY.1);
+            }
         }
     };
-    let tls = match crate::admin::https::server_config_asking_clients(
-        identity,
-        &settings.client_ca_pem,
-    ) {
-        Ok(tls) => tls,
-        Err(error) => {
-            tracing::warn!(%error, "the aggregated admin API is not served");
-            return;
+    if !why_not.is_empty() {
+        tracing::info!("kube-apiserver's request-header settings read: serving the aggregated admin API");
+    }
+    let (settings_tx, settings) = tokio::sync::watch::channel(first.0.clone());
+    let (tls_tx, tls) = tokio::sync::watch::channel(first.1);
+    let identity = identity.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(SETTINGS_REFRESH).await;
+            match read_settings(&client, &identity).await {
+                Ok((read, tls)) if read != *settings_tx.borrow() => {
+                    tracing::info!("kube-apiserver's request-header settings changed: serving with the new ones");
+                    tls_tx.send_replace(tls);
+                    settings_tx.send_replace(read);
+                }
+                Ok(_) => {}
+                Err(why) => tracing::warn!(%why, "re-reading kube-apiserver's request-header settings failed: serving with the last ones"),
+            }
+            if settings_tx.is_closed() {
+                return;
+            }
         }
-    };
+    });
     let api = AggregatedApi {
-        settings: Arc::new(settings),
+        settings,
         admin,
         peers,
     };
-    crate::admin::https::serve(listener, tls, move |client| {
+    crate::admin::https::serve_changing(listener, tls, move |client| {
         api.router(client.and_then(super::common_name))
     })
     .await;
+}
+
+/// kube-apiserver's request-header settings, and the TLS configuration
+/// that asks for its client certificate; or why not.
+async fn read_settings(
+    client: &kube::Client,
+    identity: &crate::admin::tls::TlsIdentity,
+) -> Result<Served, String> {
+    use super::requestheader::{CONFIG_MAP_NAME, CONFIG_MAP_NAMESPACE};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let maps: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), CONFIG_MAP_NAMESPACE);
+    let map = tokio::time::timeout(crate::apiserver::deadline::GET, maps.get(CONFIG_MAP_NAME))
+        .await
+        .map_err(|_| format!("reading {CONFIG_MAP_NAMESPACE}/{CONFIG_MAP_NAME} timed out"))?
+        .map_err(|e| format!("reading {CONFIG_MAP_NAMESPACE}/{CONFIG_MAP_NAME}: {e}"))?;
+    let settings = RequestHeaderSettings::from_config_map(&map.data.unwrap_or_default())
+        .map_err(|e| e.to_string())?;
+    let tls = crate::admin::https::server_config_asking_clients(identity, &settings.client_ca_pem)
+        .map_err(|e| e.to_string())?;
+    Ok((Arc::new(settings), tls))
 }
 
 /// `request` as made for `user`, whom kube-apiserver authenticated.
