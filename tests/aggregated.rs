@@ -34,6 +34,20 @@ fn run(mut command: Command) -> (bool, String, String) {
 async fn any_credential_reads_the_admin_api_through_the_api_server() {
     let cluster = Cluster::shared();
     let kubectl = || cluster.kubectl().expect("kubectl");
+    // The APIService as kube-apiserver has it; None: there is none.
+    let apiservice = || {
+        let mut get = kubectl();
+        get.args([
+            "get",
+            "apiservice",
+            "v1alpha1.admin.shardcron.io",
+            "-o",
+            "json",
+        ]);
+        let (ok, out, _) = run(get);
+        ok.then(|| serde_json::from_str::<Value>(&out).ok())
+            .flatten()
+    };
     let apply = |dir: &str| {
         let mut apply = kubectl();
         apply.args(["apply", "-k"]).arg(repo_root().join(dir));
@@ -110,16 +124,7 @@ async fn any_credential_reads_the_admin_api_through_the_api_server() {
         "the APIService available",
         Duration::from_secs(60),
         || async {
-            let mut get = kubectl();
-            get.args([
-                "get",
-                "apiservice",
-                "v1alpha1.admin.shardcron.io",
-                "-o",
-                "json",
-            ]);
-            let (_, out, _) = run(get);
-            let service: Value = serde_json::from_str(&out).ok()?;
+            let service = apiservice()?;
             service["status"]["conditions"]
                 .as_array()?
                 .iter()
@@ -254,21 +259,13 @@ async fn any_credential_reads_the_admin_api_through_the_api_server() {
 
     // While no replica runs, the group must not hold the cluster's
     // namespace deletions: the last replica out withdraws the APIService.
-    let apiservice = || {
-        let mut get = kubectl();
-        get.args([
-            "get",
-            "apiservice",
-            "v1alpha1.admin.shardcron.io",
-            "-o",
-            "name",
-        ]);
-        run(get).0
-    };
     fleet.replicas[1].stop().await;
-    assert!(apiservice(), "withdrawn while r0 still runs");
+    assert!(apiservice().is_some(), "withdrawn while r0 still runs");
     fleet.replicas[0].stop().await;
-    assert!(!apiservice(), "the last replica out left the APIService");
+    assert!(
+        apiservice().is_none(),
+        "the last replica out left the APIService"
+    );
     let gone = cluster.namespace("aggregated-gone").await;
     let mut delete = kubectl();
     delete.args(["delete", "namespace", &gone.name, "--timeout=60s"]);
@@ -287,11 +284,11 @@ async fn any_credential_reads_the_admin_api_through_the_api_server() {
     eventually(
         "the APIService registered again",
         Duration::from_secs(30),
-        || async { apiservice().then_some(()) },
+        || async { apiservice().map(drop) },
     )
     .await;
     fleet.replicas[0].stop().await;
-    assert!(!apiservice(), "withdrawn again");
+    assert!(apiservice().is_none(), "withdrawn again");
 }
 
 fn run_with_input(mut command: Command, input: &str) -> (bool, String, String) {

@@ -68,8 +68,9 @@ pub struct RunArgs {
     #[arg(long, default_value = "0.0.0.0:7443")]
     aggregated_api_bind_address: SocketAddr,
     /// Keep the APIService of admin.shardcron.io registered while replicas
-    /// run, served by this Service (NAMESPACE/NAME, port 443): registered
-    /// at start if missing, withdrawn by the last replica to leave, so that
+    /// run, served by this Service (NAMESPACE/NAME, port 443): registered,
+    /// if missing, once this replica can serve it; withdrawn by the last
+    /// replica to leave, so that
     /// a controller scaled to zero does not hold the cluster's namespace
     /// deletions (docs/admin-api.md). Default: the APIService is left to
     /// whoever installed it.
@@ -529,29 +530,20 @@ async fn start(
     };
     {
         let (identity, client, admin) = (identity.clone(), client.clone(), admin.clone());
+        let registers = args.aggregated_api_service.clone();
         tokio::spawn(async move {
-            admin::aggregated::serve::run(aggregated_listener, &identity, client, admin, peers)
-                .await;
+            admin::aggregated::serve::run(
+                aggregated_listener,
+                &identity,
+                client,
+                admin,
+                peers,
+                registers,
+            )
+            .await;
         });
     }
     tracing::info!(%aggregated_addr, "serving the aggregated admin API (admin.shardcron.io, through kube-apiserver)");
-    if let Some(service) = args.aggregated_api_service.clone() {
-        let client = client.clone();
-        tokio::spawn(async move {
-            use admin::aggregated::registration;
-            match registration::register(client, &service).await {
-                Ok(done) => tracing::info!(
-                    apiservice = registration::NAME,
-                    ?done,
-                    ?service,
-                    "the APIService is registered"
-                ),
-                Err(error) => {
-                    tracing::warn!(%error, apiservice = registration::NAME, "registering the APIService failed")
-                }
-            }
-        });
-    }
     tokio::spawn(async move {
         if let Err(error) = admin::serve(admin_listener, &identity, admin).await {
             tracing::error!(%error, "the admin API stopped");

@@ -1,6 +1,7 @@
 //! The APIService of `admin.shardcron.io` exists only while replicas run
-//! (`--aggregated-api-service`): a replica registers it at start if it is
-//! missing, and the last replica to leave gracefully withdraws it.
+//! (`--aggregated-api-service`): a replica registers it if it is missing
+//! once it can serve it (`super::serve::run`), and the last replica to
+//! leave gracefully withdraws it.
 //!
 //! Why: an APIService whose backends are all down makes discovery of its
 //! group fail, and kube-controller-manager's namespace controller, which

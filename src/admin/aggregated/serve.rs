@@ -7,6 +7,7 @@
 //! `metadata`, `status`); refusals are Kubernetes `Status` objects.
 
 use super::peers::Peers;
+use super::registration::{self, ServiceRef};
 use super::requestheader::{NotForwarded, RequestHeaderSettings, caller};
 use super::routes::{Route, discovery, group_version, route};
 use crate::admin::access::ForwardedUser;
@@ -239,13 +240,17 @@ type Served = (Arc<RequestHeaderSettings>, Arc<rustls::ServerConfig>);
 /// API server without the aggregation layer, no right to read
 /// `kube-system/extension-apiserver-authentication` yet) it says why and
 /// tries again ([`SETTINGS_RETRY`]), serving nothing meanwhile: the
-/// controller itself runs on.
+/// controller itself runs on. With `registers` (`--aggregated-api-service`)
+/// it registers the APIService once it can serve it, not before: one
+/// registered with no replica able to answer would hold the cluster's
+/// namespace deletions ([`super::registration`]).
 pub async fn run(
     listener: tokio::net::TcpListener,
     identity: &crate::admin::tls::TlsIdentity,
     client: kube::Client,
     admin: Arc<Admin>,
     peers: Peers,
+    registers: Option<ServiceRef>,
 ) {
     let mut why_not = String::new();
     let mut retry = SETTINGS_RETRY.0;
@@ -263,7 +268,25 @@ pub async fn run(
         }
     };
     if !why_not.is_empty() {
-        tracing::info!("kube-apiserver's request-header settings read: serving the aggregated admin API");
+        tracing::info!(
+            "kube-apiserver's request-header settings read: serving the aggregated admin API"
+        );
+    }
+    if let Some(service) = registers {
+        let client = client.clone();
+        tokio::spawn(async move {
+            match registration::register(client, &service).await {
+                Ok(done) => tracing::info!(
+                    apiservice = registration::NAME,
+                    ?done,
+                    ?service,
+                    "the APIService is registered"
+                ),
+                Err(error) => {
+                    tracing::warn!(%error, apiservice = registration::NAME, "registering the APIService failed")
+                }
+            }
+        });
     }
     let (settings_tx, settings) = tokio::sync::watch::channel(first.0.clone());
     let (tls_tx, tls) = tokio::sync::watch::channel(first.1);
@@ -273,12 +296,16 @@ pub async fn run(
             tokio::time::sleep(SETTINGS_REFRESH).await;
             match read_settings(&client, &identity).await {
                 Ok((read, tls)) if read != *settings_tx.borrow() => {
-                    tracing::info!("kube-apiserver's request-header settings changed: serving with the new ones");
+                    tracing::info!(
+                        "kube-apiserver's request-header settings changed: serving with the new ones"
+                    );
                     tls_tx.send_replace(tls);
                     settings_tx.send_replace(read);
                 }
                 Ok(_) => {}
-                Err(why) => tracing::warn!(%why, "re-reading kube-apiserver's request-header settings failed: serving with the last ones"),
+                Err(why) => {
+                    tracing::warn!(%why, "re-reading kube-apiserver's request-header settings failed: serving with the last ones")
+                }
             }
             if settings_tx.is_closed() {
                 return;
