@@ -45,6 +45,7 @@ impl LocalCluster {
         let options = UpOptions {
             upstream_cronjob,
             kcm_extra_args: kcm_args.to_owned(),
+            ..UpOptions::default()
         };
         let dir = dir.to_owned();
         let harness = tokio::task::spawn_blocking(move || {
