@@ -108,13 +108,11 @@ impl FencedStream {
             match self.fence.valid_for() {
                 Some(left) => {
                     self.expiry.as_mut().reset(Instant::now() + left);
-                    // Registers the waker; `left` is never zero.
-                    if self.expiry.as_mut().poll(cx).is_pending() {
-                        return Ok(());
+                    // Registers the waker. Ready only if the deadline passed
+                    // between the two lines: then look again at once.
+                    if self.expiry.as_mut().poll(cx).is_ready() {
+                        cx.waker().wake_by_ref();
                     }
-                    // The deadline passed between the two lines: look again
-                    // at the next poll.
-                    cx.waker().wake_by_ref();
                     return Ok(());
                 }
                 None => {

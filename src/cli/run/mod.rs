@@ -169,25 +169,13 @@ async fn start(
     .context("building the write gateway's Kubernetes client")?;
     let client = crate::apiserver::client::build(config, &user_agent)
         .context("building the Kubernetes client")?;
-    let admin_listener = tokio::net::TcpListener::bind(args.admin_bind_address)
-        .await
-        .with_context(|| format!("binding {}", args.admin_bind_address))?;
+    let admin_listener = bind(args.admin_bind_address).await?;
     let readiness = Arc::new(Readiness::default());
-    let metrics_listener = http::listen(args.metrics_bind_address)
-        .await
-        .with_context(|| format!("binding {}", args.metrics_bind_address))?;
-    let health_listener = http::listen(args.health_probe_bind_address)
-        .await
-        .with_context(|| format!("binding {}", args.health_probe_bind_address))?;
-    let debug_listener = http::listen(args.debug_bind_address)
-        .await
-        .with_context(|| format!("binding {}", args.debug_bind_address))?;
-    let aggregated_listener = http::listen(args.aggregated_api_bind_address)
-        .await
-        .with_context(|| format!("binding {}", args.aggregated_api_bind_address))?;
-    let secure_metrics_listener = http::listen(args.secure_metrics_bind_address)
-        .await
-        .with_context(|| format!("binding {}", args.secure_metrics_bind_address))?;
+    let metrics_listener = bind(args.metrics_bind_address).await?;
+    let health_listener = bind(args.health_probe_bind_address).await?;
+    let debug_listener = bind(args.debug_bind_address).await?;
+    let aggregated_listener = bind(args.aggregated_api_bind_address).await?;
+    let secure_metrics_listener = bind(args.secure_metrics_bind_address).await?;
     let secure_metrics_tls = admin::https::server_config(&identity)
         .context("the certificate for the metrics endpoint")?;
 
@@ -343,6 +331,13 @@ async fn start(
         supervisor.do_send(Shutdown);
     });
     Ok(())
+}
+
+/// A listener on `addr`; the error names the address.
+async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    http::listen(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))
 }
 
 async fn wait_for_signal() {
