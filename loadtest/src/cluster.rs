@@ -47,6 +47,11 @@ impl LocalCluster {
             kcm_extra_args: kcm_args.to_owned(),
             ..UpOptions::default()
         };
+        Self::up_with(dir, options).await
+    }
+
+    /// Starts a control plane in `dir` as `options` say.
+    pub async fn up_with(dir: &Path, options: UpOptions) -> anyhow::Result<Self> {
         let dir = dir.to_owned();
         let harness = tokio::task::spawn_blocking(move || {
             shardcron_harness::LocalCluster::up(&dir, &options)

@@ -31,6 +31,11 @@ pub enum ScenarioName {
     /// Scale-out: 100,000 CronJobs (short: 10,000) of the steady mix,
     /// shardcron with 1, 2 and 4 replicas: what each replica receives.
     S6,
+    /// A million CronJobs (short: 100,000) of the `million` mix, from a
+    /// data set made once and kept: shardcron with 4 and 8 replicas, each
+    /// armed, measured per replica, then one killed (SIGKILL) and its
+    /// CronJobs handed over.
+    S7,
     /// Hostile neighbour: one tenant floods run-now requests and large
     /// annotations on its 200 CronJobs (several times a replica's QPS)
     /// while 50 quiet tenants have one every-minute CronJob each: their
@@ -84,6 +89,9 @@ impl Scenario {
             (ScenarioName::S6, Mode::Ci) => (Mix::Steady, 600, 20, 2, 0),
             (ScenarioName::S6, Mode::Short) => (Mix::Steady, 10_000, 100, 5, 0),
             (ScenarioName::S6, Mode::Full) => (Mix::Steady, 100_000, 1_000, 5, 0),
+            (ScenarioName::S7, Mode::Ci) => (Mix::Million, 2_000, 10, 4, 60),
+            (ScenarioName::S7, Mode::Short) => (Mix::Million, 100_000, 100, 6, 60),
+            (ScenarioName::S7, Mode::Full) => (Mix::Million, 1_000_000, 1_000, 6, 60),
             (ScenarioName::S8, Mode::Ci) => (Mix::Hostile, 100, 1, 2, 60),
             (ScenarioName::S8, Mode::Short) => (Mix::Hostile, 250, 1, 3, 60),
             (ScenarioName::S8, Mode::Full) => (Mix::Hostile, 250, 1, 6, 60),
@@ -105,9 +113,13 @@ impl Scenario {
     pub fn set_minutes(&mut self, minutes: u32) -> anyhow::Result<()> {
         if !matches!(
             self.name,
-            ScenarioName::S1 | ScenarioName::S4 | ScenarioName::S6 | ScenarioName::S8
+            ScenarioName::S1
+                | ScenarioName::S4
+                | ScenarioName::S6
+                | ScenarioName::S7
+                | ScenarioName::S8
         ) {
-            anyhow::bail!("--minutes applies to S1, S4, S6 and S8 only");
+            anyhow::bail!("--minutes applies to S1, S4, S6, S7 and S8 only");
         }
         if minutes < 2 {
             anyhow::bail!("--minutes must be at least 2");
@@ -128,6 +140,9 @@ impl Scenario {
                 Variant::Shardcron(2),
                 Variant::Shardcron(4),
             ]);
+        }
+        if self.name == ScenarioName::S7 && given.is_empty() {
+            return Ok(vec![Variant::Shardcron(4), Variant::Shardcron(8)]);
         }
         // Upstream has no run-now to flood.
         if self.name == ScenarioName::S8 && given.is_empty() {

@@ -22,6 +22,7 @@ fn cronjob(planned: &Planned, spread_seconds: u32) -> anyhow::Result<CronJob> {
         "metadata": {"name": planned.name, "namespace": planned.namespace, "annotations": annotations},
         "spec": {
             "schedule": planned.schedule,
+            "startingDeadlineSeconds": planned.starting_deadline_seconds,
             "concurrencyPolicy": "Allow",
             "successfulJobsHistoryLimit": 1,
             "failedJobsHistoryLimit": 1,

@@ -7,7 +7,9 @@ mod apimetrics;
 mod cluster;
 mod compare;
 mod create;
+mod dataset;
 mod hostile;
+mod million;
 mod mix;
 mod observe;
 mod overhead;
@@ -52,6 +54,20 @@ enum Command {
         hour: u8,
         /// CronJob creations per second.
         #[arg(long, default_value_t = 100.0)]
+        qps: f64,
+    },
+    /// Prints the etcd data directory of a kept data set (S7's), making it
+    /// first if it is not in the cache: a fresh control plane, the mix
+    /// created at --qps, etcd stopped and its data moved to the cache.
+    Dataset {
+        #[arg(long, value_enum, default_value = "million")]
+        mix: mix::Mix,
+        #[arg(long, default_value_t = 1_000_000)]
+        count: usize,
+        #[arg(long, default_value_t = 1000)]
+        namespaces: usize,
+        /// CronJob creations per second (at most 128 in flight).
+        #[arg(long, default_value_t = 2000.0)]
         qps: f64,
     },
     /// Watches the loadtest CronJobs' Jobs for whole minutes (from the next
@@ -194,6 +210,23 @@ async fn main() -> anyhow::Result<()> {
             };
             create::create(&client, &mix::plan(mix, count, namespaces, &group, at), qps).await
         }
+        Command::Dataset {
+            mix,
+            count,
+            namespaces,
+            qps,
+        } => {
+            let shape = dataset::Shape {
+                mix,
+                count,
+                namespaces,
+            };
+            let work = shardcron_harness::repo_root().join("loadtest/results");
+            std::fs::create_dir_all(&work)?;
+            let data = dataset::ensure(shape, qps, &work).await?;
+            println!("{}", data.display());
+            Ok(())
+        }
         Command::Observe {
             minutes,
             tail,
@@ -268,6 +301,13 @@ async fn main() -> anyhow::Result<()> {
                     .await?;
                 report::write_scaleout(&out, &scenario, &runs)?;
                 println!("{}", report::scaleout_markdown(&scenario, &runs));
+                eprintln!("compare: report in {}", out.display());
+                return Ok(());
+            }
+            if scenario.name == ScenarioName::S7 {
+                let runs = million::run(&scenario, &controllers, &settings).await?;
+                million::write(&out, &scenario, &runs)?;
+                println!("{}", million::markdown(&scenario, &runs));
                 eprintln!("compare: report in {}", out.display());
                 return Ok(());
             }

@@ -31,6 +31,11 @@ pub enum Mix {
     /// `--hour`: the memory and start-up run, whose controllers should sit
     /// idle.
     Daily,
+    /// S7's data set, made once and kept (`crate::dataset`): times that do
+    /// not depend on when it was made, mostly weekly and daily with a few
+    /// hourly, so about 190 of 10^6 fall due each minute, each with a
+    /// starting deadline (see [`MILLION_STARTING_DEADLINE_SECONDS`]).
+    Million,
 }
 
 /// When a plan's CronJobs fire, where a mix lets it be chosen.
@@ -51,6 +56,9 @@ pub struct Planned {
     pub namespace: String,
     pub name: String,
     pub schedule: String,
+    /// `spec.startingDeadlineSeconds`, where the mix sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starting_deadline_seconds: Option<i64>,
 }
 
 /// Small tenants of the `tenants` mix, each alone in its namespace.
@@ -68,71 +76,98 @@ pub fn plan(mix: Mix, count: usize, namespaces: usize, group: &str, at: Anchor) 
     let minute = at.minute;
     let namespaces = namespaces.max(1);
     let spread = |i: usize| format!("{NAMESPACE_PREFIX}{group}-{}", i % namespaces);
-    let name = |i: usize| format!("cj-{i:06}");
+    let starting_deadline_seconds =
+        (mix == Mix::Million).then_some(MILLION_STARTING_DEADLINE_SECONDS);
     (0..count)
-        .map(|i| match mix {
-            Mix::Steady => Planned {
-                namespace: spread(i),
-                name: name(i),
+        .map(|i| {
+            let (namespace, schedule) = match mix {
                 // Every tenth is every 5 minutes; the rest hourly, the
-                // minute spread by a stride coprime with 60.
-                schedule: if i % 10 == 9 {
-                    "*/5 * * * *".to_owned()
-                } else {
-                    // The hourly ones' own index, so they cover all 60 minutes.
-                    format!("{} * * * *", ((i - i / 10) * 7) % 60)
-                },
-            },
-            Mix::Herd => Planned {
-                namespace: spread(i),
-                name: name(i),
-                schedule: format!("{minute} * * * *"),
-            },
-            Mix::EveryMinute => Planned {
-                namespace: spread(i),
-                name: name(i),
-                schedule: "* * * * *".to_owned(),
-            },
-            Mix::Daily => Planned {
-                namespace: spread(i),
-                name: name(i),
+                // minute spread by a stride coprime with 60 over the hourly
+                // ones' own index, so they cover all 60 minutes.
+                Mix::Steady if i % 10 == 9 => (spread(i), "*/5 * * * *".to_owned()),
+                Mix::Steady => (spread(i), format!("{} * * * *", ((i - i / 10) * 7) % 60)),
+                Mix::Herd => (spread(i), format!("{minute} * * * *")),
+                Mix::EveryMinute => (spread(i), "* * * * *".to_owned()),
                 // 5 is coprime with 21, so every allowed hour is used.
-                schedule: format!(
-                    "{} {} * * *",
-                    (i * 7) % 60,
-                    (usize::from(at.quiet_hour) + 3 + (i * 5) % DAILY_HOURS) % 24
+                Mix::Daily => (
+                    spread(i),
+                    format!(
+                        "{} {} * * *",
+                        (i * 7) % 60,
+                        (usize::from(at.quiet_hour) + 3 + (i * 5) % DAILY_HOURS) % 24
+                    ),
                 ),
-            },
-            Mix::Hostile => {
-                let hostile = count.saturating_sub(SMALL_TENANTS);
-                if i < hostile {
-                    Planned {
-                        namespace: big_tenant_namespace(group),
-                        name: name(i),
-                        schedule: "0 0 1 1 *".to_owned(),
-                    }
-                } else {
-                    Planned {
-                        namespace: format!("{NAMESPACE_PREFIX}{group}-small-{}", i - hostile),
-                        name: name(i),
-                        schedule: "* * * * *".to_owned(),
+                Mix::Million => (spread(i), million_schedule(i)),
+                Mix::Hostile => {
+                    let hostile = count.saturating_sub(SMALL_TENANTS);
+                    if i < hostile {
+                        (big_tenant_namespace(group), "0 0 1 1 *".to_owned())
+                    } else {
+                        let small = i - hostile;
+                        let namespace = format!("{NAMESPACE_PREFIX}{group}-small-{small}");
+                        (namespace, "* * * * *".to_owned())
                     }
                 }
-            }
-            Mix::Tenants => {
-                let big = count.saturating_sub(SMALL_TENANTS);
-                Planned {
-                    namespace: if i < big {
+                Mix::Tenants => {
+                    let big = count.saturating_sub(SMALL_TENANTS);
+                    let namespace = if i < big {
                         big_tenant_namespace(group)
                     } else {
                         format!("{NAMESPACE_PREFIX}{group}-small-{}", i - big)
-                    },
-                    name: name(i),
-                    schedule: format!("{minute} * * * *"),
+                    };
+                    (namespace, format!("{minute} * * * *"))
                 }
+            };
+            Planned {
+                namespace,
+                name: format!("cj-{i:06}"),
+                schedule,
+                starting_deadline_seconds,
             }
         })
         .collect()
+}
+
+/// `million`'s CronJobs may start at most this long after their slot: a
+/// data set brought back days after it was made must not fire the slot
+/// each CronJob missed meanwhile (upstream ignores slots older than the
+/// deadline too), yet a hand-off's late slots still run.
+pub const MILLION_STARTING_DEADLINE_SECONDS: i64 = 300;
+
+/// The `million` mix's `i`th schedule: one in 500 hourly, one in ten daily,
+/// the rest weekly, at minutes that do not depend on when the set was made.
+/// At 10^6 about 190 fall due each minute (33 hourly, 69 daily, 89 weekly).
+fn million_schedule(i: usize) -> String {
+    if i % 500 == 0 {
+        // The hourly ones' own index, strided over the hour (7 is coprime
+        // with 60).
+        format!("{} * * * *", (i / 500 * 7) % 60)
+    } else if i % 10 == 1 {
+        // The daily ones' own index, strided over the day's 1,440 minutes
+        // (797 is a prime that divides no factor of 1,440).
+        let minute_of_day = (i / 10 * 797) % 1440;
+        format!("{} {} * * *", minute_of_day % 60, minute_of_day / 60)
+    } else {
+        // The rest are not an arithmetic progression, so a stride would
+        // leave minutes empty: a hash spreads them over the week's 10,080.
+        let minute_of_week = (fmix64(i as u64) % 10_080) as usize;
+        let minute_of_day = minute_of_week % 1440;
+        format!(
+            "{} {} * * {}",
+            minute_of_day % 60,
+            minute_of_day / 60,
+            minute_of_week / 1440
+        )
+    }
+}
+
+/// MurmurHash3's 64-bit finalizer: a cheap, well-mixed hash of an index.
+fn fmix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^ (k >> 33)
 }
 
 /// The distinct namespaces of a plan, in first-seen order.
@@ -204,6 +239,46 @@ mod tests {
             for p in plan(mix, 100, 3, "x", at) {
                 shardcron::schedule::parse(&p.schedule).expect("valid schedule");
             }
+        }
+    }
+
+    #[test]
+    fn million_fires_a_few_hundred_a_minute_in_every_minute_of_the_week() {
+        let plan = plan(Mix::Million, 1_000_000, 1000, "s7", Anchor::default());
+        assert_eq!(namespaces_of(&plan).len(), 1000);
+        let hourly = plan
+            .iter()
+            .filter(|p| p.schedule.ends_with("* * * *"))
+            .count();
+        let weekly = plan.iter().filter(|p| !p.schedule.ends_with('*')).count();
+        let daily = plan.len() - hourly - weekly;
+        assert_eq!((hourly, daily), (2_000, 100_000));
+        // Firings in each minute of a week: every minute has some, none
+        // has many more than the mean (about 190).
+        let mut per_minute = vec![0u32; 10_080];
+        for p in &plan {
+            assert_eq!(p.starting_deadline_seconds, Some(300));
+            let fields: Vec<&str> = p.schedule.split(' ').collect();
+            let minute: usize = fields[0].parse().unwrap();
+            let hours: Vec<usize> = match fields[1] {
+                "*" => (0..24).collect(),
+                h => vec![h.parse().unwrap()],
+            };
+            let days: Vec<usize> = match fields[4] {
+                "*" => (0..7).collect(),
+                d => vec![d.parse().unwrap()],
+            };
+            for d in &days {
+                for h in &hours {
+                    per_minute[d * 1440 + h * 60 + minute] += 1;
+                }
+            }
+        }
+        let (min, max) = (per_minute.iter().min(), per_minute.iter().max());
+        assert!(min >= Some(&130), "{min:?}");
+        assert!(max <= Some(&260), "{max:?}");
+        for p in plan.iter().step_by(997) {
+            shardcron::schedule::parse(&p.schedule).expect("valid schedule");
         }
     }
 

@@ -121,7 +121,8 @@ impl JobWatch {
         Self { seen, task }
     }
 
-    fn take(self) -> (Vec<JobSeen>, usize) {
+    /// Stops the watch: the Jobs seen, and how often it was re-established.
+    pub fn take(self) -> (Vec<JobSeen>, usize) {
         self.task.abort();
         std::mem::take(&mut *lock(&self.seen))
     }

@@ -204,7 +204,10 @@ async fn run_on(
 }
 
 /// Each counter's growth from `before` to `after`.
-fn since(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+pub fn since(
+    after: &BTreeMap<String, f64>,
+    before: &BTreeMap<String, f64>,
+) -> BTreeMap<String, f64> {
     after
         .iter()
         .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))

@@ -27,6 +27,10 @@ pub struct UpOptions {
     pub kcm_extra_args: String,
     /// A Prometheus too (`--with-prometheus`).
     pub prometheus: bool,
+    /// No Jaeger, and kube-apiserver without tracing (`--without-jaeger`).
+    pub without_jaeger: bool,
+    /// etcd starts on a copy of this data directory (`--etcd-from`).
+    pub etcd_from: Option<PathBuf>,
 }
 
 pub struct LocalCluster {
@@ -49,6 +53,12 @@ impl LocalCluster {
         }
         if options.prometheus {
             up.arg("--with-prometheus");
+        }
+        if options.without_jaeger {
+            up.arg("--without-jaeger");
+        }
+        if let Some(data) = &options.etcd_from {
+            up.arg("--etcd-from").arg(data);
         }
         up.env(
             "KUBE_CONTROLLER_MANAGER_EXTRA_ARGS",
@@ -265,6 +275,16 @@ impl LocalCluster {
         run(Command::new(repo_root().join("deploy/local/down"))
             .arg("--dir")
             .arg(&self.dir))
+        .map(drop)
+    }
+
+    /// Stops every component cleanly and keeps the directory, etcd's data
+    /// included (`deploy/local/down --keep`).
+    pub fn stop_keeping_data(&self) -> anyhow::Result<()> {
+        run(Command::new(repo_root().join("deploy/local/down"))
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--keep"))
         .map(drop)
     }
 }

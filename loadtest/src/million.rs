@@ -1,0 +1,562 @@
+//! S7, a million CronJobs: shardcron with N replicas on a kept data set
+//! (`crate::dataset`, brought back with `deploy/local/up --etcd-from`).
+//!
+//! Each run: the control plane restored (timed), N replicas started
+//! together (until every one is ready: all its CronJobs armed), 20 s to
+//! settle, then whole minutes of slots watched. One second before the
+//! middle slot, the first replica gets SIGKILL: the report gives how long
+//! the survivors took to run every CronJob again (their `/debug/shards`),
+//! and the slots from then on of the CronJobs it owned beside the others'.
+//! Per replica, over the minutes before the kill: objects and bytes its
+//! watches received, CPU, resident memory and the CronJobs it owned.
+//! Beside them, what the control plane itself holds: kube-apiserver's and
+//! etcd's resident memory and etcd's database size.
+
+use crate::cluster::{self, LocalCluster};
+use crate::compare::{Scenario, Settings, Variant};
+use crate::dataset::{self, Shape};
+use crate::mix::{self, Anchor, NAMESPACE_PREFIX};
+use crate::observe::{self, JobWatch};
+use crate::procstat;
+use crate::scaleout::{ReplicaFigures, by_resource, since};
+use crate::slots::{self, CronJobSeen, SlotSummary, percentile};
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use shardcron_harness::Replica;
+use shardcron_harness::cluster::UpOptions;
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// After every replica is ready, this long passes before the window opens.
+const SETTLE: Duration = Duration::from_secs(20);
+/// The longest the survivors may take to run the victim's CronJobs.
+const REARM_WITHIN: Duration = Duration::from_secs(900);
+
+/// What the kill cost.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Handover {
+    pub victim: String,
+    /// CronJobs the victim ran just before the kill.
+    pub victim_cronjobs: usize,
+    /// From the kill until the survivors run every CronJob (the sum of
+    /// their running actors is the count and none waits); `None`: not
+    /// within [`REARM_WITHIN`].
+    pub rearm_seconds: Option<f64>,
+    /// The slot one second after the kill (unix seconds).
+    pub kill_slot: i64,
+    /// The victim's CronJobs' slots from `kill_slot` to the window's end.
+    pub victim_slots: SlotSummary,
+    /// Everyone else's, over the same minutes.
+    pub others_slots: SlotSummary,
+}
+
+/// A control plane process, read at the end of the steady minutes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PlaneFigures {
+    pub apiserver_rss_bytes: u64,
+    pub apiserver_peak_rss_bytes: u64,
+    pub etcd_rss_bytes: u64,
+    /// `etcd_mvcc_db_total_size_in_bytes`.
+    pub etcd_db_bytes: f64,
+}
+
+/// One variant's run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct MillionRun {
+    pub variant: String,
+    pub replicas: usize,
+    pub cronjobs: usize,
+    /// `deploy/local/up --etcd-from` until the control plane served.
+    pub restore_seconds: f64,
+    /// From the replicas' start until every one was ready.
+    pub ready_seconds: f64,
+    /// Slots due in `[window_from, window_to]` (unix seconds) are counted.
+    pub window_from: i64,
+    pub window_to: i64,
+    /// The steady minutes' length, over which the replicas are measured
+    /// (from the window's start to the kill, or to its end).
+    pub steady_seconds: f64,
+    /// Per replica over the steady minutes; `ready_seconds` is the run's.
+    pub per_replica: Vec<ReplicaFigures>,
+    /// CronJobs each replica owned at the end of the steady minutes.
+    pub owned: Vec<usize>,
+    pub plane: PlaneFigures,
+    /// The slots before the kill (all of them when nothing is killed).
+    pub steady_slots: SlotSummary,
+    pub handover: Option<Handover>,
+    pub watch_errors: usize,
+}
+
+impl MillionRun {
+    /// Resident bytes per CronJob, all replicas together.
+    pub fn bytes_per_cronjob(&self) -> f64 {
+        let rss: u64 = self.per_replica.iter().map(|r| r.rss_bytes).sum();
+        rss as f64 / self.cronjobs.max(1) as f64
+    }
+}
+
+/// `/debug/shards`, the part a run reads.
+#[derive(Debug, Deserialize)]
+struct ShardCounts {
+    running: usize,
+    waiting: usize,
+    owned: usize,
+    #[serde(default)]
+    keys: Option<Vec<String>>,
+}
+
+/// Runs S7 with each variant, each on the data set brought back afresh.
+pub async fn run(
+    scenario: &Scenario,
+    variants: &[Variant],
+    settings: &Settings,
+) -> anyhow::Result<Vec<MillionRun>> {
+    if variants.contains(&Variant::Upstream) {
+        bail!("S7 measures shardcron's replicas: pass shardcron-N controllers only");
+    }
+    std::fs::create_dir_all(&settings.out)?;
+    let shape = Shape {
+        mix: scenario.mix,
+        count: scenario.count,
+        namespaces: scenario.namespaces,
+    };
+    let data = dataset::ensure(shape, settings.create_qps, &settings.out).await?;
+    let mut runs = Vec::new();
+    for variant in variants {
+        let Variant::Shardcron(n) = *variant else {
+            continue;
+        };
+        let kept = settings.out.join(format!("{variant}.json"));
+        if settings.resume
+            && let Some(run) = std::fs::read(&kept)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<MillionRun>(&b).ok())
+                .filter(|r| r.cronjobs == scenario.count)
+        {
+            runs.push(run);
+            continue;
+        }
+        eprintln!("million: {variant} on {} CronJobs", scenario.count);
+        let started = Instant::now();
+        let options = UpOptions {
+            without_jaeger: true,
+            etcd_from: Some(data.clone()),
+            ..UpOptions::default()
+        };
+        let cluster =
+            LocalCluster::up_with(&settings.out.join(format!("cluster-{variant}")), options)
+                .await?;
+        let restore_seconds = started.elapsed().as_secs_f64();
+        let result = run_on(&cluster, scenario, n, settings, restore_seconds).await;
+        let run = cluster
+            .finish(
+                Vec::new(),
+                result,
+                &settings.out.join(format!("logs-{variant}")),
+                settings.keep_logs,
+            )
+            .await?;
+        eprintln!("million: {}", line(&run));
+        std::fs::write(&kept, serde_json::to_vec_pretty(&run)?)?;
+        runs.push(run);
+    }
+    Ok(runs)
+}
+
+async fn run_on(
+    cluster: &LocalCluster,
+    scenario: &Scenario,
+    n: usize,
+    settings: &Settings,
+    restore_seconds: f64,
+) -> anyhow::Result<MillionRun> {
+    let credentials = cluster.shardcron_credentials().await?;
+    let watch = JobWatch::start(&cluster.client, NAMESPACE_PREFIX);
+    let started = Instant::now();
+    let mut replicas = cluster
+        .start_shardcron(
+            &settings.shardcron_bin,
+            n,
+            &credentials,
+            settings.limits,
+            "",
+        )
+        .await?;
+    let ready_seconds = started.elapsed().as_secs_f64();
+    let outcome = watch_and_kill(cluster, scenario, &mut replicas, ready_seconds).await;
+    let mut stopped = Ok(());
+    for replica in replicas.into_iter().filter(Replica::is_running) {
+        stopped = stopped.and(cluster::stop(replica).await);
+    }
+    let (mut run, kill) = outcome?;
+    stopped?;
+    run.restore_seconds = restore_seconds;
+
+    let (jobs, watch_errors) = watch.take();
+    run.watch_errors = watch_errors;
+    // The data set was made from exactly this plan (its key pins the shape),
+    // so the CronJobs need not be listed again.
+    let cronjobs: Vec<CronJobSeen> = mix::plan(
+        scenario.mix,
+        scenario.count,
+        scenario.namespaces,
+        "a",
+        Anchor::default(),
+    )
+    .into_iter()
+    .map(|p| CronJobSeen {
+        namespace: p.namespace,
+        name: p.name,
+        schedule: p.schedule,
+        spread_offset: 0,
+    })
+    .collect();
+    match kill {
+        None => {
+            run.steady_slots = slots::summarize(&cronjobs, &jobs, run.window_from, run.window_to)?;
+        }
+        Some(mut kill) => {
+            run.steady_slots = slots::summarize(
+                &cronjobs,
+                &jobs,
+                run.window_from,
+                kill.handover.kill_slot - 1,
+            )?;
+            let (victims, others): (Vec<CronJobSeen>, Vec<CronJobSeen>) = cronjobs
+                .into_iter()
+                .partition(|c| kill.keys.contains(&format!("{}/{}", c.namespace, c.name)));
+            kill.handover.victim_slots =
+                slots::summarize(&victims, &jobs, kill.handover.kill_slot, run.window_to)?;
+            kill.handover.others_slots =
+                slots::summarize(&others, &jobs, kill.handover.kill_slot, run.window_to)?;
+            run.handover = Some(kill.handover);
+        }
+    }
+    Ok(run)
+}
+
+/// The kill, while its slots are not yet summarized.
+struct Kill {
+    handover: Handover,
+    keys: HashSet<String>,
+}
+
+/// Watches the window's minutes, kills the first replica one second
+/// before the middle slot (when there is a survivor), and measures.
+async fn watch_and_kill(
+    cluster: &LocalCluster,
+    scenario: &Scenario,
+    replicas: &mut [Replica],
+    ready_seconds: f64,
+) -> anyhow::Result<(MillionRun, Option<Kill>)> {
+    tokio::time::sleep(SETTLE).await;
+    let (window_from, window_to) = observe::whole_minutes(5, scenario.minutes);
+    let kill_slot =
+        (replicas.len() > 1).then(|| window_from + 60 * i64::from(scenario.minutes / 2));
+    let steady_end_ms = kill_slot.unwrap_or(window_to + 60) * 1000 - 1000;
+    let pids: Vec<u32> = replicas
+        .iter()
+        .map(cluster::pid)
+        .collect::<Result<_, _>>()?;
+    observe::sleep_until_ms(window_from * 1000).await;
+    let counters = |r: &Replica| {
+        let text = r.metrics_text();
+        (
+            by_resource(&text, "watch_events"),
+            by_resource(&text, "watch_bytes"),
+        )
+    };
+    let before: Vec<_> = pids
+        .iter()
+        .map(|pid| procstat::sample(*pid))
+        .collect::<Result<_, _>>()?;
+    let counters_before: Vec<_> = replicas.iter().map(counters).collect();
+    // Read just before the kill (or the window's end): the steady figures.
+    observe::sleep_until_ms(steady_end_ms - 2000).await;
+    let steady_seconds = (observe::unix_ms() - window_from * 1000) as f64 / 1000.0;
+    let mut per_replica = Vec::new();
+    let mut owned = Vec::new();
+    let mut victim_keys = HashSet::new();
+    for (i, replica) in replicas.iter().enumerate() {
+        let after = procstat::sample(pids[i]).context("a replica exited in the window")?;
+        let (events, bytes) = counters(replica);
+        let (events_before, bytes_before) = &counters_before[i];
+        let wanted_keys = i == 0 && kill_slot.is_some();
+        let shards: ShardCounts = replica
+            .debug_json(if wanted_keys {
+                "/debug/shards?keys=true"
+            } else {
+                "/debug/shards"
+            })
+            .with_context(|| format!("{}'s /debug/shards", replica.id()))?;
+        owned.push(shards.owned);
+        if wanted_keys {
+            victim_keys = shards.keys.unwrap_or_default().into_iter().collect();
+        }
+        per_replica.push(ReplicaFigures {
+            replica: replica.id().to_owned(),
+            window_events: since(&events, events_before),
+            window_bytes: since(&bytes, bytes_before),
+            events,
+            bytes,
+            cpu: (after.cpu_seconds - before[i].cpu_seconds) / steady_seconds,
+            rss_bytes: after.rss_bytes,
+            ready_seconds,
+        });
+    }
+    let plane = plane_figures(cluster).await?;
+    let run = MillionRun {
+        variant: format!("shardcron-{}", replicas.len()),
+        replicas: replicas.len(),
+        cronjobs: scenario.count,
+        restore_seconds: 0.0,
+        ready_seconds,
+        window_from,
+        window_to,
+        steady_seconds,
+        per_replica,
+        owned,
+        plane,
+        steady_slots: SlotSummary::default(),
+        handover: None,
+        watch_errors: 0,
+    };
+    let Some(kill_slot) = kill_slot else {
+        observe::sleep_until_ms((window_to + 60) * 1000).await;
+        return Ok((run, None));
+    };
+    observe::sleep_until_ms(steady_end_ms).await;
+    let victim = replicas[0].id().to_owned();
+    replicas[0].kill();
+    let killed = Instant::now();
+    eprintln!(
+        "million: killed {victim} (it ran {} CronJobs)",
+        victim_keys.len()
+    );
+    let mut rearm_seconds = None;
+    while killed.elapsed() < REARM_WITHIN {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let counts: Option<Vec<ShardCounts>> = replicas[1..]
+            .iter()
+            .map(|r| r.debug_json("/debug/shards"))
+            .collect();
+        let running_all = counts.is_some_and(|c| {
+            c.iter().map(|s| s.running).sum::<usize>() == scenario.count
+                && c.iter().all(|s| s.waiting == 0)
+        });
+        if running_all {
+            rearm_seconds = Some(killed.elapsed().as_secs_f64());
+            break;
+        }
+    }
+    eprintln!("million: the survivors ran every CronJob again after {rearm_seconds:?} s");
+    // The slots after the kill, and a minute for the late ones.
+    observe::sleep_until_ms((window_to + 60) * 1000).await;
+    let handover = Handover {
+        victim,
+        victim_cronjobs: victim_keys.len(),
+        rearm_seconds,
+        kill_slot,
+        victim_slots: SlotSummary::default(),
+        others_slots: SlotSummary::default(),
+    };
+    Ok((
+        run,
+        Some(Kill {
+            handover,
+            keys: victim_keys,
+        }),
+    ))
+}
+
+/// kube-apiserver's and etcd's memory, etcd's database size.
+async fn plane_figures(cluster: &LocalCluster) -> anyhow::Result<PlaneFigures> {
+    let apiserver = procstat::sample(cluster.pid("kube-apiserver")?)?;
+    let etcd = procstat::sample(cluster.pid("etcd")?)?;
+    let port = cluster
+        .env("SHARDCRON_ETCD_PORT")
+        .context("no SHARDCRON_ETCD_PORT in the cluster's env file")?;
+    let (_, metrics) =
+        shardcron_harness::net::http_get(format!("127.0.0.1:{port}").parse()?, "/metrics")
+            .context("etcd's /metrics")?;
+    let etcd_db_bytes =
+        shardcron_harness::replica::sample(&metrics, "etcd_mvcc_db_total_size_in_bytes")
+            .unwrap_or(0.0);
+    Ok(PlaneFigures {
+        apiserver_rss_bytes: apiserver.rss_bytes,
+        apiserver_peak_rss_bytes: apiserver.peak_rss_bytes,
+        etcd_rss_bytes: etcd.rss_bytes,
+        etcd_db_bytes,
+    })
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// One run in a line, for the progress log.
+pub fn line(run: &MillionRun) -> String {
+    let rearm = run
+        .handover
+        .as_ref()
+        .and_then(|h| h.rearm_seconds)
+        .map_or_else(|| "-".to_owned(), |s| format!("{s:.1} s"));
+    format!(
+        "{}: restored in {:.0} s, ready in {:.1} s, {:.0} bytes per CronJob, largest replica {:.0} MiB, kube-apiserver {:.0} MiB, {} of {} steady slots missed, re-armed after {rearm}",
+        run.variant,
+        run.restore_seconds,
+        run.ready_seconds,
+        run.bytes_per_cronjob(),
+        run.per_replica
+            .iter()
+            .map(|r| r.rss_bytes)
+            .max()
+            .unwrap_or(0) as f64
+            / MIB,
+        run.plane.apiserver_rss_bytes as f64 / MIB,
+        run.steady_slots.missed,
+        run.steady_slots.expected,
+    )
+}
+
+fn skew(summary: &SlotSummary) -> String {
+    let s = |p| {
+        percentile(&summary.skews_ms, p)
+            .map_or_else(|| "-".to_owned(), |ms| format!("{:.2}", ms as f64 / 1000.0))
+    };
+    format!("{} / {} / {}", s(50.0), s(99.0), s(100.0))
+}
+
+/// S7's tables: the runs side by side, then the hand-offs.
+pub fn markdown(scenario: &Scenario, runs: &[MillionRun]) -> String {
+    let mut out = format!(
+        "# S7: {} CronJobs ({:?} mix, {} namespaces), {} minutes watched\n\n",
+        scenario.count, scenario.mix, scenario.namespaces, scenario.minutes
+    );
+    out.push_str("| replicas | restored s | ready s | RSS largest MiB | RSS sum MiB | bytes per CronJob | owned largest / mean | CronJob objects largest | CPU ms/s largest | kube-apiserver RSS MiB (peak) | etcd RSS MiB | etcd db MiB | steady slots | missed | duplicates | skew p50 / p99 / max s |\n");
+    out.push_str(
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    for run in runs {
+        let rss_max = run
+            .per_replica
+            .iter()
+            .map(|r| r.rss_bytes)
+            .max()
+            .unwrap_or(0);
+        let rss_sum: u64 = run.per_replica.iter().map(|r| r.rss_bytes).sum();
+        let owned_max = run.owned.iter().copied().max().unwrap_or(0);
+        let owned_mean = run.owned.iter().sum::<usize>() as f64 / run.owned.len().max(1) as f64;
+        let objects = run
+            .per_replica
+            .iter()
+            .map(|r| r.events.get("cronjobs").copied().unwrap_or(0.0))
+            .fold(0.0, f64::max);
+        let cpu = run.per_replica.iter().map(|r| r.cpu).fold(0.0, f64::max);
+        let s = &run.steady_slots;
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.1} | {:.0} | {:.0} | {:.0} | {:.2} | {:.0} | {:.1} | {:.0} ({:.0}) | {:.0} | {:.0} | {} | {} | {} | {} |",
+            run.replicas,
+            run.restore_seconds,
+            run.ready_seconds,
+            rss_max as f64 / MIB,
+            rss_sum as f64 / MIB,
+            run.bytes_per_cronjob(),
+            owned_max as f64 / owned_mean.max(1.0),
+            objects,
+            cpu * 1000.0,
+            run.plane.apiserver_rss_bytes as f64 / MIB,
+            run.plane.apiserver_peak_rss_bytes as f64 / MIB,
+            run.plane.etcd_rss_bytes as f64 / MIB,
+            run.plane.etcd_db_bytes / MIB,
+            s.expected,
+            s.missed,
+            s.duplicates,
+            skew(s),
+        );
+    }
+    out.push_str("\n| replicas | killed | its CronJobs | survivors ran them all after s | its slots after | missed | duplicates | skew p50 / p99 / max s | the others' slots | missed | skew p50 / p99 / max s |\n");
+    out.push_str("|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---|\n");
+    for run in runs {
+        let Some(h) = &run.handover else { continue };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            run.replicas,
+            h.victim,
+            h.victim_cronjobs,
+            h.rearm_seconds
+                .map_or_else(|| "not within 900".to_owned(), |s| format!("{s:.1}")),
+            h.victim_slots.expected,
+            h.victim_slots.missed,
+            h.victim_slots.duplicates,
+            skew(&h.victim_slots),
+            h.others_slots.expected,
+            h.others_slots.missed,
+            skew(&h.others_slots),
+        );
+    }
+    out
+}
+
+/// Writes `report.json` and `report.md` to `out`.
+pub fn write(out: &Path, scenario: &Scenario, runs: &[MillionRun]) -> anyhow::Result<()> {
+    std::fs::write(
+        out.join("report.json"),
+        serde_json::to_vec_pretty(&serde_json::json!({"scenario": scenario, "runs": runs}))?,
+    )?;
+    std::fs::write(out.join("report.md"), markdown(scenario, runs))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replica(rss_mib: u64, cronjob_objects: f64) -> ReplicaFigures {
+        ReplicaFigures {
+            rss_bytes: rss_mib << 20,
+            events: [("cronjobs".to_owned(), cronjob_objects)].into(),
+            ..ReplicaFigures::default()
+        }
+    }
+
+    #[test]
+    fn the_tables_give_the_sum_per_cronjob_and_the_handover() {
+        let run = MillionRun {
+            variant: "shardcron-2".into(),
+            replicas: 2,
+            cronjobs: 1 << 20,
+            per_replica: vec![replica(600, 500_000.0), replica(400, 520_000.0)],
+            owned: vec![600, 400],
+            handover: Some(Handover {
+                victim: "shardcron-0".into(),
+                victim_cronjobs: 600,
+                rearm_seconds: Some(21.25),
+                victim_slots: SlotSummary {
+                    expected: 3,
+                    answered: 3,
+                    skews_ms: vec![100, 200, 19_000],
+                    ..SlotSummary::default()
+                },
+                ..Handover::default()
+            }),
+            ..MillionRun::default()
+        };
+        // 1,000 MiB over 2^20 CronJobs.
+        assert_eq!(run.bytes_per_cronjob(), 1000.0);
+        let table = markdown(
+            &Scenario::new(crate::compare::ScenarioName::S7, crate::compare::Mode::Ci),
+            &[run],
+        );
+        assert!(
+            table.contains("| 2 | 0 | 0.0 | 600 | 1000 | 1000 | 1.20 | 520000 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| 2 | shardcron-0 | 600 | 21.2 | 3 | 0 | 0 | 0.20 / 19.00 / 19.00 |"),
+            "{table}"
+        );
+    }
+}
