@@ -1,12 +1,23 @@
 //! Bulk loads of the CronJobs (and their Jobs) a replica gains in a
-//! rebalance: paginated LISTs, filtered as they stream in, rather than one
-//! GET per CronJob.
+//! rebalance: streaming lists where the server has them, else paginated
+//! LISTs, filtered as they come in, rather than one GET per CronJob.
 //!
-//! The first page is a consistent read (no `resourceVersion`): it is no
-//! older than the moment of asking, so never older than what the previous
-//! owner wrote before it let the key go. (A `resourceVersion=0` read from
-//! the watch cache could be; kube-rs leaves `0` out of a paginated list
-//! anyway.) Later pages are read at the first page's snapshot.
+//! Either way the read is consistent: no older than the moment of asking,
+//! so never older than what the previous owner wrote before it let the key
+//! go. (A `resourceVersion=0` read from the watch cache could be.) A
+//! streaming list is a watch with `sendInitialEvents=true`, no
+//! `resourceVersion` and `resourceVersionMatch=NotOlderThan`, ended at its
+//! `k8s.io/initial-events-end` bookmark; a paginated one has no
+//! `resourceVersion` on its first page, and later pages are read at the
+//! first page's snapshot.
+//!
+//! Why streaming first: kube-apiserver 1.36 serves a paginated LIST with a
+//! selector from its watch cache by walking the cache from the page's start
+//! to the end and filtering (`apiserver_cache_list_fetched_objects_total`
+//! grew by about 500,000 per page of 500 at 10^6 CronJobs), so a load of
+//! N CronJobs in pages costs O(N^2 / page) on the server: with a million
+//! CronJobs, four replicas' loads at start had not finished after ten
+//! minutes (docs/performance.md, S7). A streaming list walks it once.
 //!
 //! The list and the watch race each other; the supervisor lets a watch copy
 //! win over a listed one and ignores listed objects the watch saw deleted
@@ -16,7 +27,8 @@ use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
 use super::watch::JobFacts;
 use crate::reconcile::{CronJobKind, CronJobKinds};
-use kube::api::{Api, ListParams};
+use futures::TryStreamExt as _;
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
@@ -45,6 +57,8 @@ pub enum LoadError {
     Api(#[from] kube::Error),
     #[error("listing a page: {0}")]
     Deadline(super::deadline::Elapsed),
+    #[error("the streaming list ended before its initial-events-end bookmark")]
+    EndedEarly,
 }
 
 /// What a load lists, and what the server is asked to filter it by (the
@@ -59,7 +73,96 @@ pub struct LoadSelectors {
     /// One list of Jobs per label selector ([`super::bucket`]: the gained
     /// buckets, and the unlabelled); empty: one list of every Job.
     pub jobs: Vec<String>,
+    /// Streaming lists (the server has them: the watches use them too);
+    /// else paginated.
+    pub streaming: bool,
 }
+
+/// Reads every object of `api` (that `labels` selects, if any), by a
+/// streaming list or by pages, handing them to `page` a page at a time.
+async fn read_all<K, Taken>(
+    api: Api<K>,
+    labels: Option<&str>,
+    streaming: bool,
+    page: impl FnMut(Vec<K>) -> Taken,
+) -> Result<(), LoadError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+    Taken: Future<Output = ()>,
+{
+    if streaming {
+        stream_all(api, labels, page).await
+    } else {
+        list_all(api, labels, page).await
+    }
+}
+
+/// Reads every object of `api` (that `labels` selects) by a streaming list,
+/// handing them (without managedFields) to `page` [`PAGE`] at a time and
+/// waiting for it before reading on; each event must come within the list
+/// deadline. Ends at the bookmark that marks the initial events' end.
+pub async fn stream_all<K, Taken>(
+    api: Api<K>,
+    labels: Option<&str>,
+    mut page: impl FnMut(Vec<K>) -> Taken,
+) -> Result<(), LoadError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+    Taken: Future<Output = ()>,
+{
+    // The server ends a watch after its timeout; the initial events of a
+    // large load may take minutes (the deadline per event still catches a
+    // silent server).
+    let mut params = WatchParams::default()
+        .initial_events()
+        .timeout(STREAM_TIMEOUT_SECONDS);
+    if let Some(labels) = labels {
+        params = params.labels(labels);
+    }
+    // No resourceVersion: a consistent read.
+    let events = super::deadline::within(super::deadline::LIST_PAGE, api.watch(&params, ""))
+        .await
+        .map_err(LoadError::Deadline)??;
+    let mut events = std::pin::pin!(events);
+    let mut held = Vec::new();
+    loop {
+        let event = super::deadline::within(super::deadline::LIST_PAGE, events.try_next())
+            .await
+            .map_err(LoadError::Deadline)??;
+        match event {
+            Some(WatchEvent::Added(object) | WatchEvent::Modified(object)) => {
+                held.push(super::watch::without_managed_fields(object));
+                if held.len() >= PAGE as usize {
+                    page(std::mem::take(&mut held)).await;
+                }
+            }
+            Some(WatchEvent::Bookmark(bookmark))
+                if bookmark
+                    .metadata
+                    .annotations
+                    .get(INITIAL_EVENTS_END)
+                    .is_some_and(|v| v == "true") =>
+            {
+                page(held).await;
+                return Ok(());
+            }
+            // Other bookmarks; a deletion cannot come before the end of the
+            // initial events.
+            Some(WatchEvent::Bookmark(_) | WatchEvent::Deleted(_)) => {}
+            Some(WatchEvent::Error(status)) => {
+                return Err(LoadError::Api(kube::Error::Api(status)));
+            }
+            None => return Err(LoadError::EndedEarly),
+        }
+    }
+}
+
+/// The server's timeout of a streaming list, seconds.
+const STREAM_TIMEOUT_SECONDS: u32 = 3600;
+
+/// The annotation of the bookmark that ends a streaming list's initial
+/// events.
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
 /// Lists every page of `api` (of the objects `labels` selects, if any),
 /// each within the list deadline, handing each page's objects (without
@@ -132,33 +235,43 @@ where
                 None => client.clone(),
             };
             let cronjobs = super::watch::cronjob_api(cronjob_client, kind, namespace.as_deref());
-            list_all(cronjobs, None, |page: Vec<LeanCronJob>| {
-                let cronjobs: Vec<LeanCronJob> = page
-                    .into_iter()
-                    .filter(|cronjob| cronjob.metadata.uid.as_deref().is_some_and(&owned))
-                    .map(|cronjob| LeanCronJob { kind, ..cronjob })
-                    .collect();
-                counts.cronjobs += cronjobs.len();
-                deliver(Loaded {
-                    cronjobs,
-                    jobs: Vec::new(),
-                })
-            })
+            read_all(
+                cronjobs,
+                None,
+                selectors.streaming,
+                |page: Vec<LeanCronJob>| {
+                    let cronjobs: Vec<LeanCronJob> = page
+                        .into_iter()
+                        .filter(|cronjob| cronjob.metadata.uid.as_deref().is_some_and(&owned))
+                        .map(|cronjob| LeanCronJob { kind, ..cronjob })
+                        .collect();
+                    counts.cronjobs += cronjobs.len();
+                    deliver(Loaded {
+                        cronjobs,
+                        jobs: Vec::new(),
+                    })
+                },
+            )
             .await?;
         }
         for labels in &job_selectors {
-            list_all(jobs.clone(), *labels, |page: Vec<LeanJob>| {
-                let jobs: Vec<JobFacts> = page
-                    .into_iter()
-                    .map(|job| JobFacts::of(job, kinds))
-                    .filter(|facts| facts.owner_uid.as_deref().is_some_and(&owned))
-                    .collect();
-                counts.jobs += jobs.len();
-                deliver(Loaded {
-                    cronjobs: Vec::new(),
-                    jobs,
-                })
-            })
+            read_all(
+                jobs.clone(),
+                *labels,
+                selectors.streaming,
+                |page: Vec<LeanJob>| {
+                    let jobs: Vec<JobFacts> = page
+                        .into_iter()
+                        .map(|job| JobFacts::of(job, kinds))
+                        .filter(|facts| facts.owner_uid.as_deref().is_some_and(&owned))
+                        .collect();
+                    counts.jobs += jobs.len();
+                    deliver(Loaded {
+                        cronjobs: Vec::new(),
+                        jobs,
+                    })
+                },
+            )
             .await?;
         }
     }
@@ -210,6 +323,13 @@ mod tests {
     async fn load_with(
         script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,
     ) -> (Result<LoadCounts, LoadError>, Vec<Loaded>, Vec<String>) {
+        load_streaming_or_not(false, script).await
+    }
+
+    async fn load_streaming_or_not(
+        streaming: bool,
+        script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,
+    ) -> (Result<LoadCounts, LoadError>, Vec<Loaded>, Vec<String>) {
         let (client, asked) = scripted::client(script);
         let mut pages = Vec::new();
         let result = load(
@@ -218,6 +338,7 @@ mod tests {
             &LoadSelectors {
                 cronjobs: vec![(CronJobKind::Batch, None)],
                 jobs: Vec::new(),
+                streaming,
             },
             |uid| uid.starts_with("uid-keep"),
             |page| {
@@ -287,6 +408,80 @@ mod tests {
             "{asked:?}"
         );
         assert!(asked[2].starts_with("GET /apis/batch/v1/jobs?"));
+    }
+
+    fn added(object: Value) -> Value {
+        json!({"type": "ADDED", "object": object})
+    }
+
+    fn bookmark(end: bool) -> Value {
+        let annotations = if end {
+            json!({"k8s.io/initial-events-end": "true"})
+        } else {
+            json!({})
+        };
+        json!({"type": "BOOKMARK", "object": {"kind": "CronJob", "apiVersion": "batch/v1",
+               "metadata": {"resourceVersion": "9", "annotations": annotations}}})
+    }
+
+    #[tokio::test]
+    async fn a_streaming_load_is_a_consistent_watch_read_to_its_end_bookmark() {
+        let (result, pages, asked) = load_streaming_or_not(true, |request| {
+            if request.uri.starts_with("/apis/batch/v1/cronjobs") {
+                Answer::Events(vec![
+                    added(cronjob("a", "keep-1")),
+                    bookmark(false),
+                    added(cronjob("a", "drop-1")),
+                    added(cronjob("b", "keep-2")),
+                    bookmark(true),
+                    // After the end: not part of the load.
+                    added(cronjob("c", "keep-3")),
+                ])
+            } else {
+                Answer::Events(vec![
+                    added(job("keep-1-100", Some(("CronJob", "keep-1")))),
+                    bookmark(true),
+                ])
+            }
+        })
+        .await;
+        let counts = result.expect("the load succeeds");
+        assert_eq!((counts.cronjobs, counts.jobs), (2, 1));
+        let cronjobs: Vec<&str> = pages
+            .iter()
+            .flat_map(|p| &p.cronjobs)
+            .map(|c| c.metadata.name.as_deref().unwrap_or_default())
+            .collect();
+        assert_eq!(cronjobs, ["keep-1", "keep-2"]);
+        assert!(
+            pages
+                .iter()
+                .flat_map(|p| &p.cronjobs)
+                .all(|c| c.metadata.managed_fields.is_none())
+        );
+        // A consistent read: initial events, NotOlderThan, and an empty
+        // resourceVersion (never the watch cache's possibly older `0`).
+        assert_eq!(asked.len(), 2, "{asked:?}");
+        for query in &asked {
+            for wanted in [
+                "watch=true",
+                "sendInitialEvents=true",
+                "resourceVersionMatch=NotOlderThan",
+                "allowWatchBookmarks=true",
+            ] {
+                assert!(query.contains(wanted), "{wanted} in {query}");
+            }
+            assert!(query.ends_with("&resourceVersion="), "{query}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_streaming_load_that_ends_before_its_bookmark_fails() {
+        let (result, _, _) = load_streaming_or_not(true, |_| {
+            Answer::Events(vec![added(cronjob("a", "keep-1"))])
+        })
+        .await;
+        assert!(matches!(result, Err(LoadError::EndedEarly)), "{result:?}");
     }
 
     #[tokio::test]

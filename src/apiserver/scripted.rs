@@ -36,6 +36,9 @@ pub enum Answer {
     Silence,
     /// An answer that comes only after a while: a slow server.
     Late(std::time::Duration, Box<Answer>),
+    /// A watch's answer: 200 and these events, one JSON object per line,
+    /// then the end of the stream.
+    Events(Vec<serde_json::Value>),
 }
 
 /// `kind: Status` as the API server writes an error.
@@ -100,6 +103,14 @@ pub fn client(script: impl Fn(&Request) -> Answer + Send + Sync + 'static) -> (C
                     *response.status_mut() =
                         http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::IM_A_TEAPOT);
                     Ok::<_, Infallible>(response)
+                }
+                Answer::Events(events) => {
+                    let mut body = Vec::new();
+                    for event in &events {
+                        body.extend(serde_json::to_vec(event).unwrap_or_default());
+                        body.push(b'\n');
+                    }
+                    Ok(http::Response::new(Body::from(body)))
                 }
                 Answer::Silence | Answer::Late(..) => std::future::pending().await,
             }

@@ -102,6 +102,7 @@ impl Supervisor {
                         .then(bucket::unlabelled_selector),
                 )
                 .collect(),
+            streaming: self.watches.streams(),
         })
     }
 }

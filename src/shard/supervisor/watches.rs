@@ -155,6 +155,14 @@ impl Watches {
         }
     }
 
+    /// The watches' lists stream (`sendInitialEvents`), so bulk loads can
+    /// too. Without a setup, no.
+    pub(super) fn streams(&self) -> bool {
+        self.setup
+            .as_ref()
+            .is_some_and(|setup| setup.strategy == ListStrategy::Streaming)
+    }
+
     pub(super) fn kinds(&self) -> CronJobKinds {
         CronJobKinds::of(self.served().iter().map(|s| s.kind))
     }
