@@ -21,6 +21,7 @@ use serde_json::json;
 use shardcron::actor::apply::ActorReport;
 use shardcron::actor::apply::ActorServices;
 use shardcron::actor::cronjob::{CronJobActor, Update};
+use shardcron::actor::wheel::TimerWheel;
 use shardcron::apiserver::gateway::{Gateway, Limits};
 use shardcron::apiserver::lean_cronjob::LeanCronJob;
 use shardcron::shard::fence::SharedFence;
@@ -181,6 +182,7 @@ fn main() {
             default_zone: jiff::tz::TimeZone::UTC,
             replica: "bench".into(),
             clock: jiff::Timestamp::now,
+            wheel: TimerWheel::start(jiff::Timestamp::now),
         });
         let arbiters: Vec<Arbiter> = (0..2).map(|_| Arbiter::new()).collect();
         tokio::time::sleep(Duration::from_millis(200)).await;

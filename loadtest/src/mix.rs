@@ -138,7 +138,7 @@ pub const MILLION_STARTING_DEADLINE_SECONDS: i64 = 300;
 /// the rest weekly, at minutes that do not depend on when the set was made.
 /// At 10^6 about 190 fall due each minute (33 hourly, 69 daily, 89 weekly).
 fn million_schedule(i: usize) -> String {
-    if i % 500 == 0 {
+    if i.is_multiple_of(500) {
         // The hourly ones' own index, strided over the hour (7 is coprime
         // with 60).
         format!("{} * * * *", (i / 500 * 7) % 60)

@@ -10,6 +10,7 @@
 
 use super::apply::{self, ActorReport, ActorServices, DecisionAftermath, Snapshot};
 use super::timer::{self, MAX_SLEEP, Wake};
+use super::wheel::{WakeKey, Woken};
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::requests::JobRequests as _;
 use crate::apiserver::resource_version::is_older;
@@ -66,11 +67,9 @@ enum Life {
     /// Made with its CronJob and children; decides nothing until the
     /// supervisor's first lists are complete ([`Update::Start`]).
     NotStarted,
-    /// Between decisions, its timer armed for the next wake-up (none:
-    /// nothing to wait for until something changes).
-    Idle {
-        timer: Option<(SpawnHandle, Timestamp)>,
-    },
+    /// Between decisions, its wake-up armed on the replica's timer wheel
+    /// (none: nothing to wait for until something changes).
+    Idle { timer: Option<WakeKey> },
     /// A decision is being carried out. `again`: something changed
     /// meanwhile, so one more decision follows it. `stop` abandons the
     /// requests it has not sent yet (see [`Snapshot::stop`]): made per
@@ -226,8 +225,8 @@ impl CronJobActor {
             Life::Stopping { .. } => return,
             Life::NotStarted => true,
             Life::Idle { timer } => {
-                if let Some((handle, _)) = timer.take() {
-                    ctx.cancel_future(handle);
+                if let Some(key) = timer.take() {
+                    self.services.wheel.disarm(key);
                 }
                 false
             }
@@ -392,21 +391,15 @@ impl CronJobActor {
             }
             Life::NotStarted | Life::Stopping { .. } => return,
         };
-        if let Some((handle, _)) = timer.take() {
-            ctx.cancel_future(handle);
+        if let Some(key) = timer.take() {
+            self.services.wheel.disarm(key);
         }
         match timer::next_step(at, self.now(), MAX_SLEEP) {
             Wake::Due => self.decide(ctx, Some(at)),
-            Wake::Sleep(sleep) => {
-                let handle = ctx.run_later(sleep, move |actor, ctx| {
-                    if let Life::Idle { timer } = &mut actor.life {
-                        // Spent: nothing to cancel.
-                        *timer = None;
-                    }
-                    actor.arm(at, ctx);
-                });
+            Wake::Sleep(_) => {
+                let key = self.services.wheel.arm(at, ctx.address().downgrade());
                 if let Life::Idle { timer } = &mut self.life {
-                    *timer = Some((handle, at));
+                    *timer = Some(key);
                 }
             }
         }
@@ -416,9 +409,7 @@ impl CronJobActor {
     /// (upstream's `AddAfter` keeps the earlier time).
     fn arm_no_later(&mut self, at: Timestamp, ctx: &mut Context<Self>) {
         match &self.life {
-            Life::Idle {
-                timer: Some((_, armed)),
-            } if *armed <= at => {}
+            Life::Idle { timer: Some(armed) } if armed.at() <= at => {}
             _ => self.arm(at, ctx),
         }
     }
@@ -428,6 +419,9 @@ impl Actor for CronJobActor {
     type Context = Context<Self>;
 
     fn stopped(&mut self, _: &mut Self::Context) {
+        if let Life::Idle { timer: Some(key) } = self.life {
+            self.services.wheel.disarm(key);
+        }
         let status = &self.cronjob.status;
         let unrecorded = self.known_slot.filter(|slot| status.does_not_record(*slot));
         // Its series go with it: the next owner exports them.
@@ -470,6 +464,23 @@ impl Handler<Update> for CronJobActor {
     }
 }
 
+impl Handler<Woken> for CronJobActor {
+    type Result = ();
+
+    /// Its wake-up came (the wheel sends it at or after its instant): it
+    /// arms again for the same instant, which decides now unless the wall
+    /// clock was stepped back meanwhile. A key it no longer holds (armed
+    /// again, or deciding) is stale.
+    fn handle(&mut self, Woken(key): Woken, ctx: &mut Self::Context) {
+        if let Life::Idle { timer } = &mut self.life
+            && *timer == Some(key)
+        {
+            *timer = None;
+            self.arm(key.at(), ctx);
+        }
+    }
+}
+
 /// Asks an actor what it holds now (the admin API's `GetCronJob`).
 #[derive(Debug, Message)]
 #[rtype(result = "ActorState")]
@@ -500,9 +511,7 @@ impl Handler<Inspect> for CronJobActor {
         let status = &self.cronjob.status;
         MessageResult(ActorState {
             next_wakeup: match &self.life {
-                Life::Idle {
-                    timer: Some((_, at)),
-                } => Some(*at),
+                Life::Idle { timer: Some(key) } => Some(key.at()),
                 _ => None,
             },
             last_schedule_time: status.last_schedule_time,

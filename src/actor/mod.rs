@@ -1,13 +1,15 @@
 //! One actor per CronJob: its compact state and its one timer
 //! ([`cronjob`]), carrying out each decision through the write gateway
 //! ([`apply`], the CronJob's own failed-Job streak in `streak`), and the
-//! timer math ([`timer`]).
+//! timer math ([`timer`]); idle actors' wake-ups are kept by one
+//! [`wheel`] per replica.
 
 pub mod apply;
 pub mod cronjob;
 pub mod feed;
 mod streak;
 pub mod timer;
+pub mod wheel;
 
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@
 
 use super::apply::{ActorReport, ActorServices};
 use super::cronjob::{CronJobActor, Update};
+use super::wheel::TimerWheel;
 use crate::apiserver::fenced_socket::WriteFence;
 use crate::apiserver::gateway::{Gateway, Limits};
 use crate::apiserver::lean_cronjob::LeanCronJob;
@@ -128,6 +129,7 @@ fn start_on(
         default_zone: jiff::tz::TimeZone::UTC,
         replica: "r0".into(),
         clock,
+        wheel: TimerWheel::start(clock),
     });
     let actor = CronJobActor::new(cronjob, Vec::new(), known_slot, actor_services)
         .expect("a usable CronJob");

@@ -41,6 +41,7 @@ use super::ring::Ring;
 use super::unrecorded::UnrecordedSlots;
 use crate::actor::apply::{ActorReport, ActorServices};
 use crate::actor::cronjob::{CronJobActor, Update};
+use crate::actor::wheel::TimerWheel;
 use crate::apiserver::gateway::Gateway;
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::boot_clock::BootInstant;
@@ -152,6 +153,7 @@ impl Supervisor {
                 replica: parts.lease.replica_id.clone(),
                 feed: parts.feed.clone(),
                 clock: jiff::Timestamp::now,
+                wheel: TimerWheel::start(jiff::Timestamp::now),
             });
             let keeper = lease::start(
                 parts.client.clone(),
