@@ -19,7 +19,7 @@ use crate::mix::{self, Anchor, NAMESPACE_PREFIX};
 use crate::observe::{self, JobWatch};
 use crate::procstat;
 use crate::scaleout::{ReplicaFigures, by_resource, since};
-use crate::slots::{self, CronJobSeen, SlotSummary, percentile};
+use crate::slots::{self, CronJobSeen, JobSeen, SlotSummary, percentile};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use shardcron_harness::Replica;
@@ -224,13 +224,17 @@ async fn run_on(
                 run.window_from,
                 kill.handover.kill_slot - 1,
             )?;
+            let victim = |namespace: &str, name: &str| kill.keys.contains(&format!("{namespace}/{name}"));
             let (victims, others): (Vec<CronJobSeen>, Vec<CronJobSeen>) = cronjobs
                 .into_iter()
-                .partition(|c| kill.keys.contains(&format!("{}/{}", c.namespace, c.name)));
+                .partition(|c| victim(&c.namespace, &c.name));
+            // Each side's Jobs only: another side's would count as off schedule.
+            let (victim_jobs, other_jobs): (Vec<JobSeen>, Vec<JobSeen>) =
+                jobs.into_iter().partition(|j| victim(&j.namespace, &j.cronjob));
             kill.handover.victim_slots =
-                slots::summarize(&victims, &jobs, kill.handover.kill_slot, run.window_to)?;
+                slots::summarize(&victims, &victim_jobs, kill.handover.kill_slot, run.window_to)?;
             kill.handover.others_slots =
-                slots::summarize(&others, &jobs, kill.handover.kill_slot, run.window_to)?;
+                slots::summarize(&others, &other_jobs, kill.handover.kill_slot, run.window_to)?;
             run.handover = Some(kill.handover);
         }
     }
