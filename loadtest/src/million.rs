@@ -224,15 +224,21 @@ async fn run_on(
                 run.window_from,
                 kill.handover.kill_slot - 1,
             )?;
-            let victim = |namespace: &str, name: &str| kill.keys.contains(&format!("{namespace}/{name}"));
+            let victim =
+                |namespace: &str, name: &str| kill.keys.contains(&format!("{namespace}/{name}"));
             let (victims, others): (Vec<CronJobSeen>, Vec<CronJobSeen>) = cronjobs
                 .into_iter()
                 .partition(|c| victim(&c.namespace, &c.name));
             // Each side's Jobs only: another side's would count as off schedule.
-            let (victim_jobs, other_jobs): (Vec<JobSeen>, Vec<JobSeen>) =
-                jobs.into_iter().partition(|j| victim(&j.namespace, &j.cronjob));
-            kill.handover.victim_slots =
-                slots::summarize(&victims, &victim_jobs, kill.handover.kill_slot, run.window_to)?;
+            let (victim_jobs, other_jobs): (Vec<JobSeen>, Vec<JobSeen>) = jobs
+                .into_iter()
+                .partition(|j| victim(&j.namespace, &j.cronjob));
+            kill.handover.victim_slots = slots::summarize(
+                &victims,
+                &victim_jobs,
+                kill.handover.kill_slot,
+                run.window_to,
+            )?;
             kill.handover.others_slots =
                 slots::summarize(&others, &other_jobs, kill.handover.kill_slot, run.window_to)?;
             run.handover = Some(kill.handover);
