@@ -182,8 +182,8 @@ fn main() {
             default_zone: jiff::tz::TimeZone::UTC,
             replica: "bench".into(),
             clock: jiff::Timestamp::now,
-            wheel: TimerWheel::start(jiff::Timestamp::now),
         });
+        let wheel = TimerWheel::start(jiff::Timestamp::now);
         let arbiters: Vec<Arbiter> = (0..2).map(|_| Arbiter::new()).collect();
         tokio::time::sleep(Duration::from_millis(200)).await;
         let heap_before = LIVE_HEAP.load(Ordering::Relaxed);
@@ -205,7 +205,8 @@ fn main() {
             let build_started = Instant::now();
             let cronjob = realistic_cronjob(i, &created);
             building += build_started.elapsed();
-            let actor = CronJobActor::new(&cronjob, Vec::new(), None, shared.clone())
+            let actor =
+                CronJobActor::new(&cronjob, Vec::new(), None, shared.clone(), wheel.clone())
                 .expect("actor");
             let addr = CronJobActor::start_in_arbiter(&arbiters[i % 2].handle(), move |_| actor);
             addr.do_send(Update::Start);

@@ -65,8 +65,6 @@ pub struct ActorServices {
     /// The wall clock (`Timestamp::now`): every time the actor and its
     /// decisions read. Tests pass one on tokio's paused time.
     pub clock: fn() -> Timestamp,
-    /// Where idle actors arm their wake-ups (one per replica, on `clock`).
-    pub wheel: super::wheel::TimerWheel,
 }
 
 /// Names the replica that created a Job: which replica acted on a slot is

@@ -10,7 +10,7 @@
 
 use super::apply::{self, ActorReport, ActorServices, DecisionAftermath, Snapshot};
 use super::timer::{self, MAX_SLEEP, Wake};
-use super::wheel::{WakeKey, Woken};
+use super::wheel::{TimerWheel, WakeKey, Woken};
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::requests::JobRequests as _;
 use crate::apiserver::resource_version::is_older;
@@ -56,6 +56,9 @@ pub struct CronJobActor {
     /// started again once its Job is gone (see `reconcile::Input::known_slot`).
     known_slot: Option<Timestamp>,
     services: Arc<ActorServices>,
+    /// Where it arms its wake-ups: the replica's one wheel (held here, not
+    /// in [`ActorServices`], as its type names this actor's).
+    wheel: TimerWheel<CronJobActor>,
     life: Life,
     /// Consecutive failed decisions (upstream's per-item exponential backoff).
     failures: u32,
@@ -93,6 +96,7 @@ impl CronJobActor {
         children: Vec<JobSummary>,
         known_slot: Option<Timestamp>,
         services: Arc<ActorServices>,
+        wheel: TimerWheel<CronJobActor>,
     ) -> Result<Self, crate::reconcile::ViewError> {
         let view = cronjob.view(Arc::new(cronjob.spec_view()))?;
         let listed: Vec<Option<Timestamp>> = children.iter().map(|c| c.scheduled).collect();
@@ -103,6 +107,7 @@ impl CronJobActor {
             children,
             known_slot,
             services,
+            wheel,
             life: Life::NotStarted,
             failures: 0,
         };
@@ -226,7 +231,7 @@ impl CronJobActor {
             Life::NotStarted => true,
             Life::Idle { timer } => {
                 if let Some(key) = timer.take() {
-                    self.services.wheel.disarm(key);
+                    self.wheel.disarm(key);
                 }
                 false
             }
@@ -392,12 +397,12 @@ impl CronJobActor {
             Life::NotStarted | Life::Stopping { .. } => return,
         };
         if let Some(key) = timer.take() {
-            self.services.wheel.disarm(key);
+            self.wheel.disarm(key);
         }
         match timer::next_step(at, self.now(), MAX_SLEEP) {
             Wake::Due => self.decide(ctx, Some(at)),
             Wake::Sleep(_) => {
-                let key = self.services.wheel.arm(at, ctx.address().downgrade());
+                let key = self.wheel.arm(at, ctx.address().downgrade());
                 if let Life::Idle { timer } = &mut self.life {
                     *timer = Some(key);
                 }
@@ -419,8 +424,9 @@ impl Actor for CronJobActor {
     type Context = Context<Self>;
 
     fn stopped(&mut self, _: &mut Self::Context) {
+        // Stopped otherwise than by `Update::Stop` (its Arbiter stopping).
         if let Life::Idle { timer: Some(key) } = self.life {
-            self.services.wheel.disarm(key);
+            self.wheel.disarm(key);
         }
         let status = &self.cronjob.status;
         let unrecorded = self.known_slot.filter(|slot| status.does_not_record(*slot));
@@ -456,6 +462,12 @@ impl Handler<Update> for CronJobActor {
                     self.life = Life::Stopping { first: *first };
                 }
                 _ => {
+                    // Its wake-up goes now: `stopped` sees it Stopping, and
+                    // the wheel would keep a dead actor's entry until its
+                    // instant (days, for a weekly CronJob).
+                    if let Life::Idle { timer: Some(key) } = self.life {
+                        self.wheel.disarm(key);
+                    }
                     self.life = Life::Stopping { first: false };
                     ctx.stop();
                 }

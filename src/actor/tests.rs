@@ -107,6 +107,19 @@ fn start_on(
     fence: Fence,
     script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,
 ) -> Started {
+    let wheel = TimerWheel::start(clock);
+    start_on_wheel(clock, wheel, cronjob, known_slot, fence, script)
+}
+
+/// [`start_on`], arming its wake-ups on `wheel`.
+fn start_on_wheel(
+    clock: fn() -> Timestamp,
+    wheel: TimerWheel<CronJobActor>,
+    cronjob: &LeanCronJob,
+    known_slot: Option<Timestamp>,
+    fence: Fence,
+    script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,
+) -> Started {
     let (client, asked) = scripted::client(script);
     let metrics = Arc::new(Metrics::new());
     let reporter = Reporter {
@@ -129,9 +142,8 @@ fn start_on(
         default_zone: jiff::tz::TimeZone::UTC,
         replica: "r0".into(),
         clock,
-        wheel: TimerWheel::start(clock),
     });
-    let actor = CronJobActor::new(cronjob, Vec::new(), known_slot, actor_services)
+    let actor = CronJobActor::new(cronjob, Vec::new(), known_slot, actor_services, wheel)
         .expect("a usable CronJob");
     (actor.start(), asked, reports)
 }
@@ -245,6 +257,35 @@ async fn on_a_paused_clock_the_next_slot_starts_at_its_time_and_not_before() {
     assert_eq!(creates(&asked), 1, "at 09:30: {:?}", asked.paths());
     assert!(paused_clock().duration_since(begins) < jiff::SignedDuration::from_secs(32));
     actor.do_send(Update::Stop);
+}
+
+#[actix::test]
+async fn an_idle_actor_holds_one_wake_up_on_the_wheel_and_takes_it_away_when_told_to_stop() {
+    tokio::time::pause();
+    let created: Timestamp = "2024-03-01T09:29:00Z".parse().expect("a time");
+    let wheel = TimerWheel::start(paused_clock);
+    let (actor, _, mut reports) = start_on_wheel(
+        paused_clock,
+        wheel.clone(),
+        &cronjob(created),
+        None,
+        Fence::default(),
+        |request| echo(request, 201),
+    );
+    actor.do_send(Update::Start);
+    let report = tokio::time::timeout(Duration::from_secs(5), reports.recv()).await;
+    assert!(
+        matches!(report, Ok(Some(ActorReport::Armed { .. }))),
+        "{report:?}"
+    );
+    assert_eq!(wheel.len(), 1, "armed for 09:30");
+    actor.do_send(Update::Stop);
+    let report = tokio::time::timeout(Duration::from_secs(5), reports.recv()).await;
+    assert!(
+        matches!(report, Ok(Some(ActorReport::Stopped { .. }))),
+        "{report:?}"
+    );
+    assert!(wheel.is_empty(), "a stopped actor leaves no wake-up behind");
 }
 
 /// A server that never answers a Job create (and echoes the rest).

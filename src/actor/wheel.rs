@@ -21,7 +21,6 @@
 //! replica's idle actors; at most one [`Woken`] in an actor's mailbox from
 //! here at a time (the entry is removed when it is sent).
 
-use super::cronjob::CronJobActor;
 use super::timer::{self, MAX_SLEEP, Wake};
 use actix::WeakAddr;
 use actix::prelude::*;
@@ -50,20 +49,20 @@ impl WakeKey {
 #[rtype(result = "()")]
 pub struct Woken(pub WakeKey);
 
-struct Entries {
-    by_time: BTreeMap<WakeKey, WeakAddr<CronJobActor>>,
+struct Entries<A: Actor> {
+    by_time: BTreeMap<WakeKey, WeakAddr<A>>,
     next_seq: u64,
 }
 
-struct Wheel {
-    entries: Mutex<Entries>,
+struct Wheel<A: Actor> {
+    entries: Mutex<Entries<A>>,
     /// Woken when a wake-up earlier than every other is armed.
     earlier: Notify,
     clock: fn() -> Timestamp,
 }
 
-impl Wheel {
-    fn lock(&self) -> MutexGuard<'_, Entries> {
+impl<A: Actor> Wheel<A> {
+    fn lock(&self) -> MutexGuard<'_, Entries<A>> {
         // A panic elsewhere while holding it leaves a consistent map (every
         // change is one insert or remove).
         self.entries
@@ -72,14 +71,25 @@ impl Wheel {
     }
 }
 
-/// A handle on the replica's wheel, cheap to clone. The wheel's task ends
-/// (within [`MAX_SLEEP`]) once every handle is dropped.
-#[derive(Clone)]
-pub struct TimerWheel {
-    wheel: Arc<Wheel>,
+/// A handle on the replica's wheel for actors of type `A` (the CronJob
+/// actor), cheap to clone. The wheel's task ends (within [`MAX_SLEEP`])
+/// once every handle is dropped.
+pub struct TimerWheel<A: Actor> {
+    wheel: Arc<Wheel<A>>,
 }
 
-impl TimerWheel {
+impl<A: Actor> Clone for TimerWheel<A> {
+    fn clone(&self) -> Self {
+        Self {
+            wheel: self.wheel.clone(),
+        }
+    }
+}
+
+impl<A> TimerWheel<A>
+where
+    A: Actor<Context = Context<A>> + Handler<Woken>,
+{
     /// Starts the wheel's task on the current tokio runtime, reading the
     /// wall clock with `clock` (tests pass one on tokio's paused time).
     pub fn start(clock: fn() -> Timestamp) -> Self {
@@ -96,7 +106,7 @@ impl TimerWheel {
     }
 
     /// Arms a wake-up of `actor` at `at`; the key disarms it.
-    pub fn arm(&self, at: Timestamp, actor: WeakAddr<CronJobActor>) -> WakeKey {
+    pub fn arm(&self, at: Timestamp, actor: WeakAddr<A>) -> WakeKey {
         let (key, earliest) = {
             let mut entries = self.wheel.lock();
             let key = WakeKey {
@@ -134,7 +144,10 @@ impl TimerWheel {
 
 /// The wheel's task: sends what is due, sleeps until the next wake-up (at
 /// most [`MAX_SLEEP`]) or until an earlier one is armed.
-async fn turn(wheel: Weak<Wheel>) {
+async fn turn<A>(wheel: Weak<Wheel<A>>)
+where
+    A: Actor<Context = Context<A>> + Handler<Woken>,
+{
     while let Some(wheel) = wheel.upgrade() {
         let now = (wheel.clock)();
         let (due, next) = take_due(&mut wheel.lock().by_time, now);

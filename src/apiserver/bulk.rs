@@ -318,6 +318,28 @@ mod tests {
         })
     }
 
+    /// The CronJobs' names and the Jobs' UIDs the pages delivered, once
+    /// checked that no CronJob kept its managedFields (dropped as pages
+    /// arrive).
+    fn delivered(pages: &[Loaded]) -> (Vec<&str>, Vec<&str>) {
+        let cronjobs = pages.iter().flat_map(|p| &p.cronjobs);
+        assert!(
+            cronjobs
+                .clone()
+                .all(|c| c.metadata.managed_fields.is_none())
+        );
+        (
+            cronjobs
+                .map(|c| c.metadata.name.as_deref().unwrap_or_default())
+                .collect(),
+            pages
+                .iter()
+                .flat_map(|p| &p.jobs)
+                .map(|j| &*j.uid)
+                .collect(),
+        )
+    }
+
     /// Runs a load of every namespace owning the names that start with
     /// `keep`; what was delivered and what was asked.
     async fn load_with(
@@ -378,25 +400,10 @@ mod tests {
         .await;
         let counts = result.expect("the load succeeds");
         assert_eq!((counts.cronjobs, counts.jobs), (2, 1));
-        let cronjobs: Vec<&str> = pages
-            .iter()
-            .flat_map(|p| &p.cronjobs)
-            .map(|c| c.metadata.name.as_deref().unwrap_or_default())
-            .collect();
-        assert_eq!(cronjobs, ["keep-1", "keep-2"]);
-        assert!(
-            pages
-                .iter()
-                .flat_map(|p| &p.cronjobs)
-                .all(|c| c.metadata.managed_fields.is_none()),
-            "managedFields are dropped as pages arrive"
+        assert_eq!(
+            delivered(&pages),
+            (vec!["keep-1", "keep-2"], vec!["uid-keep-1-100"])
         );
-        let jobs: Vec<&str> = pages
-            .iter()
-            .flat_map(|p| &p.jobs)
-            .map(|j| &*j.uid)
-            .collect();
-        assert_eq!(jobs, ["uid-keep-1-100"]);
         // Every page is consistent: the first names no version (never the
         // watch cache's possibly older `0`), a continued one is read at the
         // first page's snapshot.
@@ -447,17 +454,9 @@ mod tests {
         .await;
         let counts = result.expect("the load succeeds");
         assert_eq!((counts.cronjobs, counts.jobs), (2, 1));
-        let cronjobs: Vec<&str> = pages
-            .iter()
-            .flat_map(|p| &p.cronjobs)
-            .map(|c| c.metadata.name.as_deref().unwrap_or_default())
-            .collect();
-        assert_eq!(cronjobs, ["keep-1", "keep-2"]);
-        assert!(
-            pages
-                .iter()
-                .flat_map(|p| &p.cronjobs)
-                .all(|c| c.metadata.managed_fields.is_none())
+        assert_eq!(
+            delivered(&pages),
+            (vec!["keep-1", "keep-2"], vec!["uid-keep-1-100"])
         );
         // A consistent read: initial events, NotOlderThan, and an empty
         // resourceVersion (never the watch cache's possibly older `0`).

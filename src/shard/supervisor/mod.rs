@@ -111,6 +111,8 @@ struct Running {
 
 pub struct Supervisor {
     actor_services: Arc<ActorServices>,
+    /// The wheel every actor here arms its wake-ups on.
+    wheel: TimerWheel<CronJobActor>,
     arbiters: Vec<ArbiterHandle>,
     next_arbiter: usize,
     scopes: Vec<ScopeState>,
@@ -153,7 +155,6 @@ impl Supervisor {
                 replica: parts.lease.replica_id.clone(),
                 feed: parts.feed.clone(),
                 clock: jiff::Timestamp::now,
-                wheel: TimerWheel::start(jiff::Timestamp::now),
             });
             let keeper = lease::start(
                 parts.client.clone(),
@@ -190,6 +191,7 @@ impl Supervisor {
     ) -> Self {
         Self {
             ownership: Ownership::new(setup.me.clone(), setup.keeper.incarnation()),
+            wheel: TimerWheel::start(actor_services.clock),
             actor_services,
             arbiters,
             next_arbiter: 0,
@@ -313,14 +315,19 @@ impl Supervisor {
         let (_, namespace, _) = crate::reconcile::CronJobKind::parse_key(key);
         let children = self.jobs.claim(namespace, &uid);
         let known_slot = self.unrecorded.take(&uid);
-        let actor =
-            match CronJobActor::new(&cronjob, children, known_slot, self.actor_services.clone()) {
-                Ok(actor) => actor,
-                Err(error) => {
-                    tracing::warn!(cronjob = %key, %error, "not running an unusable CronJob");
-                    return false;
-                }
-            };
+        let actor = match CronJobActor::new(
+            &cronjob,
+            children,
+            known_slot,
+            self.actor_services.clone(),
+            self.wheel.clone(),
+        ) {
+            Ok(actor) => actor,
+            Err(error) => {
+                tracing::warn!(cronjob = %key, %error, "not running an unusable CronJob");
+                return false;
+            }
+        };
         let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
         self.next_arbiter = self.next_arbiter.wrapping_add(1);
         let addr = CronJobActor::start_in_arbiter(arbiter, move |_| actor);
