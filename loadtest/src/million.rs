@@ -18,13 +18,13 @@ use crate::dataset::{self, Shape};
 use crate::mix::{self, Anchor, NAMESPACE_PREFIX};
 use crate::observe::{self, JobWatch};
 use crate::procstat;
-use crate::scaleout::{ReplicaFigures, by_resource, since};
+use crate::scaleout::{ReplicaFigures, WindowStart};
 use crate::slots::{self, CronJobSeen, JobSeen, SlotSummary, percentile};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use shardcron_harness::Replica;
 use shardcron_harness::cluster::UpOptions;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -44,6 +44,9 @@ pub struct Handover {
     /// their running actors is the count and none waits); `None`: not
     /// within [`REARM_WITHIN`].
     pub rearm_seconds: Option<f64>,
+    /// What the survivors' `/debug/shards` said meanwhile, each change once.
+    #[serde(default)]
+    pub steps: Vec<HandoverStep>,
     /// The slot one second after the kill (unix seconds).
     pub kill_slot: i64,
     /// The victim's CronJobs' slots from `kill_slot` to the window's end.
@@ -104,7 +107,52 @@ struct ShardCounts {
     waiting: usize,
     owned: usize,
     #[serde(default)]
+    waiting_for: BTreeMap<String, usize>,
+    #[serde(default)]
+    loads_in_flight: usize,
+    #[serde(default)]
     keys: Option<Vec<String>>,
+}
+
+/// The survivors together at one moment of a hand-off.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HandoverStep {
+    /// Seconds since the kill (the first moment this state was seen).
+    pub at_seconds: f64,
+    pub running: usize,
+    pub owned: usize,
+    /// Waiting keys by what they wait for (`/debug/shards`' `waiting_for`).
+    pub waiting_for: BTreeMap<String, usize>,
+    pub loads_in_flight: usize,
+}
+
+impl HandoverStep {
+    fn of(at_seconds: f64, survivors: &[ShardCounts]) -> Self {
+        let mut waiting_for = BTreeMap::new();
+        for survivor in survivors {
+            for (reason, keys) in &survivor.waiting_for {
+                *waiting_for.entry(reason.clone()).or_default() += keys;
+            }
+        }
+        Self {
+            at_seconds,
+            running: survivors.iter().map(|s| s.running).sum(),
+            owned: survivors.iter().map(|s| s.owned).sum(),
+            waiting_for,
+            loads_in_flight: survivors.iter().map(|s| s.loads_in_flight).sum(),
+        }
+    }
+
+    /// The same state, whenever it was seen.
+    fn same_as(&self, other: &Self) -> bool {
+        Self {
+            at_seconds: 0.0,
+            ..self.clone()
+        } == Self {
+            at_seconds: 0.0,
+            ..other.clone()
+        }
+    }
 }
 
 /// Runs S7 with each variant, each on the data set brought back afresh.
@@ -271,18 +319,11 @@ async fn watch_and_kill(
         .map(cluster::pid)
         .collect::<Result<_, _>>()?;
     observe::sleep_until_ms(window_from * 1000).await;
-    let counters = |r: &Replica| {
-        let text = r.metrics_text();
-        (
-            by_resource(&text, "watch_events"),
-            by_resource(&text, "watch_bytes"),
-        )
-    };
-    let before: Vec<_> = pids
+    let starts: Vec<WindowStart> = replicas
         .iter()
-        .map(|pid| procstat::sample(*pid))
+        .zip(&pids)
+        .map(|(replica, pid)| WindowStart::read(replica, *pid))
         .collect::<Result<_, _>>()?;
-    let counters_before: Vec<_> = replicas.iter().map(counters).collect();
     // Read just before the kill (or the window's end): the steady figures.
     observe::sleep_until_ms(steady_end_ms - 2000).await;
     let steady_seconds = (observe::unix_ms() - window_from * 1000) as f64 / 1000.0;
@@ -290,9 +331,13 @@ async fn watch_and_kill(
     let mut owned = Vec::new();
     let mut victim_keys = HashSet::new();
     for (i, replica) in replicas.iter().enumerate() {
-        let after = procstat::sample(pids[i]).context("a replica exited in the window")?;
-        let (events, bytes) = counters(replica);
-        let (events_before, bytes_before) = &counters_before[i];
+        per_replica.push(ReplicaFigures::measure(
+            replica,
+            pids[i],
+            &starts[i],
+            steady_seconds,
+            ready_seconds,
+        )?);
         let wanted_keys = i == 0 && kill_slot.is_some();
         let shards: ShardCounts = replica
             .debug_json(if wanted_keys {
@@ -305,16 +350,6 @@ async fn watch_and_kill(
         if wanted_keys {
             victim_keys = shards.keys.unwrap_or_default().into_iter().collect();
         }
-        per_replica.push(ReplicaFigures {
-            replica: replica.id().to_owned(),
-            window_events: since(&events, events_before),
-            window_bytes: since(&bytes, bytes_before),
-            events,
-            bytes,
-            cpu: (after.cpu_seconds - before[i].cpu_seconds) / steady_seconds,
-            rss_bytes: after.rss_bytes,
-            ready_seconds,
-        });
     }
     let plane = plane_figures(cluster).await?;
     let run = MillionRun {
@@ -346,17 +381,21 @@ async fn watch_and_kill(
         victim_keys.len()
     );
     let mut rearm_seconds = None;
+    let mut steps: Vec<HandoverStep> = Vec::new();
     while killed.elapsed() < REARM_WITHIN {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let counts: Option<Vec<ShardCounts>> = replicas[1..]
             .iter()
             .map(|r| r.debug_json("/debug/shards"))
             .collect();
-        let running_all = counts.is_some_and(|c| {
-            c.iter().map(|s| s.running).sum::<usize>() == scenario.count
-                && c.iter().all(|s| s.waiting == 0)
-        });
-        if running_all {
+        let Some(counts) = counts else { continue };
+        let step = HandoverStep::of(killed.elapsed().as_secs_f64(), &counts);
+        if steps.last().is_none_or(|last| !last.same_as(&step)) {
+            steps.push(step);
+        }
+        if counts.iter().map(|s| s.running).sum::<usize>() == scenario.count
+            && counts.iter().all(|s| s.waiting == 0)
+        {
             rearm_seconds = Some(killed.elapsed().as_secs_f64());
             break;
         }
@@ -368,6 +407,7 @@ async fn watch_and_kill(
         victim,
         victim_cronjobs: victim_keys.len(),
         rearm_seconds,
+        steps,
         kill_slot,
         victim_slots: SlotSummary::default(),
         others_slots: SlotSummary::default(),
@@ -506,6 +546,32 @@ pub fn markdown(scenario: &Scenario, runs: &[MillionRun]) -> String {
             h.others_slots.missed,
             skew(&h.others_slots),
         );
+    }
+    for run in runs {
+        let Some(h) = run.handover.as_ref().filter(|h| !h.steps.is_empty()) else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "\nThe survivors of {} replicas after the kill (each change of their `/debug/shards`):\n",
+            run.replicas
+        );
+        // At most about 40 lines (the JSON has every step), the last one too.
+        let stride = (h.steps.len() / 40).max(1);
+        let last = h.steps.len() - 1;
+        for step in h
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % stride == 0 || *i == last)
+            .map(|(_, step)| step)
+        {
+            let _ = writeln!(
+                out,
+                "- {:.1} s: {} of {} owned running, loads in flight {}, waiting {:?}",
+                step.at_seconds, step.running, step.owned, step.loads_in_flight, step.waiting_for
+            );
+        }
     }
     out
 }

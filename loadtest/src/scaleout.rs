@@ -14,6 +14,7 @@ use crate::mix::{self, Anchor};
 use crate::procstat;
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
+use shardcron_harness::Replica;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,51 @@ pub struct ReplicaFigures {
     pub rss_bytes: u64,
     /// Until ready (every owned CronJob armed), from the start.
     pub ready_seconds: f64,
+}
+
+/// A replica at the start of a window: its CPU and its watches' counters.
+pub struct WindowStart {
+    cpu_seconds: f64,
+    events: BTreeMap<String, f64>,
+    bytes: BTreeMap<String, f64>,
+}
+
+impl WindowStart {
+    pub fn read(replica: &Replica, pid: u32) -> anyhow::Result<Self> {
+        let cpu_seconds = procstat::sample(pid)?.cpu_seconds;
+        let text = replica.metrics_text();
+        Ok(Self {
+            cpu_seconds,
+            events: by_resource(&text, "watch_events"),
+            bytes: by_resource(&text, "watch_bytes"),
+        })
+    }
+}
+
+impl ReplicaFigures {
+    /// `replica`'s figures over the `seconds` since `start`.
+    pub fn measure(
+        replica: &Replica,
+        pid: u32,
+        start: &WindowStart,
+        seconds: f64,
+        ready_seconds: f64,
+    ) -> anyhow::Result<Self> {
+        let after = procstat::sample(pid).context("a replica exited in the window")?;
+        let text = replica.metrics_text();
+        let events = by_resource(&text, "watch_events");
+        let bytes = by_resource(&text, "watch_bytes");
+        Ok(Self {
+            replica: replica.id().to_owned(),
+            window_events: since(&events, &start.events),
+            window_bytes: since(&bytes, &start.bytes),
+            events,
+            bytes,
+            cpu: (after.cpu_seconds - start.cpu_seconds) / seconds,
+            rss_bytes: after.rss_bytes,
+            ready_seconds,
+        })
+    }
 }
 
 /// One variant's run: its replicas' figures.
@@ -150,39 +196,19 @@ async fn run_on(
             .iter()
             .map(cluster::pid)
             .collect::<Result<_, _>>()?;
-        let before: Vec<_> = pids
+        let starts: Vec<WindowStart> = replicas
             .iter()
-            .map(|pid| procstat::sample(*pid))
+            .zip(&pids)
+            .map(|(replica, pid)| WindowStart::read(replica, *pid))
             .collect::<Result<_, _>>()?;
-        let counters_before: Vec<_> = replicas
-            .iter()
-            .map(|r| {
-                let text = r.metrics_text();
-                (
-                    by_resource(&text, "watch_events"),
-                    by_resource(&text, "watch_bytes"),
-                )
-            })
-            .collect();
         tokio::time::sleep(window).await;
-        let mut per_replica = Vec::new();
-        for (i, replica) in replicas.iter().enumerate() {
-            let after = procstat::sample(pids[i]).context("a replica exited in the window")?;
-            let text = replica.metrics_text();
-            let events = by_resource(&text, "watch_events");
-            let bytes = by_resource(&text, "watch_bytes");
-            let (events_before, bytes_before) = &counters_before[i];
-            per_replica.push(ReplicaFigures {
-                replica: replica.id().to_owned(),
-                window_events: since(&events, events_before),
-                window_bytes: since(&bytes, bytes_before),
-                bytes,
-                events,
-                cpu: (after.cpu_seconds - before[i].cpu_seconds) / window.as_secs_f64(),
-                rss_bytes: after.rss_bytes,
-                ready_seconds,
-            });
-        }
+        let per_replica: Vec<ReplicaFigures> = replicas
+            .iter()
+            .zip(pids.iter().zip(&starts))
+            .map(|(replica, (pid, start))| {
+                ReplicaFigures::measure(replica, *pid, start, window.as_secs_f64(), ready_seconds)
+            })
+            .collect::<Result<_, _>>()?;
         for replica in replicas {
             cluster::stop(replica).await?;
         }
@@ -204,10 +230,7 @@ async fn run_on(
 }
 
 /// Each counter's growth from `before` to `after`.
-pub fn since(
-    after: &BTreeMap<String, f64>,
-    before: &BTreeMap<String, f64>,
-) -> BTreeMap<String, f64> {
+fn since(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
     after
         .iter()
         .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
