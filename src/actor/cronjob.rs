@@ -229,10 +229,8 @@ impl CronJobActor {
             }
             Life::Stopping { .. } => return,
             Life::NotStarted => true,
-            Life::Idle { timer } => {
-                if let Some(key) = timer.take() {
-                    self.wheel.disarm(key);
-                }
+            Life::Idle { .. } => {
+                self.disarm();
                 false
             }
         };
@@ -384,20 +382,26 @@ impl CronJobActor {
         }
     }
 
+    /// Takes its wake-up, if it is idle with one, off the wheel.
+    fn disarm(&mut self) {
+        if let Life::Idle { timer } = &mut self.life
+            && let Some(key) = timer.take()
+        {
+            self.wheel.disarm(key);
+        }
+    }
+
     /// Arms the timer for `at`, replacing any earlier arming.
     /// Only an idle actor has a timer: one deciding decides again after
     /// (and arms then), one stopping arms nothing.
     fn arm(&mut self, at: Timestamp, ctx: &mut Context<Self>) {
-        let timer = match &mut self.life {
-            Life::Idle { timer } => timer,
+        match &mut self.life {
+            Life::Idle { .. } => self.disarm(),
             Life::Deciding { again, .. } => {
                 *again = true;
                 return;
             }
             Life::NotStarted | Life::Stopping { .. } => return,
-        };
-        if let Some(key) = timer.take() {
-            self.wheel.disarm(key);
         }
         match timer::next_step(at, self.now(), MAX_SLEEP) {
             Wake::Due => self.decide(ctx, Some(at)),
@@ -425,9 +429,7 @@ impl Actor for CronJobActor {
 
     fn stopped(&mut self, _: &mut Self::Context) {
         // Stopped otherwise than by `Update::Stop` (its Arbiter stopping).
-        if let Life::Idle { timer: Some(key) } = self.life {
-            self.wheel.disarm(key);
-        }
+        self.disarm();
         let status = &self.cronjob.status;
         let unrecorded = self.known_slot.filter(|slot| status.does_not_record(*slot));
         // Its series go with it: the next owner exports them.
@@ -465,9 +467,7 @@ impl Handler<Update> for CronJobActor {
                     // Its wake-up goes now: `stopped` sees it Stopping, and
                     // the wheel would keep a dead actor's entry until its
                     // instant (days, for a weekly CronJob).
-                    if let Life::Idle { timer: Some(key) } = self.life {
-                        self.wheel.disarm(key);
-                    }
+                    self.disarm();
                     self.life = Life::Stopping { first: false };
                     ctx.stop();
                 }

@@ -101,7 +101,9 @@ where
 /// handing them (without managedFields) to `page` [`PAGE`] at a time and
 /// waiting for it before reading on; each event must come within the list
 /// deadline. Ends at the bookmark that marks the initial events' end.
-pub async fn stream_all<K, Taken>(
+/// (kube-runtime's watcher streams its lists with `resourceVersion=0`, a
+/// read that may be older than the previous owner's last write: not used.)
+async fn stream_all<K, Taken>(
     api: Api<K>,
     labels: Option<&str>,
     mut page: impl FnMut(Vec<K>) -> Taken,
