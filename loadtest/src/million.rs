@@ -18,6 +18,7 @@ use crate::dataset::{self, Shape};
 use crate::mix::{self, Anchor, NAMESPACE_PREFIX};
 use crate::observe::{self, JobWatch};
 use crate::procstat;
+use crate::report::{MIB, ms};
 use crate::scaleout::{ReplicaFigures, WindowStart};
 use crate::slots::{self, CronJobSeen, JobSeen, SlotSummary, percentile};
 use anyhow::{Context, bail};
@@ -442,8 +443,6 @@ async fn plane_figures(cluster: &LocalCluster) -> anyhow::Result<PlaneFigures> {
     })
 }
 
-const MIB: f64 = 1024.0 * 1024.0;
-
 /// One run in a line, for the progress log.
 pub fn line(run: &MillionRun) -> String {
     let rearm = run
@@ -470,10 +469,7 @@ pub fn line(run: &MillionRun) -> String {
 }
 
 fn skew(summary: &SlotSummary) -> String {
-    let s = |p| {
-        percentile(&summary.skews_ms, p)
-            .map_or_else(|| "-".to_owned(), |ms| format!("{:.2}", ms as f64 / 1000.0))
-    };
+    let s = |p| ms(percentile(&summary.skews_ms, p));
     format!("{} / {} / {}", s(50.0), s(99.0), s(100.0))
 }
 
@@ -578,12 +574,7 @@ pub fn markdown(scenario: &Scenario, runs: &[MillionRun]) -> String {
 
 /// Writes `report.json` and `report.md` to `out`.
 pub fn write(out: &Path, scenario: &Scenario, runs: &[MillionRun]) -> anyhow::Result<()> {
-    std::fs::write(
-        out.join("report.json"),
-        serde_json::to_vec_pretty(&serde_json::json!({"scenario": scenario, "runs": runs}))?,
-    )?;
-    std::fs::write(out.join("report.md"), markdown(scenario, runs))?;
-    Ok(())
+    crate::report::write_runs(out, scenario, runs, &markdown(scenario, runs))
 }
 
 #[cfg(test)]

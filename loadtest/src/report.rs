@@ -11,7 +11,7 @@ use plotters::prelude::*;
 use std::fmt::Write as _;
 use std::path::Path;
 
-const MIB: f64 = 1024.0 * 1024.0;
+pub const MIB: f64 = 1024.0 * 1024.0;
 
 /// The CPU seconds of the controller itself: shardcron's replicas, or
 /// kube-controller-manager when it runs the CronJob controller.
@@ -57,7 +57,8 @@ fn api_load(run: &Run) -> crate::apimetrics::ClientLoad {
         .unwrap_or_default()
 }
 
-fn ms(v: Option<i64>) -> String {
+/// Milliseconds as seconds with two decimals, or `-`.
+pub fn ms(v: Option<i64>) -> String {
     v.map(|v| format!("{:.2}", v as f64 / 1000.0))
         .unwrap_or_else(|| "-".into())
 }
@@ -327,7 +328,7 @@ pub fn write_scale(out: &Path, scenario: &Scenario, runs: &[ScaleRun]) -> anyhow
 }
 
 /// Writes `report.json` (the scenario and its runs) and `report.md`.
-fn write_runs(
+pub fn write_runs(
     out: &Path,
     scenario: &Scenario,
     runs: &[impl serde::Serialize],
@@ -343,11 +344,7 @@ fn write_runs(
 
 /// Writes report.json, report.md, skew-cdf.png and jobs-per-second.png.
 pub fn write(out: &Path, scenario: &Scenario, runs: &[Run]) -> anyhow::Result<()> {
-    std::fs::write(
-        out.join("report.json"),
-        serde_json::to_vec_pretty(&serde_json::json!({"scenario": scenario, "runs": runs}))?,
-    )?;
-    std::fs::write(out.join("report.md"), markdown(scenario, runs))?;
+    write_runs(out, scenario, runs, &markdown(scenario, runs))?;
     match load_font() {
         Some(font) => {
             plotters::style::register_font("sans-serif", FontStyle::Normal, font)
