@@ -21,6 +21,7 @@ use serde_json::json;
 use shardcron::actor::apply::ActorReport;
 use shardcron::actor::apply::ActorServices;
 use shardcron::actor::cronjob::{CronJobActor, Update};
+use shardcron::actor::runtime::Dispatcher;
 use shardcron::actor::wheel::TimerWheel;
 use shardcron::apiserver::gateway::{Gateway, Limits};
 use shardcron::apiserver::lean_cronjob::LeanCronJob;
@@ -185,6 +186,8 @@ fn main() {
         });
         let wheel = TimerWheel::start(jiff::Timestamp::now);
         let arbiters: Vec<Arbiter> = (0..2).map(|_| Arbiter::new()).collect();
+        let dispatchers: Vec<Dispatcher<CronJobActor>> =
+            arbiters.iter().map(|a| Dispatcher::start(&a.handle())).collect();
         tokio::time::sleep(Duration::from_millis(200)).await;
         let heap_before = LIVE_HEAP.load(Ordering::Relaxed);
         let bare: Vec<Addr<Bare>> = (0..count)
@@ -208,7 +211,7 @@ fn main() {
             let actor =
                 CronJobActor::new(&cronjob, Vec::new(), None, shared.clone(), wheel.clone())
                 .expect("actor");
-            let addr = CronJobActor::start_in_arbiter(&arbiters[i % 2].handle(), move |_| actor);
+            let addr = dispatchers[i % 2].start_actor(actor);
             addr.do_send(Update::Start);
             addrs.push(addr);
         }

@@ -8,6 +8,7 @@ mod cluster;
 mod compare;
 mod create;
 mod dataset;
+mod firingcost;
 mod hostile;
 mod million;
 mod mix;
@@ -158,6 +159,25 @@ enum Command {
         /// with these extra arguments (e.g. "--threads 1").
         #[arg(long, allow_hyphen_values = true)]
         variant: Option<String>,
+    },
+    /// CPU per firing against upstream's, like with like: on one control
+    /// plane, phases take turns: kube-controller-manager with only its Job
+    /// and CronJob controllers, then only its Job controller beside one
+    /// shardcron replica (order alternating by round).
+    FiringCost {
+        #[arg(long, default_value_t = 200)]
+        count: usize,
+        /// Minute slots watched per phase.
+        #[arg(long, default_value_t = 5)]
+        minutes: u32,
+        /// Rounds (each one phase of each side).
+        #[arg(long, default_value_t = 2)]
+        rounds: usize,
+        /// Default: loadtest/results/firing-cost.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long)]
+        shardcron_bin: Option<PathBuf>,
     },
 }
 
@@ -374,6 +394,27 @@ async fn main() -> anyhow::Result<()> {
                 report.ratio,
                 (report.ratio - 1.0) * 100.0
             );
+            Ok(())
+        }
+        Command::FiringCost {
+            count,
+            minutes,
+            rounds,
+            out,
+            shardcron_bin: bin,
+        } => {
+            let repo = shardcron_harness::repo_root();
+            let out = out.unwrap_or_else(|| repo.join("loadtest/results/firing-cost"));
+            let report = firingcost::run(
+                &out,
+                &shardcron_bin(bin)?,
+                count,
+                minutes.max(1),
+                rounds.max(1),
+            )
+            .await?;
+            println!("{}", firingcost::markdown(&report));
+            eprintln!("firing-cost: report in {}", out.display());
             Ok(())
         }
     }

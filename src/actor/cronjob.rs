@@ -9,6 +9,7 @@
 //! (as upstream's work queue does for a key being processed).
 
 use super::apply::{self, ActorReport, ActorServices, DecisionAftermath, Snapshot};
+use super::runtime::{Actor, Context};
 use super::timer::{self, MAX_SLEEP, Wake};
 use super::wheel::{TimerWheel, WakeKey, Woken};
 use crate::apiserver::lean_cronjob::LeanCronJob;
@@ -19,15 +20,14 @@ use crate::reconcile::{
 };
 use crate::telemetry::cronjob_series::{CronJobId, seconds};
 use crate::telemetry::metrics::{OkLabel, SyncLabels};
-use actix::prelude::*;
 use jiff::Timestamp;
 use std::sync::Arc;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 /// What the supervisor tells a CronJob's actor.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
+#[derive(Debug)]
 pub enum Update {
     /// The initial lists are complete: decide for the first time.
     Start,
@@ -43,6 +43,30 @@ pub enum Update {
     /// sent (and a status write recording a Job it created), abandons the
     /// rest, then the actor stops.
     Stop,
+}
+
+/// Everything a CronJob's actor handles.
+#[derive(Debug)]
+pub enum Mail {
+    Update(Update),
+    /// Its wake-up came ([`super::wheel`]).
+    Woken(Woken),
+    /// What it holds now (the admin API's `GetCronJob`).
+    Inspect(oneshot::Sender<ActorState>),
+    /// Its decision ended: what it did, and the resourceVersion it decided on.
+    Decided(Box<(DecisionAftermath, Option<String>)>),
+}
+
+impl From<Update> for Mail {
+    fn from(update: Update) -> Self {
+        Self::Update(update)
+    }
+}
+
+impl From<Woken> for Mail {
+    fn from(woken: Woken) -> Self {
+        Self::Woken(woken)
+    }
 }
 
 pub struct CronJobActor {
@@ -161,7 +185,7 @@ impl CronJobActor {
         }
     }
 
-    fn on_cronjob(&mut self, cronjob: &LeanCronJob, ctx: &mut Context<Self>) {
+    fn on_cronjob(&mut self, cronjob: &LeanCronJob, ctx: &mut Context<'_, Self>) {
         let Some(old_spec) = self.absorb(cronjob) else {
             return;
         };
@@ -184,7 +208,7 @@ impl CronJobActor {
         }
     }
 
-    fn on_job(&mut self, job: JobSummary, relisted: bool, ctx: &mut Context<Self>) {
+    fn on_job(&mut self, job: JobSummary, relisted: bool, ctx: &mut Context<'_, Self>) {
         self.know_slot(job.scheduled);
         match self.children.iter_mut().find(|c| c.uid == job.uid) {
             Some(known) if relisted && *known == job => return,
@@ -196,7 +220,7 @@ impl CronJobActor {
         }
     }
 
-    fn on_job_gone(&mut self, uid: &str, ctx: &mut Context<Self>) {
+    fn on_job_gone(&mut self, uid: &str, ctx: &mut Context<'_, Self>) {
         let before = self.children.len();
         self.children.retain(|c| c.uid != uid);
         if !matches!(self.life, Life::NotStarted) && self.children.len() != before {
@@ -221,7 +245,7 @@ impl CronJobActor {
     /// Runs a decision now, or right after the one in flight. `due`: the
     /// slot the timer fired for: that decision is a firing (`cronjob.fire`),
     /// others are reconciles.
-    fn decide(&mut self, ctx: &mut Context<Self>, due: Option<Timestamp>) {
+    fn decide(&mut self, ctx: &mut Context<'_, Self>, due: Option<Timestamp>) {
         let first = match &mut self.life {
             Life::Deciding { again, .. } => {
                 *again = true;
@@ -259,18 +283,14 @@ impl CronJobActor {
             (applied, snapshot.resource_version)
         }
         .instrument(span);
-        ctx.spawn(
-            decision
-                .into_actor(self)
-                .map(|(applied, version), actor, ctx| actor.finish(applied, version, ctx)),
-        );
+        ctx.spawn(async move { Mail::Decided(Box::new(decision.await)) });
     }
 
     fn finish(
         &mut self,
         applied: DecisionAftermath,
         decided_at: Option<String>,
-        ctx: &mut Context<Self>,
+        ctx: &mut Context<'_, Self>,
     ) {
         let (again, first, stopping) =
             match std::mem::replace(&mut self.life, Life::Idle { timer: None }) {
@@ -394,7 +414,7 @@ impl CronJobActor {
     /// Arms the timer for `at`, replacing any earlier arming.
     /// Only an idle actor has a timer: one deciding decides again after
     /// (and arms then), one stopping arms nothing.
-    fn arm(&mut self, at: Timestamp, ctx: &mut Context<Self>) {
+    fn arm(&mut self, at: Timestamp, ctx: &mut Context<'_, Self>) {
         match &mut self.life {
             Life::Idle { .. } => self.disarm(),
             Life::Deciding { again, .. } => {
@@ -406,7 +426,7 @@ impl CronJobActor {
         match timer::next_step(at, self.now(), MAX_SLEEP) {
             Wake::Due => self.decide(ctx, Some(at)),
             Wake::Sleep(_) => {
-                let key = self.wheel.arm(at, ctx.address().downgrade());
+                let key = self.wheel.arm(at, ctx.weak_address());
                 if let Life::Idle { timer } = &mut self.life {
                     *timer = Some(key);
                 }
@@ -416,7 +436,7 @@ impl CronJobActor {
 
     /// Arms the timer for `at` unless it is armed for an earlier instant
     /// (upstream's `AddAfter` keeps the earlier time).
-    fn arm_no_later(&mut self, at: Timestamp, ctx: &mut Context<Self>) {
+    fn arm_no_later(&mut self, at: Timestamp, ctx: &mut Context<'_, Self>) {
         match &self.life {
             Life::Idle { timer: Some(armed) } if armed.at() <= at => {}
             _ => self.arm(at, ctx),
@@ -425,10 +445,25 @@ impl CronJobActor {
 }
 
 impl Actor for CronJobActor {
-    type Context = Context<Self>;
+    type Message = Mail;
 
-    fn stopped(&mut self, _: &mut Self::Context) {
-        // Stopped otherwise than by `Update::Stop` (its Arbiter stopping).
+    fn handle(&mut self, mail: Mail, ctx: &mut Context<'_, Self>) {
+        match mail {
+            Mail::Update(update) => self.on_update(update, ctx),
+            Mail::Woken(Woken(key)) => self.on_woken(key, ctx),
+            Mail::Inspect(reply) => {
+                // The asker may have given up: nothing to do then.
+                let _ = reply.send(self.inspect());
+            }
+            Mail::Decided(decided) => {
+                let (applied, version) = *decided;
+                self.finish(applied, version, ctx);
+            }
+        }
+    }
+
+    fn stopped(&mut self) {
+        // Stopped otherwise than by `Update::Stop` (its thread ending), too.
         self.disarm();
         let status = &self.cronjob.status;
         let unrecorded = self.known_slot.filter(|slot| status.does_not_record(*slot));
@@ -442,10 +477,8 @@ impl Actor for CronJobActor {
     }
 }
 
-impl Handler<Update> for CronJobActor {
-    type Result = ();
-
-    fn handle(&mut self, update: Update, ctx: &mut Self::Context) {
+impl CronJobActor {
+    fn on_update(&mut self, update: Update, ctx: &mut Context<'_, Self>) {
         if matches!(self.life, Life::Stopping { .. }) {
             return;
         }
@@ -474,16 +507,12 @@ impl Handler<Update> for CronJobActor {
             },
         }
     }
-}
-
-impl Handler<Woken> for CronJobActor {
-    type Result = ();
 
     /// Its wake-up came (the wheel sends it at or after its instant): it
     /// arms again for the same instant, which decides now unless the wall
     /// clock was stepped back meanwhile. A key it no longer holds (armed
     /// again, or deciding) is stale.
-    fn handle(&mut self, Woken(key): Woken, ctx: &mut Self::Context) {
+    fn on_woken(&mut self, key: WakeKey, ctx: &mut Context<'_, Self>) {
         if let Life::Idle { timer } = &mut self.life
             && *timer == Some(key)
         {
@@ -492,11 +521,6 @@ impl Handler<Woken> for CronJobActor {
         }
     }
 }
-
-/// Asks an actor what it holds now (the admin API's `GetCronJob`).
-#[derive(Debug, Message)]
-#[rtype(result = "ActorState")]
-pub struct Inspect;
 
 /// An actor's live state: a copy, small, made on request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -516,12 +540,11 @@ pub struct ActorState {
     pub would_decide: Vec<String>,
 }
 
-impl Handler<Inspect> for CronJobActor {
-    type Result = MessageResult<Inspect>;
-
-    fn handle(&mut self, _: Inspect, _: &mut Self::Context) -> Self::Result {
+impl CronJobActor {
+    /// What it holds now ([`Mail::Inspect`]).
+    fn inspect(&self) -> ActorState {
         let status = &self.cronjob.status;
-        MessageResult(ActorState {
+        ActorState {
             next_wakeup: match &self.life {
                 Life::Idle { timer: Some(key) } => Some(key.at()),
                 _ => None,
@@ -537,11 +560,9 @@ impl Handler<Inspect> for CronJobActor {
             children: self.children.len(),
             deciding: matches!(self.life, Life::Deciding { .. } | Life::Stopping { .. }),
             would_decide: self.dry_run(self.now()),
-        })
+        }
     }
-}
 
-impl CronJobActor {
     /// The decision it would make at `now`, as text, without writing.
     fn dry_run(&self, now: Timestamp) -> Vec<String> {
         let input = crate::reconcile::Input {

@@ -5,6 +5,7 @@
 
 use super::apply::{ActorReport, ActorServices};
 use super::cronjob::{CronJobActor, Update};
+use super::runtime::{Address, Dispatcher};
 use super::wheel::TimerWheel;
 use crate::apiserver::fenced_socket::WriteFence;
 use crate::apiserver::gateway::{Gateway, Limits};
@@ -76,7 +77,7 @@ fn echo(request: &scripted::Request, code: u16) -> Answer {
 
 /// A started actor, what its server was asked, and its reports.
 type Started = (
-    Addr<CronJobActor>,
+    Address<CronJobActor>,
     scripted::Asked,
     mpsc::UnboundedReceiver<ActorReport>,
 );
@@ -145,7 +146,8 @@ fn start_on_wheel(
     });
     let actor = CronJobActor::new(cronjob, Vec::new(), known_slot, actor_services, wheel)
         .expect("a usable CronJob");
-    (actor.start(), asked, reports)
+    let dispatcher = Dispatcher::start(&Arbiter::current());
+    (dispatcher.start_actor(actor), asked, reports)
 }
 
 #[actix::test]

@@ -21,9 +21,8 @@
 //! replica's idle actors; at most one [`Woken`] in an actor's mailbox from
 //! here at a time (the entry is removed when it is sent).
 
+use super::runtime::{Actor, WeakAddress};
 use super::timer::{self, MAX_SLEEP, Wake};
-use actix::WeakAddr;
-use actix::prelude::*;
 use jiff::Timestamp;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -45,12 +44,11 @@ impl WakeKey {
 }
 
 /// The wheel tells an actor that its wake-up `0` has come.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
+#[derive(Debug)]
 pub struct Woken(pub WakeKey);
 
 struct Entries<A: Actor> {
-    by_time: BTreeMap<WakeKey, WeakAddr<A>>,
+    by_time: BTreeMap<WakeKey, WeakAddress<A>>,
     next_seq: u64,
 }
 
@@ -88,7 +86,8 @@ impl<A: Actor> Clone for TimerWheel<A> {
 
 impl<A> TimerWheel<A>
 where
-    A: Actor<Context = Context<A>> + Handler<Woken>,
+    A: Actor,
+    A::Message: From<Woken>,
 {
     /// Starts the wheel's task on the current tokio runtime, reading the
     /// wall clock with `clock` (tests pass one on tokio's paused time).
@@ -106,7 +105,7 @@ where
     }
 
     /// Arms a wake-up of `actor` at `at`; the key disarms it.
-    pub fn arm(&self, at: Timestamp, actor: WeakAddr<A>) -> WakeKey {
+    pub fn arm(&self, at: Timestamp, actor: WeakAddress<A>) -> WakeKey {
         let (key, earliest) = {
             let mut entries = self.wheel.lock();
             let key = WakeKey {
@@ -146,7 +145,8 @@ where
 /// most [`MAX_SLEEP`]) or until an earlier one is armed.
 async fn turn<A>(wheel: Weak<Wheel<A>>)
 where
-    A: Actor<Context = Context<A>> + Handler<Woken>,
+    A: Actor,
+    A::Message: From<Woken>,
 {
     while let Some(wheel) = wheel.upgrade() {
         let now = (wheel.clock)();

@@ -10,7 +10,7 @@ use super::proto::{
     QueueClass, QueuedRequest, WatchDecisionsRequest, WatchDecisionsResponse,
 };
 use super::streams::{REAUTHORIZE_EVERY, STREAM_LIFETIME, StreamSlots};
-use crate::actor::cronjob::{ActorState, Inspect};
+use crate::actor::cronjob::{ActorState, Mail};
 use crate::actor::feed::{DecisionFeed, DecisionRecord};
 use crate::apiserver::gateway::Gateway;
 use crate::apiserver::queue::ClassCensus;
@@ -142,7 +142,7 @@ impl AdminService for Admin {
             .map_err(gone)?;
         match located {
             Located::Running(actor) => {
-                let state = actor.send(Inspect).await.map_err(gone)?;
+                let state = actor.ask(Mail::Inspect).await.map_err(gone)?;
                 let mut answer = running(&self.replica, state);
                 let recent = self.feed.recent(&key);
                 answer.recent_decisions = recent.decisions.iter().map(|r| decision(r)).collect();

@@ -41,6 +41,7 @@ use super::ring::Ring;
 use super::unrecorded::UnrecordedSlots;
 use crate::actor::apply::{ActorReport, ActorServices};
 use crate::actor::cronjob::{CronJobActor, Update};
+use crate::actor::runtime::{Address, Dispatcher};
 use crate::actor::wheel::TimerWheel;
 use crate::apiserver::gateway::Gateway;
 use crate::apiserver::lean_cronjob::LeanCronJob;
@@ -106,15 +107,16 @@ struct ShardSetup {
 
 struct Running {
     uid: String,
-    addr: Addr<CronJobActor>,
+    addr: Address<CronJobActor>,
 }
 
 pub struct Supervisor {
     actor_services: Arc<ActorServices>,
     /// The wheel every actor here arms its wake-ups on.
     wheel: TimerWheel<CronJobActor>,
-    arbiters: Vec<ArbiterHandle>,
-    next_arbiter: usize,
+    /// One per thread actors run on, assigned in turn.
+    dispatchers: Vec<Dispatcher<CronJobActor>>,
+    next_dispatcher: usize,
     scopes: Vec<ScopeState>,
     watches: watches::Watches,
     leases: Relist<String>,
@@ -193,8 +195,8 @@ impl Supervisor {
             ownership: Ownership::new(setup.me.clone(), setup.keeper.incarnation()),
             wheel: TimerWheel::start(actor_services.clock),
             actor_services,
-            arbiters,
-            next_arbiter: 0,
+            dispatchers: arbiters.iter().map(Dispatcher::start).collect(),
+            next_dispatcher: 0,
             scopes: scopes
                 .into_iter()
                 .map(|namespace| {
@@ -328,9 +330,9 @@ impl Supervisor {
                 return false;
             }
         };
-        let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
-        self.next_arbiter = self.next_arbiter.wrapping_add(1);
-        let addr = CronJobActor::start_in_arbiter(arbiter, move |_| actor);
+        let dispatcher = &self.dispatchers[self.next_dispatcher % self.dispatchers.len()];
+        self.next_dispatcher = self.next_dispatcher.wrapping_add(1);
+        let addr = dispatcher.start_actor(actor);
         self.keys_by_uid.insert(uid.clone(), key.to_owned());
         self.actors.insert(key.to_owned(), Running { uid, addr });
         true

@@ -3,6 +3,7 @@
 
 use super::{Supervisor, now};
 use crate::actor::cronjob::CronJobActor;
+use crate::actor::runtime::Address;
 use crate::boot_clock::BootInstant;
 use crate::shard::debug::{DebugShards, ShardReport};
 use actix::prelude::*;
@@ -19,7 +20,7 @@ pub struct Locate {
 
 #[derive(Debug)]
 pub enum Located {
-    Running(Addr<CronJobActor>),
+    Running(Address<CronJobActor>),
     Waiting,
     /// Not here; its owner under this replica's ring, if known.
     Elsewhere {

@@ -1,0 +1,405 @@
+//! The CronJob actors' own runtime: each actor is its state and its mailbox
+//! in one allocation, and each thread's one dispatcher task runs the actors
+//! that have mail, in turn.
+//!
+//! Why not actix's actors, which the supervisor and the gateway still are:
+//! an actix actor is a task of its own with a context, a channel and an
+//! address's sender state beside its struct, about 700 bytes of heap before
+//! the actor holds anything (`cargo bench --bench actors`, the bare actor),
+//! and at 10^6 CronJobs the idle actor's size is the replica's size. Here an
+//! idle actor is one allocation (its state, an empty mailbox, a handle on
+//! its thread's dispatcher) and no task: a task exists only while the actor
+//! has a request in flight ([`Context::spawn`]).
+//!
+//! What an actor is stays the same: its own state, touched only by its own
+//! handler, one message at a time, in the order they were sent; its own
+//! wake-up (on the replica's wheel); its own life (stopped by itself).
+//!
+//! Bounds: an actor handles at most [`TURN`] messages before the other
+//! actors with mail on its thread get theirs, so a flooded actor delays
+//! its thread's others by one turn at most; the dispatcher's queue holds
+//! each actor at most once (an actor with mail is queued once until its
+//! mail is done). A mailbox is not bounded in count, as actix's `do_send`
+//! was not: what is sent to an actor is the watch events of its own
+//! CronJob and Jobs, its wake-ups (one at a time) and its own decisions'
+//! outcomes (one at a time), docs/architecture.md "Bounds".
+
+use actix::ArbiterHandle;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use thiserror::Error;
+use tokio::sync::{mpsc, oneshot};
+
+/// Messages one actor handles before its thread's other actors with mail.
+pub const TURN: usize = 32;
+
+/// An actor: its handler and its last words.
+pub trait Actor: Send + Sized + 'static {
+    type Message: Send + 'static;
+
+    /// Handles one message. Only this actor's thread calls it, one message
+    /// at a time.
+    fn handle(&mut self, message: Self::Message, ctx: &mut Context<'_, Self>);
+
+    /// Called once when the actor ends: it stopped itself, or the last
+    /// address to it went (its thread ending, or its owner dropping it).
+    fn stopped(&mut self);
+}
+
+struct Mail<M> {
+    queue: VecDeque<M>,
+    /// In its dispatcher's queue (or being run): a send need not queue it.
+    scheduled: bool,
+    /// Stopped: what is sent is dropped.
+    closed: bool,
+}
+
+struct Cell<A: Actor> {
+    mail: Mutex<Mail<A::Message>>,
+    actor: Mutex<Option<A>>,
+    dispatcher: mpsc::UnboundedSender<Arc<Cell<A>>>,
+}
+
+/// A panic in a handler leaves the actor as the handler left it; the
+/// runtime's own updates are single assignments.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<A: Actor> Cell<A> {
+    /// Queues `message`; false if the actor has stopped.
+    fn deliver(self: &Arc<Self>, message: A::Message) -> bool {
+        let mut mail = lock(&self.mail);
+        if mail.closed {
+            return false;
+        }
+        mail.queue.push_back(message);
+        if !mail.scheduled {
+            mail.scheduled = true;
+            if self.dispatcher.send(self.clone()).is_err() {
+                // Its thread has ended: nothing will run it again.
+                mail.closed = true;
+                mail.queue = VecDeque::new();
+                return false;
+            }
+        }
+        true
+    }
+
+    /// One turn: up to [`TURN`] messages, then back to the end of the
+    /// dispatcher's queue if mail is left.
+    fn turn(self: &Arc<Self>) {
+        let mut slot = lock(&self.actor);
+        for _ in 0..TURN {
+            let message = {
+                let mut mail = lock(&self.mail);
+                match mail.queue.pop_front() {
+                    Some(message) => message,
+                    None => {
+                        mail.scheduled = false;
+                        // Give the queue's buffer back: an idle actor holds none.
+                        mail.queue = VecDeque::new();
+                        return;
+                    }
+                }
+            };
+            let Some(actor) = slot.as_mut() else {
+                return;
+            };
+            let mut ctx = Context {
+                cell: self,
+                stop: false,
+            };
+            actor.handle(message, &mut ctx);
+            if ctx.stop {
+                {
+                    let mut mail = lock(&self.mail);
+                    mail.closed = true;
+                    mail.queue = VecDeque::new();
+                }
+                if let Some(mut actor) = slot.take() {
+                    drop(slot);
+                    actor.stopped();
+                }
+                return;
+            }
+        }
+        drop(slot);
+        let mut mail = lock(&self.mail);
+        if mail.queue.is_empty() {
+            mail.scheduled = false;
+            mail.queue = VecDeque::new();
+        } else if self.dispatcher.send(self.clone()).is_err() {
+            mail.closed = true;
+            mail.queue = VecDeque::new();
+        }
+    }
+}
+
+impl<A: Actor> Drop for Cell<A> {
+    fn drop(&mut self) {
+        let actor = self
+            .actor
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(mut actor) = actor {
+            actor.stopped();
+        }
+    }
+}
+
+/// What a handler can do besides changing its actor's state.
+pub struct Context<'a, A: Actor> {
+    cell: &'a Arc<Cell<A>>,
+    stop: bool,
+}
+
+impl<A: Actor> Context<'_, A> {
+    pub fn address(&self) -> Address<A> {
+        Address(self.cell.clone())
+    }
+
+    pub fn weak_address(&self) -> WeakAddress<A> {
+        WeakAddress(Arc::downgrade(self.cell))
+    }
+
+    /// Ends the actor once this message is handled; its mail is dropped.
+    pub fn stop(&mut self) {
+        self.stop = true;
+    }
+
+    /// Runs `work` on this thread (as a task of its own: the actor handles
+    /// other messages meanwhile); what it ends with comes back to the
+    /// actor as a message, unless the actor has stopped by then. Must be
+    /// called on a thread with a `LocalSet` (every actix Arbiter has one).
+    pub fn spawn<F>(&self, work: F)
+    where
+        F: Future<Output = A::Message> + 'static,
+    {
+        let to = self.address();
+        tokio::task::spawn_local(async move {
+            to.do_send(work.await);
+        });
+    }
+}
+
+/// The actor has stopped: the message was not handled.
+#[derive(Debug, Error)]
+#[error("the actor has stopped")]
+pub struct Stopped;
+
+/// A strong address: the actor lives while one exists (or while it has
+/// mail or work in flight).
+pub struct Address<A: Actor>(Arc<Cell<A>>);
+
+impl<A: Actor> Clone for Address<A> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<A: Actor> std::fmt::Debug for Address<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Address")
+    }
+}
+
+impl<A: Actor> Address<A> {
+    /// Sends without waiting; false if the actor has stopped.
+    pub fn do_send(&self, message: impl Into<A::Message>) -> bool {
+        self.0.deliver(message.into())
+    }
+
+    /// Sends a question (`ask` wraps the reply's sender into a message)
+    /// and waits for the answer.
+    pub async fn ask<R>(
+        &self,
+        ask: impl FnOnce(oneshot::Sender<R>) -> A::Message,
+    ) -> Result<R, Stopped> {
+        let (reply, answer) = oneshot::channel();
+        if !self.0.deliver(ask(reply)) {
+            return Err(Stopped);
+        }
+        answer.await.map_err(|_| Stopped)
+    }
+
+    pub fn downgrade(&self) -> WeakAddress<A> {
+        WeakAddress(Arc::downgrade(&self.0))
+    }
+}
+
+/// An address that does not keep the actor alive (the timer wheel's).
+pub struct WeakAddress<A: Actor>(Weak<Cell<A>>);
+
+impl<A: Actor> Clone for WeakAddress<A> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<A: Actor> WeakAddress<A> {
+    pub fn upgrade(&self) -> Option<Address<A>> {
+        self.0.upgrade().map(Address)
+    }
+}
+
+/// One thread's dispatcher: starts actors there and runs them.
+pub struct Dispatcher<A: Actor> {
+    queue: mpsc::UnboundedSender<Arc<Cell<A>>>,
+}
+
+impl<A: Actor> Clone for Dispatcher<A> {
+    fn clone(&self) -> Self {
+        Self {
+            queue: self.queue.clone(),
+        }
+    }
+}
+
+impl<A: Actor> Dispatcher<A> {
+    /// Starts the dispatcher's task on `arbiter`'s thread; it ends with
+    /// the thread.
+    pub fn start(arbiter: &ArbiterHandle) -> Self {
+        let (queue, mut with_mail) = mpsc::unbounded_channel::<Arc<Cell<A>>>();
+        arbiter.spawn(async move {
+            while let Some(cell) = with_mail.recv().await {
+                cell.turn();
+            }
+        });
+        Self { queue }
+    }
+
+    /// Starts `actor` on this dispatcher's thread; it handles nothing until
+    /// it is sent something.
+    pub fn start_actor(&self, actor: A) -> Address<A> {
+        Address(Arc::new(Cell {
+            mail: Mutex::new(Mail {
+                queue: VecDeque::new(),
+                scheduled: false,
+                closed: false,
+            }),
+            actor: Mutex::new(Some(actor)),
+            dispatcher: self.queue.clone(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    /// Records what it handled; stops on 0; answers questions with its count.
+    struct Recorder {
+        seen: Arc<Mutex<Vec<u32>>>,
+        stopped: Arc<AtomicUsize>,
+    }
+
+    enum Message {
+        Number(u32),
+        Count(oneshot::Sender<usize>),
+        /// Handled after a task of its own finishes.
+        Later(u32),
+    }
+
+    impl Actor for Recorder {
+        type Message = Message;
+
+        fn handle(&mut self, message: Message, ctx: &mut Context<'_, Self>) {
+            match message {
+                Message::Number(0) => ctx.stop(),
+                Message::Number(n) => lock(&self.seen).push(n),
+                Message::Count(reply) => {
+                    let _ = reply.send(lock(&self.seen).len());
+                }
+                Message::Later(n) => ctx.spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    Message::Number(n)
+                }),
+            }
+        }
+
+        fn stopped(&mut self) {
+            self.stopped.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn recorder() -> (Recorder, Arc<Mutex<Vec<u32>>>, Arc<AtomicUsize>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let stopped = Arc::new(AtomicUsize::new(0));
+        let actor = Recorder {
+            seen: seen.clone(),
+            stopped: stopped.clone(),
+        };
+        (actor, seen, stopped)
+    }
+
+    #[actix::test]
+    async fn an_actor_handles_its_mail_in_order_across_turns_and_answers_questions() {
+        let dispatcher = Dispatcher::start(&actix::Arbiter::current());
+        let (actor, seen, _) = recorder();
+        let address = dispatcher.start_actor(actor);
+        // More than a turn's worth, sent before the dispatcher runs.
+        let sent: Vec<u32> = (1..=3 * TURN as u32 + 5).collect();
+        for n in &sent {
+            assert!(address.do_send(Message::Number(*n)));
+        }
+        assert_eq!(address.ask(Message::Count).await.unwrap(), sent.len());
+        assert_eq!(*lock(&seen), sent);
+    }
+
+    #[actix::test]
+    async fn a_flooded_actor_lets_the_others_on_its_thread_have_a_turn() {
+        let dispatcher = Dispatcher::start(&actix::Arbiter::current());
+        let (flooded, _, _) = recorder();
+        let (quiet, quiet_seen, _) = recorder();
+        let flooded = dispatcher.start_actor(flooded);
+        let quiet = dispatcher.start_actor(quiet);
+        for n in 1..=10 * TURN as u32 {
+            flooded.do_send(Message::Number(n));
+        }
+        quiet.do_send(Message::Number(7));
+        // The quiet actor's answer comes after the flooded one's first
+        // turn, long before its tenth.
+        let (reply, answer) = oneshot::channel();
+        flooded.do_send(Message::Count(reply));
+        assert_eq!(quiet.ask(Message::Count).await.unwrap(), 1);
+        assert_eq!(*lock(&quiet_seen), vec![7]);
+        assert_eq!(answer.await.unwrap(), 10 * TURN);
+    }
+
+    #[actix::test]
+    async fn a_stopped_actor_takes_no_more_mail_and_says_its_last_words_once() {
+        let dispatcher = Dispatcher::start(&actix::Arbiter::current());
+        let (actor, seen, stopped) = recorder();
+        let address = dispatcher.start_actor(actor);
+        address.do_send(Message::Number(1));
+        address.do_send(Message::Number(0));
+        // Queued behind the stop: dropped with the mailbox.
+        address.do_send(Message::Number(2));
+        assert!(address.ask(Message::Count).await.is_err());
+        assert!(!address.do_send(Message::Number(3)));
+        assert_eq!(*lock(&seen), vec![1]);
+        drop(address);
+        assert_eq!(stopped.load(Ordering::SeqCst), 1);
+    }
+
+    #[actix::test]
+    async fn spawned_work_comes_back_as_a_message_and_keeps_the_actor_alive() {
+        let dispatcher = Dispatcher::start(&actix::Arbiter::current());
+        let (actor, seen, stopped) = recorder();
+        let address = dispatcher.start_actor(actor);
+        let weak = address.downgrade();
+        address.do_send(Message::Later(5));
+        assert_eq!(address.ask(Message::Count).await.unwrap(), 0);
+        drop(address);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(*lock(&seen), vec![5]);
+        // The last address went with the task: the actor ended.
+        assert!(weak.upgrade().is_none());
+        assert_eq!(stopped.load(Ordering::SeqCst), 1);
+    }
+}
