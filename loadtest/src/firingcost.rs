@@ -17,9 +17,9 @@
 //! is before the window, as shardcron's is.
 
 use crate::cluster::{self, ClientLimits, LocalCluster};
-use crate::create;
 use crate::mix::{self, Mix};
 use crate::observe::{self, JobWatch, Observation, Process, Window};
+use crate::{apimetrics, create};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -172,6 +172,7 @@ async fn run_on(
     rounds: usize,
 ) -> anyhow::Result<FiringCostReport> {
     let client = cluster.client.clone();
+    apimetrics::install_flow_schemas(&client).await?;
     let credentials = cluster.shardcron_credentials().await?;
     let group = "cost";
     let namespaces = count.div_ceil(PER_NAMESPACE).max(1);
@@ -300,11 +301,13 @@ pub fn markdown(report: &FiringCostReport) -> String {
         "| all | {:.2} | {:.2} | **{:.2}x** | |\n\n",
         report.upstream_ms, report.shardcron_ms, report.ratio
     ));
-    text.push_str("| round | side | slots | answered | missed | duplicates | kube-controller-manager CPU s | shardcron CPU s |\n|---|---|---|---|---|---|---|---|\n");
+    text.push_str("| round | side | slots | answered | missed | duplicates | kube-controller-manager CPU s | shardcron CPU s | the CronJob controller's requests per firing |\n|---|---|---|---|---|---|---|---|---|\n");
     for p in &report.phases {
         let s = &p.observation.slots;
+        let schema = apimetrics::schema_of(p.cpu.side == Side::Upstream);
+        let requests = p.observation.api.get(schema).map_or(0.0, |l| l.requests);
         text.push_str(&format!(
-            "| {} | {:?} | {} | {} | {} | {} | {:.2} | {:.2} |\n",
+            "| {} | {:?} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} |\n",
             p.cpu.round,
             p.cpu.side,
             s.expected,
@@ -312,7 +315,8 @@ pub fn markdown(report: &FiringCostReport) -> String {
             s.missed,
             s.duplicates,
             p.cpu.kcm_cpu_seconds,
-            p.cpu.shardcron_cpu_seconds
+            p.cpu.shardcron_cpu_seconds,
+            requests / p.cpu.firings()
         ));
     }
     text.push_str(&format!("\n{}\n", report.note));

@@ -88,9 +88,11 @@ pub enum Input {
         key: String,
         uid: String,
     },
-    /// A bulk load ended.
+    /// A bulk load ended. `previous`: the ring its gains were counted
+    /// from (that of its [`Command::Load`]), for a retry of the same gains.
     LoadDone {
         ok: bool,
+        previous: Option<Arc<Ring>>,
     },
     /// SIGTERM.
     Shutdown,

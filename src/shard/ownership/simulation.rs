@@ -41,7 +41,9 @@ use crate::boot_clock::BootInstant;
 use crate::shard::fence::Fence;
 use crate::shard::lease::Publication;
 use crate::shard::membership::LeaseObservation;
+use crate::shard::ring::Ring;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const REPLICAS: usize = 3;
@@ -134,6 +136,7 @@ enum Event {
     },
     LoadDone {
         ok: bool,
+        previous: Option<Arc<Ring>>,
     },
     /// Faults and their ends.
     Pause {
@@ -464,10 +467,12 @@ impl World {
                 process.publication = Some(publication);
                 self.renew(replica);
             }
-            Command::Load { delay, .. } => {
+            Command::Load {
+                delay, previous, ..
+            } => {
                 let ms = delay.as_millis() as u64 + self.rng.between(20, 3_000);
                 let ok = self.now >= FAULTS_UNTIL || !self.rng.chance(10);
-                self.schedule(replica, ms, Event::LoadDone { ok });
+                self.schedule(replica, ms, Event::LoadDone { ok, previous });
             }
             Command::RejoinFence => process.fence.rejoin(),
             Command::ReleaseAndExit => {
@@ -770,14 +775,14 @@ impl World {
                 self.feed(replica, Input::ActorStopped { key, uid });
             }
             Event::ActorArmed { key } => self.feed(replica, Input::ActorArmed { key }),
-            Event::LoadDone { ok } => {
+            Event::LoadDone { ok, previous } => {
                 if ok {
                     for key in self.keys.clone() {
                         let uid = format!("uid-{key}");
                         self.feed(replica, Input::CronJobSeen { key, uid });
                     }
                 }
-                self.feed(replica, Input::LoadDone { ok });
+                self.feed(replica, Input::LoadDone { ok, previous });
             }
             Event::Pause { ms } => {
                 let r = &mut self.replicas[replica];

@@ -5,6 +5,7 @@
 use super::*;
 use crate::shard::membership::LeaseObservation;
 use crate::shard::ring::Ring;
+use std::sync::Arc;
 
 const D: Duration = Duration::from_secs(15);
 
@@ -74,7 +75,16 @@ fn serving_alone(t0: Instant) -> (Ownership, Publication) {
     assert!(matches!(commands[1], Command::Load { .. }));
     let publication = published(&commands).expect("nothing to stop: published at once");
     o.on(seen_cronjob("ns/a"), t0);
-    assert!(started(&o.on(Input::LoadDone { ok: true }, t0)).is_empty());
+    assert!(
+        started(&o.on(
+            Input::LoadDone {
+                ok: true,
+                previous: None
+            },
+            t0
+        ))
+        .is_empty()
+    );
     o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
     assert_eq!(started(&o.on(VALID, t0)), ["ns/a"]);
     (o, publication)
@@ -134,7 +144,16 @@ fn keys_start_only_after_the_load_and_the_echo_of_this_very_publication() {
         id: "i0.7".into(),
     };
     o.on(seen("r0", lease("r0", 1, Some(&stale))), t0);
-    assert!(started(&o.on(Input::LoadDone { ok: true }, t0)).is_empty());
+    assert!(
+        started(&o.on(
+            Input::LoadDone {
+                ok: true,
+                previous: None
+            },
+            t0
+        ))
+        .is_empty()
+    );
     o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
     let commands = o.on(VALID, t0 + Duration::from_secs(1));
     assert_eq!(
@@ -185,7 +204,13 @@ fn a_key_a_live_peer_still_claims_waits_until_the_peer_lets_go() {
     let Phase::Serving { publication, .. } = o.phase().clone() else {
         panic!("not serving: {}", o.phase().name());
     };
-    o.on(Input::LoadDone { ok: true }, t0);
+    o.on(
+        Input::LoadDone {
+            ok: true,
+            previous: None,
+        },
+        t0,
+    );
     o.on(seen("r0", lease("r0", 4, Some(&publication))), t0);
     let commands = o.on(seen_cronjob(&key), t0);
     assert!(started(&commands).is_empty(), "r1's view still claims it");
@@ -243,7 +268,13 @@ fn a_failed_load_is_retried_and_holds_every_start() {
     let publication = published(&join(&mut o, t0)).unwrap();
     o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
     o.on(seen_cronjob("ns/a"), t0);
-    let commands = o.on(Input::LoadDone { ok: false }, t0);
+    let commands = o.on(
+        Input::LoadDone {
+            ok: false,
+            previous: None,
+        },
+        t0,
+    );
     assert!(matches!(
         commands.as_slice(),
         [Command::Load {
@@ -254,7 +285,46 @@ fn a_failed_load_is_retried_and_holds_every_start() {
     ));
     assert_eq!(o.loads_in_flight(), 1);
     assert!(started(&o.on(VALID, t0)).is_empty());
-    assert_eq!(started(&o.on(Input::LoadDone { ok: true }, t0)), ["ns/a"]);
+    assert_eq!(
+        started(&o.on(
+            Input::LoadDone {
+                ok: true,
+                previous: None
+            },
+            t0
+        )),
+        ["ns/a"]
+    );
+}
+
+#[test]
+fn a_failed_load_is_retried_for_what_it_was_to_gain_not_for_everything_owned() {
+    let t0 = Instant::now();
+    let (mut o, _) = serving_alone(t0);
+    // A load counted from the ring before a change failed: the retry
+    // counts from the same ring, under the ring now chosen.
+    let before = Arc::new(Ring::new(["r0", "r1"]));
+    let commands = o.on(
+        Input::LoadDone {
+            ok: false,
+            previous: Some(before.clone()),
+        },
+        t0,
+    );
+    let [
+        Command::Load {
+            target,
+            previous: Some(previous),
+            delay: LOAD_RETRY,
+        },
+    ] = commands.as_slice()
+    else {
+        panic!("one retry of the same gains, got {commands:?}");
+    };
+    assert!(Arc::ptr_eq(previous, &before));
+    let members: Vec<&str> = target.members().iter().map(|m| &**m).collect();
+    assert_eq!(members, ["r0"]);
+    assert_eq!(o.loads_in_flight(), 1);
 }
 
 #[test]

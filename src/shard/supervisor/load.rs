@@ -18,10 +18,10 @@ use tracing::Instrument as _;
 #[rtype(result = "()")]
 struct LoadPage(Loaded);
 
-/// A bulk load finished.
+/// A bulk load finished; the ring its gains were counted from.
 #[derive(Message)]
 #[rtype(result = "()")]
-struct LoadDone(Result<LoadCounts, bulk::LoadError>);
+struct LoadDone(Result<LoadCounts, bulk::LoadError>, Option<Arc<Ring>>);
 
 impl Supervisor {
     /// Loads, in bulk, the CronJobs owned under `target` but not under
@@ -37,7 +37,7 @@ impl Supervisor {
         let namespaces = self.namespaces();
         let Some(selectors) = self.load_selectors(&target, previous.as_deref()) else {
             // Nothing gained: nothing to list.
-            ctx.notify(LoadDone(Ok(LoadCounts::default())));
+            ctx.notify(LoadDone(Ok(LoadCounts::default()), previous));
             return;
         };
         let to = ctx.address();
@@ -61,7 +61,7 @@ impl Supervisor {
                     span.record("shard.cronjobs_gained", counts.cronjobs);
                     span.record("shard.jobs_gained", counts.jobs);
                 }
-                to.do_send(LoadDone(result));
+                to.do_send(LoadDone(result, previous));
             }
             .instrument(span),
         );
@@ -149,7 +149,7 @@ impl Handler<LoadPage> for Supervisor {
 impl Handler<LoadDone> for Supervisor {
     type Result = ();
 
-    fn handle(&mut self, LoadDone(result): LoadDone, ctx: &mut Self::Context) {
+    fn handle(&mut self, LoadDone(result, previous): LoadDone, ctx: &mut Self::Context) {
         let ok = match result {
             Ok(counts) => {
                 tracing::info!(
@@ -171,7 +171,7 @@ impl Handler<LoadDone> for Supervisor {
                 false
             }
         };
-        self.step(Input::LoadDone { ok }, super::now(), ctx, None);
+        self.step(Input::LoadDone { ok, previous }, super::now(), ctx, None);
         if self.ownership.loads_in_flight() == 0 {
             self.tombstones.clear();
             crate::memory::release_free_pages();
