@@ -22,6 +22,7 @@ use crate::observe::{self, JobWatch, Observation, Process, Window};
 use crate::{apimetrics, create};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -65,6 +66,27 @@ impl PhaseCpu {
 pub struct Phase {
     pub cpu: PhaseCpu,
     pub observation: Observation,
+    /// shardcron's own counters over the phase (its requests by verb and
+    /// code, its watch events by resource): where its CPU went.
+    #[serde(default)]
+    pub shardcron_counters: BTreeMap<String, f64>,
+}
+
+/// The counters of `/metrics` that say what a replica did.
+const COUNTERS: [&str; 2] = [
+    "shardcron_api_requests_total",
+    "shardcron_watch_events_total",
+];
+
+/// `COUNTERS`' series in a `/metrics` page.
+fn counters(page: &str) -> BTreeMap<String, f64> {
+    page.lines()
+        .filter(|line| COUNTERS.iter().any(|c| line.starts_with(c)))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            Some((series.to_owned(), value.parse().ok()?))
+        })
+        .collect()
 }
 
 /// One round's figures, in milliseconds of CPU per firing.
@@ -216,6 +238,10 @@ async fn run_on(
                     Some(replica)
                 }
             };
+            let before = replica
+                .as_ref()
+                .map(|r| counters(&r.metrics_text()))
+                .unwrap_or_default();
             let (from, to) = observe::whole_minutes(LEAD_SECONDS, minutes);
             let window = Window {
                 from,
@@ -229,7 +255,14 @@ async fn run_on(
             };
             let observation =
                 observe::observe(&client, JobWatch::start(&client, &prefix), &window).await;
+            let mut shardcron_counters = BTreeMap::new();
             if let Some(replica) = replica {
+                for (series, value) in counters(&replica.metrics_text()) {
+                    let delta = value - before.get(&series).copied().unwrap_or(0.0);
+                    if delta > 0.0 {
+                        shardcron_counters.insert(series, delta);
+                    }
+                }
                 cluster::stop(replica).await?;
             }
             let observation = observation?;
@@ -239,7 +272,8 @@ async fn run_on(
                     .iter()
                     .filter(|p| p.name == name)
                     .map(|p| p.cpu_seconds)
-                    .sum::<f64>()
+                    // From 0.0: an empty f64 sum is -0.0.
+                    .fold(0.0, |sum, cpu| sum + cpu)
             };
             let phase = Phase {
                 cpu: PhaseCpu {
@@ -250,6 +284,7 @@ async fn run_on(
                     shardcron_cpu_seconds: cpu("shardcron"),
                 },
                 observation,
+                shardcron_counters,
             };
             let s = &phase.observation.slots;
             eprintln!(
@@ -319,6 +354,19 @@ pub fn markdown(report: &FiringCostReport) -> String {
             requests / p.cpu.firings()
         ));
     }
+    for p in report
+        .phases
+        .iter()
+        .filter(|p| !p.shardcron_counters.is_empty())
+    {
+        text.push_str(&format!(
+            "\nshardcron's counters per firing, round {}:\n\n",
+            p.cpu.round
+        ));
+        for (series, value) in &p.shardcron_counters {
+            text.push_str(&format!("- `{series}`: {:.2}\n", value / p.cpu.firings()));
+        }
+    }
     text.push_str(&format!("\n{}\n", report.note));
     text
 }
@@ -326,6 +374,17 @@ pub fn markdown(report: &FiringCostReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counters_are_read_from_a_metrics_page() {
+        let page = "# HELP x\nshardcron_api_requests_total{verb=\"create\",code=\"201\"} 7\nshardcron_other 3\nshardcron_watch_events_total{resource=\"jobs\"} 12.5\n";
+        let read = counters(page);
+        assert_eq!(read.len(), 2);
+        assert_eq!(
+            read["shardcron_watch_events_total{resource=\"jobs\"}"],
+            12.5
+        );
+    }
 
     fn phase(round: usize, side: Side, firings: usize, kcm: f64, shardcron: f64) -> PhaseCpu {
         PhaseCpu {
