@@ -293,7 +293,13 @@ impl Supervisor {
                     }
                 }
                 Command::RejoinFence => self.setup.fence.lock().rejoin(),
-                Command::SetReady => self.readiness.set_ready(),
+                Command::SetReady => {
+                    self.readiness.set_ready();
+                    // Every actor's first decision is done: the burst of
+                    // the start (each actor's first mail, decision and
+                    // status read) is over, and what it freed goes back.
+                    crate::memory::release_free_pages();
+                }
                 Command::ReleaseAndExit => {
                     tracing::info!("every actor stopped; releasing the Lease");
                     let keeper = self.setup.keeper.clone();
