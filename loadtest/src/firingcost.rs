@@ -119,17 +119,15 @@ pub fn costs(phases: &[PhaseCpu]) -> Vec<RoundCost> {
     let rounds = phases.iter().map(|p| p.round).max().map_or(0, |r| r + 1);
     (0..rounds)
         .filter_map(|round| {
-            let of = |side| phases.iter().find(|p| p.round == round && p.side == side);
-            let (up, sc) = (of(Side::Upstream)?, of(Side::Shardcron)?);
-            let kcm_base_ms = 1000.0 * sc.kcm_cpu_seconds / sc.firings();
-            let upstream_ms = 1000.0 * up.kcm_cpu_seconds / up.firings() - kcm_base_ms;
-            let shardcron_ms = 1000.0 * sc.shardcron_cpu_seconds / sc.firings();
-            Some(RoundCost {
+            let of_round: Vec<PhaseCpu> = phases
+                .iter()
+                .filter(|p| p.round == round)
+                .cloned()
+                .collect();
+            let has = |side| of_round.iter().any(|p| p.side == side);
+            (has(Side::Upstream) && has(Side::Shardcron)).then(|| RoundCost {
                 round,
-                upstream_ms,
-                shardcron_ms,
-                kcm_base_ms,
-                ratio: shardcron_ms / upstream_ms,
+                ..overall(&of_round)
             })
         })
         .collect()

@@ -150,6 +150,15 @@ fn start_on_wheel(
     (dispatcher.start_actor(actor), asked, reports)
 }
 
+/// Waits up to `within` for the actor's next report, which must be `Armed`.
+async fn expect_armed(reports: &mut mpsc::UnboundedReceiver<ActorReport>, within: Duration) {
+    let report = tokio::time::timeout(within, reports.recv()).await;
+    assert!(
+        matches!(report, Ok(Some(ActorReport::Armed { .. }))),
+        "{report:?}"
+    );
+}
+
 #[actix::test]
 async fn started_it_creates_the_due_slots_job_records_it_in_status_and_reports_armed() {
     let created = Timestamp::now() - 90.seconds();
@@ -247,11 +256,7 @@ async fn on_a_paused_clock_the_next_slot_starts_at_its_time_and_not_before() {
         |request| echo(request, 201),
     );
     actor.do_send(Update::Start);
-    let report = tokio::time::timeout(Duration::from_secs(5), reports.recv()).await;
-    assert!(
-        matches!(report, Ok(Some(ActorReport::Armed { .. }))),
-        "{report:?}"
-    );
+    expect_armed(&mut reports, Duration::from_secs(5)).await;
     assert_eq!(creates(&asked), 0, "{:?}", asked.paths());
     tokio::time::sleep(Duration::from_secs(29)).await;
     assert_eq!(creates(&asked), 0, "before 09:30: {:?}", asked.paths());
@@ -275,11 +280,7 @@ async fn an_idle_actor_holds_one_wake_up_on_the_wheel_and_takes_it_away_when_tol
         |request| echo(request, 201),
     );
     actor.do_send(Update::Start);
-    let report = tokio::time::timeout(Duration::from_secs(5), reports.recv()).await;
-    assert!(
-        matches!(report, Ok(Some(ActorReport::Armed { .. }))),
-        "{report:?}"
-    );
+    expect_armed(&mut reports, Duration::from_secs(5)).await;
     assert_eq!(wheel.len(), 1, "armed for 09:30");
     actor.do_send(Update::Stop);
     let report = tokio::time::timeout(Duration::from_secs(5), reports.recv()).await;
@@ -357,11 +358,7 @@ async fn a_create_unanswered_when_the_fence_lapses_is_dropped_at_the_lapse() {
     lapse.shut();
     // The decision ends (and the actor arms its retry) at the lapse, not
     // at the create's 30 s deadline.
-    let armed = tokio::time::timeout(Duration::from_secs(60), reports.recv()).await;
-    assert!(
-        matches!(armed, Ok(Some(ActorReport::Armed { .. }))),
-        "{armed:?}"
-    );
+    expect_armed(&mut reports, Duration::from_secs(60)).await;
     assert!(
         lapsed_at.elapsed() < Duration::from_secs(1),
         "{:?}",
@@ -410,11 +407,7 @@ async fn a_slot_whose_status_write_was_fenced_is_recorded_by_the_next_actor_not_
         }
     });
     first.do_send(Update::Start);
-    let armed = tokio::time::timeout(Duration::from_secs(20), reports.recv()).await;
-    assert!(
-        matches!(armed, Ok(Some(ActorReport::Armed { .. }))),
-        "{armed:?}"
-    );
+    expect_armed(&mut reports, Duration::from_secs(20)).await;
     first.do_send(Update::Stop);
     let stopped = match tokio::time::timeout(Duration::from_secs(20), reports.recv()).await {
         Ok(Some(ActorReport::Stopped { unrecorded, .. })) => unrecorded,
@@ -445,11 +438,7 @@ async fn a_slot_whose_status_write_was_fenced_is_recorded_by_the_next_actor_not_
             echo(request, 201)
         });
     next.do_send(Update::Start);
-    let armed = tokio::time::timeout(Duration::from_secs(20), reports.recv()).await;
-    assert!(
-        matches!(armed, Ok(Some(ActorReport::Armed { .. }))),
-        "{armed:?}"
-    );
+    expect_armed(&mut reports, Duration::from_secs(20)).await;
     let writes: Vec<String> = asked
         .paths()
         .into_iter()

@@ -57,6 +57,11 @@ fn started(commands: &[Command]) -> Vec<&str> {
         .collect()
 }
 
+/// A bulk load counted from no previous ring (the first) ended.
+fn load_done(ok: bool) -> Input {
+    Input::LoadDone { ok, previous: None }
+}
+
 fn seen_cronjob(key: &str) -> Input {
     Input::CronJobSeen {
         key: key.into(),
@@ -75,16 +80,7 @@ fn serving_alone(t0: Instant) -> (Ownership, Publication) {
     assert!(matches!(commands[1], Command::Load { .. }));
     let publication = published(&commands).expect("nothing to stop: published at once");
     o.on(seen_cronjob("ns/a"), t0);
-    assert!(
-        started(&o.on(
-            Input::LoadDone {
-                ok: true,
-                previous: None
-            },
-            t0
-        ))
-        .is_empty()
-    );
+    assert!(started(&o.on(load_done(true), t0)).is_empty());
     o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
     assert_eq!(started(&o.on(VALID, t0)), ["ns/a"]);
     (o, publication)
@@ -144,16 +140,7 @@ fn keys_start_only_after_the_load_and_the_echo_of_this_very_publication() {
         id: "i0.7".into(),
     };
     o.on(seen("r0", lease("r0", 1, Some(&stale))), t0);
-    assert!(
-        started(&o.on(
-            Input::LoadDone {
-                ok: true,
-                previous: None
-            },
-            t0
-        ))
-        .is_empty()
-    );
+    assert!(started(&o.on(load_done(true), t0)).is_empty());
     o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
     let commands = o.on(VALID, t0 + Duration::from_secs(1));
     assert_eq!(
@@ -204,13 +191,7 @@ fn a_key_a_live_peer_still_claims_waits_until_the_peer_lets_go() {
     let Phase::Serving { publication, .. } = o.phase().clone() else {
         panic!("not serving: {}", o.phase().name());
     };
-    o.on(
-        Input::LoadDone {
-            ok: true,
-            previous: None,
-        },
-        t0,
-    );
+    o.on(load_done(true), t0);
     o.on(seen("r0", lease("r0", 4, Some(&publication))), t0);
     let commands = o.on(seen_cronjob(&key), t0);
     assert!(started(&commands).is_empty(), "r1's view still claims it");
@@ -268,13 +249,7 @@ fn a_failed_load_is_retried_and_holds_every_start() {
     let publication = published(&join(&mut o, t0)).unwrap();
     o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
     o.on(seen_cronjob("ns/a"), t0);
-    let commands = o.on(
-        Input::LoadDone {
-            ok: false,
-            previous: None,
-        },
-        t0,
-    );
+    let commands = o.on(load_done(false), t0);
     assert!(matches!(
         commands.as_slice(),
         [Command::Load {
@@ -285,16 +260,7 @@ fn a_failed_load_is_retried_and_holds_every_start() {
     ));
     assert_eq!(o.loads_in_flight(), 1);
     assert!(started(&o.on(VALID, t0)).is_empty());
-    assert_eq!(
-        started(&o.on(
-            Input::LoadDone {
-                ok: true,
-                previous: None
-            },
-            t0
-        )),
-        ["ns/a"]
-    );
+    assert_eq!(started(&o.on(load_done(true), t0)), ["ns/a"]);
 }
 
 #[test]
