@@ -55,6 +55,21 @@ struct Mail<M> {
     closed: bool,
 }
 
+impl<M> Mail<M> {
+    /// Nothing left to run: unqueued, and the buffer given back (an idle
+    /// actor holds none).
+    fn settle(&mut self) {
+        self.scheduled = false;
+        self.queue = VecDeque::new();
+    }
+
+    /// Stopped, or its thread gone: what is queued and what comes is dropped.
+    fn close(&mut self) {
+        self.closed = true;
+        self.queue = VecDeque::new();
+    }
+}
+
 struct Cell<A: Actor> {
     mail: Mutex<Mail<A::Message>>,
     actor: Mutex<Option<A>>,
@@ -86,8 +101,7 @@ impl<A: Actor> Cell<A> {
             mail.scheduled = true;
             if self.dispatcher.send(self.clone()).is_err() {
                 // Its thread has ended: nothing will run it again.
-                mail.closed = true;
-                mail.queue = VecDeque::new();
+                mail.close();
                 return false;
             }
         }
@@ -104,9 +118,7 @@ impl<A: Actor> Cell<A> {
                 match mail.queue.pop_front() {
                     Some(message) => message,
                     None => {
-                        mail.scheduled = false;
-                        // Give the queue's buffer back: an idle actor holds none.
-                        mail.queue = VecDeque::new();
+                        mail.settle();
                         return;
                     }
                 }
@@ -120,11 +132,7 @@ impl<A: Actor> Cell<A> {
             };
             actor.handle(message, &mut ctx);
             if ctx.stop {
-                {
-                    let mut mail = lock(&self.mail);
-                    mail.closed = true;
-                    mail.queue = VecDeque::new();
-                }
+                lock(&self.mail).close();
                 if let Some(mut actor) = slot.take() {
                     drop(slot);
                     actor.stopped();
@@ -135,11 +143,9 @@ impl<A: Actor> Cell<A> {
         drop(slot);
         let mut mail = lock(&self.mail);
         if mail.queue.is_empty() {
-            mail.scheduled = false;
-            mail.queue = VecDeque::new();
+            mail.settle();
         } else if self.dispatcher.send(self.clone()).is_err() {
-            mail.closed = true;
-            mail.queue = VecDeque::new();
+            mail.close();
         }
     }
 }
