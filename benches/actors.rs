@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// The system allocator, counting the bytes live on the heap, so the figure
+/// The replica's allocator, counting the bytes live on the heap, so the figure
 /// can be split into what the actors hold and what the allocator keeps around.
 struct Counting;
 
@@ -40,16 +40,16 @@ static LIVE_HEAP: AtomicUsize = AtomicUsize::new(0);
 unsafe impl std::alloc::GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
         LIVE_HEAP.fetch_add(layout.size(), Ordering::Relaxed);
-        unsafe { std::alloc::System.alloc(layout) }
+        unsafe { shardcron::memory::ALLOCATOR.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
         LIVE_HEAP.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { std::alloc::System.dealloc(ptr, layout) }
+        unsafe { shardcron::memory::ALLOCATOR.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
         LIVE_HEAP.fetch_add(new_size, Ordering::Relaxed);
         LIVE_HEAP.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+        unsafe { shardcron::memory::ALLOCATOR.realloc(ptr, layout, new_size) }
     }
 }
 
