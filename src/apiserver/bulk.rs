@@ -19,10 +19,23 @@
 //! CronJobs, four replicas' loads at start had not finished after ten
 //! minutes (docs/performance.md, S7). A streaming list walks it once.
 //!
+//! A streaming list is not read by the server while it sends: kube-apiserver
+//! (1.36, `cacheWatcher.processInterval`) sends a watch's initial events
+//! before it takes any of the changes queued for that watch meanwhile, and
+//! closes a watch whose queue (at most 100 CronJob changes) stays full
+//! ("Forcing watcher close due to unresponsiveness"). So under a steady
+//! stream of status writes, a list that takes longer than about 100 of them
+//! is cut: in S7's hand-off (10^6 CronJobs), loads of 84,000-92,000
+//! CronJobs took 35 s under the survivors' relists and were cut after
+//! 26-30 s. A load is therefore split by buckets into lists of about
+//! [`LIST_TARGET`] CronJobs (where the server shards CronJob lists), and a
+//! list the server cut is read again, up to [`LIST_ATTEMPTS`] times.
+//!
 //! The list and the watch race each other; the supervisor lets a watch copy
 //! win over a listed one and ignores listed objects the watch saw deleted
 //! meanwhile.
 
+use super::bucket::BUCKETS;
 use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
 use super::watch::JobFacts;
@@ -35,6 +48,27 @@ use std::fmt::Debug;
 
 /// Objects per page.
 const PAGE: u32 = 500;
+
+/// CronJobs a load asks for in one list, about: short enough that a
+/// streaming list ends before the server cuts it (a few seconds even on a
+/// busy server; see the module's comment), long enough that a small
+/// cluster's load stays one list.
+pub const LIST_TARGET: usize = 10_000;
+
+/// Reads of one list, the first included, when the server cuts a streaming
+/// list before its end; then the load fails (and the supervisor retries it).
+pub const LIST_ATTEMPTS: u32 = 3;
+
+/// How many buckets' CronJobs one list of a load asks for, from the
+/// density the replica knows (`cronjobs` over `buckets`, both what it owns
+/// now): about [`LIST_TARGET`] CronJobs. Knowing nothing (a replica that
+/// owns nothing yet), every bucket in one list.
+pub fn buckets_per_list(cronjobs: usize, buckets: usize) -> usize {
+    if cronjobs == 0 || buckets == 0 {
+        return usize::from(BUCKETS);
+    }
+    (LIST_TARGET * buckets / cronjobs).clamp(1, usize::from(BUCKETS))
+}
 
 /// One page of a bulk load: the gained CronJobs or the Jobs they control.
 #[derive(Debug, Default)]
@@ -66,9 +100,10 @@ pub enum LoadError {
 /// costs only bytes).
 #[derive(Debug, Clone)]
 pub struct LoadSelectors {
-    /// One list per served kind of CronJob, with the gained buckets' hash
-    /// ranges where the server shards that kind's lists
-    /// ([`super::sharded`]); `None`: every CronJob of the kind.
+    /// The lists of CronJobs: for each served kind, where the server shards
+    /// that kind's lists ([`super::sharded`]), the gained buckets' hash
+    /// ranges, [`buckets_per_list`] buckets a list; else one list of every
+    /// CronJob of the kind (`None`).
     pub cronjobs: Vec<(CronJobKind, Option<String>)>,
     /// One list of Jobs per label selector ([`super::bucket`]: the gained
     /// buckets, and the unlabelled); empty: one list of every Job.
@@ -203,6 +238,46 @@ where
     }
 }
 
+/// Reads one list of a load with [`read_all`], handing each page to `take`,
+/// which says how many of its objects it kept; again from the start when
+/// the server cut a streaming list before its end (the objects handed over
+/// twice are harmless: the supervisor keeps the newer copy of each), at
+/// most [`LIST_ATTEMPTS`] times. Returns the objects kept by the read that
+/// reached the end.
+async fn read_list<K, Taken>(
+    api: Api<K>,
+    labels: Option<&str>,
+    streaming: bool,
+    mut take: impl FnMut(Vec<K>) -> (usize, Taken),
+) -> Result<usize, LoadError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+    Taken: Future<Output = ()>,
+{
+    let mut attempt = 1;
+    loop {
+        let mut kept = 0;
+        let read = read_all(api.clone(), labels, streaming, |page| {
+            let (count, taken) = take(page);
+            kept += count;
+            taken
+        })
+        .await;
+        match read {
+            Ok(()) => return Ok(kept),
+            Err(LoadError::EndedEarly) if attempt < LIST_ATTEMPTS => {
+                tracing::info!(
+                    attempt,
+                    delivered = kept,
+                    "the server cut a streaming list of a load before its end; reading it again"
+                );
+                attempt += 1;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
 /// Hands `deliver`, page by page, the CronJobs of `namespaces` (`None`:
 /// all) whose UID `owned` accepts, then the Jobs they control, asking the
 /// server for what `selectors` select.
@@ -237,7 +312,7 @@ where
                 None => client.clone(),
             };
             let cronjobs = super::watch::cronjob_api(cronjob_client, kind, namespace.as_deref());
-            read_all(
+            counts.cronjobs += read_list(
                 cronjobs,
                 None,
                 selectors.streaming,
@@ -247,17 +322,18 @@ where
                         .filter(|cronjob| cronjob.metadata.uid.as_deref().is_some_and(&owned))
                         .map(|cronjob| LeanCronJob { kind, ..cronjob })
                         .collect();
-                    counts.cronjobs += cronjobs.len();
-                    deliver(Loaded {
+                    let kept = cronjobs.len();
+                    let taken = deliver(Loaded {
                         cronjobs,
                         jobs: Vec::new(),
-                    })
+                    });
+                    (kept, taken)
                 },
             )
             .await?;
         }
         for labels in &job_selectors {
-            read_all(
+            counts.jobs += read_list(
                 jobs.clone(),
                 *labels,
                 selectors.streaming,
@@ -267,11 +343,12 @@ where
                         .map(|job| JobFacts::of(job, kinds))
                         .filter(|facts| facts.owner_uid.as_deref().is_some_and(&owned))
                         .collect();
-                    counts.jobs += jobs.len();
-                    deliver(Loaded {
+                    let kept = jobs.len();
+                    let taken = deliver(Loaded {
                         cronjobs: Vec::new(),
                         jobs,
-                    })
+                    });
+                    (kept, taken)
                 },
             )
             .await?;
@@ -477,12 +554,61 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_streaming_load_that_ends_before_its_bookmark_fails() {
-        let (result, _, _) = load_streaming_or_not(true, |_| {
+    async fn a_streaming_list_cut_before_its_bookmark_is_read_again_then_fails() {
+        let (result, _, asked) = load_streaming_or_not(true, |_| {
             Answer::Events(vec![added(cronjob("a", "keep-1"))])
         })
         .await;
         assert!(matches!(result, Err(LoadError::EndedEarly)), "{result:?}");
+        assert_eq!(asked.len(), LIST_ATTEMPTS as usize, "{asked:?}");
+    }
+
+    #[tokio::test]
+    async fn a_streaming_list_cut_once_counts_only_the_read_that_reached_its_end() {
+        let cronjob_lists = std::sync::atomic::AtomicUsize::new(0);
+        let (result, pages, asked) = load_streaming_or_not(true, move |request| {
+            if !request.uri.starts_with("/apis/batch/v1/cronjobs") {
+                return Answer::Events(vec![bookmark(true)]);
+            }
+            let mut events = vec![added(cronjob("a", "keep-1")), added(cronjob("a", "keep-2"))];
+            // The first read is cut after its first object.
+            if cronjob_lists.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 {
+                events.truncate(1);
+            } else {
+                events.push(bookmark(true));
+            }
+            Answer::Events(events)
+        })
+        .await;
+        let counts = result.expect("the second read reaches the end");
+        assert_eq!((counts.cronjobs, counts.jobs), (2, 0));
+        // The cut read's partial page is not handed over (had it been, keep-1
+        // would come twice: the supervisor keeps the newer copy).
+        assert_eq!(delivered(&pages).0, vec!["keep-1", "keep-2"]);
+        assert_eq!(asked.len(), 3, "{asked:?}");
+    }
+
+    #[test]
+    fn a_list_asks_for_about_ten_thousand_cronjobs_or_everything_when_nothing_is_known() {
+        let all = usize::from(BUCKETS);
+        for (cronjobs, buckets, per_list) in [
+            // Nothing owned yet: one list.
+            (0, 0, all),
+            (0, 256, all),
+            // A small cluster: one list.
+            (1_000, 1_024, all),
+            (9_000, 256, 284),
+            // 10^6 over four replicas: ~977 a bucket, 10 buckets a list.
+            (250_000, 256, 10),
+            // Denser than the target per bucket: one bucket a list.
+            (50_000, 4, 1),
+        ] {
+            assert_eq!(
+                buckets_per_list(cronjobs, buckets),
+                per_list,
+                "{cronjobs} over {buckets}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -70,11 +70,12 @@ impl Supervisor {
     /// What to ask the server for when loading what `target` gives this
     /// replica and `previous` did not: the gained buckets' Jobs and the
     /// unlabelled ones, and each served kind's CronJobs (where the server
-    /// shards that kind's lists, only the gained buckets'). `None` if
-    /// nothing is gained.
+    /// shards that kind's lists, only the gained buckets', in lists of
+    /// about [`bulk::LIST_TARGET`] by the density this replica knows).
+    /// `None` if nothing is gained.
     fn load_selectors(&self, target: &Ring, previous: Option<&Ring>) -> Option<LoadSelectors> {
         let me = self.setup.me.as_str();
-        let gained: Vec<Bucket> = target
+        let mut gained: Vec<Bucket> = target
             .buckets_of(me)
             .into_iter()
             .filter(|b| previous.is_none_or(|p| p.owner_of(*b) != Some(me)))
@@ -82,17 +83,27 @@ impl Supervisor {
         if gained.is_empty() {
             return None;
         }
+        // Sorted, so that a list's buckets are few hash ranges.
+        gained.sort_unstable();
+        let per_list = bulk::buckets_per_list(
+            self.actors.len(),
+            previous.map_or(0, |p| p.buckets_of(me).len()),
+        );
         Some(LoadSelectors {
             cronjobs: self
                 .watches
                 .served()
                 .iter()
-                .map(|served| {
-                    let shards = served
-                        .server_shards
-                        .then(|| bucket::shard_selector(&gained))
-                        .flatten();
-                    (served.kind, shards)
+                .flat_map(|served| {
+                    let lists: Vec<Option<String>> = if served.server_shards {
+                        gained
+                            .chunks(per_list)
+                            .map(bucket::shard_selector)
+                            .collect()
+                    } else {
+                        vec![None]
+                    };
+                    lists.into_iter().map(|shards| (served.kind, shards))
                 })
                 .collect(),
             jobs: std::iter::once(bucket::label_selector(&gained))
