@@ -54,6 +54,10 @@ pub struct Handover {
     pub victim_slots: SlotSummary,
     /// Everyone else's, over the same minutes.
     pub others_slots: SlotSummary,
+    /// CronJob watches kube-apiserver closed from the kill until the
+    /// survivors ran everything (or gave up): [`terminated_cronjob_watchers`].
+    #[serde(default)]
+    pub terminated_watchers: f64,
 }
 
 /// A control plane process, read at the end of the steady minutes.
@@ -64,6 +68,10 @@ pub struct PlaneFigures {
     pub etcd_rss_bytes: u64,
     /// `etcd_mvcc_db_total_size_in_bytes`.
     pub etcd_db_bytes: f64,
+    /// CronJob watches kube-apiserver had closed since it started:
+    /// [`terminated_cronjob_watchers`].
+    #[serde(default)]
+    pub terminated_watchers: f64,
 }
 
 /// One variant's run.
@@ -402,6 +410,8 @@ async fn watch_and_kill(
         }
     }
     eprintln!("million: the survivors ran every CronJob again after {rearm_seconds:?} s");
+    let terminated_watchers =
+        terminated_cronjob_watchers(&cluster.client).await? - run.plane.terminated_watchers;
     // The slots after the kill, and a minute for the late ones.
     observe::sleep_until_ms((window_to + 60) * 1000).await;
     let handover = Handover {
@@ -412,6 +422,7 @@ async fn watch_and_kill(
         kill_slot,
         victim_slots: SlotSummary::default(),
         others_slots: SlotSummary::default(),
+        terminated_watchers,
     };
     Ok((
         run,
@@ -440,7 +451,26 @@ async fn plane_figures(cluster: &LocalCluster) -> anyhow::Result<PlaneFigures> {
         apiserver_peak_rss_bytes: apiserver.peak_rss_bytes,
         etcd_rss_bytes: etcd.rss_bytes,
         etcd_db_bytes,
+        terminated_watchers: terminated_cronjob_watchers(&cluster.client).await?,
     })
+}
+
+/// kube-apiserver's `apiserver_terminated_watchers_total` for batch/v1
+/// CronJobs: watches it closed because their queue of changes stayed full,
+/// which a streaming list's initial events cause (it takes none of its
+/// queue until they are sent: `src/apiserver/bulk.rs`). Absent until the
+/// first one: 0.
+async fn terminated_cronjob_watchers(client: &kube::Client) -> anyhow::Result<f64> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let page = client
+        .request_text(request)
+        .await
+        .context("GET /metrics from kube-apiserver")?;
+    Ok(shardcron_harness::replica::sample(
+        &page,
+        r#"apiserver_terminated_watchers_total{group="batch",resource="cronjobs"}"#,
+    )
+    .unwrap_or(0.0))
 }
 
 /// One run in a line, for the progress log.
@@ -522,13 +552,13 @@ pub fn markdown(scenario: &Scenario, runs: &[MillionRun]) -> String {
             skew(s),
         );
     }
-    out.push_str("\n| replicas | killed | its CronJobs | survivors ran them all after s | its slots after | missed | duplicates | skew p50 / p99 / max s | the others' slots | missed | skew p50 / p99 / max s |\n");
-    out.push_str("|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---|\n");
+    out.push_str("\n| replicas | killed | its CronJobs | survivors ran them all after s | its slots after | missed | duplicates | skew p50 / p99 / max s | the others' slots | missed | skew p50 / p99 / max s | CronJob watches the server closed (run, hand-off) |\n");
+    out.push_str("|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---|---|\n");
     for run in runs {
         let Some(h) = &run.handover else { continue };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0}, {:.0} |",
             run.replicas,
             h.victim,
             h.victim_cronjobs,
@@ -541,6 +571,8 @@ pub fn markdown(scenario: &Scenario, runs: &[MillionRun]) -> String {
             h.others_slots.expected,
             h.others_slots.missed,
             skew(&h.others_slots),
+            run.plane.terminated_watchers,
+            h.terminated_watchers,
         );
     }
     for run in runs {
