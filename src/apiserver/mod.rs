@@ -18,6 +18,7 @@ pub mod client;
 pub mod counted;
 pub mod crd;
 pub mod deadline;
+pub mod event_recorder;
 pub mod events;
 pub mod failure;
 pub mod fenced_socket;

@@ -4,7 +4,7 @@
 //! events to a callback (the supervisor's mailbox), reading the next event
 //! only once the last was taken: a list of 100,000 objects then streams
 //! through a few at a time rather than piling up decoded in the mailbox
-//! (which, once freed, glibc kept resident). Should the receiver fall far
+//! (which, once freed, an allocator may keep resident). Should the receiver fall far
 //! behind, the server ends the watch and kube-runtime resumes it from the
 //! last resourceVersion seen, so nothing is lost. The watcher re-lists on
 //! 410 Gone and after errors (with kube-runtime's default backoff); a

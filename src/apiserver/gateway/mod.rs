@@ -21,6 +21,7 @@ mod event_workers;
 mod verbs;
 
 use super::deadline;
+use super::event_recorder::EventRecorder;
 use super::events;
 use super::failure::ApiFailure;
 use super::fenced_socket::WriteFence;
@@ -32,7 +33,7 @@ use crate::telemetry::metrics::{PriorityLabels, RequestLabels};
 use dispatch::{Pace, SharedQueue, Ticket, dispatch};
 use event_workers::{EventQueue, send_events};
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -71,7 +72,7 @@ struct Inner {
     runtime: Handle,
     tickets: mpsc::UnboundedSender<Ticket>,
     backoff: Backoff,
-    recorder: Recorder,
+    recorder: EventRecorder,
     metrics: Arc<Metrics>,
     fence: Arc<dyn WriteFence>,
     events: Arc<EventQueue>,
@@ -160,7 +161,7 @@ impl Gateway {
         ));
         let events = Arc::new(EventQueue::new());
         let inner = Arc::new(Inner {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: EventRecorder::new(client.clone(), reporter),
             client,
             runtime,
             tickets,
