@@ -29,6 +29,7 @@ pub mod queue;
 pub mod rate;
 pub mod requests;
 pub mod resource_version;
+pub mod resume;
 pub mod retry;
 pub mod review;
 #[cfg(test)]

@@ -29,11 +29,13 @@
 
 use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
+use super::resume::{self, Position};
 use crate::reconcile::{CronJobKind, CronJobKinds, JobSummary};
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::ResourceLabels;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::WatchParams;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
@@ -174,15 +176,25 @@ pub(crate) fn without_managed_fields<K: Resource>(mut object: K) -> K {
     object
 }
 
+/// Where a watch starts: with a list, or from where the watch it replaces
+/// was ([`super::resume`]); and the [`Position`] it keeps up to date.
+#[derive(Debug, Clone, Default)]
+pub struct Start {
+    pub from: Option<String>,
+    pub position: Position,
+}
+
 /// Runs a watch until the process ends, handing each event, mapped by
 /// `map`, to `deliver` and waiting for it to be taken before reading on,
 /// so that a list of many objects is never held decoded all at once.
+/// Resumed (`start.from`), it lists only once it cannot go on from there.
 fn spawn_watch<K, T, Delivered>(
     api: Api<K>,
     config: watcher::Config,
+    start: Start,
     resource: &'static str,
     metrics: Arc<Metrics>,
-    map: impl Fn(K) -> T + Send + 'static,
+    map: impl Fn(K) -> T + Send + Sync + 'static,
     mut deliver: impl FnMut(Event<T>) -> Delivered + Send + 'static,
 ) -> JoinHandle<()>
 where
@@ -192,21 +204,49 @@ where
 {
     let map = move |object: K| map(without_managed_fields(object));
     let labels = ResourceLabels { resource };
+    let Start { from, position } = start;
     tokio::spawn(async move {
-        let mut events = watcher::watcher(api, config).default_backoff().boxed();
         let received = metrics.watch_events.get_or_create(&labels).clone();
+        if let Some(from) = from {
+            let params = WatchParams {
+                label_selector: config.label_selector.clone(),
+                field_selector: config.field_selector.clone(),
+                timeout: config.timeout,
+                bookmarks: true,
+                ..WatchParams::default()
+            };
+            let ended = resume::watch_from(&api, &params, from, &position, |event| {
+                received.inc();
+                deliver(match event {
+                    Event::Delete(o) => Event::Delete(map(o)),
+                    Event::Apply(o) | Event::InitApply(o) => Event::Apply(map(o)),
+                    Event::Init => Event::Init,
+                    Event::InitDone => Event::InitDone,
+                })
+            })
+            .await;
+            tracing::info!(resource, %ended, "a resumed watch lists again");
+        }
+        let mut events = watcher::watcher(api, config).default_backoff().boxed();
         while let Some(event) = events.next().await {
             match event {
                 Ok(event) => {
-                    match event {
+                    let version = match &event {
                         Event::Init => {
                             metrics.watch_restarts.get_or_create(&labels).inc();
+                            position.listing();
+                            None
                         }
-                        Event::InitDone => {}
-                        _ => {
+                        Event::InitDone => None,
+                        Event::InitApply(_) => {
                             received.inc();
+                            None
                         }
-                    }
+                        Event::Apply(o) | Event::Delete(o) => {
+                            received.inc();
+                            o.meta().resource_version.clone()
+                        }
+                    };
                     deliver(match event {
                         Event::Apply(o) => Event::Apply(map(o)),
                         Event::Delete(o) => Event::Delete(map(o)),
@@ -215,6 +255,7 @@ where
                         Event::InitDone => Event::InitDone,
                     })
                     .await;
+                    position.delivered(version.as_deref());
                 }
                 Err(error) => tracing::warn!(resource, %error, "watch failed; retrying"),
             }
@@ -242,6 +283,7 @@ pub fn cronjobs<Delivered: Future<Output = ()> + Send>(
     namespace: Option<&str>,
     strategy: ListStrategy,
     shard_selector: Option<&str>,
+    start: Start,
     metrics: Arc<Metrics>,
     deliver: impl FnMut(Event<LeanCronJob>) -> Delivered + Send + 'static,
 ) -> JoinHandle<()> {
@@ -253,6 +295,7 @@ pub fn cronjobs<Delivered: Future<Output = ()> + Send>(
     spawn_watch(
         cronjob_api(counting(&client, &metrics, resource), kind, namespace),
         strategy.config(),
+        start,
         resource,
         metrics,
         move |mut cronjob: LeanCronJob| {
@@ -281,6 +324,7 @@ pub fn jobs<Delivered: Future<Output = ()> + Send>(
     namespace: Option<&str>,
     strategy: ListStrategy,
     selector: &str,
+    start: Start,
     resource: &'static str,
     metrics: Arc<Metrics>,
     deliver: impl FnMut(Event<JobFacts>) -> Delivered + Send + 'static,
@@ -288,6 +332,7 @@ pub fn jobs<Delivered: Future<Output = ()> + Send>(
     spawn_watch(
         api::<LeanJob>(counting(&client, &metrics, resource), namespace),
         strategy.config().labels(selector),
+        start,
         resource,
         metrics,
         move |job| JobFacts::of(job, kinds),
@@ -317,6 +362,7 @@ where
             .labels(selector)
             .any_semantic()
             .timeout(LEASE_WATCH_TIMEOUT_SECONDS),
+        Start::default(),
         "leases",
         metrics,
         observe,
@@ -367,6 +413,82 @@ mod tests {
             ListStrategy::Paginated
         );
         assert!(asked.all().is_empty(), "a chosen strategy asks nothing");
+    }
+
+    #[tokio::test]
+    async fn a_watch_started_from_a_position_lists_only_when_the_server_no_longer_has_it() {
+        let cronjob = |name: &str, version: &str| {
+            json!({"apiVersion": "batch/v1", "kind": "CronJob",
+                   "metadata": {"namespace": "a", "name": name, "resourceVersion": version,
+                                "uid": format!("uid-{name}")},
+                   "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {}}}}})
+        };
+        let (client, asked) = scripted::client(move |request| {
+            let uri = &request.uri;
+            if uri.contains("watch=true") && uri.contains("resourceVersion=100") {
+                Answer::Events(vec![
+                    json!({"type": "MODIFIED", "object": cronjob("kept", "105")}),
+                    json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1",
+                           "status": "Failure", "reason": "Expired", "code": 410}}),
+                ])
+            } else if uri.contains("watch=true") {
+                Answer::Silence
+            } else {
+                Answer::Json(
+                    200,
+                    json!({"kind": "CronJobList", "apiVersion": "batch/v1",
+                           "metadata": {"resourceVersion": "200"},
+                           "items": [cronjob("listed", "150")]}),
+                )
+            }
+        });
+        let (sender, mut events) = tokio::sync::mpsc::channel(8);
+        let position = Position::default();
+        let watch = cronjobs(
+            client,
+            CronJobKind::Batch,
+            None,
+            ListStrategy::Paginated,
+            None,
+            Start {
+                from: Some("100".to_owned()),
+                position: position.clone(),
+            },
+            Arc::new(Metrics::new()),
+            move |event| {
+                let sender = sender.clone();
+                async move {
+                    let _ = sender.send(event).await;
+                }
+            },
+        );
+        let within = std::time::Duration::from_secs(5);
+        let mut next = async || {
+            tokio::time::timeout(within, events.recv())
+                .await
+                .ok()
+                .flatten()
+                .map(|event| match event {
+                    Event::Apply(c) => format!("apply {}", c.metadata.name.unwrap_or_default()),
+                    Event::InitApply(c) => {
+                        format!("listed {}", c.metadata.name.unwrap_or_default())
+                    }
+                    Event::Init => "init".to_owned(),
+                    Event::InitDone => "done".to_owned(),
+                    Event::Delete(_) => "delete".to_owned(),
+                })
+        };
+        // The change since the position, then (the version gone) a list.
+        assert_eq!(next().await.as_deref(), Some("apply kept"));
+        assert_eq!(next().await.as_deref(), Some("init"));
+        assert_eq!(next().await.as_deref(), Some("listed listed"));
+        assert_eq!(next().await.as_deref(), Some("done"));
+        // Listing, the watch has no position until a change after the list.
+        assert_eq!(position.get(), None);
+        let first = &asked.all()[0];
+        assert!(first.contains("watch=true"), "{first}");
+        assert!(!first.contains("sendInitialEvents"), "{first}");
+        watch.abort();
     }
 
     #[tokio::test]

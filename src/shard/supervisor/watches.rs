@@ -13,7 +13,11 @@
 //!   restarted with the ring where it can ([`crate::apiserver::sharded`]), all
 //!   of them otherwise.
 //!
-//! A restarted watch lists again; its events carry a generation, and the
+//! A restarted watch starts from where the watch it replaces had delivered
+//! (`crate::apiserver::resume`: the changes since then under the new
+//! selector; the gained buckets' objects come with the bulk load), or lists
+//! again if that watch had delivered nothing since its list, or the server
+//! no longer has that version. Its events carry a generation, and the
 //! supervisor drops those of a watch it has replaced (the old watch may
 //! still have events in the mailbox, a re-list's end among them, which
 //! would otherwise count the new list's objects as deleted). A restart
@@ -25,6 +29,7 @@ use super::Supervisor;
 use super::intake::{CronJobWatch, JobStream, JobWatch};
 use crate::apiserver::bucket::{self, Bucket};
 use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::apiserver::resume::Position;
 use crate::apiserver::watch::{self, JobFacts, ListStrategy};
 use crate::reconcile::{CronJobKind, CronJobKinds};
 use crate::telemetry::Metrics;
@@ -56,10 +61,11 @@ pub struct ServedKind {
     pub server_shards: bool,
 }
 
-/// A running watch and its generation.
+/// A running watch, its generation, and how far it has delivered.
 struct Running {
     generation: u64,
     task: JoinHandle<()>,
+    position: Position,
 }
 
 /// The watches of one scope.
@@ -121,15 +127,26 @@ fn current(running: &Option<Running>) -> u64 {
     running.as_ref().map_or(0, |r| r.generation)
 }
 
-/// Ends `old` and starts the next generation with `start(generation)`.
-fn restart(old: &mut Option<Running>, start: impl FnOnce(u64) -> JoinHandle<()>) {
+/// Ends `old` and starts the next generation with `start(generation,
+/// where)`: from where `old` had delivered, if it had (else with a list).
+fn restart(old: &mut Option<Running>, start: impl FnOnce(u64, watch::Start) -> JoinHandle<()>) {
     let generation = current(old) + 1;
+    let from = old.as_ref().and_then(|running| running.position.get());
     if let Some(old) = old.take() {
         old.task.abort();
     }
+    let position = Position::default();
+    let task = start(
+        generation,
+        watch::Start {
+            from,
+            position: position.clone(),
+        },
+    );
     *old = Some(Running {
         generation,
-        task: start(generation),
+        task,
+        position,
     });
 }
 
@@ -226,6 +243,7 @@ impl Watches {
                     namespace.as_deref(),
                     setup.strategy,
                     &bucket::unlabelled_selector(),
+                    watch::Start::default(),
                     "unlabelled_jobs",
                     setup.metrics.clone(),
                     move |event| send(event).map(drop),
@@ -236,18 +254,24 @@ impl Watches {
                     continue;
                 }
                 let mut send = send_cronjobs(to, scope, served.kind, 1);
+                let position = Position::default();
                 let task = watch::cronjobs(
                     setup.client.clone(),
                     served.kind,
                     namespace.as_deref(),
                     setup.strategy,
                     None,
+                    watch::Start {
+                        from: None,
+                        position: position.clone(),
+                    },
                     setup.metrics.clone(),
                     move |event| send(event).map(drop),
                 );
                 *running = Some(Running {
                     generation: 1,
                     task,
+                    position,
                 });
             }
         }
@@ -280,7 +304,7 @@ impl Watches {
         let kinds = self.kinds();
         for (scope, namespace) in namespaces.iter().enumerate() {
             let watches = &mut self.scopes[scope];
-            restart(&mut watches.labelled_jobs, |generation| {
+            restart(&mut watches.labelled_jobs, |generation, start| {
                 let mut send = send_jobs(to, scope, JobStream::Labelled, generation);
                 watch::jobs(
                     setup.client.clone(),
@@ -288,6 +312,7 @@ impl Watches {
                     namespace.as_deref(),
                     setup.strategy,
                     &labels,
+                    start,
                     "jobs",
                     setup.metrics.clone(),
                     move |event| send(event).map(drop),
@@ -297,7 +322,7 @@ impl Watches {
                 if !served.server_shards {
                     continue;
                 }
-                restart(running, |generation| {
+                restart(running, |generation, start| {
                     let mut send = send_cronjobs(to, scope, served.kind, generation);
                     watch::cronjobs(
                         setup.client.clone(),
@@ -305,6 +330,7 @@ impl Watches {
                         namespace.as_deref(),
                         setup.strategy,
                         shards.as_deref(),
+                        start,
                         setup.metrics.clone(),
                         move |event| send(event).map(drop),
                     )
