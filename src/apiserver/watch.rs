@@ -208,6 +208,7 @@ where
     tokio::spawn(async move {
         let received = metrics.watch_events.get_or_create(&labels).clone();
         if let Some(from) = from {
+            tracing::info!(resource, %from, "resuming a watch from where the one it replaces was");
             let params = WatchParams {
                 label_selector: config.label_selector.clone(),
                 field_selector: config.field_selector.clone(),
