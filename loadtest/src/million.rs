@@ -458,7 +458,7 @@ async fn plane_figures(cluster: &LocalCluster) -> anyhow::Result<PlaneFigures> {
 /// kube-apiserver's `apiserver_terminated_watchers_total` for batch/v1
 /// CronJobs: watches it closed because their queue of changes stayed full,
 /// which a streaming list's initial events cause (it takes none of its
-/// queue until they are sent: `src/apiserver/bulk.rs`). Absent until the
+/// queue until they are sent: `src/apiserver/bulk/`). Absent until the
 /// first one: 0.
 async fn terminated_cronjob_watchers(client: &kube::Client) -> anyhow::Result<f64> {
     let request = http::Request::get("/metrics").body(Vec::new())?;

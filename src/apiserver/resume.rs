@@ -32,8 +32,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How far a watch has delivered: the resourceVersion of the last change it
-/// handed over and saw taken, after its list (none during a list, nor
-/// before the first change after it). Shared between the watch's task,
+/// handed over and saw taken (or of a resumed watch's last bookmark), after
+/// its list (none during a list, nor before the first change after it). Shared between the watch's task,
 /// which writes it, and whoever may replace the watch.
 #[derive(Debug, Clone, Default)]
 pub struct Position(Arc<Mutex<Option<String>>>);
@@ -124,8 +124,10 @@ where
                     let at = object.resource_version();
                     (Event::Delete(object), at)
                 }
+                // Every change before it was taken: the position moves too.
                 Some(WatchEvent::Bookmark(bookmark)) => {
                     version = bookmark.metadata.resource_version;
+                    position.delivered(Some(&version));
                     continue;
                 }
                 Some(WatchEvent::Error(status)) if status.code == 410 => {

@@ -1,0 +1,281 @@
+//! The bulk loads on scripted API answers: pages, streaming lists, cuts,
+//! errors and deadlines; and the lists' size.
+
+use super::*;
+use crate::apiserver::scripted::{self, Answer};
+use serde_json::{Value, json};
+
+fn list(kind: &str, items: Vec<Value>, next: &str) -> Answer {
+    Answer::Json(
+        200,
+        json!({
+            "kind": format!("{kind}List"), "apiVersion": "batch/v1",
+            "metadata": {"resourceVersion": "7", "continue": next},
+            "items": items,
+        }),
+    )
+}
+
+fn cronjob(namespace: &str, name: &str) -> Value {
+    json!({
+        "metadata": {"namespace": namespace, "name": name, "uid": format!("uid-{name}"),
+                     "managedFields": [{"manager": "kubectl"}]},
+        "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {}}}},
+    })
+}
+
+fn job(name: &str, owner: Option<(&str, &str)>) -> Value {
+    let owners: Vec<Value> = owner
+        .map(|(kind, name)| {
+            json!({"apiVersion": "batch/v1", "kind": kind, "name": name,
+                   "uid": format!("uid-{name}"), "controller": true})
+        })
+        .into_iter()
+        .collect();
+    json!({
+        "metadata": {"namespace": "a", "name": name, "uid": format!("uid-{name}"),
+                     "ownerReferences": owners},
+        "spec": {"template": {}},
+    })
+}
+
+/// The CronJobs' names and the Jobs' UIDs the pages delivered, once
+/// checked that no CronJob kept its managedFields (dropped as pages
+/// arrive).
+fn delivered(pages: &[Loaded]) -> (Vec<&str>, Vec<&str>) {
+    let cronjobs = pages.iter().flat_map(|p| &p.cronjobs);
+    assert!(
+        cronjobs
+            .clone()
+            .all(|c| c.metadata.managed_fields.is_none())
+    );
+    (
+        cronjobs
+            .map(|c| c.metadata.name.as_deref().unwrap_or_default())
+            .collect(),
+        pages
+            .iter()
+            .flat_map(|p| &p.jobs)
+            .map(|j| &*j.uid)
+            .collect(),
+    )
+}
+
+/// Runs a load of every namespace owning the names that start with
+/// `keep`; what was delivered and what was asked.
+async fn load_with(
+    script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,
+) -> (Result<LoadCounts, LoadError>, Vec<Loaded>, Vec<String>) {
+    load_streaming_or_not(false, script).await
+}
+
+async fn load_streaming_or_not(
+    streaming: bool,
+    script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,
+) -> (Result<LoadCounts, LoadError>, Vec<Loaded>, Vec<String>) {
+    let (client, asked) = scripted::client(script);
+    let mut pages = Vec::new();
+    let result = load(
+        client,
+        &[None],
+        &LoadSelectors {
+            cronjobs: vec![(CronJobKind::Batch, None)],
+            jobs: Vec::new(),
+            streaming,
+        },
+        |uid| uid.starts_with("uid-keep"),
+        |page| {
+            pages.push(page);
+            async {}
+        },
+    )
+    .await;
+    (result, pages, asked.all())
+}
+
+#[tokio::test]
+async fn a_load_reads_every_page_and_hands_over_only_what_this_replica_owns() {
+    let (result, pages, asked) = load_with(|request| {
+        let uri = &request.uri;
+        if uri.starts_with("/apis/batch/v1/cronjobs") && !uri.contains("continue=") {
+            list(
+                "CronJob",
+                vec![cronjob("a", "keep-1"), cronjob("a", "drop-1")],
+                "next-page",
+            )
+        } else if uri.starts_with("/apis/batch/v1/cronjobs") {
+            list("CronJob", vec![cronjob("b", "keep-2")], "")
+        } else {
+            list(
+                "Job",
+                vec![
+                    job("keep-1-100", Some(("CronJob", "keep-1"))),
+                    job("drop-1-100", Some(("CronJob", "drop-1"))),
+                    job("keep-by-hand", None),
+                    job("keep-1-by-a-set", Some(("ReplicaSet", "keep-1"))),
+                ],
+                "",
+            )
+        }
+    })
+    .await;
+    let counts = result.expect("the load succeeds");
+    assert_eq!((counts.cronjobs, counts.jobs), (2, 1));
+    assert_eq!(
+        delivered(&pages),
+        (vec!["keep-1", "keep-2"], vec!["uid-keep-1-100"])
+    );
+    // Every page is consistent: the first names no version (never the
+    // watch cache's possibly older `0`), a continued one is read at the
+    // first page's snapshot.
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    assert!(asked[0].contains("limit=500"), "{asked:?}");
+    assert!(asked[1].contains("continue=next-page"), "{asked:?}");
+    assert!(
+        asked.iter().all(|a| !a.contains("resourceVersion")),
+        "{asked:?}"
+    );
+    assert!(asked[2].starts_with("GET /apis/batch/v1/jobs?"));
+}
+
+fn added(object: Value) -> Value {
+    json!({"type": "ADDED", "object": object})
+}
+
+fn bookmark(end: bool) -> Value {
+    let annotations = if end {
+        json!({"k8s.io/initial-events-end": "true"})
+    } else {
+        json!({})
+    };
+    json!({"type": "BOOKMARK", "object": {"kind": "CronJob", "apiVersion": "batch/v1",
+           "metadata": {"resourceVersion": "9", "annotations": annotations}}})
+}
+
+#[tokio::test]
+async fn a_streaming_load_is_a_consistent_watch_read_to_its_end_bookmark() {
+    let (result, pages, asked) = load_streaming_or_not(true, |request| {
+        if request.uri.starts_with("/apis/batch/v1/cronjobs") {
+            Answer::Events(vec![
+                added(cronjob("a", "keep-1")),
+                bookmark(false),
+                added(cronjob("a", "drop-1")),
+                added(cronjob("b", "keep-2")),
+                bookmark(true),
+                // After the end: not part of the load.
+                added(cronjob("c", "keep-3")),
+            ])
+        } else {
+            Answer::Events(vec![
+                added(job("keep-1-100", Some(("CronJob", "keep-1")))),
+                bookmark(true),
+            ])
+        }
+    })
+    .await;
+    let counts = result.expect("the load succeeds");
+    assert_eq!((counts.cronjobs, counts.jobs), (2, 1));
+    assert_eq!(
+        delivered(&pages),
+        (vec!["keep-1", "keep-2"], vec!["uid-keep-1-100"])
+    );
+    // A consistent read: initial events, NotOlderThan, and an empty
+    // resourceVersion (never the watch cache's possibly older `0`).
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    for query in &asked {
+        for wanted in [
+            "watch=true",
+            "sendInitialEvents=true",
+            "resourceVersionMatch=NotOlderThan",
+            "allowWatchBookmarks=true",
+        ] {
+            assert!(query.contains(wanted), "{wanted} in {query}");
+        }
+        assert!(query.ends_with("&resourceVersion="), "{query}");
+    }
+}
+
+#[tokio::test]
+async fn a_streaming_list_cut_before_its_bookmark_is_read_again_then_fails() {
+    let (result, _, asked) = load_streaming_or_not(true, |_| {
+        Answer::Events(vec![added(cronjob("a", "keep-1"))])
+    })
+    .await;
+    assert!(matches!(result, Err(LoadError::EndedEarly)), "{result:?}");
+    assert_eq!(asked.len(), LIST_ATTEMPTS as usize, "{asked:?}");
+}
+
+#[tokio::test]
+async fn a_streaming_list_cut_once_counts_only_the_read_that_reached_its_end() {
+    let cronjob_lists = std::sync::atomic::AtomicUsize::new(0);
+    let (result, pages, asked) = load_streaming_or_not(true, move |request| {
+        if !request.uri.starts_with("/apis/batch/v1/cronjobs") {
+            return Answer::Events(vec![bookmark(true)]);
+        }
+        let mut events = vec![added(cronjob("a", "keep-1")), added(cronjob("a", "keep-2"))];
+        // The first read is cut after its first object.
+        if cronjob_lists.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 {
+            events.truncate(1);
+        } else {
+            events.push(bookmark(true));
+        }
+        Answer::Events(events)
+    })
+    .await;
+    let counts = result.expect("the second read reaches the end");
+    assert_eq!((counts.cronjobs, counts.jobs), (2, 0));
+    // The cut read's partial page is not handed over (had it been, keep-1
+    // would come twice: the supervisor keeps the newer copy).
+    assert_eq!(delivered(&pages).0, vec!["keep-1", "keep-2"]);
+    assert_eq!(asked.len(), 3, "{asked:?}");
+}
+
+#[test]
+fn a_list_asks_for_about_ten_thousand_cronjobs_or_everything_when_nothing_is_known() {
+    let all = usize::from(BUCKETS);
+    for (cronjobs, buckets, per_list) in [
+        // Nothing owned yet: one list.
+        (0, 0, all),
+        (0, 256, all),
+        // A small cluster: one list.
+        (1_000, 1_024, all),
+        (9_000, 256, 284),
+        // 10^6 over four replicas: ~977 a bucket, 10 buckets a list.
+        (250_000, 256, 10),
+        // Denser than the target per bucket: one bucket a list.
+        (50_000, 4, 1),
+    ] {
+        assert_eq!(
+            buckets_per_list(cronjobs, buckets),
+            per_list,
+            "{cronjobs} over {buckets}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failed_page_ends_the_load_with_the_servers_error() {
+    let (result, _, asked) = load_with(|request| {
+        let uri = &request.uri;
+        if uri.starts_with("/apis/batch/v1/cronjobs") {
+            list("CronJob", vec![cronjob("a", "keep-1")], "")
+        } else {
+            scripted::status(500, "InternalError")
+        }
+    })
+    .await;
+    match result {
+        Err(LoadError::Api(kube::Error::Api(status))) => assert_eq!(status.code, 500),
+        other => panic!("expected the server's 500, got {other:?}"),
+    }
+    assert_eq!(asked.len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_page_ends_the_load_at_its_deadline() {
+    let started = tokio::time::Instant::now();
+    let (result, pages, _) = load_with(|_| Answer::Silence).await;
+    assert!(matches!(result, Err(LoadError::Deadline(_))), "{result:?}");
+    assert!(pages.is_empty());
+    assert_eq!(started.elapsed(), crate::apiserver::deadline::LIST_PAGE);
+}

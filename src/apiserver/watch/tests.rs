@@ -1,0 +1,185 @@
+//! The watches on scripted API answers: the list strategy, the Lease
+//! watch's selector and timeout, a watch resumed from a position.
+
+use super::*;
+use crate::apiserver::scripted::{self, Answer};
+use serde_json::json;
+
+fn version(minor: &str) -> Answer {
+    Answer::Json(
+        200,
+        json!({
+            "major": "1", "minor": minor, "gitVersion": format!("v1.{minor}"),
+            "gitCommit": "", "gitTreeState": "clean", "buildDate": "",
+            "goVersion": "", "compiler": "gc", "platform": "linux/amd64",
+        }),
+    )
+}
+
+#[tokio::test]
+async fn auto_lists_by_streaming_from_kubernetes_1_34_on() {
+    for (minor, expected) in [
+        ("36", ListStrategy::Streaming),
+        ("34+", ListStrategy::Streaming),
+        ("33", ListStrategy::Paginated),
+    ] {
+        let (client, _) = scripted::client(move |_| version(minor));
+        assert_eq!(
+            ListStrategy::Auto.resolve(&client).await,
+            expected,
+            "{minor}"
+        );
+    }
+    let (client, _) = scripted::client(|_| scripted::status(503, "ServiceUnavailable"));
+    assert_eq!(
+        ListStrategy::Auto.resolve(&client).await,
+        ListStrategy::Paginated,
+        "an unknown version lists page by page, which every server serves"
+    );
+    let (client, asked) = scripted::client(|_| version("36"));
+    assert_eq!(
+        ListStrategy::Paginated.resolve(&client).await,
+        ListStrategy::Paginated
+    );
+    assert!(asked.all().is_empty(), "a chosen strategy asks nothing");
+}
+
+#[tokio::test]
+async fn a_watch_started_from_a_position_lists_only_when_the_server_no_longer_has_it() {
+    let cronjob = |name: &str, version: &str| {
+        json!({"apiVersion": "batch/v1", "kind": "CronJob",
+               "metadata": {"namespace": "a", "name": name, "resourceVersion": version,
+                            "uid": format!("uid-{name}")},
+               "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {}}}}})
+    };
+    let (client, asked) = scripted::client(move |request| {
+        let uri = &request.uri;
+        if uri.contains("watch=true") && uri.contains("resourceVersion=100") {
+            Answer::Events(vec![
+                json!({"type": "MODIFIED", "object": cronjob("kept", "105")}),
+                json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1",
+                       "status": "Failure", "reason": "Expired", "code": 410}}),
+            ])
+        } else if uri.contains("watch=true") {
+            Answer::Silence
+        } else {
+            Answer::Json(
+                200,
+                json!({"kind": "CronJobList", "apiVersion": "batch/v1",
+                       "metadata": {"resourceVersion": "200"},
+                       "items": [cronjob("listed", "150")]}),
+            )
+        }
+    });
+    let (sender, mut events) = tokio::sync::mpsc::channel(8);
+    let position = Position::default();
+    let watch = cronjobs(
+        client,
+        CronJobKind::Batch,
+        None,
+        ListStrategy::Paginated,
+        None,
+        Start {
+            from: Some("100".to_owned()),
+            position: position.clone(),
+        },
+        Arc::new(Metrics::new()),
+        move |event| {
+            let sender = sender.clone();
+            async move {
+                let _ = sender.send(event).await;
+            }
+        },
+    );
+    let within = std::time::Duration::from_secs(5);
+    let mut next = async || {
+        tokio::time::timeout(within, events.recv())
+            .await
+            .ok()
+            .flatten()
+            .map(|event| match event {
+                Event::Apply(c) => format!("apply {}", c.metadata.name.unwrap_or_default()),
+                Event::InitApply(c) => {
+                    format!("listed {}", c.metadata.name.unwrap_or_default())
+                }
+                Event::Init => "init".to_owned(),
+                Event::InitDone => "done".to_owned(),
+                Event::Delete(_) => "delete".to_owned(),
+            })
+    };
+    // The change since the position, then (the version gone) a list.
+    assert_eq!(next().await.as_deref(), Some("apply kept"));
+    assert_eq!(next().await.as_deref(), Some("init"));
+    assert_eq!(next().await.as_deref(), Some("listed listed"));
+    assert_eq!(next().await.as_deref(), Some("done"));
+    // Listing, the watch has no position until a change after the list.
+    assert_eq!(position.get(), None);
+    let first = &asked.all()[0];
+    assert!(first.contains("watch=true"), "{first}");
+    assert!(!first.contains("sendInitialEvents"), "{first}");
+    watch.abort();
+}
+
+#[tokio::test]
+async fn the_lease_watch_selects_the_ring_and_asks_the_server_to_end_it_soon() {
+    let (client, asked) = scripted::client(|request| {
+        if request.uri.contains("watch=true") {
+            return Answer::Silence;
+        }
+        Answer::Json(
+            200,
+            json!({
+                "kind": "LeaseList", "apiVersion": "coordination.k8s.io/v1",
+                "metadata": {"resourceVersion": "9"},
+                "items": [{"metadata": {"name": "r0", "namespace": "system",
+                                        "managedFields": [{"manager": "r0"}]}}],
+            }),
+        )
+    });
+    let (sender, mut events) = tokio::sync::mpsc::channel(8);
+    let watch = leases(
+        client,
+        "system",
+        "shardcron.io/ring=ring",
+        Arc::new(Metrics::new()),
+        |lease| lease.metadata,
+        move |event| {
+            let sender = sender.clone();
+            async move {
+                let _ = sender.send(event).await;
+            }
+        },
+    );
+    // Bounded: a list the watcher cannot use would be retried forever.
+    let within = std::time::Duration::from_secs(5);
+    let next = tokio::time::timeout(within, events.recv()).await;
+    assert!(matches!(next, Ok(Some(Event::Init))));
+    match tokio::time::timeout(within, events.recv()).await {
+        Ok(Some(Event::InitApply(meta))) => {
+            assert_eq!(meta.name.as_deref(), Some("r0"));
+            assert!(meta.managed_fields.is_none());
+        }
+        _ => panic!("expected the listed Lease"),
+    }
+    let next = tokio::time::timeout(within, events.recv()).await;
+    assert!(matches!(next, Ok(Some(Event::InitDone))));
+    // The watch that follows the list is made, and is silent.
+    let started = tokio::time::Instant::now();
+    let watching = loop {
+        if let Some(request) = asked.all().into_iter().find(|r| r.contains("watch=true")) {
+            break request;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    let listed = &asked.all()[0];
+    for request in [listed, &watching] {
+        assert!(request.starts_with("GET /apis/coordination.k8s.io/v1/namespaces/system/leases?"));
+        assert!(
+            request.contains("labelSelector=shardcron.io%2Fring%3Dring"),
+            "{request}"
+        );
+    }
+    assert!(watching.contains(&format!("timeoutSeconds={LEASE_WATCH_TIMEOUT_SECONDS}")));
+    watch.abort();
+}
