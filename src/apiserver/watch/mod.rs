@@ -4,9 +4,11 @@
 //! events to a callback (the supervisor's mailbox), reading the next event
 //! only once the last was taken: a list of 100,000 objects then streams
 //! through a few at a time rather than piling up decoded in the mailbox
-//! (which, once freed, an allocator may keep resident). Should the receiver fall far
-//! behind, the server ends the watch and kube-runtime resumes it from the
-//! last resourceVersion seen, so nothing is lost. The watcher re-lists on
+//! (which, once freed, an allocator may keep resident). Should the
+//! receiver fall far behind, the server ends the watch and kube-runtime
+//! resumes it from the last resourceVersion seen, so nothing is lost. A
+//! watch that replaces another (a ring change) starts from where that one
+//! was, without a list, when it can ([`super::resume`]). The watcher re-lists on
 //! 410 Gone and after errors (with kube-runtime's default backoff); a
 //! re-list shows up as `Init` .. `InitApply`* .. `InitDone`, which the
 //! receiver uses to drop objects that disappeared while it was not looking.
