@@ -205,6 +205,13 @@ where
     Delivered: Future<Output = ()> + Send,
 {
     let map = move |object: K| map(without_managed_fields(object));
+    let map_event = move |event: Event<K>| match event {
+        Event::Apply(o) => Event::Apply(map(o)),
+        Event::Delete(o) => Event::Delete(map(o)),
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(map(o)),
+        Event::InitDone => Event::InitDone,
+    };
     let labels = ResourceLabels { resource };
     let Start { from, position } = start;
     tokio::spawn(async move {
@@ -218,14 +225,10 @@ where
                 bookmarks: true,
                 ..WatchParams::default()
             };
+            // Only changes come: `Apply` and `Delete`.
             let ended = resume::watch_from(&api, &params, from, &position, |event| {
                 received.inc();
-                deliver(match event {
-                    Event::Delete(o) => Event::Delete(map(o)),
-                    Event::Apply(o) | Event::InitApply(o) => Event::Apply(map(o)),
-                    Event::Init => Event::Init,
-                    Event::InitDone => Event::InitDone,
-                })
+                deliver(map_event(event))
             })
             .await;
             tracing::info!(resource, %ended, "a resumed watch lists again");
@@ -250,14 +253,7 @@ where
                             o.meta().resource_version.clone()
                         }
                     };
-                    deliver(match event {
-                        Event::Apply(o) => Event::Apply(map(o)),
-                        Event::Delete(o) => Event::Delete(map(o)),
-                        Event::Init => Event::Init,
-                        Event::InitApply(o) => Event::InitApply(map(o)),
-                        Event::InitDone => Event::InitDone,
-                    })
-                    .await;
+                    deliver(map_event(event)).await;
                     position.delivered(version.as_deref());
                 }
                 Err(error) => tracing::warn!(resource, %error, "watch failed; retrying"),
