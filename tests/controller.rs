@@ -194,6 +194,82 @@ async fn the_admin_api_takes_only_tokens_meant_for_its_audience() {
     let _ = std::fs::remove_file(&token_file);
 }
 
+/// `status --watch` against an owner that goes silent (a black hole on the
+/// way: the connection stays open, nothing comes back): the CLI's pings
+/// find it, it says so on stderr, and once the way is open again it finds
+/// the owner and watches there, within its deadlines rather than never.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_watch_whose_owner_goes_silent_looks_for_it_again() {
+    use std::io::BufRead as _;
+    use support::rbac::{Grant, account_kubeconfig};
+    let cluster = Cluster::shared();
+    let admin = cluster.admin().await;
+    let ns = cluster.namespace("admin-silence").await;
+    let controller = Controller::start(cluster, &ns.name).await;
+    create_yearly(&admin, &ns.name).await;
+    let reader = account_kubeconfig(
+        &admin,
+        cluster,
+        &ns.name,
+        "reader",
+        Grant::ClusterRole("view"),
+    )
+    .await;
+    let proxy = support::proxy::Proxy::start(controller.admin).await;
+    let address = proxy.addr.to_string();
+    let mut watch = std::process::Command::new(env!("CARGO_BIN_EXE_shardcron"))
+        .args(["status", &format!("{}/yearly", ns.name), "--watch"])
+        .args(["--address", &address, "--ring", &controller.ring])
+        .args(["--kubeconfig", &reader.to_string_lossy()])
+        .args(["--output", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run shardcron status --watch");
+    let lines = |from: Box<dyn std::io::Read + Send>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(from).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        rx
+    };
+    let stdout = lines(Box::new(watch.stdout.take().expect("stdout")));
+    let stderr = lines(Box::new(watch.stderr.take().expect("stderr")));
+    // The reader's RBAC may take a moment: the first answer within 30 s.
+    let first = stdout
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the status before the watch");
+    assert!(first.contains(&controller.replica), "{first}");
+
+    // The watch's own connection is dialled after that answer: let it open.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    proxy.stall();
+    let stalled = std::time::Instant::now();
+    let said = stderr
+        .recv_timeout(Duration::from_secs(40))
+        .expect("the CLI noticed the silence within two pings");
+    let noticed = stalled.elapsed();
+    assert!(
+        said.contains("ended") && said.contains("looking for its owner"),
+        "{said}"
+    );
+    proxy.restore();
+    let followed = stdout
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the owner found again once the way is open");
+    let followed: serde_json::Value = serde_json::from_str(&followed).expect("JSON");
+    let replica = controller.replica.as_str();
+    assert_eq!(
+        followed,
+        json!({"followed": {"from": replica, "to": replica}}),
+        "noticed after {noticed:?}"
+    );
+    let _ = watch.kill();
+    let _ = watch.wait();
+}
+
 /// A CronJob `yearly` in `namespace`, armed for next New Year.
 async fn create_yearly(admin: &kube::Client, namespace: &str) {
     CronJobs::namespaced(admin.clone(), namespace, CronJobKind::Batch)

@@ -339,7 +339,14 @@ pub fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), AdminError>
             match watched {
                 Ok(Watched::Done) => return Ok(()),
                 Ok(Watched::Moved) => {}
-                Err(error) if error.owner_may_have_moved() => {}
+                Err(error) if error.owner_may_have_moved() => {
+                    // Said on stderr: stdout stays one record a line.
+                    eprintln!(
+                        "shardcron: the watch of {} through {route} ended ({error}); \
+                         looking for its owner",
+                        args.cronjob
+                    );
+                }
                 Err(error) => return Err(error),
             }
             let (answer, next) = tokio::time::timeout(FOLLOW_DEADLINE, async {
@@ -353,7 +360,10 @@ pub fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), AdminError>
                     let Ok(first) = reach.first(&args.target) else {
                         continue;
                     };
-                    match locate(&reach, first, &request, &args.cronjob).await {
+                    // Each attempt within its deadline: a replica that went
+                    // silent must not hold the search for the new owner.
+                    let found = within_deadline(locate(&reach, first, &request, &args.cronjob));
+                    match found.await {
                         Ok(found) if found.0.phase() == ActorPhase::Running => return Ok(found),
                         Ok(_) => {}
                         Err(error) if error.owner_may_have_moved() => {}

@@ -22,6 +22,16 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 /// port) is awaited after the connection failed, to report it.
 const FORWARD_ERROR_WAIT: Duration = Duration::from_secs(2);
 
+/// How often an open connection to a replica is pinged (HTTP/2 PING), idle
+/// or not: a `--watch` stream is silent between decisions, and a replica
+/// that is gone without a word (a port-forward that keeps its end open
+/// after the pod's process exited, a black-holed address) would otherwise
+/// hold the stream forever.
+const PING_EVERY: Duration = Duration::from_secs(10);
+/// How long a ping's answer is awaited before the connection is given up
+/// (its streams end with an error, and `--watch` looks for the owner again).
+const PING_ANSWER: Duration = Duration::from_secs(10);
+
 /// One way to a replica's admin API.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
@@ -237,7 +247,10 @@ impl Reach {
         let endpoint = Endpoint::from_shared(uri)
             .map_err(|e| AdminError::Client(anyhow::anyhow!("address {route}: {e}")))?
             .tls_config(tls)
-            .map_err(connect_error)?;
+            .map_err(connect_error)?
+            .http2_keep_alive_interval(PING_EVERY)
+            .keep_alive_timeout(PING_ANSWER)
+            .keep_alive_while_idle(true);
         let channel = match route {
             Route::Address(_) => endpoint.connect().await.map_err(connect_error)?,
             Route::PortForward(pod) => {
