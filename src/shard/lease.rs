@@ -132,6 +132,12 @@ impl Keeper {
         self.publication.send_replace(Some(publication));
     }
 
+    /// Writes no view from the next renewal on: the replica runs nothing
+    /// (rejoining after a lapse) until it publishes again.
+    pub fn withdraw(&self) {
+        self.publication.send_replace(None);
+    }
+
     /// This process's incarnation, unique to it among every process that
     /// ever held the replica id.
     pub fn incarnation(&self) -> &str {

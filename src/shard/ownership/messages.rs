@@ -124,7 +124,9 @@ pub enum Command {
         previous: Option<Arc<Ring>>,
         delay: Duration,
     },
-    /// Every actor stopped after a lapse: the fence may open again.
+    /// Every actor stopped after a lapse: the fence may open again, and the
+    /// view is withdrawn (it runs nothing now; its next view comes when it
+    /// has loaded again, a warm join).
     RejoinFence,
     /// Every owned actor has made its first decision.
     SetReady,

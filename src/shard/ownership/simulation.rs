@@ -474,7 +474,10 @@ impl World {
                 let ok = self.now >= FAULTS_UNTIL || !self.rng.chance(10);
                 self.schedule(replica, ms, Event::LoadDone { ok, previous });
             }
-            Command::RejoinFence => process.fence.rejoin(),
+            Command::RejoinFence => {
+                process.fence.rejoin();
+                process.publication = None;
+            }
             Command::ReleaseAndExit => {
                 if !cut
                     && let Some(lease) = self.leases.get(&name).cloned()

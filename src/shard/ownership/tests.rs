@@ -69,7 +69,15 @@ fn seen_cronjob(key: &str) -> Input {
     }
 }
 
-/// A lone replica "r0" that has joined, published, loaded "ns/a" and
+/// Its first load done: the view a joiner publishes then, and nothing
+/// started before the view comes back.
+fn loaded(o: &mut Ownership, t0: Instant) -> Publication {
+    let commands = o.on(load_done(true), t0);
+    assert!(started(&commands).is_empty());
+    published(&commands).expect("published once loaded")
+}
+
+/// A lone replica "r0" that has joined, loaded "ns/a", published and
 /// seen its publication back: "ns/a" runs.
 fn serving_alone(t0: Instant) -> (Ownership, Publication) {
     let mut o = Ownership::new("r0", "i1");
@@ -78,9 +86,12 @@ fn serving_alone(t0: Instant) -> (Ownership, Publication) {
     let commands = join(&mut o, t0);
     assert!(matches!(commands[0], Command::RingChanged { .. }));
     assert!(matches!(commands[1], Command::Load { .. }));
-    let publication = published(&commands).expect("nothing to stop: published at once");
+    assert!(
+        published(&commands).is_none(),
+        "a warm join: not before its load"
+    );
     o.on(seen_cronjob("ns/a"), t0);
-    assert!(started(&o.on(load_done(true), t0)).is_empty());
+    let publication = loaded(&mut o, t0);
     o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
     assert_eq!(started(&o.on(VALID, t0)), ["ns/a"]);
     (o, publication)
@@ -104,9 +115,10 @@ fn a_replica_joins_only_once_its_fence_is_open_and_the_leases_listed() {
     assert!(matches!(o.phase(), Phase::Joining));
     // The shell is told when the grace ends, to judge it then.
     assert_eq!(o.next_expiry(t0), Some(t0 + JOIN_GRACE));
-    let commands = o.on(VALID, t0 + JOIN_GRACE);
+    o.on(VALID, t0 + JOIN_GRACE);
+    assert!(matches!(o.phase(), Phase::Stopping { .. }));
+    assert_eq!(loaded(&mut o, t0 + JOIN_GRACE).view, "r0");
     assert!(matches!(o.phase(), Phase::Serving { .. }));
-    assert_eq!(published(&commands).map(|p| p.view), Some("r0".into()));
 }
 
 #[test]
@@ -119,8 +131,52 @@ fn a_peer_starting_with_it_is_in_its_first_ring() {
     o.on(Input::LeasesListed, t0);
     assert!(o.on(VALID, t0).is_empty());
     o.on(seen("r1", lease("r1", 1, None)), t0 + JOIN_GRACE / 2);
-    let commands = o.on(VALID, t0 + JOIN_GRACE);
-    assert_eq!(published(&commands).map(|p| p.view), Some("r0,r1".into()));
+    o.on(VALID, t0 + JOIN_GRACE);
+    assert_eq!(loaded(&mut o, t0 + JOIN_GRACE).view, "r0,r1");
+}
+
+/// A joiner (a live peer with no view yet) takes no key from a serving
+/// replica until it has loaded and published: the keys keep running here
+/// meanwhile, then move in one step.
+#[test]
+fn a_joiner_enters_the_ring_only_once_it_has_published() {
+    let t0 = Instant::now();
+    let (mut o, _) = serving_alone(t0);
+    o.on(seen("r1", lease("r1", 1, None)), t0);
+    let commands = o.on(VALID, t0);
+    assert!(commands.is_empty(), "{commands:?}");
+    assert!(o.is_running("ns/a"));
+    let both = Publication {
+        view: "r0,r1".into(),
+        id: "j1.1".into(),
+    };
+    o.on(seen("r1", lease("r1", 2, Some(&both))), t0);
+    let commands = o.on(VALID, t0);
+    assert!(
+        matches!(&commands[..], [.., Command::RingChanged { target: Some(ring), .. }, _]
+            if ring.members().len() == 2),
+        "{commands:?}"
+    );
+}
+
+/// A peer already in the ring stays in it while it has no view (peers that
+/// started together chose each other before any of them had loaded).
+#[test]
+fn a_peer_in_the_ring_stays_while_it_has_no_view() {
+    let t0 = Instant::now();
+    let mut o = Ownership::new("r0", "i1");
+    o.on(Input::ListsSynced, t0);
+    o.on(Input::LeasesListed, t0);
+    o.on(seen("r1", lease("r1", 1, None)), t0);
+    join(&mut o, t0);
+    loaded(&mut o, t0);
+    o.on(seen("r1", lease("r1", 2, None)), t0);
+    let commands = o.on(VALID, t0 + Duration::from_secs(1));
+    assert!(commands.is_empty(), "{commands:?}");
+    let Phase::Serving { target, .. } = o.phase() else {
+        panic!("not serving: {}", o.phase().name());
+    };
+    assert_eq!(target.members().len(), 2);
 }
 
 #[test]
@@ -129,10 +185,11 @@ fn keys_start_only_after_the_load_and_the_echo_of_this_very_publication() {
     let mut o = Ownership::new("r0", "i1");
     o.on(Input::ListsSynced, t0);
     o.on(Input::LeasesListed, t0);
-    let publication = published(&join(&mut o, t0)).unwrap();
-    assert_eq!(publication.id, "i1.1");
+    assert!(published(&join(&mut o, t0)).is_none());
     let commands = o.on(seen_cronjob("ns/a"), t0);
     assert_eq!(commands, [Command::Spawn { key: "ns/a".into() }]);
+    let publication = loaded(&mut o, t0);
+    assert_eq!(publication.id, "i1.1");
     // The same members from an earlier publication (a previous incarnation,
     // or before a lapse) are not this publication's echo.
     let stale = Publication {
@@ -140,7 +197,7 @@ fn keys_start_only_after_the_load_and_the_echo_of_this_very_publication() {
         id: "i0.7".into(),
     };
     o.on(seen("r0", lease("r0", 1, Some(&stale))), t0);
-    assert!(started(&o.on(load_done(true), t0)).is_empty());
+    assert!(started(&o.on(VALID, t0)).is_empty());
     o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
     let commands = o.on(VALID, t0 + Duration::from_secs(1));
     assert_eq!(
@@ -233,11 +290,11 @@ fn a_lapse_stops_everything_and_rejoins_once_stopped() {
     );
     assert_eq!(commands, [Command::RejoinFence]);
     assert!(matches!(o.phase(), Phase::Joining));
-    // It waits the grace again; the next publication is a new one: an old
-    // echo cannot start keys.
+    // It waits the grace again; the next publication is a new one (an old
+    // echo cannot start keys), once it has loaded again (a warm join).
     assert!(o.on(VALID, t0).is_empty());
-    let commands = o.on(VALID, t0 + JOIN_GRACE);
-    assert_eq!(published(&commands).map(|p| p.id), Some("i1.2".into()));
+    assert!(published(&o.on(VALID, t0 + JOIN_GRACE)).is_none());
+    assert_eq!(loaded(&mut o, t0 + JOIN_GRACE).id, "i1.2");
 }
 
 #[test]
@@ -246,8 +303,7 @@ fn a_failed_load_is_retried_and_holds_every_start() {
     let mut o = Ownership::new("r0", "i1");
     o.on(Input::ListsSynced, t0);
     o.on(Input::LeasesListed, t0);
-    let publication = published(&join(&mut o, t0)).unwrap();
-    o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
+    assert!(published(&join(&mut o, t0)).is_none());
     o.on(seen_cronjob("ns/a"), t0);
     let commands = o.on(load_done(false), t0);
     assert!(matches!(
@@ -260,7 +316,9 @@ fn a_failed_load_is_retried_and_holds_every_start() {
     ));
     assert_eq!(o.loads_in_flight(), 1);
     assert!(started(&o.on(VALID, t0)).is_empty());
-    assert_eq!(started(&o.on(load_done(true), t0)), ["ns/a"]);
+    let publication = loaded(&mut o, t0);
+    o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
+    assert_eq!(started(&o.on(VALID, t0)), ["ns/a"]);
 }
 
 #[test]

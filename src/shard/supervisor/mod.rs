@@ -292,7 +292,10 @@ impl Supervisor {
                         });
                     }
                 }
-                Command::RejoinFence => self.setup.fence.lock().rejoin(),
+                Command::RejoinFence => {
+                    self.setup.keeper.withdraw();
+                    self.setup.fence.lock().rejoin();
+                }
                 Command::SetReady => {
                     self.readiness.set_ready();
                     // Every actor's first decision is done: the burst of
