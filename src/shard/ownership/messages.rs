@@ -68,25 +68,25 @@ pub enum Input {
     },
     /// A CronJob was seen (watch or load) under `key` = `namespace/name`.
     CronJobSeen {
-        key: String,
-        uid: String,
+        key: Arc<str>,
+        uid: Arc<str>,
     },
     /// A CronJob is gone (deleted, or missing from a re-list).
     CronJobGone {
-        key: String,
+        key: Arc<str>,
     },
     /// The actor [`Command::Spawn`] asked for could not be made.
     SpawnFailed {
-        key: String,
+        key: Arc<str>,
     },
     /// The actor of `key` made its first decision.
     ActorArmed {
-        key: String,
+        key: Arc<str>,
     },
     /// The actor of `key` (CronJob `uid`) stopped.
     ActorStopped {
-        key: String,
-        uid: String,
+        key: Arc<str>,
+        uid: Arc<str>,
     },
     /// A bulk load ended. `previous`: the ring its gains were counted
     /// from (that of its [`Command::Load`]), for a retry of the same gains.
@@ -101,13 +101,15 @@ pub enum Input {
 /// What the supervisor is to do, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
-    /// Make an actor for `key` (its CronJob is the one just seen); it waits
-    /// for [`Command::Start`].
-    Spawn { key: String },
+    /// Make an actor for `key` (its CronJob, of `uid`, is the one just
+    /// seen); it waits for [`Command::Start`]. The key and UID are the ones
+    /// the protocol keeps: the shell's maps share them (one allocation per
+    /// CronJob, however many maps index it).
+    Spawn { key: Arc<str>, uid: Arc<str> },
     /// Let the actor of `key` decide; it waited `waited` for the hand-off.
-    Start { key: String, waited: Duration },
+    Start { key: Arc<str>, waited: Duration },
     /// Stop the actor of `key` (it reports [`Input::ActorStopped`]).
-    Stop { key: String },
+    Stop { key: Arc<str> },
     /// The ring acted on changed (`None`: none, after a lapse); `lost` keys
     /// were stopped. Forget the Jobs of CronJobs no longer owned.
     RingChanged {

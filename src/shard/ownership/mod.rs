@@ -56,6 +56,7 @@ use super::handoff::{self, KeyDecision, Peer, ViewRings};
 use super::lease::Publication;
 use super::membership::Membership;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod messages;
@@ -84,7 +85,7 @@ pub const JOIN_GRACE: Duration = Duration::from_secs(2);
 /// start (`None` once started).
 #[derive(Debug, Clone)]
 struct OwnedKey {
-    uid: String,
+    uid: Arc<str>,
     waiting_since: Option<Instant>,
 }
 
@@ -104,15 +105,15 @@ pub struct Ownership {
     publications: u64,
     /// Ordered, so that every run of the same inputs gives the same
     /// commands in the same order (the simulation replays seeds exactly).
-    keys: BTreeMap<String, OwnedKey>,
+    keys: BTreeMap<Arc<str>, OwnedKey>,
     /// Owned keys whose actor has not made its first decision (readiness),
     /// and how many owned keys wait to start: kept, not counted, because
     /// they are asked after every message.
-    unarmed: BTreeSet<String>,
+    unarmed: BTreeSet<Arc<str>>,
     waiting: usize,
     /// Actors told to stop that have not reported back: key -> the CronJob's
     /// UID and when the stop was asked.
-    stopping: BTreeMap<String, (String, Instant)>,
+    stopping: BTreeMap<Arc<str>, (Arc<str>, Instant)>,
     loads_in_flight: usize,
     /// A view was published since the last join ([`Self::may_publish`]).
     published_in_join: bool,
@@ -232,7 +233,7 @@ impl Ownership {
         commands
     }
 
-    fn cronjob_seen(&mut self, key: String, uid: String, now: Instant, out: &mut Vec<Command>) {
+    fn cronjob_seen(&mut self, key: Arc<str>, uid: Arc<str>, now: Instant, out: &mut Vec<Command>) {
         if self.has(&key, &uid) {
             return;
         }
@@ -245,37 +246,38 @@ impl Ownership {
         self.keys.insert(
             key.clone(),
             OwnedKey {
-                uid,
+                uid: uid.clone(),
                 waiting_since: Some(now),
             },
         );
         self.unarmed.insert(key.clone());
         self.waiting += 1;
-        out.push(Command::Spawn { key: key.clone() });
+        out.push(Command::Spawn {
+            key: key.clone(),
+            uid,
+        });
         self.start_waiting(Some(&key), now, out);
     }
 
     /// Drops `key` from the owned keys; returns what was owned.
-    fn forget(&mut self, key: &str) -> Option<OwnedKey> {
-        let owned = self.keys.remove(key)?;
-        self.unarmed.remove(key);
+    fn forget(&mut self, key: &str) -> Option<(Arc<str>, OwnedKey)> {
+        let (key, owned) = self.keys.remove_entry(key)?;
+        self.unarmed.remove(&key);
         if owned.waiting_since.is_some() {
             self.waiting -= 1;
         }
-        Some(owned)
+        Some((key, owned))
     }
 
     fn stop(&mut self, key: &str, now: Instant, out: &mut Vec<Command>) {
-        if let Some(owned) = self.forget(key) {
-            self.stopping.insert(key.to_owned(), (owned.uid, now));
-            out.push(Command::Stop {
-                key: key.to_owned(),
-            });
+        if let Some((key, owned)) = self.forget(key) {
+            self.stopping.insert(key.clone(), (owned.uid, now));
+            out.push(Command::Stop { key });
         }
     }
 
     fn stop_all(&mut self, now: Instant, out: &mut Vec<Command>) {
-        let keys: Vec<String> = self.keys.keys().cloned().collect();
+        let keys: Vec<Arc<str>> = self.keys.keys().cloned().collect();
         for key in keys {
             self.stop(&key, now, out);
         }
@@ -405,7 +407,7 @@ impl Ownership {
         self.phase = Phase::Stopping {
             target: target.clone(),
         };
-        let lost: Vec<String> = self
+        let lost: Vec<Arc<str>> = self
             .keys
             .iter()
             .filter(|(_, owned)| target.owner(&owned.uid) != Some(self.me.as_str()))
@@ -465,16 +467,11 @@ impl Ownership {
         if !self.synced || self.loads_in_flight > 0 || self.waiting == 0 {
             return;
         }
-        let candidates: Vec<String> = match only {
-            Some(key)
-                if self
-                    .keys
-                    .get(key)
-                    .is_some_and(|o| o.waiting_since.is_some()) =>
-            {
-                vec![key.to_owned()]
-            }
-            Some(_) => return,
+        let candidates: Vec<Arc<str>> = match only {
+            Some(key) => match self.keys.get_key_value(key) {
+                Some((key, owned)) if owned.waiting_since.is_some() => vec![key.clone()],
+                _ => return,
+            },
             None => self
                 .keys
                 .iter()

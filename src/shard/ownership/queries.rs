@@ -35,7 +35,7 @@ impl Ownership {
 
     /// Whether an actor of CronJob `uid` is the one for `key`.
     pub fn has(&self, key: &str, uid: &str) -> bool {
-        self.keys.get(key).is_some_and(|owned| owned.uid == uid)
+        self.keys.get(key).is_some_and(|owned| *owned.uid == *uid)
     }
 
     /// Whether the actor of `key` has been started.
@@ -78,7 +78,7 @@ impl Ownership {
         self.keys
             .iter()
             .filter(|(_, owned)| owned.waiting_since.is_none())
-            .map(|(key, _)| key.clone())
+            .map(|(key, _)| key.to_string())
             .collect()
     }
 

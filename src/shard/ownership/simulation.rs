@@ -128,11 +128,11 @@ enum Event {
     /// The initial lists (CronJobs, Jobs, Leases) are complete.
     Listed,
     ActorStopped {
-        key: String,
-        uid: String,
+        key: Arc<str>,
+        uid: Arc<str>,
     },
     ActorArmed {
-        key: String,
+        key: Arc<str>,
     },
     LoadDone {
         ok: bool,
@@ -454,7 +454,14 @@ impl World {
                     self.rng.between(1, 1_500)
                 };
                 let uid = format!("uid-{key}");
-                self.schedule(replica, after, Event::ActorStopped { key, uid });
+                self.schedule(
+                    replica,
+                    after,
+                    Event::ActorStopped {
+                        key,
+                        uid: uid.into(),
+                    },
+                );
             }
             Command::Publish(publication) => {
                 if process.stopping != 0 && self.flaw.is_none() {
@@ -782,7 +789,13 @@ impl World {
                 if ok {
                     for key in self.keys.clone() {
                         let uid = format!("uid-{key}");
-                        self.feed(replica, Input::CronJobSeen { key, uid });
+                        self.feed(
+                            replica,
+                            Input::CronJobSeen {
+                                key: key.into(),
+                                uid: uid.into(),
+                            },
+                        );
                     }
                 }
                 self.feed(replica, Input::LoadDone { ok, previous });

@@ -51,7 +51,7 @@ fn started(commands: &[Command]) -> Vec<&str> {
     commands
         .iter()
         .filter_map(|c| match c {
-            Command::Start { key, .. } => Some(key.as_str()),
+            Command::Start { key, .. } => Some(&**key),
             _ => None,
         })
         .collect()
@@ -65,7 +65,7 @@ fn load_done(ok: bool) -> Input {
 fn seen_cronjob(key: &str) -> Input {
     Input::CronJobSeen {
         key: key.into(),
-        uid: format!("uid-{key}"),
+        uid: format!("uid-{key}").into(),
     }
 }
 
@@ -187,7 +187,13 @@ fn keys_start_only_after_the_load_and_the_echo_of_this_very_publication() {
     o.on(Input::LeasesListed, t0);
     assert!(published(&join(&mut o, t0)).is_none());
     let commands = o.on(seen_cronjob("ns/a"), t0);
-    assert_eq!(commands, [Command::Spawn { key: "ns/a".into() }]);
+    assert_eq!(
+        commands,
+        [Command::Spawn {
+            key: "ns/a".into(),
+            uid: "uid-ns/a".into()
+        }]
+    );
     let publication = loaded(&mut o, t0);
     assert_eq!(publication.id, "i1.1");
     // The same members from an earlier publication (a previous incarnation,
@@ -226,7 +232,7 @@ fn a_key_a_live_peer_still_claims_waits_until_the_peer_lets_go() {
         |key: &str| Ring::new(["r0", "r1"]).owner(&format!("uid-ns/{key}")) == Some("r0");
     let stopped = commands
         .iter()
-        .any(|c| matches!(c, Command::Stop { key } if key == "ns/a"));
+        .any(|c| matches!(c, Command::Stop { key } if &**key == "ns/a"));
     assert_eq!(stopped, !ours_in_both("a"));
     // Publishing waits for the stop to be reported.
     assert_eq!(published(&commands).is_some(), ours_in_both("a"));
@@ -392,7 +398,10 @@ fn a_recreated_cronjob_replaces_its_actor_and_readiness_waits_for_arming() {
         commands[..2],
         [
             Command::Stop { key: "ns/a".into() },
-            Command::Spawn { key: "ns/a".into() }
+            Command::Spawn {
+                key: "ns/a".into(),
+                uid: "other".into()
+            }
         ]
     );
     assert!(o.has("ns/a", "other"));

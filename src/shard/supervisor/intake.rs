@@ -15,6 +15,7 @@ use crate::shard::ownership::Input;
 use crate::shard::relist::Relist;
 use actix::prelude::*;
 use kube::runtime::watcher::Event;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// An event of the CronJob watch of `kind` of scope number `scope`, the
@@ -59,7 +60,7 @@ pub(super) struct ScopeState {
     pub(super) namespace: Option<String>,
     /// Each served kind's CronJob watch: its re-list, and whether it has
     /// listed once.
-    cronjobs: Vec<(CronJobKind, Relist<String>, bool)>,
+    cronjobs: Vec<(CronJobKind, Relist<Arc<str>>, bool)>,
     labelled_jobs_listed: bool,
     unlabelled_jobs_listed: bool,
     labelled_jobs: Relist<String>,
@@ -87,7 +88,7 @@ impl ScopeState {
     }
 
     /// The re-list of the CronJob watch of `kind`, and whether it listed.
-    fn cronjobs(&mut self, kind: CronJobKind) -> Option<(&mut Relist<String>, &mut bool)> {
+    fn cronjobs(&mut self, kind: CronJobKind) -> Option<(&mut Relist<Arc<str>>, &mut bool)> {
         self.cronjobs
             .iter_mut()
             .find(|(k, _, _)| *k == kind)
@@ -116,7 +117,7 @@ impl ScopeState {
 /// and lives in `namespace`: a Job counts only for a CronJob of its own
 /// namespace.
 pub(super) fn has_actor_in(
-    keys_by_uid: &std::collections::HashMap<String, String>,
+    keys_by_uid: &std::collections::HashMap<Arc<str>, Arc<str>>,
     namespace: &str,
     owner_uid: &str,
 ) -> bool {
@@ -133,13 +134,14 @@ impl Supervisor {
         ctx: &mut Context<Self>,
     ) {
         let key = cronjob.key();
-        let uid = cronjob.metadata.uid.clone().unwrap_or_default();
-        if self.ownership.has(&key, &uid) {
-            if let Some(running) = self.actors.get(&key) {
+        let uid = cronjob.metadata.uid.as_deref().unwrap_or_default();
+        if self.ownership.has(&key, uid) {
+            if let Some(running) = self.actors.get(key.as_str()) {
                 running.addr.do_send(Update::CronJob(Box::new(cronjob)));
             }
             return;
         }
+        let (key, uid) = (key.into(), uid.into());
         self.step(Input::CronJobSeen { key, uid }, now, ctx, Some(cronjob));
     }
 
@@ -150,7 +152,7 @@ impl Supervisor {
             }
             self.deleted_cronjobs.insert(uid);
         }
-        let key = cronjob.key();
+        let key = cronjob.key().into();
         self.step(Input::CronJobGone { key }, now, ctx, None);
     }
 
@@ -196,7 +198,7 @@ impl Supervisor {
         };
         if let Some(running) = self
             .keys_by_uid
-            .get(&owner_uid)
+            .get(owner_uid.as_str())
             .and_then(|key| self.actors.get(key))
         {
             running.addr.do_send(update);
@@ -246,12 +248,12 @@ impl Handler<CronJobWatch> for Supervisor {
             Event::Delete(cronjob) => self.on_cronjob_deleted(&cronjob, now, ctx),
             Event::Init => relist.begin(),
             Event::InitApply(cronjob) => {
-                relist.saw(&cronjob.key());
+                relist.saw(&cronjob.key().into());
                 self.on_cronjob(cronjob, now, ctx);
             }
             Event::InitDone => {
                 let in_scope = &self.scopes[scope];
-                let known: Vec<&String> = self
+                let known: Vec<&Arc<str>> = self
                     .actors
                     .keys()
                     .filter(|key| {

@@ -105,8 +105,11 @@ struct ShardSetup {
     client: Client,
 }
 
+/// An actor here. Its key and UID are shared with the protocol's map and
+/// `keys_by_uid` (at 10^6 CronJobs each copy of the two strings cost about
+/// 50 bytes a CronJob).
 struct Running {
-    uid: String,
+    uid: Arc<str>,
     addr: Address<CronJobActor>,
 }
 
@@ -122,8 +125,8 @@ pub struct Supervisor {
     leases: Relist<String>,
     ownership: Ownership,
     setup: ShardSetup,
-    actors: HashMap<String, Running>,
-    keys_by_uid: HashMap<String, String>,
+    actors: HashMap<Arc<str>, Running>,
+    keys_by_uid: HashMap<Arc<str>, Arc<str>>,
     jobs: JobIndex,
     /// Slots started but not recorded, from stopped actors to their CronJobs' next.
     unrecorded: UnrecordedSlots,
@@ -241,8 +244,8 @@ impl Supervisor {
         let mut queue = std::collections::VecDeque::from(self.ownership.on(input, now));
         while let Some(command) = queue.pop_front() {
             match command {
-                Command::Spawn { key } => {
-                    if !self.spawn(&key, spawning.take()) {
+                Command::Spawn { key, uid } => {
+                    if !self.spawn(&key, &uid, spawning.take()) {
                         queue.extend(self.ownership.on(Input::SpawnFailed { key }, now));
                     }
                 }
@@ -318,14 +321,13 @@ impl Supervisor {
 
     /// Starts an actor for `key`, waiting for its start; false if the
     /// CronJob cannot be run.
-    fn spawn(&mut self, key: &str, cronjob: Option<LeanCronJob>) -> bool {
+    fn spawn(&mut self, key: &Arc<str>, uid: &Arc<str>, cronjob: Option<LeanCronJob>) -> bool {
         let Some(cronjob) = cronjob else {
             return false;
         };
-        let uid = cronjob.metadata.uid.clone().unwrap_or_default();
         let (_, namespace, _) = crate::reconcile::CronJobKind::parse_key(key);
-        let children = self.jobs.claim(namespace, &uid);
-        let known_slot = self.unrecorded.take(&uid);
+        let children = self.jobs.claim(namespace, uid);
+        let known_slot = self.unrecorded.take(uid);
         let actor = match CronJobActor::new(
             &cronjob,
             children,
@@ -342,8 +344,14 @@ impl Supervisor {
         let dispatcher = &self.dispatchers[self.next_dispatcher % self.dispatchers.len()];
         self.next_dispatcher = self.next_dispatcher.wrapping_add(1);
         let addr = dispatcher.start_actor(actor);
-        self.keys_by_uid.insert(uid.clone(), key.to_owned());
-        self.actors.insert(key.to_owned(), Running { uid, addr });
+        self.keys_by_uid.insert(uid.clone(), key.clone());
+        self.actors.insert(
+            key.clone(),
+            Running {
+                uid: uid.clone(),
+                addr,
+            },
+        );
         true
     }
 
@@ -461,7 +469,7 @@ impl Handler<ActorReport> for Supervisor {
 
     fn handle(&mut self, report: ActorReport, ctx: &mut Self::Context) {
         let input = match report {
-            ActorReport::Armed { key } => Input::ActorArmed { key },
+            ActorReport::Armed { key } => Input::ActorArmed { key: key.into() },
             ActorReport::Stopped {
                 key,
                 uid,
@@ -471,7 +479,10 @@ impl Handler<ActorReport> for Supervisor {
                     tracing::warn!(cronjob = %key, %slot, "a started slot is not recorded in the CronJob's status yet; remembered for its next actor here");
                     self.unrecorded.remember(&uid, slot);
                 }
-                Input::ActorStopped { key, uid }
+                Input::ActorStopped {
+                    key: key.into(),
+                    uid: uid.into(),
+                }
             }
         };
         self.step(input, now(), ctx, None);

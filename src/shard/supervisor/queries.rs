@@ -32,7 +32,7 @@ impl Handler<Locate> for Supervisor {
     type Result = MessageResult<Locate>;
 
     fn handle(&mut self, message: Locate, _: &mut Self::Context) -> Self::Result {
-        if let Some(running) = self.actors.get(&message.key) {
+        if let Some(running) = self.actors.get(message.key.as_str()) {
             return MessageResult(Located::Running(running.addr.clone()));
         }
         if self.ownership.is_waiting(&message.key) {
