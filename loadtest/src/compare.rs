@@ -91,7 +91,7 @@ impl Scenario {
             (ScenarioName::S6, Mode::Full) => (Mix::Steady, 100_000, 1_000, 5, 0),
             (ScenarioName::S7, Mode::Ci) => (Mix::Million, 2_000, 10, 4, 60),
             (ScenarioName::S7, Mode::Short) => (Mix::Million, 100_000, 100, 6, 60),
-            (ScenarioName::S7, Mode::Full) => (Mix::Million, 1_000_000, 1_000, 6, 60),
+            (ScenarioName::S7, Mode::Full) => (Mix::Million, 1_000_000, 1_000, 8, 60),
             (ScenarioName::S8, Mode::Ci) => (Mix::Hostile, 100, 1, 2, 60),
             (ScenarioName::S8, Mode::Short) => (Mix::Hostile, 250, 1, 3, 60),
             (ScenarioName::S8, Mode::Full) => (Mix::Hostile, 250, 1, 6, 60),

@@ -7,6 +7,11 @@
 //! middle slot, the first replica gets SIGKILL: the report gives how long
 //! the survivors took to run every CronJob again (their `/debug/shards`),
 //! and the slots from then on of the CronJobs it owned beside the others'.
+//! Once they do, the victim starts again (a new process with its id, a
+//! join of a quarter): how long until it runs its share, the fewest
+//! CronJobs running at any moment sampled meanwhile (a warm join keeps its
+//! share running on the survivors while it loads), and its CronJobs' slots
+//! from then on.
 //! Per replica, over the minutes before the kill: objects and bytes its
 //! watches received, CPU, resident memory and the CronJobs it owned.
 //! Beside them, what the control plane itself holds: kube-apiserver's and
@@ -58,6 +63,26 @@ pub struct Handover {
     /// survivors ran everything (or gave up): [`terminated_cronjob_watchers`].
     #[serde(default)]
     pub terminated_watchers: f64,
+    /// The victim started again once the survivors ran everything.
+    #[serde(default)]
+    pub rejoin: Option<Rejoin>,
+}
+
+/// The victim's return: a join of about a quarter of the CronJobs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Rejoin {
+    /// When it was started (unix seconds).
+    pub started_at: i64,
+    /// From its start until it runs CronJobs, every CronJob runs once in
+    /// all and none waits; `None`: not within [`REARM_WITHIN`].
+    pub seconds: Option<f64>,
+    /// The fewest CronJobs running (all replicas' `/debug/shards`, read one
+    /// after the other every 500 ms) at any sample meanwhile.
+    pub fewest_running: usize,
+    /// CronJobs it ran at the end.
+    pub cronjobs: usize,
+    /// Their slots from the first one after its start to the window's end.
+    pub slots: SlotSummary,
 }
 
 /// A control plane process, read at the end of the steady minutes.
@@ -281,6 +306,23 @@ async fn run_on(
                 run.window_from,
                 kill.handover.kill_slot - 1,
             )?;
+            if let Some(rejoin) = &mut kill.handover.rejoin {
+                let back = |namespace: &str, name: &str| {
+                    kill.rejoin_keys.contains(&format!("{namespace}/{name}"))
+                };
+                let theirs: Vec<CronJobSeen> = cronjobs
+                    .iter()
+                    .filter(|c| back(&c.namespace, &c.name))
+                    .cloned()
+                    .collect();
+                let their_jobs: Vec<JobSeen> = jobs
+                    .iter()
+                    .filter(|j| back(&j.namespace, &j.cronjob))
+                    .cloned()
+                    .collect();
+                let first_slot = (rejoin.started_at / 60 + 1) * 60;
+                rejoin.slots = slots::summarize(&theirs, &their_jobs, first_slot, run.window_to)?;
+            }
             let victim =
                 |namespace: &str, name: &str| kill.keys.contains(&format!("{namespace}/{name}"));
             let (victims, others): (Vec<CronJobSeen>, Vec<CronJobSeen>) = cronjobs
@@ -304,10 +346,11 @@ async fn run_on(
     Ok(run)
 }
 
-/// The kill, while its slots are not yet summarized.
+/// The kill and the rejoin, while their slots are not yet summarized.
 struct Kill {
     handover: Handover,
     keys: HashSet<String>,
+    rejoin_keys: HashSet<String>,
 }
 
 /// Watches the window's minutes, kills the first replica one second
@@ -412,6 +455,7 @@ async fn watch_and_kill(
     eprintln!("million: the survivors ran every CronJob again after {rearm_seconds:?} s");
     let terminated_watchers =
         terminated_cronjob_watchers(&cluster.client).await? - run.plane.terminated_watchers;
+    let (rejoin, rejoin_keys) = rejoin(replicas, scenario.count).await?;
     // The slots after the kill, and a minute for the late ones.
     observe::sleep_until_ms((window_to + 60) * 1000).await;
     let handover = Handover {
@@ -423,14 +467,70 @@ async fn watch_and_kill(
         victim_slots: SlotSummary::default(),
         others_slots: SlotSummary::default(),
         terminated_watchers,
+        rejoin: Some(rejoin),
     };
     Ok((
         run,
         Some(Kill {
             handover,
             keys: victim_keys,
+            rejoin_keys,
         }),
     ))
+}
+
+/// Starts the killed replica (`replicas[0]`) again and follows every
+/// replica's `/debug/shards` until it runs its share; returns the figures
+/// (slots not yet summarized) and the keys it ran at the end.
+async fn rejoin(
+    replicas: &mut [Replica],
+    count: usize,
+) -> anyhow::Result<(Rejoin, HashSet<String>)> {
+    let started_at = observe::unix_ms() / 1000;
+    replicas[0].launch()?;
+    let started = Instant::now();
+    let mut fewest_running = usize::MAX;
+    let mut seconds = None;
+    while started.elapsed() < REARM_WITHIN {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        // The survivors must answer; the victim's debug port comes later.
+        let survivors: Option<Vec<ShardCounts>> = replicas[1..]
+            .iter()
+            .map(|r| r.debug_json("/debug/shards"))
+            .collect();
+        let Some(survivors) = survivors else { continue };
+        let back: Option<ShardCounts> = replicas[0].debug_json("/debug/shards");
+        let running = survivors.iter().map(|s| s.running).sum::<usize>()
+            + back.as_ref().map_or(0, |b| b.running);
+        fewest_running = fewest_running.min(running);
+        if back
+            .as_ref()
+            .is_some_and(|b| b.running > 0 && b.waiting == 0)
+            && running == count
+            && survivors.iter().all(|s| s.waiting == 0)
+        {
+            seconds = Some(started.elapsed().as_secs_f64());
+            break;
+        }
+    }
+    eprintln!(
+        "million: {} ran its share again after {seconds:?} s (fewest running meanwhile {fewest_running})",
+        replicas[0].id()
+    );
+    let keys: HashSet<String> = replicas[0]
+        .debug_json::<ShardCounts>("/debug/shards?keys=true")
+        .and_then(|s| s.keys)
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let rejoin = Rejoin {
+        started_at,
+        seconds,
+        fewest_running,
+        cronjobs: keys.len(),
+        slots: SlotSummary::default(),
+    };
+    Ok((rejoin, keys))
 }
 
 /// kube-apiserver's and etcd's memory, etcd's database size.
@@ -573,6 +673,34 @@ pub fn markdown(scenario: &Scenario, runs: &[MillionRun]) -> String {
             skew(&h.others_slots),
             run.plane.terminated_watchers,
             h.terminated_watchers,
+        );
+    }
+    let rejoins: Vec<(&MillionRun, &Handover, &Rejoin)> = runs
+        .iter()
+        .filter_map(|run| {
+            let h = run.handover.as_ref()?;
+            Some((run, h, h.rejoin.as_ref()?))
+        })
+        .collect();
+    if !rejoins.is_empty() {
+        out.push_str("\n| replicas | started again | its CronJobs | ran its share after s | fewest running meanwhile | its slots after | missed | duplicates | skew p50 / p99 / max s |\n");
+        out.push_str("|---:|---|---:|---:|---:|---:|---:|---:|---|\n");
+    }
+    for (run, h, r) in rejoins {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} of {} | {} | {} | {} | {} |",
+            run.replicas,
+            h.victim,
+            r.cronjobs,
+            r.seconds
+                .map_or_else(|| "not within 900".to_owned(), |s| format!("{s:.1}")),
+            r.fewest_running,
+            run.cronjobs,
+            r.slots.expected,
+            r.slots.missed,
+            r.slots.duplicates,
+            skew(&r.slots),
         );
     }
     for run in runs {
