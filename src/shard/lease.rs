@@ -42,6 +42,9 @@ pub const POD_ANNOTATION: &str = "shardcron.io/admin-pod";
 pub const VIEW_ANNOTATION: &str = "shardcron.io/view";
 pub const INCARNATION_ANNOTATION: &str = "shardcron.io/incarnation";
 pub const PUBLICATION_ANNOTATION: &str = "shardcron.io/publication";
+/// `"true"` while the replica is leaving (a graceful stop): peers leave it
+/// out of their rings and load its keys while it still runs them.
+pub const LEAVING_ANNOTATION: &str = "shardcron.io/leaving";
 
 /// `--shard-*` settings.
 #[derive(Debug, Clone)]
@@ -52,6 +55,9 @@ pub struct LeaseSettings {
     pub duration: Duration,
     pub renew_period: Duration,
     pub renew_deadline: Duration,
+    /// How long a graceful stop keeps running its CronJobs at most while
+    /// the peers load them (`--shard-drain-timeout`).
+    pub drain: Duration,
     /// The admin API's self-signed certificate (PEM), published on the
     /// Lease for clients to trust ([`CERT_ANNOTATION`]).
     pub admin_certificate: Option<String>,
@@ -95,6 +101,10 @@ pub fn observe(lease: &Lease) -> (String, LeaseObservation) {
         ),
         view: lease.annotations().get(VIEW_ANNOTATION).cloned(),
         publication: lease.annotations().get(PUBLICATION_ANNOTATION).cloned(),
+        leaving: lease
+            .annotations()
+            .get(LEAVING_ANNOTATION)
+            .is_some_and(|v| v == "true"),
     };
     (lease.name_any(), observation)
 }
@@ -112,6 +122,8 @@ pub enum KeeperReport {
 pub struct Publication {
     pub view: String,
     pub id: String,
+    /// The replica is leaving ([`LEAVING_ANNOTATION`]).
+    pub leaving: bool,
 }
 
 /// Handle on the keeper task.
@@ -314,10 +326,16 @@ impl<A: LeaseRequests> State<A> {
             (Some(publication), Some(_)) => {
                 annotations.insert(VIEW_ANNOTATION.to_owned(), publication.view.clone());
                 annotations.insert(PUBLICATION_ANNOTATION.to_owned(), publication.id.clone());
+                if publication.leaving {
+                    annotations.insert(LEAVING_ANNOTATION.to_owned(), "true".to_owned());
+                } else {
+                    annotations.remove(LEAVING_ANNOTATION);
+                }
             }
             _ => {
                 annotations.remove(VIEW_ANNOTATION);
                 annotations.remove(PUBLICATION_ANNOTATION);
+                annotations.remove(LEAVING_ANNOTATION);
             }
         }
         let mut spec = lease.spec.take().unwrap_or_default();
@@ -562,6 +580,7 @@ mod tests {
                 duration: DURATION,
                 renew_period: Duration::from_secs(2),
                 renew_deadline: Duration::from_secs(10),
+                drain: Duration::from_secs(15),
             },
             incarnation: "mine".into(),
             current: None,

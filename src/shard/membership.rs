@@ -29,6 +29,9 @@ pub struct LeaseObservation {
     /// watch shows back the publication it asked for, never an older write
     /// that happens to carry the same members.
     pub publication: Option<String>,
+    /// The member is leaving: it still runs (and claims) the keys of its
+    /// view, and is in no peer's ring (see [`super::ownership`]).
+    pub leaving: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -155,6 +158,7 @@ mod tests {
             duration: D,
             view: view.map(Into::into),
             publication: None,
+            leaving: false,
         }
     }
 

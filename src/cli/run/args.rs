@@ -161,6 +161,12 @@ pub struct RunArgs {
     /// (shorter than the Lease duration).
     #[arg(long, default_value = "10s", value_parser = go_duration)]
     pub(super) shard_renew_deadline: Duration,
+    /// On SIGTERM, how long the replica keeps running its CronJobs at most
+    /// while its peers load them, so that they start them at once when it
+    /// lets go (then it stops its actors: at most 10 s more). Keep it and
+    /// those 10 s within the pod's terminationGracePeriodSeconds.
+    #[arg(long, default_value = "15s", value_parser = go_duration)]
+    pub(super) shard_drain_timeout: Duration,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub(super) log_format: LogFormat,
@@ -243,6 +249,7 @@ pub(super) fn lease_settings(args: &RunArgs, replica_id: String) -> anyhow::Resu
         duration: args.shard_lease_duration,
         renew_period: args.shard_renew_period,
         renew_deadline: args.shard_renew_deadline,
+        drain: args.shard_drain_timeout,
         admin_certificate: None,
         admin_address: None,
         admin_pod: None,

@@ -7,7 +7,7 @@ use crate::shard::lease::Publication;
 use crate::shard::membership::LeaseObservation;
 use crate::shard::ring::Ring;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Where the replica stands in the protocol.
 #[derive(Debug, Clone)]
@@ -20,6 +20,14 @@ pub enum Phase {
         target: Arc<Ring>,
         publication: Publication,
     },
+    /// SIGTERM while serving, with live peers: it keeps running its keys
+    /// under a publication that says it is leaving, while the peers load
+    /// them, until every peer's view leaves it out or the drain time
+    /// since `since` is over (then it shuts down).
+    Leaving {
+        target: Arc<Ring>,
+        since: Instant,
+    },
     Recovering,
     ShuttingDown,
     Exited,
@@ -28,7 +36,9 @@ pub enum Phase {
 impl Phase {
     pub(super) fn target(&self) -> Option<&Arc<Ring>> {
         match self {
-            Phase::Stopping { target } | Phase::Serving { target, .. } => Some(target),
+            Phase::Stopping { target }
+            | Phase::Serving { target, .. }
+            | Phase::Leaving { target, .. } => Some(target),
             _ => None,
         }
     }
@@ -38,6 +48,7 @@ impl Phase {
             Phase::Joining => "joining",
             Phase::Stopping { .. } => "stopping",
             Phase::Serving { .. } => "serving",
+            Phase::Leaving { .. } => "leaving",
             Phase::Recovering => "recovering",
             Phase::ShuttingDown => "shutting down",
             Phase::Exited => "exited",

@@ -55,6 +55,7 @@ use super::fence::FenceState;
 use super::handoff::{self, KeyDecision, Peer, ViewRings};
 use super::lease::Publication;
 use super::membership::Membership;
+use super::ring::Ring;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,6 +81,12 @@ pub const LOAD_RETRY: Duration = Duration::from_secs(2);
 /// three replicas at 1.71x one replica's memory for it. One renew period of
 /// the default settings.
 pub const JOIN_GRACE: Duration = Duration::from_secs(2);
+
+/// How long a leaving replica keeps running its keys at most, waiting for
+/// its peers to load them ([warm leaves](self#warm-leaves)), by default.
+/// With the default stop grace (10 s) within Kubernetes' default
+/// termination grace period (30 s).
+pub const DRAIN: Duration = Duration::from_secs(15);
 
 /// A key this replica owns: its CronJob's UID, and since when it waits to
 /// start (`None` once started).
@@ -117,6 +124,15 @@ pub struct Ownership {
     loads_in_flight: usize,
     /// A view was published since the last join ([`Self::may_publish`]).
     published_in_join: bool,
+    /// The ring changed to leave out a live member that is leaving: the
+    /// next view is published once its keys are loaded here
+    /// ([`Self::may_publish`]).
+    gains_from_leaving: bool,
+    /// How long a graceful stop may keep running keys ([`DRAIN`]).
+    drain: Duration,
+    /// The live peers when the view was last published: a change of them
+    /// publishes again ([`Self::advance`]).
+    published_live: BTreeSet<String>,
     ready: bool,
     #[cfg(test)]
     flaw: Option<Flaw>,
@@ -142,10 +158,19 @@ impl Ownership {
             stopping: BTreeMap::new(),
             loads_in_flight: 0,
             published_in_join: false,
+            gains_from_leaving: false,
+            drain: DRAIN,
+            published_live: BTreeSet::new(),
             ready: false,
             #[cfg(test)]
             flaw: None,
         }
+    }
+
+    /// How long a graceful stop may keep running keys while peers load them.
+    pub fn with_drain(mut self, drain: Duration) -> Self {
+        self.drain = drain;
+        self
     }
 
     #[cfg(test)]
@@ -222,13 +247,20 @@ impl Ownership {
                     self.advance(now, &mut commands);
                 }
             }
-            Input::Shutdown => {
-                if !matches!(self.phase, Phase::ShuttingDown | Phase::Exited) {
-                    self.phase = Phase::ShuttingDown;
-                    self.stop_all(now, &mut commands);
+            Input::Shutdown => match &self.phase {
+                Phase::ShuttingDown | Phase::Exited | Phase::Leaving { .. } => {}
+                // Nobody to hand the keys to (no live peer, or every one
+                // leaving too): stop at once.
+                Phase::Serving { target, .. }
+                    if !self.drain.is_zero() && !self.peers_took_over(now) =>
+                {
+                    let target = target.clone();
+                    self.publish(&target, true, now, &mut commands);
+                    self.phase = Phase::Leaving { target, since: now };
                     self.advance(now, &mut commands);
                 }
-            }
+                _ => self.shut_down(now, &mut commands),
+            },
         }
         commands
     }
@@ -276,6 +308,13 @@ impl Ownership {
         }
     }
 
+    /// Stops every actor; the Lease is released once they have stopped.
+    fn shut_down(&mut self, now: Instant, out: &mut Vec<Command>) {
+        self.phase = Phase::ShuttingDown;
+        self.stop_all(now, out);
+        self.advance(now, out);
+    }
+
     fn stop_all(&mut self, now: Instant, out: &mut Vec<Command>) {
         let keys: Vec<Arc<str>> = self.keys.keys().cloned().collect();
         for key in keys {
@@ -292,6 +331,19 @@ impl Ownership {
                 if self.stopping.is_empty() {
                     self.phase = Phase::Exited;
                     out.push(Command::ReleaseAndExit);
+                }
+                return;
+            }
+            Phase::Leaving { since, .. } => {
+                let over = now.saturating_duration_since(since) >= self.drain;
+                if over || self.fence != FenceState::Valid || self.peers_took_over(now) {
+                    if over {
+                        tracing::warn!(
+                            drain = ?self.drain,
+                            "peers did not take this replica's CronJobs over within the drain time: stopping anyway"
+                        );
+                    }
+                    self.shut_down(now, out);
                 }
                 return;
             }
@@ -344,26 +396,41 @@ impl Ownership {
                 .eq(live.iter().map(String::as_str))
         });
         if changed {
+            // A member that is leaving still runs the keys this ring gains
+            // from it: publish once they are loaded here (it waits for that).
+            let leaving = self.leaving_peers(now);
+            self.gains_from_leaving |= self
+                .phase
+                .target()
+                .is_some_and(|ring| ring.members().iter().any(|m| leaving.contains(&**m)));
             self.move_to(&live, now, out);
         }
         if let Phase::Stopping { target } = &self.phase
             && (self.stopping.is_empty() || self.flawed(Flaw::PublishWhileStopping))
             && self.may_publish()
         {
+            let target = target.clone();
+            let publication = self.publish(&target, false, now, out);
             self.published_in_join = true;
-            self.publications += 1;
-            let publication = Publication {
-                view: handoff::encode_view(target),
-                id: format!("{}.{}", self.incarnation, self.publications),
-            };
-            tracing::info!(
-                view = %publication.view,
-                digest = %handoff::view_digest(&publication.view),
-                "publishing view"
-            );
-            out.push(Command::Publish(publication.clone()));
+            self.gains_from_leaving = false;
             self.phase = Phase::Serving {
-                target: target.clone(),
+                target,
+                publication,
+            };
+        }
+        // A peer came or went without changing the ring (one leaving, whose
+        // claims hold keys here; a joiner still loading): publish again, so
+        // that nothing starts on that change before the watch has shown
+        // everything written before it. A silent watch makes a leaving peer
+        // that is still running its keys expire on this clock: without the
+        // echo, its keys started here beside it (the simulation found it).
+        if let Phase::Serving { target, .. } = &self.phase
+            && self.live_peers(now) != self.published_live
+        {
+            let target = target.clone();
+            let publication = self.publish(&target, false, now, out);
+            self.phase = Phase::Serving {
+                target,
                 publication,
             };
         }
@@ -371,9 +438,66 @@ impl Ownership {
         self.check_ready(out);
     }
 
+    /// A new publication of `target`'s view (`leaving`: it says so).
+    fn publish(
+        &mut self,
+        target: &Ring,
+        leaving: bool,
+        now: Instant,
+        out: &mut Vec<Command>,
+    ) -> Publication {
+        self.publications += 1;
+        self.published_live = self.live_peers(now);
+        let publication = Publication {
+            view: handoff::encode_view(target),
+            id: format!("{}.{}", self.incarnation, self.publications),
+            leaving,
+        };
+        tracing::info!(
+            view = %publication.view,
+            digest = %handoff::view_digest(&publication.view),
+            leaving,
+            "publishing view"
+        );
+        out.push(Command::Publish(publication.clone()));
+        publication
+    }
+
+    /// The live peers (this replica's own Lease left out).
+    fn live_peers(&self, now: Instant) -> BTreeSet<String> {
+        let mut live = self.membership.live(now);
+        live.remove(&self.me);
+        live
+    }
+
+    /// The live peers that are leaving.
+    fn leaving_peers(&self, now: Instant) -> BTreeSet<&str> {
+        self.membership
+            .live_views(now)
+            .filter(|(member, lease)| lease.leaving && *member != self.me)
+            .map(|(member, _)| member)
+            .collect()
+    }
+
+    /// Whether every live peer that is not leaving has published a view
+    /// that leaves this replica out: they have loaded its keys
+    /// ([`Self::may_publish`]) and wait only for it to let go.
+    fn peers_took_over(&self, now: Instant) -> bool {
+        self.membership
+            .live_views(now)
+            .filter(|(member, lease)| *member != self.me && !lease.leaving)
+            .all(|(_, lease)| {
+                lease
+                    .view
+                    .as_deref()
+                    .is_some_and(|view| !view.split(',').any(|m| m == self.me))
+            })
+    }
+
     /// The members of the ring to act on: this replica and the live peers,
-    /// but not a joiner still loading (no view published) that is not in
-    /// the ring yet, unless this is our own first ring ([warm
+    /// but not a peer that is leaving ([warm leaves](self#warm-leaves)),
+    /// nor a joiner still loading (no view published) that is not in the
+    /// ring yet, unless this is our own first ring ([warm
     /// joins](self#warm-joins)).
     fn ring_members(&self, now: Instant) -> BTreeSet<String> {
         let current = self.phase.target();
@@ -381,9 +505,10 @@ impl Ownership {
             .membership
             .live_views(now)
             .filter(|(member, lease)| {
-                current.is_none_or(|ring| {
-                    lease.view.is_some() || ring.members().iter().any(|m| &**m == *member)
-                })
+                !lease.leaving
+                    && current.is_none_or(|ring| {
+                        lease.view.is_some() || ring.members().iter().any(|m| &**m == *member)
+                    })
             })
             .map(|(member, _)| member.to_owned())
             .collect();
@@ -391,11 +516,13 @@ impl Ownership {
         members
     }
 
-    /// Whether the view may be published: always after the first of a join;
-    /// the first once the first lists and every load are done, because
-    /// peers move keys here as soon as they see it.
+    /// Whether the view may be published: at once, unless it is the first
+    /// of a join (peers move keys here as soon as they see it) or it leaves
+    /// out a member that is leaving (which waits for it to let go); those
+    /// once the first lists and every load are done.
     fn may_publish(&self) -> bool {
-        self.published_in_join || (self.synced && self.loads_in_flight == 0)
+        (self.published_in_join && !self.gains_from_leaving)
+            || (self.synced && self.loads_in_flight == 0)
     }
 
     /// The live set changed: stop lost keys, load gained ones.

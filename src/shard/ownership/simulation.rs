@@ -627,6 +627,7 @@ impl World {
             duration: LEASE_DURATION,
             view: lease.publication.as_ref().map(|p| p.view.clone()),
             publication: lease.publication.as_ref().map(|p| p.id.clone()),
+            leaving: lease.publication.as_ref().is_some_and(|p| p.leaving),
         }
     }
 

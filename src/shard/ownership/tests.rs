@@ -16,6 +16,7 @@ fn lease(holder: &str, renewal: u64, publication: Option<&Publication>) -> Lease
         duration: D,
         view: publication.map(|p| p.view.clone()),
         publication: publication.map(|p| p.id.clone()),
+        leaving: publication.is_some_and(|p| p.leaving),
     }
 }
 
@@ -144,11 +145,16 @@ fn a_joiner_enters_the_ring_only_once_it_has_published() {
     let (mut o, _) = serving_alone(t0);
     o.on(seen("r1", lease("r1", 1, None)), t0);
     let commands = o.on(VALID, t0);
-    assert!(commands.is_empty(), "{commands:?}");
+    // The same view again (a peer came), nothing stopped.
+    let [Command::Publish(again)] = commands.as_slice() else {
+        panic!("the view published again only, got {commands:?}");
+    };
+    assert_eq!(again.view, "r0");
     assert!(o.is_running("ns/a"));
     let both = Publication {
         view: "r0,r1".into(),
         id: "j1.1".into(),
+        leaving: false,
     };
     o.on(seen("r1", lease("r1", 2, Some(&both))), t0);
     let commands = o.on(VALID, t0);
@@ -201,6 +207,7 @@ fn keys_start_only_after_the_load_and_the_echo_of_this_very_publication() {
     let stale = Publication {
         view: publication.view.clone(),
         id: "i0.7".into(),
+        leaving: false,
     };
     o.on(seen("r0", lease("r0", 1, Some(&stale))), t0);
     assert!(started(&o.on(VALID, t0)).is_empty());
@@ -225,6 +232,7 @@ fn a_key_a_live_peer_still_claims_waits_until_the_peer_lets_go() {
     let r1_alone = Publication {
         view: "r1".into(),
         id: "j1.1".into(),
+        leaving: false,
     };
     o.on(seen("r1", lease("r1", 3, Some(&r1_alone))), t0);
     let commands = o.on(VALID, t0);
@@ -262,6 +270,7 @@ fn a_key_a_live_peer_still_claims_waits_until_the_peer_lets_go() {
     let r1_both = Publication {
         view: "r0,r1".into(),
         id: "j1.2".into(),
+        leaving: false,
     };
     o.on(seen("r1", lease("r1", 5, Some(&r1_both))), t0);
     assert_eq!(started(&o.on(VALID, t0)), [key.as_str()]);
@@ -415,4 +424,136 @@ fn a_recreated_cronjob_replaces_its_actor_and_readiness_waits_for_arming() {
     );
     assert!(commands.iter().all(|c| !matches!(c, Command::Stop { .. })));
     assert!(o.oldest_stop().is_none());
+}
+
+/// "r0" serving in a ring of {r0, r1} (r1 published it too), with "ns/k"
+/// one of r0's keys, running; and r1's publication.
+fn serving_beside_r1(t0: Instant) -> (Ownership, String, Publication) {
+    let key = (0..100)
+        .map(|i| format!("ns/{}", crate::apiserver::bucket::test_uid(i)))
+        .find(|k| Ring::new(["r0", "r1"]).owner(&format!("uid-{k}")) == Some("r0"))
+        .expect("some key is r0's");
+    let mut o = Ownership::new("r0", "i1");
+    o.on(Input::ListsSynced, t0);
+    o.on(Input::LeasesListed, t0);
+    o.on(seen("r1", lease("r1", 1, None)), t0);
+    join(&mut o, t0);
+    o.on(seen_cronjob(&key), t0);
+    let own = loaded(&mut o, t0);
+    assert_eq!(own.view, "r0,r1");
+    let r1 = Publication {
+        view: "r0,r1".into(),
+        id: "j1.1".into(),
+        leaving: false,
+    };
+    o.on(seen("r1", lease("r1", 2, Some(&r1))), t0);
+    o.on(seen("r0", lease("r0", 3, Some(&own))), t0);
+    assert_eq!(started(&o.on(VALID, t0)), [key.as_str()]);
+    (o, key, r1)
+}
+
+/// A graceful stop with a live peer: the keys keep running under a view
+/// that says it is leaving, until the peer's view leaves it out (the peer
+/// has loaded them); then they stop and the Lease is released.
+#[test]
+fn a_graceful_stop_runs_its_keys_until_the_peer_has_loaded_them() {
+    let t0 = Instant::now();
+    let (mut o, key, _) = serving_beside_r1(t0);
+    let commands = o.on(Input::Shutdown, t0);
+    let [Command::Publish(leaving)] = commands.as_slice() else {
+        panic!("one leaving publication, got {commands:?}");
+    };
+    assert!(leaving.leaving && leaving.view == "r0,r1", "{leaving:?}");
+    assert!(matches!(o.phase(), Phase::Leaving { .. }));
+    assert!(o.on(VALID, t0 + Duration::from_secs(1)).is_empty());
+    assert!(o.is_running(&key));
+    let r1_alone = Publication {
+        view: "r1".into(),
+        id: "j1.2".into(),
+        leaving: false,
+    };
+    o.on(seen("r1", lease("r1", 4, Some(&r1_alone))), t0);
+    let commands = o.on(VALID, t0 + Duration::from_secs(2));
+    assert_eq!(
+        commands,
+        [Command::Stop {
+            key: key.as_str().into()
+        }]
+    );
+    let commands = o.on(
+        Input::ActorStopped {
+            key: key.as_str().into(),
+            uid: format!("uid-{key}").into(),
+        },
+        t0,
+    );
+    assert_eq!(commands, [Command::ReleaseAndExit]);
+}
+
+/// A peer that never leaves it out (its load fails, say) holds the stop
+/// only for the drain time.
+#[test]
+fn a_graceful_stop_waits_for_its_peer_no_longer_than_the_drain() {
+    let t0 = Instant::now();
+    let (o, key, _) = serving_beside_r1(t0);
+    let mut o = o.with_drain(Duration::from_secs(5));
+    o.on(Input::Shutdown, t0);
+    assert!(o.on(VALID, t0 + Duration::from_secs(4)).is_empty());
+    let commands = o.on(VALID, t0 + Duration::from_secs(5));
+    assert_eq!(
+        commands,
+        [Command::Stop {
+            key: key.as_str().into()
+        }]
+    );
+}
+
+/// The peer's side: a member that is leaving is out of its ring at once,
+/// but the view that leaves it out is published only once the keys it
+/// gains are loaded (the leaver waits for that), and they start when the
+/// leaver lets go (its claim holds them until then).
+#[test]
+fn a_leaving_peer_is_out_of_the_ring_and_its_keys_start_once_it_lets_go() {
+    let t0 = Instant::now();
+    let (mut o, _, r1) = serving_beside_r1(t0);
+    let leaving = Publication {
+        id: "j1.2".into(),
+        leaving: true,
+        ..r1
+    };
+    o.on(seen("r1", lease("r1", 4, Some(&leaving))), t0);
+    let commands = o.on(VALID, t0);
+    assert!(
+        matches!(&commands[..], [Command::RingChanged { target: Some(ring), .. }, Command::Load { .. }]
+            if ring.members().len() == 1),
+        "{commands:?}"
+    );
+    let gained = (0..100)
+        .map(|i| format!("ns/{}", crate::apiserver::bucket::test_uid(i)))
+        .find(|k| Ring::new(["r0", "r1"]).owner(&format!("uid-{k}")) == Some("r1"))
+        .expect("some key is r1's");
+    o.on(seen_cronjob(&gained), t0);
+    let own = loaded(&mut o, t0);
+    assert_eq!(own.view, "r0");
+    o.on(seen("r0", lease("r0", 5, Some(&own))), t0);
+    assert!(started(&o.on(VALID, t0)).is_empty(), "r1 still runs it");
+    // r1 releases its Lease.
+    o.on(
+        seen(
+            "r1",
+            LeaseObservation {
+                holder: None,
+                ..lease("r1", 6, None)
+            },
+        ),
+        t0,
+    );
+    // Its claim is gone; the view is published again and the key starts on
+    // its echo (a silent watch must not let a leaving peer that still runs
+    // its keys merely expire here: the echo shows its renewals first).
+    let commands = o.on(VALID, t0);
+    assert!(started(&commands).is_empty(), "{commands:?}");
+    let again = published(&commands).expect("published again");
+    o.on(seen("r0", lease("r0", 7, Some(&again))), t0);
+    assert_eq!(started(&o.on(VALID, t0)), [gained.as_str()]);
 }

@@ -56,7 +56,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long a graceful stop waits for decisions in flight.
+/// How long a graceful stop waits for decisions in flight, after the drain.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 /// How often membership is re-judged (Leases expire without an event).
 const TICK: Duration = Duration::from_secs(1);
@@ -98,6 +98,8 @@ pub struct SupervisorParts {
 /// What the supervisor needs to take part in the ring.
 struct ShardSetup {
     me: String,
+    /// `--shard-drain-timeout`.
+    drain: Duration,
     ring_name: String,
     fence: SharedFence,
     keeper: Keeper,
@@ -168,6 +170,7 @@ impl Supervisor {
                 ctx.address().recipient(),
             );
             let shard = ShardSetup {
+                drain: parts.lease.drain,
                 me: parts.lease.replica_id,
                 ring_name: parts.lease.ring,
                 fence: parts.fence,
@@ -195,7 +198,8 @@ impl Supervisor {
         setup: ShardSetup,
     ) -> Self {
         Self {
-            ownership: Ownership::new(setup.me.clone(), setup.keeper.incarnation()),
+            ownership: Ownership::new(setup.me.clone(), setup.keeper.incarnation())
+                .with_drain(setup.drain),
             wheel: TimerWheel::start(actor_services.clock),
             actor_services,
             dispatchers: arbiters.iter().map(Dispatcher::start).collect(),
@@ -512,13 +516,19 @@ impl Handler<Shutdown> for Supervisor {
     fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
         if matches!(
             self.ownership.phase(),
-            ownership::Phase::ShuttingDown | ownership::Phase::Exited
+            ownership::Phase::ShuttingDown
+                | ownership::Phase::Exited
+                | ownership::Phase::Leaving { .. }
         ) {
             return;
         }
-        tracing::info!(actors = self.actors.len(), "stopping every actor");
+        tracing::info!(
+            actors = self.actors.len(),
+            drain = ?self.setup.drain,
+            "stopping: running every actor until the peers have loaded them or the drain is over, then stopping them"
+        );
         // Stopping actors report back; the Lease is released once all have.
-        ctx.run_later(STOP_GRACE, |_, _| {
+        ctx.run_later(self.setup.drain + STOP_GRACE, |_, _| {
             tracing::warn!("decisions still in flight after the grace period; exiting");
             System::current().stop();
         });

@@ -133,6 +133,7 @@ impl Shell {
             duration: Duration::from_secs(15),
             renew_period: Duration::from_secs(2),
             renew_deadline: Duration::from_secs(10),
+            drain: Duration::from_secs(15),
         };
         let metrics = Arc::new(Metrics::new());
         let fence = crate::shard::fence::SharedFence::new(settings.renew_deadline);
