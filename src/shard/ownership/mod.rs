@@ -12,7 +12,9 @@
 //!    │ every actor stopped                  └────────── the live set changed ──┘
 //! Recovering ◀──────── the fence lapsed (from any phase but ShuttingDown)
 //!
-//! ShuttingDown ──(every actor stopped)──▶ Exited          (SIGTERM, from any phase)
+//! Serving ──(SIGTERM, live peers)──▶ Leaving ──(peers took over, or the drain is over)──┐
+//! ShuttingDown ◀──(SIGTERM, from any other phase)────────────────────────────────────────┘
+//! ShuttingDown ──(every actor stopped)──▶ Exited
 //! ```
 //!
 //! - **Joining**: acts on no ring. Waits for its fence to open (its own
@@ -29,6 +31,9 @@
 //!   own Lease watch has shown this very publication back, and no live
 //!   peer's published view gives the key to that peer
 //!   ([`super::handoff::decide`]).
+//! - **Leaving**: SIGTERM with live peers: runs its keys on under a view
+//!   marked leaving and starts nothing, until its peers have loaded them
+//!   ([warm leaves](self#warm-leaves)).
 //! - **Recovering**: the fence lapsed (the Lease was not renewed within the
 //!   renew deadline): every actor stops; then the fence is reopened and the
 //!   replica joins from scratch.
@@ -50,9 +55,24 @@
 //! while it lists and loads, and move only when it can start them at once:
 //! a rolling restart delays no slot by the joiner's load (at 10^6 CronJobs
 //! a quarter's load takes tens of seconds).
+//!
+//! # Warm leaves
+//!
+//! On SIGTERM a replica with live peers publishes its view again, marked
+//! leaving, and runs its keys on. Its peers leave it out of their rings at
+//! once, load what they gain from it, and publish the view that leaves it
+//! out only once that is loaded; its view still claims the keys, so they
+//! wait. When every live peer's view leaves it out (or the drain time is
+//! over), it stops its actors and releases its Lease, and the peers start
+//! the keys when they see the release. A change of the live peers that
+//! leaves the ring as it is publishes the view again: nothing starts on
+//! such a change (a leaving peer gone) before the watch has shown
+//! everything written before it.
+//!
+//! The rules of both are in [`warm`].
 
 use super::fence::FenceState;
-use super::handoff::{self, KeyDecision, Peer, ViewRings};
+use super::handoff::{self, ViewRings};
 use super::lease::Publication;
 use super::membership::Membership;
 use super::ring::Ring;
@@ -64,8 +84,10 @@ mod messages;
 mod queries;
 #[cfg(test)]
 mod simulation;
+mod start;
 #[cfg(test)]
 mod tests;
+mod warm;
 
 pub use messages::{Command, Flaw, Input, Phase};
 
@@ -463,68 +485,6 @@ impl Ownership {
         publication
     }
 
-    /// The live peers (this replica's own Lease left out).
-    fn live_peers(&self, now: Instant) -> BTreeSet<String> {
-        let mut live = self.membership.live(now);
-        live.remove(&self.me);
-        live
-    }
-
-    /// The live peers that are leaving.
-    fn leaving_peers(&self, now: Instant) -> BTreeSet<&str> {
-        self.membership
-            .live_views(now)
-            .filter(|(member, lease)| lease.leaving && *member != self.me)
-            .map(|(member, _)| member)
-            .collect()
-    }
-
-    /// Whether every live peer that is not leaving has published a view
-    /// that leaves this replica out: they have loaded its keys
-    /// ([`Self::may_publish`]) and wait only for it to let go.
-    fn peers_took_over(&self, now: Instant) -> bool {
-        self.membership
-            .live_views(now)
-            .filter(|(member, lease)| *member != self.me && !lease.leaving)
-            .all(|(_, lease)| {
-                lease
-                    .view
-                    .as_deref()
-                    .is_some_and(|view| !view.split(',').any(|m| m == self.me))
-            })
-    }
-
-    /// The members of the ring to act on: this replica and the live peers,
-    /// but not a peer that is leaving ([warm leaves](self#warm-leaves)),
-    /// nor a joiner still loading (no view published) that is not in the
-    /// ring yet, unless this is our own first ring ([warm
-    /// joins](self#warm-joins)).
-    fn ring_members(&self, now: Instant) -> BTreeSet<String> {
-        let current = self.phase.target();
-        let mut members: BTreeSet<String> = self
-            .membership
-            .live_views(now)
-            .filter(|(member, lease)| {
-                !lease.leaving
-                    && current.is_none_or(|ring| {
-                        lease.view.is_some() || ring.members().iter().any(|m| &**m == *member)
-                    })
-            })
-            .map(|(member, _)| member.to_owned())
-            .collect();
-        members.insert(self.me.clone());
-        members
-    }
-
-    /// Whether the view may be published: at once, unless it is the first
-    /// of a join (peers move keys here as soon as they see it) or it leaves
-    /// out a member that is leaving (which waits for it to let go); those
-    /// once the first lists and every load are done.
-    fn may_publish(&self) -> bool {
-        (self.published_in_join && !self.gains_from_leaving)
-            || (self.synced && self.loads_in_flight == 0)
-    }
-
     /// The live set changed: stop lost keys, load gained ones.
     fn move_to(&mut self, live: &BTreeSet<String>, now: Instant, out: &mut Vec<Command>) {
         let members: Vec<&str> = live.iter().map(String::as_str).collect();
@@ -554,85 +514,6 @@ impl Ownership {
             previous,
             delay: Duration::ZERO,
         });
-    }
-
-    /// The live peers with the rings of their views, and our own
-    /// publication if the watch has shown it back.
-    fn peers(&mut self, now: Instant) -> (Vec<Peer>, Option<String>) {
-        let asked = match &self.phase {
-            Phase::Serving { publication, .. } => Some(publication),
-            _ => None,
-        };
-        let ignore_peers = self.flawed(Flaw::IgnorePeers);
-        let mut echoed = None;
-        let mut peers = Vec::new();
-        for (member, lease) in self.membership.live_views(now) {
-            if member == self.me {
-                let this_one = asked.is_some_and(|asked| {
-                    lease.view.as_deref() == Some(asked.view.as_str())
-                        && lease.publication.as_deref() == Some(asked.id.as_str())
-                });
-                if this_one {
-                    echoed = lease.view.clone();
-                }
-            } else if !ignore_peers {
-                peers.push(Peer {
-                    name: member.to_owned(),
-                    ring: lease.view.as_deref().map(|v| self.rings.ring(v)),
-                });
-            }
-        }
-        (peers, echoed)
-    }
-
-    /// Starts the waiting actors the hand-off rule lets run: only `key`, or all.
-    fn start_waiting(&mut self, only: Option<&str>, now: Instant, out: &mut Vec<Command>) {
-        let Phase::Serving { target, .. } = &self.phase else {
-            return;
-        };
-        let target = target.clone();
-        if !self.synced || self.loads_in_flight > 0 || self.waiting == 0 {
-            return;
-        }
-        let candidates: Vec<Arc<str>> = match only {
-            Some(key) => match self.keys.get_key_value(key) {
-                Some((key, owned)) if owned.waiting_since.is_some() => vec![key.clone()],
-                _ => return,
-            },
-            None => self
-                .keys
-                .iter()
-                .filter(|(_, owned)| owned.waiting_since.is_some())
-                .map(|(key, _)| key.clone())
-                .collect(),
-        };
-        if candidates.is_empty() {
-            return;
-        }
-        let (peers, own_view) = self.peers(now);
-        for key in candidates {
-            let Some(uid) = self.keys.get(&key).map(|owned| owned.uid.clone()) else {
-                continue;
-            };
-            match handoff::decide(&self.me, &uid, &target, own_view.as_deref(), &peers) {
-                KeyDecision::Run => {
-                    if let Some(since) = self
-                        .keys
-                        .get_mut(&key)
-                        .and_then(|owned| owned.waiting_since.take())
-                    {
-                        self.waiting -= 1;
-                        out.push(Command::Start {
-                            waited: now.saturating_duration_since(since),
-                            key,
-                        });
-                    }
-                }
-                // Own view not back yet: the same for every key.
-                KeyDecision::WaitForOwnView => break,
-                KeyDecision::WaitFor(_) | KeyDecision::NotOurs => {}
-            }
-        }
     }
 
     fn check_ready(&mut self, out: &mut Vec<Command>) {

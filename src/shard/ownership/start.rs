@@ -1,0 +1,94 @@
+//! When an owned key starts: the hand-off rule ([`handoff::decide`]) applied
+//! to the keys that wait, with the live peers' views. Part of the pure
+//! protocol.
+
+use super::{Command, Flaw, Ownership, Phase};
+use crate::shard::handoff::{self, KeyDecision, Peer};
+use std::sync::Arc;
+use std::time::Instant;
+
+impl Ownership {
+    /// The live peers with the rings of their views, and our own
+    /// publication if the watch has shown it back.
+    pub(super) fn peers(&mut self, now: Instant) -> (Vec<Peer>, Option<String>) {
+        let asked = match &self.phase {
+            Phase::Serving { publication, .. } => Some(publication),
+            _ => None,
+        };
+        let ignore_peers = self.flawed(Flaw::IgnorePeers);
+        let mut echoed = None;
+        let mut peers = Vec::new();
+        for (member, lease) in self.membership.live_views(now) {
+            if member == self.me {
+                let this_one = asked.is_some_and(|asked| {
+                    lease.view.as_deref() == Some(asked.view.as_str())
+                        && lease.publication.as_deref() == Some(asked.id.as_str())
+                });
+                if this_one {
+                    echoed = lease.view.clone();
+                }
+            } else if !ignore_peers {
+                peers.push(Peer {
+                    name: member.to_owned(),
+                    ring: lease.view.as_deref().map(|v| self.rings.ring(v)),
+                });
+            }
+        }
+        (peers, echoed)
+    }
+
+    /// Starts the waiting actors the hand-off rule lets run: only `key`, or all.
+    pub(super) fn start_waiting(
+        &mut self,
+        only: Option<&str>,
+        now: Instant,
+        out: &mut Vec<Command>,
+    ) {
+        let Phase::Serving { target, .. } = &self.phase else {
+            return;
+        };
+        let target = target.clone();
+        if !self.synced || self.loads_in_flight > 0 || self.waiting == 0 {
+            return;
+        }
+        let candidates: Vec<Arc<str>> = match only {
+            Some(key) => match self.keys.get_key_value(key) {
+                Some((key, owned)) if owned.waiting_since.is_some() => vec![key.clone()],
+                _ => return,
+            },
+            None => self
+                .keys
+                .iter()
+                .filter(|(_, owned)| owned.waiting_since.is_some())
+                .map(|(key, _)| key.clone())
+                .collect(),
+        };
+        if candidates.is_empty() {
+            return;
+        }
+        let (peers, own_view) = self.peers(now);
+        for key in candidates {
+            let Some(uid) = self.keys.get(&key).map(|owned| owned.uid.clone()) else {
+                continue;
+            };
+            match handoff::decide(&self.me, &uid, &target, own_view.as_deref(), &peers) {
+                KeyDecision::Run => {
+                    if let Some(since) = self
+                        .keys
+                        .get_mut(&key)
+                        .and_then(|owned| owned.waiting_since.take())
+                    {
+                        self.waiting -= 1;
+                        out.push(Command::Start {
+                            waited: now.saturating_duration_since(since),
+                            key,
+                        });
+                    }
+                }
+                // Own view not back yet: the same for every key.
+                KeyDecision::WaitForOwnView => break,
+                KeyDecision::WaitFor(_) | KeyDecision::NotOurs => {}
+            }
+        }
+    }
+}

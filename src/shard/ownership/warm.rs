@@ -1,0 +1,71 @@
+//! Warm joins and leaves ([`super`]'s sections of those names): who is in
+//! the ring this replica acts on, when its view may be published, and when
+//! a leaving replica may let go. Part of the pure protocol.
+
+use super::Ownership;
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+impl Ownership {
+    /// The live peers (this replica's own Lease left out).
+    pub(super) fn live_peers(&self, now: Instant) -> BTreeSet<String> {
+        let mut live = self.membership.live(now);
+        live.remove(&self.me);
+        live
+    }
+
+    /// The live peers that are leaving.
+    pub(super) fn leaving_peers(&self, now: Instant) -> BTreeSet<&str> {
+        self.membership
+            .live_views(now)
+            .filter(|(member, lease)| lease.leaving && *member != self.me)
+            .map(|(member, _)| member)
+            .collect()
+    }
+
+    /// Whether every live peer that is not leaving has published a view
+    /// that leaves this replica out: they have loaded its keys
+    /// ([`Self::may_publish`]) and wait only for it to let go.
+    pub(super) fn peers_took_over(&self, now: Instant) -> bool {
+        self.membership
+            .live_views(now)
+            .filter(|(member, lease)| *member != self.me && !lease.leaving)
+            .all(|(_, lease)| {
+                lease
+                    .view
+                    .as_deref()
+                    .is_some_and(|view| !view.split(',').any(|m| m == self.me))
+            })
+    }
+
+    /// The members of the ring to act on: this replica and the live peers,
+    /// but not a peer that is leaving ([warm leaves](self#warm-leaves)),
+    /// nor a joiner still loading (no view published) that is not in the
+    /// ring yet, unless this is our own first ring ([warm
+    /// joins](self#warm-joins)).
+    pub(super) fn ring_members(&self, now: Instant) -> BTreeSet<String> {
+        let current = self.phase.target();
+        let mut members: BTreeSet<String> = self
+            .membership
+            .live_views(now)
+            .filter(|(member, lease)| {
+                !lease.leaving
+                    && current.is_none_or(|ring| {
+                        lease.view.is_some() || ring.members().iter().any(|m| &**m == *member)
+                    })
+            })
+            .map(|(member, _)| member.to_owned())
+            .collect();
+        members.insert(self.me.clone());
+        members
+    }
+
+    /// Whether the view may be published: at once, unless it is the first
+    /// of a join (peers move keys here as soon as they see it) or it leaves
+    /// out a member that is leaving (which waits for it to let go); those
+    /// once the first lists and every load are done.
+    pub(super) fn may_publish(&self) -> bool {
+        (self.published_in_join && !self.gains_from_leaving)
+            || (self.synced && self.loads_in_flight == 0)
+    }
+}
