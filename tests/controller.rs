@@ -127,23 +127,9 @@ async fn one_ring_serves_both_kinds_and_keeps_namesakes_apart() {
 /// (`--token-file`) is answered.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_admin_api_takes_only_tokens_meant_for_its_audience() {
-    use support::rbac::{Grant, account_kubeconfig};
-    let cluster = Cluster::shared();
-    let admin = cluster.admin().await;
-    let ns = cluster.namespace("admin-audience").await;
-    let controller = Controller::start_with(
-        cluster,
-        &ns.name,
+    let (admin, ns, controller, reader) = yearly_for_a_reader(
+        "admin-audience",
         &["--admin-token-audiences=shardcron-admin"],
-    )
-    .await;
-    create_yearly(&admin, &ns.name).await;
-    let reader = account_kubeconfig(
-        &admin,
-        cluster,
-        &ns.name,
-        "reader",
-        Grant::ClusterRole("view"),
     )
     .await;
     let token = support::rbac::token(&admin, &ns.name, "reader", &["shardcron-admin"]).await;
@@ -201,20 +187,7 @@ async fn the_admin_api_takes_only_tokens_meant_for_its_audience() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_watch_whose_owner_goes_silent_looks_for_it_again() {
     use std::io::BufRead as _;
-    use support::rbac::{Grant, account_kubeconfig};
-    let cluster = Cluster::shared();
-    let admin = cluster.admin().await;
-    let ns = cluster.namespace("admin-silence").await;
-    let controller = Controller::start(cluster, &ns.name).await;
-    create_yearly(&admin, &ns.name).await;
-    let reader = account_kubeconfig(
-        &admin,
-        cluster,
-        &ns.name,
-        "reader",
-        Grant::ClusterRole("view"),
-    )
-    .await;
+    let (_, ns, controller, reader) = yearly_for_a_reader("admin-silence", &[]).await;
     let proxy = support::proxy::Proxy::start(controller.admin).await;
     let address = proxy.addr.to_string();
     let mut watch = std::process::Command::new(env!("CARGO_BIN_EXE_shardcron"))
@@ -268,6 +241,35 @@ async fn a_watch_whose_owner_goes_silent_looks_for_it_again() {
     );
     let _ = watch.kill();
     let _ = watch.wait();
+}
+
+/// A controller started with `args` in a new namespace for `test`, the
+/// CronJob `yearly` there, and the kubeconfig of its ServiceAccount
+/// `reader`, which may view the namespace (and so the CronJob).
+async fn yearly_for_a_reader(
+    test: &str,
+    args: &[&str],
+) -> (
+    kube::Client,
+    support::cluster::TestNamespace,
+    Controller,
+    std::path::PathBuf,
+) {
+    use support::rbac::{Grant, account_kubeconfig};
+    let cluster = Cluster::shared();
+    let admin = cluster.admin().await;
+    let ns = cluster.namespace(test).await;
+    let controller = Controller::start_with(cluster, &ns.name, args).await;
+    create_yearly(&admin, &ns.name).await;
+    let reader = account_kubeconfig(
+        &admin,
+        cluster,
+        &ns.name,
+        "reader",
+        Grant::ClusterRole("view"),
+    )
+    .await;
+    (admin, ns, controller, reader)
 }
 
 /// A CronJob `yearly` in `namespace`, armed for next New Year.

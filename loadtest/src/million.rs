@@ -436,11 +436,9 @@ async fn watch_and_kill(
     let mut steps: Vec<HandoverStep> = Vec::new();
     while killed.elapsed() < REARM_WITHIN {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let counts: Option<Vec<ShardCounts>> = replicas[1..]
-            .iter()
-            .map(|r| r.debug_json("/debug/shards"))
-            .collect();
-        let Some(counts) = counts else { continue };
+        let Some(counts) = shards_of(&replicas[1..]) else {
+            continue;
+        };
         let step = HandoverStep::of(killed.elapsed().as_secs_f64(), &counts);
         if steps.last().is_none_or(|last| !last.same_as(&step)) {
             steps.push(step);
@@ -479,6 +477,14 @@ async fn watch_and_kill(
     ))
 }
 
+/// Every one of `replicas`' `/debug/shards`, if every one answers.
+fn shards_of(replicas: &[Replica]) -> Option<Vec<ShardCounts>> {
+    replicas
+        .iter()
+        .map(|r| r.debug_json("/debug/shards"))
+        .collect()
+}
+
 /// Starts the killed replica (`replicas[0]`) again and follows every
 /// replica's `/debug/shards` until it runs its share; returns the figures
 /// (slots not yet summarized) and the keys it ran at the end.
@@ -494,11 +500,9 @@ async fn rejoin(
     while started.elapsed() < REARM_WITHIN {
         tokio::time::sleep(Duration::from_millis(500)).await;
         // The survivors must answer; the victim's debug port comes later.
-        let survivors: Option<Vec<ShardCounts>> = replicas[1..]
-            .iter()
-            .map(|r| r.debug_json("/debug/shards"))
-            .collect();
-        let Some(survivors) = survivors else { continue };
+        let Some(survivors) = shards_of(&replicas[1..]) else {
+            continue;
+        };
         let back: Option<ShardCounts> = replicas[0].debug_json("/debug/shards");
         let running = survivors.iter().map(|s| s.running).sum::<usize>()
             + back.as_ref().map_or(0, |b| b.running);
