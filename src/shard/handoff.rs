@@ -26,6 +26,12 @@ pub fn encode_view(ring: &Ring) -> String {
     ring.members().join(",")
 }
 
+/// The members a view as written on a Lease names ([`encode_view`]'s
+/// inverse).
+pub fn view_members(view: &str) -> impl Iterator<Item = &str> {
+    view.split(',').filter(|m| !m.is_empty())
+}
+
 /// The short digest of a view, for logs, metrics and `/debug/shards`.
 pub fn view_digest(view: &str) -> String {
     format!("{:016x}", XxHash64::oneshot(0, view.as_bytes()))
@@ -46,7 +52,7 @@ impl ViewRings {
         if self.rings.len() > 64 {
             self.rings.clear();
         }
-        let ring = Arc::new(Ring::new(view.split(',').filter(|m| !m.is_empty())));
+        let ring = Arc::new(Ring::new(view_members(view)));
         self.rings.insert(view.to_owned(), ring.clone());
         ring
     }

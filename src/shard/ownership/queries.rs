@@ -113,7 +113,7 @@ impl Ownership {
             recovering: matches!(self.phase, Phase::Recovering),
             view_digest: view.as_deref().map(handoff::view_digest),
             view: view
-                .map(|v| v.split(',').map(str::to_owned).collect())
+                .map(|v| handoff::view_members(&v).map(str::to_owned).collect())
                 .unwrap_or_default(),
             published: matches!(self.phase, Phase::Serving { .. }),
             members: self

@@ -3,6 +3,7 @@
 //! a leaving replica may let go. Part of the pure protocol.
 
 use super::Ownership;
+use crate::shard::handoff;
 use std::collections::BTreeSet;
 use std::time::Instant;
 
@@ -34,7 +35,7 @@ impl Ownership {
                 lease
                     .view
                     .as_deref()
-                    .is_some_and(|view| !view.split(',').any(|m| m == self.me))
+                    .is_some_and(|view| !handoff::view_members(view).any(|m| m == self.me))
             })
     }
 
