@@ -25,6 +25,7 @@ use shardcron::actor::runtime::Dispatcher;
 use shardcron::actor::wheel::TimerWheel;
 use shardcron::apiserver::gateway::{Gateway, Limits};
 use shardcron::apiserver::lean_cronjob::LeanCronJob;
+use shardcron::reconcile::CronJobKind;
 use shardcron::shard::fence::SharedFence;
 use shardcron::telemetry::Metrics;
 use std::sync::Arc;
@@ -260,24 +261,19 @@ fn main() {
             scrape_started.elapsed().as_secs_f64() * 1e3
         );
         drop(page);
-        let names: Vec<(String, String)> = (0..count)
+        // The keys exist anyway (the actors hold them): not counted here.
+        let keys: Vec<Arc<str>> = (0..count)
             .map(|i| {
                 let meta = realistic_cronjob(i, &created).metadata;
-                (
-                    meta.namespace.unwrap_or_default(),
-                    meta.name.unwrap_or_default(),
-                )
+                let namespace = meta.namespace.unwrap_or_default();
+                let name = meta.name.unwrap_or_default();
+                CronJobKind::Batch.key(&namespace, &name).into()
             })
             .collect();
         let heap_before = LIVE_HEAP.load(Ordering::Relaxed);
         let series = shardcron::telemetry::cronjob_series::CronJobSeries::new(true);
-        for (namespace, name) in &names {
-            let id = shardcron::telemetry::cronjob_series::CronJobId {
-                group: "batch",
-                namespace,
-                name,
-            };
-            series.update(id, |r| {
+        for key in &keys {
+            series.update(key, |r| {
                 r.next_schedule = 1;
                 r.active = 1;
             });

@@ -1,3 +1,5 @@
+// `--features system-allocator` (profiling only) leaves the system's malloc.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: shardcron::memory::Allocator = shardcron::memory::ALLOCATOR;
 

@@ -39,14 +39,14 @@ const MAX_LOOKUP_ROUNDS: usize = 4;
 #[rtype(result = "()")]
 pub enum ActorReport {
     /// Its first decision is done and its timer armed (readiness).
-    Armed { key: String },
+    Armed { key: Arc<str> },
     /// It has stopped. `unrecorded`: the latest slot a Job of its CronJob
     /// is known to have been made for, when the status it last saw does not
     /// record it (a status write lost after a create): the supervisor hands
     /// it to the CronJob's next actor in this process.
     Stopped {
-        key: String,
-        uid: String,
+        key: Arc<str>,
+        uid: Arc<str>,
         unrecorded: Option<Timestamp>,
     },
 }
@@ -79,7 +79,7 @@ pub const TRACEPARENT_ANNOTATION: &str = "shardcron.io/traceparent";
 /// The state a decision starts from.
 pub struct Snapshot {
     pub cronjob: CronJobView,
-    pub resource_version: Option<String>,
+    pub resource_version: Option<Box<str>>,
     pub children: Vec<JobSummary>,
     /// The latest slot a Job of this CronJob is known to have been made for
     /// (see [`reconcile::Input::known_slot`]).
@@ -103,8 +103,8 @@ pub fn decision_span(
     let span = match due {
         Some(slot) => tracing::info_span!(
             "cronjob.fire",
-            k8s.namespace.name = %cronjob.namespace,
-            k8s.cronjob.name = %cronjob.name,
+            k8s.namespace.name = %cronjob.namespace(),
+            k8s.cronjob.name = %cronjob.name(),
             k8s.cronjob.uid = %cronjob.uid,
             cronjob.scheduled_time = %slot,
             cronjob.concurrency_policy = %policy,
@@ -115,8 +115,8 @@ pub fn decision_span(
         ),
         None => tracing::info_span!(
             "cronjob.reconcile",
-            k8s.namespace.name = %cronjob.namespace,
-            k8s.cronjob.name = %cronjob.name,
+            k8s.namespace.name = %cronjob.namespace(),
+            k8s.cronjob.name = %cronjob.name(),
             k8s.cronjob.uid = %cronjob.uid,
             cronjob.concurrency_policy = %policy,
             cronjob.decision = tracing::field::Empty,
@@ -160,7 +160,7 @@ pub async fn decide_and_apply(
     let cronjob = &snapshot.cronjob;
     let gateway = actor
         .gateway
-        .for_key(&cronjob.kind.key(&cronjob.namespace, &cronjob.name))
+        .for_key(&cronjob.key)
         .abandoning_on(snapshot.stop.clone());
     let services = DecisionServices {
         requests: &gateway,
@@ -246,7 +246,7 @@ async fn apply_plan<R: JobRequests + Clone>(
 ) -> DecisionAftermath {
     tracing::Span::current().record("cronjob.decision", reconcile::slot_outcome(&plan.decisions));
     let gateway = services.requests;
-    let namespace = &snapshot.cronjob.namespace;
+    let namespace = snapshot.cronjob.namespace();
     let mut results = EffectResults::new();
     let mut deleted = Vec::new();
     // Replace's deletes, then the create, then (below) the status and the
@@ -355,7 +355,7 @@ async fn apply_plan<R: JobRequests + Clone>(
     }
     let cronjob = &snapshot.cronjob;
     services.feed.publish(DecisionRecord::of(
-        cronjob.kind.key(&cronjob.namespace, &cronjob.name),
+        cronjob.key.to_string(),
         input.now,
         plan,
         &outcome.events,
@@ -459,7 +459,7 @@ async fn write_pause_streak<R: JobRequests>(
     }
     let version = match &applied.written_status {
         Some((_, version)) => version.clone(),
-        None => snapshot.resource_version.clone(),
+        None => snapshot.resource_version.as_deref().map(str::to_owned),
     };
     let written = write_streak(
         gateway,
@@ -607,12 +607,12 @@ async fn write_status<R: JobRequests>(
     why: StatusFor,
     applied: &mut DecisionAftermath,
 ) {
-    let namespace = &snapshot.cronjob.namespace;
+    let namespace = snapshot.cronjob.namespace();
     match gateway
         .write_status(
             snapshot.cronjob.kind,
             namespace,
-            &snapshot.cronjob.name,
+            snapshot.cronjob.name(),
             snapshot.resource_version.as_deref(),
             &status,
             why,
@@ -627,7 +627,7 @@ async fn write_status<R: JobRequests>(
             // from what is there, never overwrite it.
             let kind = snapshot.cronjob.kind;
             match gateway
-                .get_cronjob(kind, namespace, &snapshot.cronjob.name)
+                .get_cronjob(kind, namespace, snapshot.cronjob.name())
                 .await
             {
                 Ok(fresh) => {
@@ -757,9 +757,9 @@ pub fn object_reference(cronjob: &CronJobView) -> ObjectReference {
     ObjectReference {
         api_version: Some(cronjob.kind.api_version().to_owned()),
         kind: Some(CronJobKind::KIND.to_owned()),
-        namespace: Some(cronjob.namespace.clone()),
-        name: Some(cronjob.name.clone()),
-        uid: Some(cronjob.uid.clone()),
+        namespace: Some(cronjob.namespace().to_owned()),
+        name: Some(cronjob.name().to_owned()),
+        uid: Some(cronjob.uid.to_string()),
         ..ObjectReference::default()
     }
 }

@@ -43,8 +43,8 @@ pub(super) async fn write_streak<R: JobRequests>(
     let result = requests
         .patch_cronjob(
             cronjob.kind,
-            &cronjob.namespace,
-            &cronjob.name,
+            cronjob.namespace(),
+            cronjob.name(),
             version,
             &update.patch(),
         )
@@ -52,7 +52,7 @@ pub(super) async fn write_streak<R: JobRequests>(
     match result {
         Ok(written) => {
             if let Some(pause) = &update.pause {
-                tracing::info!(cronjob = %cronjob.name, namespace = %cronjob.namespace, jobs = ?pause.jobs, "paused after consecutive failed Jobs");
+                tracing::info!(cronjob = %cronjob.name(), namespace = %cronjob.namespace(), jobs = ?pause.jobs, "paused after consecutive failed Jobs");
                 requests.record(regarding, &pause.event());
             }
             outcome.done = true;
@@ -62,7 +62,7 @@ pub(super) async fn write_streak<R: JobRequests>(
         Err(error) if error.is_conflict() => {
             outcome.backoff = Some(error.to_api_error());
             match requests
-                .get_cronjob(cronjob.kind, &cronjob.namespace, &cronjob.name)
+                .get_cronjob(cronjob.kind, cronjob.namespace(), cronjob.name())
                 .await
             {
                 Ok(fresh) => outcome.cronjob = Some(fresh),
@@ -70,7 +70,7 @@ pub(super) async fn write_streak<R: JobRequests>(
             }
         }
         Err(error) => {
-            tracing::warn!(cronjob = %cronjob.name, namespace = %cronjob.namespace, %error, "writing the failed-Job streak failed");
+            tracing::warn!(cronjob = %cronjob.name(), namespace = %cronjob.namespace(), %error, "writing the failed-Job streak failed");
             outcome.backoff = Some(error.to_api_error());
         }
     }

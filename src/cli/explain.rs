@@ -125,13 +125,13 @@ fn explain(cronjob: &CronJobView, jobs: &[Job], now: Timestamp) -> Explained {
         job.metadata
             .namespace
             .as_deref()
-            .unwrap_or(&cronjob.namespace)
-            == cronjob.namespace
+            .unwrap_or(cronjob.namespace())
+            == cronjob.namespace()
     };
     let (children, ignored): (Vec<&Job>, Vec<&Job>) = jobs
         .iter()
         .filter(in_namespace)
-        .partition(|job| is_child_by_name(job, &cronjob.name));
+        .partition(|job| is_child_by_name(job, cronjob.name()));
     let summaries: Vec<JobSummary> = children.iter().map(|job| JobSummary::from(*job)).collect();
     let input = Input {
         cronjob,
@@ -181,7 +181,7 @@ fn explain(cronjob: &CronJobView, jobs: &[Job], now: Timestamp) -> Explained {
         options: cronjob.options.clone(),
         spread_offset: cronjob
             .options
-            .spread_offset(&cronjob.namespace, &cronjob.name),
+            .spread_offset(cronjob.namespace(), cronjob.name()),
     }
 }
 
@@ -272,8 +272,8 @@ fn write_text(
     writeln!(
         out,
         "CronJob {}/{} at {}: schedule {:?} in {zone}, concurrencyPolicy {}",
-        cronjob.namespace,
-        cronjob.name,
+        cronjob.namespace(),
+        cronjob.name(),
         explained.now,
         spec.schedule,
         spec.concurrency_policy.as_str()

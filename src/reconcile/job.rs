@@ -77,7 +77,7 @@ pub fn build_job(
         .setup
         .annotation_zone()
         .map_err(str::to_owned)?;
-    let name = job_name(&cronjob.name, scheduled);
+    let name = job_name(cronjob.name(), scheduled);
     Ok(build_job_in(cronjob, zone, default_zone, scheduled, name))
 }
 
@@ -126,8 +126,8 @@ pub fn controller_reference(cronjob: &CronJobView) -> OwnerReference {
     OwnerReference {
         api_version: cronjob.kind.api_version().to_owned(),
         kind: CronJobKind::KIND.to_owned(),
-        name: cronjob.name.clone(),
-        uid: cronjob.uid.clone(),
+        name: cronjob.name().to_owned(),
+        uid: cronjob.uid.to_string(),
         controller: Some(true),
         block_owner_deletion: Some(true),
     }

@@ -51,7 +51,7 @@ pub fn releases(
                 return None;
             };
             Some(Release {
-                namespace: cronjob.namespace.clone(),
+                namespace: cronjob.namespace().to_owned(),
                 name: job.name.clone(),
                 uid: job.uid.clone(),
                 running: job.deleting && job.finished.is_none(),

@@ -205,7 +205,7 @@ impl Engine<'_> {
                 finished,
                 limit,
             });
-            let namespace = input.cronjob.namespace.as_str();
+            let namespace = input.cronjob.namespace();
             if self.delete_job(
                 namespace,
                 &job.name,
@@ -239,18 +239,16 @@ impl Engine<'_> {
                 None if !found => {
                     let Some(answer) = self.live.cronjob() else {
                         return Some(Exit::NeedLookups(vec![Lookup::CronJob {
-                            namespace: self.cj.namespace.clone(),
-                            name: self.cj.name.clone(),
+                            namespace: self.cj.namespace().to_owned(),
+                            name: self.cj.name().to_owned(),
                         }]));
                     };
                     match answer {
                         Err(error) => {
-                            return Some(
-                                self.fail_lookup(
-                                    format!("cronjob {}", self.cj.name),
-                                    error.clone(),
-                                ),
-                            );
+                            return Some(self.fail_lookup(
+                                format!("cronjob {}", self.cj.name()),
+                                error.clone(),
+                            ));
                         }
                         Ok(live) if live.status.has_uid(&job.uid) => {
                             // Upstream: `cronJob = cjCopy`. Later changes go
@@ -334,7 +332,7 @@ impl Engine<'_> {
             if children.contains(ref_uid(reference)) {
                 continue;
             }
-            if ref_namespace(reference) != self.cj.namespace {
+            if ref_namespace(reference) != self.cj.namespace() {
                 foreign.push((reference.clone(), "it is in another namespace"));
             } else if unlisted.len() == MAX_UNLISTED_LOOKUPS {
                 foreign.push((reference.clone(), "too many entries are unknown Jobs"));
@@ -379,8 +377,8 @@ impl Engine<'_> {
     /// is in the CronJob's namespace, its controller is this CronJob, and
     /// it is the object the entry names (UID), not a namesake.
     fn controls(&self, job: &super::live::LiveJob, reference: &ObjectReference) -> bool {
-        job.namespace == self.cj.namespace
-            && job.controller_uid.as_deref() == Some(self.cj.uid.as_str())
+        job.namespace == self.cj.namespace()
+            && job.controller_uid.as_deref() == Some(&*self.cj.uid)
             && (ref_uid(reference).is_empty() || job.uid == ref_uid(reference))
     }
 
@@ -489,7 +487,7 @@ impl Engine<'_> {
         let spread_offset = self
             .cj
             .options
-            .spread_offset(&self.cj.namespace, &self.cj.name);
+            .spread_offset(self.cj.namespace(), self.cj.name());
         let slots = |status: &StatusView, created| Slots {
             schedule,
             zone: input.default_zone,
@@ -544,8 +542,8 @@ impl Engine<'_> {
                 ahead(&self.cj.status, created),
             );
         }
-        let name = job_name(&self.cj.name, slot);
-        let namespace = self.cj.namespace.clone();
+        let name = job_name(self.cj.name(), slot);
+        let namespace = self.cj.namespace().to_owned();
         let status = &self.cj.status;
         if status
             .active
@@ -631,7 +629,7 @@ impl Engine<'_> {
                 _ => Requeue::At(earliest),
             });
         }
-        let name = run_now_job_name(&self.cj.name, requested);
+        let name = run_now_job_name(self.cj.name(), requested);
         let status = &self.cj.status;
         if status.active.iter().any(|r| ref_name(r) == name) {
             self.decisions.push(Decision::AlreadyHandled {
@@ -709,7 +707,7 @@ impl Engine<'_> {
                         + self
                             .cj
                             .options
-                            .spread_offset(&self.cj.namespace, &self.cj.name),
+                            .spread_offset(self.cj.namespace(), self.cj.name()),
                 )
         {
             "it lapsed: not started within 5 minutes of its time (plus a spread offset)"
@@ -801,13 +799,13 @@ impl Engine<'_> {
             start_at,
             job,
         });
-        let namespace = self.cj.namespace.clone();
+        let namespace = self.cj.namespace().to_owned();
         let assumed = CreateResult::Created(super::live::LiveJob {
             namespace: namespace.clone(),
             name: name.clone(),
             uid: String::new(),
             resource_version: None,
-            controller_uid: Some(self.cj.uid.clone()),
+            controller_uid: Some(self.cj.uid.to_string()),
         });
         let result = self
             .results
@@ -840,7 +838,7 @@ impl Engine<'_> {
                 // Jobs changes: a foreign Job holding one slot's name would
                 // stop every later slot. A departure: the next slot is
                 // examined as usual.
-                if job.controller_uid.as_deref() != Some(self.cj.uid.as_str()) {
+                if job.controller_uid.as_deref() != Some(&*self.cj.uid) {
                     self.decisions.push(Decision::ExistsForeign { job: name });
                     return Exit::Requeue(wake_up(&self.cj.status, self.cj.created));
                 }

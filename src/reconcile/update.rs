@@ -51,7 +51,7 @@ pub fn after_update(
         starting_deadline_seconds: spec.starting_deadline_seconds,
         once_per_wall_time: new.options.once_per_wall_time(),
         catch_up_window: new.options.catch_up_window(),
-        spread_offset: new.options.spread_offset(&new.namespace, &new.name),
+        spread_offset: new.options.spread_offset(new.namespace(), new.name()),
     };
     match slots.next_wakeup(now) {
         Some(t) => AfterUpdate::At(t),

@@ -9,13 +9,15 @@
 //! removed when its actor stops, so its series move with the key and are
 //! never exported twice.
 //!
-//! One small record per CronJob (148 bytes of heap with its key and the
-//! map's share, benches/actors.rs; 135 bytes of RSS in S3 full), rendered
+//! One small record per CronJob, keyed by the CronJob's key as its actor
+//! holds it (shared, not copied:
+//! [`CronJobView::key`](crate::reconcile::CronJobView::key)), rendered
 //! at scrape time by a
 //! [`Collector`], not kept as a registry series each (a `Family` holds an
 //! `Arc`ed atomic and a cloned label set per series, several times more).
 //! The map is bounded by the CronJobs this replica owns.
 
+use crate::reconcile::CronJobKind;
 use jiff::Timestamp;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -24,7 +26,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Shards of the map: a decision's update locks one, a scrape each in turn.
 const SHARDS: usize = 16;
@@ -68,34 +70,18 @@ impl CronJobRecord {
     }
 }
 
-/// Which CronJob a record is of: its API group (`batch`, or `shardcron.io`
-/// for the CRD: a ring serving both kinds may hold namesakes), namespace and
-/// name, the series' labels.
-#[derive(Debug, Clone, Copy)]
-pub struct CronJobId<'a> {
-    pub group: &'a str,
-    pub namespace: &'a str,
-    pub name: &'a str,
-}
-
-impl CronJobId<'_> {
-    /// The map's key: `group/namespace/name` (none of the three holds a `/`).
-    fn key(self) -> String {
-        format!("{}/{}/{}", self.group, self.namespace, self.name)
-    }
-}
-
 /// Unix seconds of `t`, 0 for none.
 pub fn seconds(t: Option<Timestamp>) -> i64 {
     t.map_or(0, |t| t.as_second())
 }
 
-/// The records of the CronJobs this replica owns, by [`CronJobId`].
+/// The records of the CronJobs this replica owns, by key
+/// ([`CronJobKind::key`]).
 #[derive(Debug)]
 pub struct CronJobSeries {
     enabled: bool,
     hasher: RandomState,
-    shards: [Mutex<HashMap<String, CronJobRecord>>; SHARDS],
+    shards: [Mutex<HashMap<Arc<str>, CronJobRecord>>; SHARDS],
 }
 
 impl CronJobSeries {
@@ -119,38 +105,37 @@ impl CronJobSeries {
         }
     }
 
-    fn shard(&self, key: &str) -> &Mutex<HashMap<String, CronJobRecord>> {
+    fn shard(&self, key: &str) -> &Mutex<HashMap<Arc<str>, CronJobRecord>> {
         &self.shards[(self.hasher.hash_one(key) % SHARDS as u64) as usize]
     }
 
-    /// Changes `id`'s record (a new one starts empty).
-    pub fn update(&self, id: CronJobId, change: impl FnOnce(&mut CronJobRecord)) {
+    /// Changes the record of the CronJob whose key is `key` (a new one
+    /// starts empty).
+    pub fn update(&self, key: &Arc<str>, change: impl FnOnce(&mut CronJobRecord)) {
         if !self.enabled {
             return;
         }
-        let key = id.key();
-        let key = key.as_str();
         // A poisoned shard only means a panic elsewhere mid-update of plain
         // numbers: the data is still usable.
         let mut shard = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
-        match shard.get_mut(key) {
+        match shard.get_mut(&**key) {
             Some(record) => change(record),
             None => {
                 let mut record = CronJobRecord::default();
                 change(&mut record);
-                shard.insert(key.to_owned(), record);
+                shard.insert(key.clone(), record);
             }
         }
     }
 
-    /// Forgets `id`: its actor stopped (the CronJob moved or was deleted).
-    pub fn remove(&self, id: CronJobId) {
+    /// Forgets the CronJob whose key is `key`: its actor stopped (the
+    /// CronJob moved or was deleted).
+    pub fn remove(&self, key: &str) {
         if self.enabled {
-            let key = id.key();
-            self.shard(&key)
+            self.shard(key)
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .remove(&key);
+                .remove(key);
         }
     }
 
@@ -167,7 +152,7 @@ impl CronJobSeries {
     }
 
     /// A copy of every record, one shard locked at a time.
-    fn snapshot(&self) -> Vec<(String, CronJobRecord)> {
+    fn snapshot(&self) -> Vec<(Arc<str>, CronJobRecord)> {
         let mut all = Vec::with_capacity(self.len());
         for shard in &self.shards {
             let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
@@ -177,16 +162,13 @@ impl CronJobSeries {
     }
 }
 
-/// The label set of one CronJob, from its key (`group/namespace/name`).
+/// The label set of one CronJob, from its key.
 fn labels(key: &str) -> [(&'static str, &str); 3] {
-    let mut parts = key.splitn(3, '/');
-    let group = parts.next().unwrap_or_default();
-    let namespace = parts.next().unwrap_or_default();
-    let name = parts.next().unwrap_or_default();
+    let (kind, namespace, name) = CronJobKind::parse_key(key);
     [
         ("namespace", namespace),
         ("cronjob", name),
-        ("group", group),
+        ("group", kind.group()),
     ]
 }
 
@@ -283,23 +265,16 @@ mod tests {
     fn each_owned_cronjob_is_exported_once_with_its_kind_and_skips_count_once_per_slot() {
         let series = Arc::new(CronJobSeries::new(true));
         let slot: Timestamp = "2026-11-26T10:00:00Z".parse().expect("a time");
-        let batch = CronJobId {
-            group: "batch",
-            namespace: "team-a",
-            name: "nightly",
-        };
-        let crd = CronJobId {
-            group: "shardcron.io",
-            ..batch
-        };
-        series.update(batch, |r| {
+        let batch: Arc<str> = CronJobKind::Batch.key("team-a", "nightly").into();
+        let crd: Arc<str> = CronJobKind::Shardcron.key("team-a", "nightly").into();
+        series.update(&batch, |r| {
             r.next_schedule = 1_764_151_200;
             r.last_schedule = 1_764_064_800;
             r.active = 1;
             r.skip("forbid", slot);
             r.skip("forbid", slot);
         });
-        series.update(crd, |r| r.suspended = true);
+        series.update(&crd, |r| r.suspended = true);
         let text = exposition(series.clone());
         assert!(text.contains(
             "shardcron_cronjob_next_schedule_time_seconds{namespace=\"team-a\",cronjob=\"nightly\",group=\"batch\"} 1764151200\n"
@@ -314,8 +289,8 @@ mod tests {
         assert!(!text.contains("last_successful_time_seconds{"), "{text}");
         assert!(!text.contains("reason=\"deadline\""), "{text}");
         // A stopped actor's CronJob is gone from this replica.
-        series.remove(batch);
-        series.remove(crd);
+        series.remove(&batch);
+        series.remove(&crd);
         assert!(series.is_empty());
         assert!(!exposition(series).contains("cronjob=\""));
     }
@@ -323,12 +298,7 @@ mod tests {
     #[test]
     fn disabled_keeps_and_exports_nothing() {
         let series = Arc::new(CronJobSeries::new(false));
-        let id = CronJobId {
-            group: "batch",
-            namespace: "team-a",
-            name: "nightly",
-        };
-        series.update(id, |r| r.active = 3);
+        series.update(&"team-a/nightly".into(), |r| r.active = 3);
         assert!(series.is_empty());
         assert!(!exposition(series).contains("cronjob_active_jobs"));
     }

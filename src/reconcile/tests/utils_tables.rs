@@ -378,9 +378,8 @@ fn upstream_update_cron_job() {
     };
     let cronjob = |spec: SpecView, last: Option<jiff::Timestamp>| CronJobView {
         kind: CronJobKind::Batch,
-        namespace: String::new(),
-        name: String::new(),
-        uid: String::new(),
+        key: "/".into(),
+        uid: "".into(),
         // Upstream's objects have no creationTimestamp: Go's zero time.
         created: jiff::Timestamp::from_second(-62_135_596_800).unwrap(),
         deleting: false,

@@ -339,7 +339,7 @@ impl Supervisor {
             self.actor_services.clone(),
             self.wheel.clone(),
         ) {
-            Ok(actor) => actor,
+            Ok(actor) => actor.sharing(key, uid),
             Err(error) => {
                 tracing::warn!(cronjob = %key, %error, "not running an unusable CronJob");
                 return false;
