@@ -38,20 +38,21 @@ pub(crate) struct ScheduleSetup {
     /// the schedule.
     pub tz_in_schedule: bool,
     /// `spec.timeZone` loaded, if set; the error is Go's `LoadLocation` text.
-    pub time_zone: Option<Result<NamedZone, String>>,
+    pub time_zone: Option<Result<NamedZone, Box<str>>>,
     /// `ParseStandard(formatSchedule(..))`; the error is robfig's text.
-    pub schedule: Result<Schedule, String>,
+    pub schedule: Result<Schedule, Box<str>>,
 }
 
 impl ScheduleSetup {
     pub(crate) fn new(raw: &str, time_zone: Option<&str>) -> Self {
         let tz_in_schedule = raw.contains("TZ");
-        let loaded = time_zone.map(go_load_location);
+        let loaded = time_zone.map(|name| go_load_location(name).map_err(String::into_boxed_str));
         let formatted = match (time_zone, &loaded) {
             (Some(name), Some(Ok(_))) if !tz_in_schedule => format!("TZ={name} {raw}"),
             _ => raw.to_owned(),
         };
-        let schedule = schedule::parse(&formatted).map_err(|e| robfig_message(&e, &formatted));
+        let schedule = schedule::parse(&formatted)
+            .map_err(|e| robfig_message(&e, &formatted).into_boxed_str());
         Self {
             tz_in_schedule,
             time_zone: loaded,

@@ -444,7 +444,7 @@ impl Engine<'_> {
         if let (Some(Err(error)), Some(time_zone)) = (&spec.setup.time_zone, &spec.time_zone) {
             self.events.push(Event::unknown_time_zone(time_zone, error));
             self.decisions.push(Decision::UnknownTimeZone {
-                time_zone: time_zone.clone(),
+                time_zone: time_zone.to_string(),
             });
             return Exit::Requeue(Requeue::Never);
         }
@@ -477,7 +477,7 @@ impl Engine<'_> {
                 self.events
                     .push(Event::unparseable_schedule(&spec.schedule, error));
                 self.decisions.push(Decision::Unparseable {
-                    error: error.clone(),
+                    error: error.to_string(),
                 });
                 return Exit::Requeue(Requeue::Never);
             }

@@ -8,6 +8,7 @@ fn parse_error(schedule: &str) -> String {
     ScheduleSetup::new(schedule, None)
         .schedule
         .expect_err(schedule)
+        .into()
 }
 
 #[test]

@@ -110,14 +110,6 @@ pub const JOIN_GRACE: Duration = Duration::from_secs(2);
 /// termination grace period (30 s).
 pub const DRAIN: Duration = Duration::from_secs(15);
 
-/// A key this replica owns: its CronJob's UID, and since when it waits to
-/// start (`None` once started).
-#[derive(Debug, Clone)]
-struct OwnedKey {
-    uid: Arc<str>,
-    waiting_since: Option<Instant>,
-}
-
 /// The protocol's state for one replica.
 pub struct Ownership {
     me: String,
@@ -134,12 +126,16 @@ pub struct Ownership {
     publications: u64,
     /// Ordered, so that every run of the same inputs gives the same
     /// commands in the same order (the simulation replays seeds exactly).
-    keys: BTreeMap<Arc<str>, OwnedKey>,
+    /// The keys this replica owns, each with its CronJob's UID.
+    keys: BTreeMap<Arc<str>, Arc<str>>,
     /// Owned keys whose actor has not made its first decision (readiness),
-    /// and how many owned keys wait to start: kept, not counted, because
-    /// they are asked after every message.
+    /// and the owned keys that wait to start, since when: kept, not
+    /// counted, because they are asked after every message. Apart from
+    /// `keys`, which would otherwise hold 16 bytes of "since" for every
+    /// running key too (about 24 bytes a CronJob at 10^6 with the tree's
+    /// spare room).
     unarmed: BTreeSet<Arc<str>>,
-    waiting: usize,
+    waiting: BTreeMap<Arc<str>, Instant>,
     /// Actors told to stop that have not reported back: key -> the CronJob's
     /// UID and when the stop was asked.
     stopping: BTreeMap<Arc<str>, (Arc<str>, Instant)>,
@@ -176,7 +172,7 @@ impl Ownership {
             publications: 0,
             keys: BTreeMap::new(),
             unarmed: BTreeSet::new(),
-            waiting: 0,
+            waiting: BTreeMap::new(),
             stopping: BTreeMap::new(),
             loads_in_flight: 0,
             published_in_join: false,
@@ -297,15 +293,9 @@ impl Ownership {
         if !self.owns(&uid) {
             return;
         }
-        self.keys.insert(
-            key.clone(),
-            OwnedKey {
-                uid: uid.clone(),
-                waiting_since: Some(now),
-            },
-        );
+        self.keys.insert(key.clone(), uid.clone());
         self.unarmed.insert(key.clone());
-        self.waiting += 1;
+        self.waiting.insert(key.clone(), now);
         out.push(Command::Spawn {
             key: key.clone(),
             uid,
@@ -313,19 +303,17 @@ impl Ownership {
         self.start_waiting(Some(&key), now, out);
     }
 
-    /// Drops `key` from the owned keys; returns what was owned.
-    fn forget(&mut self, key: &str) -> Option<(Arc<str>, OwnedKey)> {
-        let (key, owned) = self.keys.remove_entry(key)?;
+    /// Drops `key` from the owned keys; returns it with its CronJob's UID.
+    fn forget(&mut self, key: &str) -> Option<(Arc<str>, Arc<str>)> {
+        let (key, uid) = self.keys.remove_entry(key)?;
         self.unarmed.remove(&key);
-        if owned.waiting_since.is_some() {
-            self.waiting -= 1;
-        }
-        Some((key, owned))
+        self.waiting.remove(&key);
+        Some((key, uid))
     }
 
     fn stop(&mut self, key: &str, now: Instant, out: &mut Vec<Command>) {
-        if let Some((key, owned)) = self.forget(key) {
-            self.stopping.insert(key.clone(), (owned.uid, now));
+        if let Some((key, uid)) = self.forget(key) {
+            self.stopping.insert(key.clone(), (uid, now));
             out.push(Command::Stop { key });
         }
     }
@@ -497,7 +485,7 @@ impl Ownership {
         let lost: Vec<Arc<str>> = self
             .keys
             .iter()
-            .filter(|(_, owned)| target.owner(&owned.uid) != Some(self.me.as_str()))
+            .filter(|(_, uid)| target.owner(uid) != Some(self.me.as_str()))
             .map(|(key, _)| key.clone())
             .collect();
         tracing::info!(members = ?live, lost = lost.len(), "ring changed");

@@ -28,21 +28,17 @@ impl Ownership {
 
     /// Whether `key` is owned here but waits for its previous owner.
     pub fn is_waiting(&self, key: &str) -> bool {
-        self.keys
-            .get(key)
-            .is_some_and(|owned| owned.waiting_since.is_some())
+        self.waiting.contains_key(key)
     }
 
     /// Whether an actor of CronJob `uid` is the one for `key`.
     pub fn has(&self, key: &str, uid: &str) -> bool {
-        self.keys.get(key).is_some_and(|owned| *owned.uid == *uid)
+        self.keys.get(key).is_some_and(|owned| **owned == *uid)
     }
 
     /// Whether the actor of `key` has been started.
     pub fn is_running(&self, key: &str) -> bool {
-        self.keys
-            .get(key)
-            .is_some_and(|owned| owned.waiting_since.is_none())
+        self.keys.contains_key(key) && !self.waiting.contains_key(key)
     }
 
     pub fn loads_in_flight(&self) -> usize {
@@ -70,15 +66,15 @@ impl Ownership {
 
     /// Owned actors, and how many of them still wait to start.
     pub fn counts(&self) -> (usize, usize) {
-        (self.keys.len(), self.waiting)
+        (self.keys.len(), self.waiting.len())
     }
 
     /// The keys whose actors run (unsorted: sorting is the reader's job).
     pub fn running_keys(&self) -> Vec<String> {
         self.keys
-            .iter()
-            .filter(|(_, owned)| owned.waiting_since.is_none())
-            .map(|(key, _)| key.to_string())
+            .keys()
+            .filter(|key| !self.waiting.contains_key(*key))
+            .map(|key| key.to_string())
             .collect()
     }
 
@@ -93,14 +89,14 @@ impl Ownership {
         let mut waiting_for: HashMap<String, usize> = HashMap::new();
         if let Some(target) = self.phase.target().cloned() {
             let (peers, own) = self.peers(now);
-            for owned in self.keys.values().filter(|o| o.waiting_since.is_some()) {
-                let blocker =
-                    match handoff::decide(&self.me, &owned.uid, &target, own.as_deref(), &peers) {
-                        KeyDecision::WaitFor(peer) => peer,
-                        KeyDecision::WaitForOwnView => "own view not published yet".to_owned(),
-                        KeyDecision::Run => "starting".to_owned(),
-                        KeyDecision::NotOurs => "stopping".to_owned(),
-                    };
+            for uid in self.waiting.keys().filter_map(|key| self.keys.get(key)) {
+                let blocker = match handoff::decide(&self.me, uid, &target, own.as_deref(), &peers)
+                {
+                    KeyDecision::WaitFor(peer) => peer,
+                    KeyDecision::WaitForOwnView => "own view not published yet".to_owned(),
+                    KeyDecision::Run => "starting".to_owned(),
+                    KeyDecision::NotOurs => "stopping".to_owned(),
+                };
                 *waiting_for.entry(blocker).or_default() += 1;
             }
         }

@@ -48,37 +48,27 @@ impl Ownership {
             return;
         };
         let target = target.clone();
-        if !self.synced || self.loads_in_flight > 0 || self.waiting == 0 {
+        if !self.synced || self.loads_in_flight > 0 || self.waiting.is_empty() {
             return;
         }
         let candidates: Vec<Arc<str>> = match only {
-            Some(key) => match self.keys.get_key_value(key) {
-                Some((key, owned)) if owned.waiting_since.is_some() => vec![key.clone()],
-                _ => return,
+            Some(key) => match self.waiting.get_key_value(key) {
+                Some((key, _)) => vec![key.clone()],
+                None => return,
             },
-            None => self
-                .keys
-                .iter()
-                .filter(|(_, owned)| owned.waiting_since.is_some())
-                .map(|(key, _)| key.clone())
-                .collect(),
+            None => self.waiting.keys().cloned().collect(),
         };
         if candidates.is_empty() {
             return;
         }
         let (peers, own_view) = self.peers(now);
         for key in candidates {
-            let Some(uid) = self.keys.get(&key).map(|owned| owned.uid.clone()) else {
+            let Some(uid) = self.keys.get(&key).cloned() else {
                 continue;
             };
             match handoff::decide(&self.me, &uid, &target, own_view.as_deref(), &peers) {
                 KeyDecision::Run => {
-                    if let Some(since) = self
-                        .keys
-                        .get_mut(&key)
-                        .and_then(|owned| owned.waiting_since.take())
-                    {
-                        self.waiting -= 1;
+                    if let Some(since) = self.waiting.remove(&key) {
                         out.push(Command::Start {
                             waited: now.saturating_duration_since(since),
                             key,

@@ -473,7 +473,7 @@ impl Handler<ActorReport> for Supervisor {
 
     fn handle(&mut self, report: ActorReport, ctx: &mut Self::Context) {
         let input = match report {
-            ActorReport::Armed { key } => Input::ActorArmed { key: key.into() },
+            ActorReport::Armed { key } => Input::ActorArmed { key },
             ActorReport::Stopped {
                 key,
                 uid,
@@ -483,10 +483,7 @@ impl Handler<ActorReport> for Supervisor {
                     tracing::warn!(cronjob = %key, %slot, "a started slot is not recorded in the CronJob's status yet; remembered for its next actor here");
                     self.unrecorded.remember(&uid, slot);
                 }
-                Input::ActorStopped {
-                    key: key.into(),
-                    uid: uid.into(),
-                }
+                Input::ActorStopped { key, uid }
             }
         };
         self.step(input, now(), ctx, None);
