@@ -87,9 +87,14 @@ pub fn run(args: &ExplainArgs, out: &mut impl Write) -> Result<(), ExplainError>
         (None, None) => return Ok(()),
     };
     let (cronjob_api, kind) = load_cronjob(path)?;
-    let cronjob = CronJobView::from_api(&cronjob_api)
-        .map(|view| CronJobView { kind, ..view })
-        .map_err(|source| ExplainError::Incomplete {
+    let spec = std::sync::Arc::new(crate::reconcile::SpecView::new(&cronjob_api.spec));
+    let cronjob = CronJobView::from_parts(
+        kind,
+        &cronjob_api.metadata,
+        cronjob_api.status.as_ref(),
+        spec,
+    )
+    .map_err(|source| ExplainError::Incomplete {
             path: display(path),
             source,
         })?;
