@@ -95,9 +95,9 @@ pub fn run(args: &ExplainArgs, out: &mut impl Write) -> Result<(), ExplainError>
         spec,
     )
     .map_err(|source| ExplainError::Incomplete {
-            path: display(path),
-            source,
-        })?;
+        path: display(path),
+        source,
+    })?;
     let jobs = match &args.jobs {
         Some(path) => load_jobs(path)?,
         None => Vec::new(),
