@@ -152,6 +152,20 @@ impl std::fmt::Display for CronJobKind {
 mod tests {
     use super::*;
 
+    /// The per-CronJob metrics read a key without this module (telemetry
+    /// sits beside the layers): both readings must agree.
+    #[test]
+    fn the_metrics_read_a_key_as_its_kind_wrote_it() {
+        for kind in CronJobKind::ALL {
+            let key = kind.key("team-a", "nightly");
+            assert_eq!(CronJobKind::parse_key(&key), (kind, "team-a", "nightly"));
+            assert_eq!(
+                crate::telemetry::cronjob_series::key_parts(&key),
+                (kind.group(), "team-a", "nightly")
+            );
+        }
+    }
+
     #[test]
     fn each_kind_round_trips_through_its_api_version() {
         for kind in CronJobKind::ALL {

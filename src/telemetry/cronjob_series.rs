@@ -17,7 +17,6 @@
 //! `Arc`ed atomic and a cloned label set per series, several times more).
 //! The map is bounded by the CronJobs this replica owns.
 
-use crate::reconcile::CronJobKind;
 use jiff::Timestamp;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -83,7 +82,7 @@ pub fn seconds(t: Option<Timestamp>) -> u32 {
 }
 
 /// The records of the CronJobs this replica owns, by key
-/// ([`CronJobKind::key`]).
+/// (`reconcile::CronJobKind::key`).
 #[derive(Debug)]
 pub struct CronJobSeries {
     enabled: bool,
@@ -169,13 +168,29 @@ impl CronJobSeries {
     }
 }
 
+/// The API group, namespace and name of a CronJob's key: `namespace/name`
+/// for batch/v1, `group/namespace/name` for another group (the two forms of
+/// `reconcile::CronJobKind::key`, which this layer does not import; a test
+/// there keeps the two readings the same).
+pub fn key_parts(key: &str) -> (&str, &str, &str) {
+    let mut parts = key.splitn(3, '/');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(group), Some(namespace), Some(name)) => (group, namespace, name),
+        (namespace, name, _) => (
+            "batch",
+            namespace.unwrap_or_default(),
+            name.unwrap_or_default(),
+        ),
+    }
+}
+
 /// The label set of one CronJob, from its key.
 fn labels(key: &str) -> [(&'static str, &str); 3] {
-    let (kind, namespace, name) = CronJobKind::parse_key(key);
+    let (group, namespace, name) = key_parts(key);
     [
         ("namespace", namespace),
         ("cronjob", name),
-        ("group", kind.group()),
+        ("group", group),
     ]
 }
 
@@ -272,8 +287,8 @@ mod tests {
     fn each_owned_cronjob_is_exported_once_with_its_kind_and_skips_count_once_per_slot() {
         let series = Arc::new(CronJobSeries::new(true));
         let slot: Timestamp = "2026-11-26T10:00:00Z".parse().expect("a time");
-        let batch: Arc<str> = CronJobKind::Batch.key("team-a", "nightly").into();
-        let crd: Arc<str> = CronJobKind::Shardcron.key("team-a", "nightly").into();
+        let batch: Arc<str> = "team-a/nightly".into();
+        let crd: Arc<str> = "shardcron.io/team-a/nightly".into();
         series.update(&batch, |r| {
             r.next_schedule = 1_764_151_200;
             r.last_schedule = 1_764_064_800;
