@@ -87,17 +87,11 @@ pub fn run(args: &ExplainArgs, out: &mut impl Write) -> Result<(), ExplainError>
         (None, None) => return Ok(()),
     };
     let (cronjob_api, kind) = load_cronjob(path)?;
-    let spec = std::sync::Arc::new(crate::reconcile::SpecView::new(&cronjob_api.spec));
-    let cronjob = CronJobView::from_parts(
-        kind,
-        &cronjob_api.metadata,
-        cronjob_api.status.as_ref(),
-        spec,
-    )
-    .map_err(|source| ExplainError::Incomplete {
-        path: display(path),
-        source,
-    })?;
+    let cronjob =
+        CronJobView::of_kind(kind, &cronjob_api).map_err(|source| ExplainError::Incomplete {
+            path: display(path),
+            source,
+        })?;
     let jobs = match &args.jobs {
         Some(path) => load_jobs(path)?,
         None => Vec::new(),

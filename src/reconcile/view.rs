@@ -218,22 +218,16 @@ pub enum ViewError {
 }
 
 impl CronJobView {
-    /// Builds the view, compiling the spec. Use [`CronJobView::with_spec`] to
-    /// reuse a spec that did not change.
+    /// Builds the view of a batch/v1 CronJob, compiling the spec.
     pub fn from_api(cronjob: &CronJob) -> Result<Self, ViewError> {
-        let spec = Arc::new(SpecView::new(&cronjob.spec));
-        Self::with_spec(cronjob, spec)
+        Self::of_kind(CronJobKind::Batch, cronjob)
     }
 
-    /// Builds the view around an already compiled spec (the actor keeps the
-    /// `Arc` while only the status or metadata change).
-    pub fn with_spec(cronjob: &CronJob, spec: Arc<SpecView>) -> Result<Self, ViewError> {
-        Self::from_parts(
-            CronJobKind::Batch,
-            &cronjob.metadata,
-            cronjob.status.as_ref(),
-            spec,
-        )
+    /// Builds the view of `cronjob` served as `kind` (the CRD's objects
+    /// have batch/v1's shape), compiling the spec.
+    pub fn of_kind(kind: CronJobKind, cronjob: &CronJob) -> Result<Self, ViewError> {
+        let spec = Arc::new(SpecView::new(&cronjob.spec));
+        Self::from_parts(kind, &cronjob.metadata, cronjob.status.as_ref(), spec)
     }
 
     /// Its namespace (from its key).
