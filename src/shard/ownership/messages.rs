@@ -117,10 +117,16 @@ pub enum Command {
     /// the protocol keeps: the shell's maps share them (one allocation per
     /// CronJob, however many maps index it).
     Spawn { key: Arc<str>, uid: Arc<str> },
-    /// Let the actor of `key` decide; it waited `waited` for the hand-off.
-    Start { key: Arc<str>, waited: Duration },
-    /// Stop the actor of `key` (it reports [`Input::ActorStopped`]).
-    Stop { key: Arc<str> },
+    /// Let the actor of `key` (of CronJob `uid`) decide; it waited `waited`
+    /// for the hand-off.
+    Start {
+        key: Arc<str>,
+        uid: Arc<str>,
+        waited: Duration,
+    },
+    /// Stop the actor of `key` (of CronJob `uid`; it reports
+    /// [`Input::ActorStopped`]).
+    Stop { key: Arc<str>, uid: Arc<str> },
     /// The ring acted on changed (`None`: none, after a lapse); `lost` keys
     /// were stopped. Forget the Jobs of CronJobs no longer owned.
     RingChanged {

@@ -313,8 +313,8 @@ impl Ownership {
 
     fn stop(&mut self, key: &str, now: Instant, out: &mut Vec<Command>) {
         if let Some((key, uid)) = self.forget(key) {
-            self.stopping.insert(key.clone(), (uid, now));
-            out.push(Command::Stop { key });
+            self.stopping.insert(key.clone(), (uid.clone(), now));
+            out.push(Command::Stop { key, uid });
         }
     }
 

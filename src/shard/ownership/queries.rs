@@ -5,6 +5,7 @@ use super::{JOIN_GRACE, Ownership, Phase};
 use crate::shard::debug::{MemberReport, ShardReport};
 use crate::shard::handoff::{self, KeyDecision};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 impl Ownership {
@@ -29,6 +30,11 @@ impl Ownership {
     /// Whether `key` is owned here but waits for its previous owner.
     pub fn is_waiting(&self, key: &str) -> bool {
         self.waiting.contains_key(key)
+    }
+
+    /// The UID of the CronJob whose actor is the one for `key`.
+    pub fn uid_of(&self, key: &str) -> Option<&Arc<str>> {
+        self.keys.get(key)
     }
 
     /// Whether an actor of CronJob `uid` is the one for `key`.

@@ -444,7 +444,7 @@ impl World {
                 let after = self.rng.between(1, 50);
                 self.schedule(replica, after, Event::ActorArmed { key });
             }
-            Command::Stop { key } => {
+            Command::Stop { key, .. } => {
                 process.stopping |= key_bit(&key);
                 // Finishing the decision in flight: usually quick, now and
                 // then stuck behind a slow request.

@@ -72,6 +72,7 @@ impl Ownership {
                         out.push(Command::Start {
                             waited: now.saturating_duration_since(since),
                             key,
+                            uid,
                         });
                     }
                 }

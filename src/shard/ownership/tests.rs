@@ -48,6 +48,15 @@ fn published(commands: &[Command]) -> Option<Publication> {
     })
 }
 
+/// The stop of the actor of `key`, whose CronJob's UID the tests name
+/// `uid-{key}`.
+fn stop(key: &str) -> Command {
+    Command::Stop {
+        key: key.into(),
+        uid: format!("uid-{key}").into(),
+    }
+}
+
 fn started(commands: &[Command]) -> Vec<&str> {
     commands
         .iter()
@@ -217,6 +226,7 @@ fn keys_start_only_after_the_load_and_the_echo_of_this_very_publication() {
         commands,
         [Command::Start {
             key: "ns/a".into(),
+            uid: "uid-ns/a".into(),
             waited: Duration::from_secs(1)
         }]
     );
@@ -240,7 +250,7 @@ fn a_key_a_live_peer_still_claims_waits_until_the_peer_lets_go() {
         |key: &str| Ring::new(["r0", "r1"]).owner(&format!("uid-ns/{key}")) == Some("r0");
     let stopped = commands
         .iter()
-        .any(|c| matches!(c, Command::Stop { key } if &**key == "ns/a"));
+        .any(|c| matches!(c, Command::Stop { key, .. } if &**key == "ns/a"));
     assert_eq!(stopped, !ours_in_both("a"));
     // Publishing waits for the stop to be reported.
     assert_eq!(published(&commands).is_some(), ours_in_both("a"));
@@ -287,7 +297,7 @@ fn a_lapse_stops_everything_and_rejoins_once_stopped() {
     assert_eq!(
         commands,
         [
-            Command::Stop { key: "ns/a".into() },
+            stop("ns/a"),
             Command::RingChanged {
                 target: None,
                 lost: 1
@@ -371,7 +381,7 @@ fn shutdown_releases_the_lease_once_every_actor_stopped() {
     let t0 = Instant::now();
     let (mut o, _) = serving_alone(t0);
     let commands = o.on(Input::Shutdown, t0);
-    assert_eq!(commands, [Command::Stop { key: "ns/a".into() }]);
+    assert_eq!(commands, [stop("ns/a")]);
     assert!(o.on(VALID, t0).is_empty(), "a tick changes nothing now");
     assert!(
         o.on(seen_cronjob("ns/b"), t0).is_empty(),
@@ -406,7 +416,7 @@ fn a_recreated_cronjob_replaces_its_actor_and_readiness_waits_for_arming() {
     assert_eq!(
         commands[..2],
         [
-            Command::Stop { key: "ns/a".into() },
+            stop("ns/a"),
             Command::Spawn {
                 key: "ns/a".into(),
                 uid: "other".into()
@@ -476,9 +486,7 @@ fn a_graceful_stop_runs_its_keys_until_the_peer_has_loaded_them() {
     let commands = o.on(VALID, t0 + Duration::from_secs(2));
     assert_eq!(
         commands,
-        [Command::Stop {
-            key: key.as_str().into()
-        }]
+        [stop(&key)]
     );
     let commands = o.on(
         Input::ActorStopped {
@@ -502,9 +510,7 @@ fn a_graceful_stop_waits_for_its_peer_no_longer_than_the_drain() {
     let commands = o.on(VALID, t0 + Duration::from_secs(5));
     assert_eq!(
         commands,
-        [Command::Stop {
-            key: key.as_str().into()
-        }]
+        [stop(&key)]
     );
 }
 

@@ -113,17 +113,17 @@ impl ScopeState {
     }
 }
 
-/// Whether the CronJob with UID `owner_uid` has an actor here (`keys_by_uid`)
+/// Whether the CronJob with UID `owner_uid` has an actor here (`actors`)
 /// and lives in `namespace`: a Job counts only for a CronJob of its own
 /// namespace.
 pub(super) fn has_actor_in(
-    keys_by_uid: &std::collections::HashMap<Arc<str>, Arc<str>>,
+    actors: &std::collections::HashMap<Arc<str>, super::Running>,
     namespace: &str,
     owner_uid: &str,
 ) -> bool {
-    keys_by_uid
+    actors
         .get(owner_uid)
-        .is_some_and(|key| CronJobKind::parse_key(key).1 == namespace)
+        .is_some_and(|running| CronJobKind::parse_key(&running.key).1 == namespace)
 }
 
 impl Supervisor {
@@ -136,7 +136,7 @@ impl Supervisor {
         let key = cronjob.key();
         let uid = cronjob.metadata.uid.as_deref().unwrap_or_default();
         if self.ownership.has(&key, uid) {
-            if let Some(running) = self.actors.get(key.as_str()) {
+            if let Some(running) = self.actors.get(uid) {
                 running.addr.do_send(Update::CronJob(Box::new(cronjob)));
             }
             return;
@@ -167,7 +167,7 @@ impl Supervisor {
             Some(false) => job.owner_uid = None,
             None => {}
         }
-        let keys = &self.keys_by_uid;
+        let keys = &self.actors;
         for route in self
             .jobs
             .apply(job, |ns, owner| has_actor_in(keys, ns, owner))
@@ -180,7 +180,7 @@ impl Supervisor {
         if self.ownership.loads_in_flight() > 0 {
             self.tombstones.insert(uid.to_owned());
         }
-        let keys = &self.keys_by_uid;
+        let keys = &self.actors;
         if let Some(route) = self
             .jobs
             .delete(uid, |ns, owner| has_actor_in(keys, ns, owner))
@@ -196,11 +196,7 @@ impl Supervisor {
                 (owner_uid, Update::JobGone { uid: job_uid })
             }
         };
-        if let Some(running) = self
-            .keys_by_uid
-            .get(owner_uid.as_str())
-            .and_then(|key| self.actors.get(key))
-        {
+        if let Some(running) = self.actors.get(owner_uid.as_str()) {
             running.addr.do_send(update);
         }
     }
@@ -255,7 +251,8 @@ impl Handler<CronJobWatch> for Supervisor {
                 let in_scope = &self.scopes[scope];
                 let known: Vec<&Arc<str>> = self
                     .actors
-                    .keys()
+                    .values()
+                    .map(|running| &running.key)
                     .filter(|key| {
                         let (of_kind, namespace, _) = CronJobKind::parse_key(key);
                         of_kind == kind && in_scope.covers(namespace)

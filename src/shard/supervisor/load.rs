@@ -144,8 +144,8 @@ impl Handler<LoadPage> for Supervisor {
             }
             // `on_cronjob` hands a known CronJob to its actor as the watch's
             // versions are handed.
-            match self.actors.get(cronjob.key().as_str()) {
-                Some(running) if *running.uid != *uid => {}
+            match self.ownership.uid_of(&cronjob.key()) {
+                Some(known) if **known != *uid && self.actors.contains_key(known) => {}
                 _ => self.on_cronjob(cronjob, now, ctx),
             }
         }

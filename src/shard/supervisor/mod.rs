@@ -107,11 +107,11 @@ struct ShardSetup {
     client: Client,
 }
 
-/// An actor here. Its key and UID are shared with the protocol's map and
-/// `keys_by_uid` (at 10^6 CronJobs each copy of the two strings cost about
-/// 50 bytes a CronJob).
+/// An actor here, in [`Supervisor::actors`] under its CronJob's UID. Its
+/// key and UID are the protocol's (at 10^6 CronJobs each copy of the two
+/// strings cost about 50 bytes a CronJob).
 struct Running {
-    uid: Arc<str>,
+    key: Arc<str>,
     addr: Address<CronJobActor>,
 }
 
@@ -127,8 +127,11 @@ pub struct Supervisor {
     leases: Relist<String>,
     ownership: Ownership,
     setup: ShardSetup,
+    /// The actors here by their CronJob's UID: Jobs name their CronJob by
+    /// UID, and the protocol maps a key to its UID (one table, not one by
+    /// key and one by UID: at 10^6 CronJobs a hash table costs 60-120 bytes
+    /// a CronJob).
     actors: HashMap<Arc<str>, Running>,
-    keys_by_uid: HashMap<Arc<str>, Arc<str>>,
     jobs: JobIndex,
     /// Slots started but not recorded, from stopped actors to their CronJobs' next.
     unrecorded: UnrecordedSlots,
@@ -218,7 +221,6 @@ impl Supervisor {
             leases: Relist::default(),
             setup,
             actors: HashMap::new(),
-            keys_by_uid: HashMap::new(),
             jobs: JobIndex::default(),
             unrecorded: UnrecordedSlots::default(),
             tombstones: HashSet::new(),
@@ -253,8 +255,8 @@ impl Supervisor {
                         queue.extend(self.ownership.on(Input::SpawnFailed { key }, now));
                     }
                 }
-                Command::Start { key, waited } => {
-                    if let Some(running) = self.actors.get(&key) {
+                Command::Start { uid, waited, .. } => {
+                    if let Some(running) = self.actors.get(&uid) {
                         running.addr.do_send(Update::Start);
                     }
                     self.actor_services
@@ -262,10 +264,9 @@ impl Supervisor {
                         .handoff_wait
                         .observe(waited.as_secs_f64());
                 }
-                Command::Stop { key } => {
-                    if let Some(running) = self.actors.remove(&key) {
+                Command::Stop { uid, .. } => {
+                    if let Some(running) = self.actors.remove(&uid) {
                         running.addr.do_send(Update::Stop);
-                        self.keys_by_uid.remove(&running.uid);
                     }
                 }
                 Command::RingChanged { target, lost } => {
@@ -348,11 +349,10 @@ impl Supervisor {
         let dispatcher = &self.dispatchers[self.next_dispatcher % self.dispatchers.len()];
         self.next_dispatcher = self.next_dispatcher.wrapping_add(1);
         let addr = dispatcher.start_actor(actor);
-        self.keys_by_uid.insert(uid.clone(), key.clone());
         self.actors.insert(
-            key.clone(),
+            uid.clone(),
             Running {
-                uid: uid.clone(),
+                key: key.clone(),
                 addr,
             },
         );

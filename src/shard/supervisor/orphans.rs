@@ -56,7 +56,7 @@ impl Supervisor {
         let meta = &job.job.metadata;
         let held_and_going = crate::reconcile::is_held(meta) && meta.deletion_timestamp.is_some();
         if !held_and_going
-            || super::intake::has_actor_in(&self.keys_by_uid, &job.namespace, owner_uid)
+            || super::intake::has_actor_in(&self.actors, &job.namespace, owner_uid)
             || self.orphan_checks.contains(&job.uid)
         {
             return;

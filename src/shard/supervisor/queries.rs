@@ -32,7 +32,11 @@ impl Handler<Locate> for Supervisor {
     type Result = MessageResult<Locate>;
 
     fn handle(&mut self, message: Locate, _: &mut Self::Context) -> Self::Result {
-        if let Some(running) = self.actors.get(message.key.as_str()) {
+        if let Some(running) = self
+            .ownership
+            .uid_of(&message.key)
+            .and_then(|uid| self.actors.get(uid))
+        {
             return MessageResult(Located::Running(running.addr.clone()));
         }
         if self.ownership.is_waiting(&message.key) {
