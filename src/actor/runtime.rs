@@ -49,9 +49,10 @@ pub trait Actor: Send + Sized + 'static {
 
 struct Mail<M> {
     /// Boxed, and only while there is mail: an idle actor holds no queue,
-    /// and the cell of a CronJob's actor stays within 384 bytes, one of
+    /// and the cell of a CronJob's actor stays within 320 bytes, one of
     /// mimalloc's size classes (a `VecDeque` inline is 24 bytes more, and
-    /// put every actor in the next class, 448 bytes: 64 bytes a CronJob).
+    /// would put every actor in the next class, 384 bytes: 64 bytes a
+    /// CronJob).
     #[allow(clippy::box_collection)] // the point: a thin pointer inline
     queue: Option<Box<VecDeque<M>>>,
     /// In its dispatcher's queue (or being run): a send need not queue it.

@@ -403,7 +403,7 @@ mod tests {
         assert_eq!(LeanCronJob::from(&full).metadata.annotations, Some(kept));
         let view = lean.view(Arc::new(lean.spec_view())).expect("a view");
         assert_eq!(
-            view.status.last_schedule_time,
+            view.status.last_schedule_time.get(),
             Some("2024-03-01T10:00:00Z".parse().unwrap())
         );
         let none: LeanCronJob =

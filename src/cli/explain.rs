@@ -238,8 +238,8 @@ fn to_json(explained: &Explained) -> Value {
         "events": events,
         "status": {
             "active": active,
-            "lastScheduleTime": outcome.status.last_schedule_time.map(|t| t.to_string()),
-            "lastSuccessfulTime": outcome.status.last_successful_time.map(|t| t.to_string()),
+            "lastScheduleTime": outcome.status.last_schedule_time.get().map(|t| t.to_string()),
+            "lastSuccessfulTime": outcome.status.last_successful_time.get().map(|t| t.to_string()),
         },
         "statusChanged": outcome.status_changed,
         "options": {
@@ -359,8 +359,8 @@ fn write_text(
             "unchanged"
         },
         active.join(", "),
-        show(outcome.status.last_schedule_time),
-        show(outcome.status.last_successful_time),
+        show(outcome.status.last_schedule_time.get()),
+        show(outcome.status.last_successful_time.get()),
     )?;
     match &outcome.requeue {
         Requeue::At(t) => writeln!(out, "next wake-up: {t}"),

@@ -74,6 +74,7 @@
 //! `status.active` but not in the one read), later changes are made to the
 //! live copy while the status written is the one read.
 
+mod compact_time;
 mod decision;
 mod events;
 mod history;
@@ -92,6 +93,7 @@ mod view;
 #[cfg(test)]
 mod tests;
 
+pub use compact_time::CompactTime;
 pub use decision::{Decision, SkipReason, skipped_slot, slot_outcome};
 pub use events::{Event, EventType, MAX_NOTE_BYTES, Reason, cut_text, rfc1123z_utc};
 pub use history::{OverHistoryLimit, by_start_time, over_limit};

@@ -184,9 +184,13 @@ impl Options {
             }
         }
         if let Some(value) = annotations.get(RUN_NOW_ANNOTATION) {
-            match value.parse::<jiff::Timestamp>() {
-                Ok(requested) => options.run_now = Some(requested),
-                Err(_) => options.note_invalid(
+            // To the whole second: the time is the Job's slot and becomes
+            // `lastScheduleTime`, which the API keeps to the second, and
+            // which must then serve the request.
+            let whole = |t: jiff::Timestamp| jiff::Timestamp::from_second(t.as_second()).ok();
+            match value.parse::<jiff::Timestamp>().ok().and_then(whole) {
+                Some(requested) => options.run_now = Some(requested),
+                None => options.note_invalid(
                     RUN_NOW_ANNOTATION,
                     value,
                     "an RFC 3339 instant, such as 2026-11-26T09:30:00Z (shardcron trigger writes it)",

@@ -128,7 +128,7 @@ pub fn streak_update(
         .iter()
         .filter(|job| job.succeeded)
         .filter_map(|job| job.completion_time)
-        .chain(cronjob.status.last_successful_time)
+        .chain(cronjob.status.last_successful_time.get())
         .max();
     let floor = last_success.max(state.paused_at);
     let mut streak: Vec<FailedJob> = state.counted.clone();

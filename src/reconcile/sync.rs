@@ -191,7 +191,7 @@ impl Engine<'_> {
         else {
             return;
         };
-        self.cj.status.last_schedule_time = Some(slot);
+        self.cj.status.last_schedule_time = slot.into();
         self.update_status = true;
         self.decisions.push(Decision::RecordedKnownSlot { slot });
     }
@@ -297,20 +297,20 @@ impl Engine<'_> {
         let status = &mut self.cj.status;
         let mut changed = false;
         if status.last_successful_time.is_none() {
-            status.last_successful_time = job.completion_time;
+            status.last_successful_time = job.completion_time.into();
             changed = true;
         }
-        if let (Some(done), Some(last)) = (job.completion_time, status.last_successful_time)
+        if let (Some(done), Some(last)) = (job.completion_time, status.last_successful_time.get())
             && done > last
         {
-            status.last_successful_time = Some(done);
+            status.last_successful_time = done.into();
             changed = true;
         }
         if changed {
             self.update_status = true;
             self.decisions.push(Decision::LastSuccessful {
                 job: job.name.clone(),
-                time: status.last_successful_time,
+                time: status.last_successful_time.get(),
             });
         }
     }
@@ -492,7 +492,7 @@ impl Engine<'_> {
             schedule,
             zone: input.default_zone,
             created,
-            last_scheduled: status.last_schedule_time,
+            last_scheduled: status.last_schedule_time.get(),
             starting_deadline_seconds: spec.starting_deadline_seconds,
             once_per_wall_time,
             catch_up_window,
@@ -509,7 +509,7 @@ impl Engine<'_> {
             let slots = slots(status, created);
             slots.next(slots.nominal(now))
         };
-        let created = self.cj.created;
+        let created = self.cj.created();
         let (slot, missed) = match slots(&self.cj.status, created).due(now) {
             Err(error) => {
                 let error = error.to_string();
@@ -549,7 +549,7 @@ impl Engine<'_> {
             .active
             .iter()
             .any(|r| ref_name(r) == name && ref_namespace(r) == namespace)
-            || status.last_schedule_time == Some(slot)
+            || status.last_schedule_time.get() == Some(slot)
         {
             self.decisions
                 .push(Decision::AlreadyHandled { slot, job: name });
@@ -576,7 +576,7 @@ impl Engine<'_> {
         let run_now = self.cj.options.run_now;
         let wake_up_after_start = |status: &StatusView, created| {
             let slots = slots(status, created);
-            let recorded = status.last_schedule_time == Some(slot);
+            let recorded = status.last_schedule_time.get() == Some(slot);
             match slots.catch_up(now).filter(|_| recorded) {
                 Some(next) => Requeue::At(slots.start_of(next)),
                 None if recorded && run_now.is_some_and(|requested| requested > slot) => {
@@ -617,6 +617,7 @@ impl Engine<'_> {
             .cj
             .status
             .last_schedule_time
+            .get()
             .map(|last| last + SignedDuration::from_secs(RUN_NOW_MIN_INTERVAL_SECONDS))
             .filter(|earliest| self.input.now < *earliest)
         {
@@ -684,12 +685,13 @@ impl Engine<'_> {
             .cj
             .status
             .last_schedule_time
+            .get()
             .is_some_and(|last| last >= requested)
         {
             return None;
         }
         let now = self.input.now;
-        let ignored = if requested < self.cj.created {
+        let ignored = if requested < self.cj.created() {
             "it is older than the CronJob (a manifest's copy)"
         } else if requested > now + SignedDuration::from_secs(RUN_NOW_MAX_AHEAD_SECONDS) {
             self.events.push(Event::invalid_option(&InvalidOption::new(
@@ -840,11 +842,11 @@ impl Engine<'_> {
                 // examined as usual.
                 if job.controller_uid.as_deref() != Some(&*self.cj.uid) {
                     self.decisions.push(Decision::ExistsForeign { job: name });
-                    return Exit::Requeue(wake_up(&self.cj.status, self.cj.created));
+                    return Exit::Requeue(wake_up(&self.cj.status, self.cj.created()));
                 }
                 if self.cj.status.has_uid(&job.uid) {
                     self.decisions.push(Decision::ExistsActive { job: name });
-                    return Exit::Requeue(wake_up(&self.cj.status, self.cj.created));
+                    return Exit::Requeue(wake_up(&self.cj.status, self.cj.created()));
                 }
                 self.decisions.push(Decision::ExistsRecorded { job: name });
                 job
@@ -861,9 +863,9 @@ impl Engine<'_> {
             &created.uid,
             created.resource_version.as_deref(),
         ));
-        self.cj.status.last_schedule_time = Some(slot);
+        self.cj.status.last_schedule_time = slot.into();
         self.update_status = true;
-        Exit::Requeue(wake_up(&self.cj.status, self.cj.created))
+        Exit::Requeue(wake_up(&self.cj.status, self.cj.created()))
     }
 }
 

@@ -46,8 +46,8 @@ pub fn after_update(
     let slots = Slots {
         schedule,
         zone: default_zone,
-        created: new.created,
-        last_scheduled: new.status.last_schedule_time,
+        created: new.created(),
+        last_scheduled: new.status.last_schedule_time.get(),
         starting_deadline_seconds: spec.starting_deadline_seconds,
         once_per_wall_time: new.options.once_per_wall_time(),
         catch_up_window: new.options.catch_up_window(),

@@ -6,6 +6,7 @@
 //! schedule and time zone are compiled once, when the view is built. A Job is
 //! kept as a [`JobSummary`]: the few fields the controller reads.
 
+use super::compact_time::CompactTime;
 use super::kind::CronJobKind;
 use super::options::Options;
 use super::schedule_setup::ScheduleSetup;
@@ -105,8 +106,8 @@ pub struct StatusView {
     /// `status.active`, kept as the API's ObjectReferences so that what is
     /// written back is exactly what was read, plus upstream's changes.
     pub active: Vec<ObjectReference>,
-    pub last_schedule_time: Option<Timestamp>,
-    pub last_successful_time: Option<Timestamp>,
+    pub last_schedule_time: CompactTime,
+    pub last_successful_time: CompactTime,
 }
 
 impl StatusView {
@@ -116,8 +117,8 @@ impl StatusView {
         };
         Self {
             active: status.active.clone().unwrap_or_default(),
-            last_schedule_time: status.last_schedule_time.as_ref().map(|t| t.0),
-            last_successful_time: status.last_successful_time.as_ref().map(|t| t.0),
+            last_schedule_time: status.last_schedule_time.as_ref().map(|t| t.0).into(),
+            last_successful_time: status.last_successful_time.as_ref().map(|t| t.0).into(),
         }
     }
 
@@ -133,7 +134,7 @@ impl StatusView {
             .and_then(|a| a.get(LAST_SCHEDULE_ANNOTATION))
             .and_then(|t| t.parse::<Timestamp>().ok());
         Self {
-            last_schedule_time: seed,
+            last_schedule_time: seed.into(),
             ..self
         }
     }
@@ -143,15 +144,15 @@ impl StatusView {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
         k8s_openapi::api::batch::v1::CronJobStatus {
             active: (!self.active.is_empty()).then(|| self.active.clone()),
-            last_schedule_time: self.last_schedule_time.map(Time),
-            last_successful_time: self.last_successful_time.map(Time),
+            last_schedule_time: self.last_schedule_time.get().map(Time),
+            last_successful_time: self.last_successful_time.get().map(Time),
         }
     }
 
     /// Whether `slot` is later than `lastScheduleTime` (or there is none):
     /// a slot started there is not recorded yet.
     pub fn does_not_record(&self, slot: Timestamp) -> bool {
-        Some(slot) > self.last_schedule_time
+        Some(slot) > self.last_schedule_time.get()
     }
 
     /// Upstream's `inActiveList`: an entry with this UID (a missing UID is `""`).
@@ -189,8 +190,9 @@ pub struct CronJobView {
     /// of the two strings costs about 100 bytes a CronJob.
     pub key: Arc<str>,
     pub uid: Arc<str>,
-    /// `metadata.creationTimestamp`: the baseline before the first run.
-    pub created: Timestamp,
+    /// `metadata.creationTimestamp`: the baseline before the first run
+    /// ([`Self::created`]).
+    pub created: CompactTime,
     /// `metadata.deletionTimestamp` is set: only the status is kept up to date.
     pub deleting: bool,
     pub spec: Arc<SpecView>,
@@ -240,6 +242,12 @@ impl CronJobView {
         CronJobKind::parse_key(&self.key).2
     }
 
+    /// Its `metadata.creationTimestamp` (always set: a view is not made
+    /// without one).
+    pub fn created(&self) -> Timestamp {
+        self.created.get().unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
     /// The same view, holding `key` and `uid` instead of its own copies
     /// where they are equal: the strings already allocated for this
     /// CronJob elsewhere in the replica (or by the view it replaces).
@@ -271,7 +279,8 @@ impl CronJobView {
                 .creation_timestamp
                 .as_ref()
                 .map(|t| t.0)
-                .ok_or(ViewError::MissingCreationTimestamp)?,
+                .ok_or(ViewError::MissingCreationTimestamp)?
+                .into(),
             deleting: meta.deletion_timestamp.is_some(),
             spec,
             status: StatusView::from_api(status).seeded(meta),

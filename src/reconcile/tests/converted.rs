@@ -31,7 +31,7 @@ fn the_carried_slot_is_the_baseline_and_the_slots_after_it_still_run() {
     // slot was missed during the move and runs now, as it would have.
     let cj = copy(Some("2016-05-19T09:00:00Z"));
     assert_eq!(
-        view(&cj).status.last_schedule_time,
+        view(&cj).status.last_schedule_time.get(),
         Some(ts("2016-05-19T09:00:00Z"))
     );
     assert_eq!(
@@ -60,11 +60,14 @@ fn the_status_wins_and_a_bad_annotation_is_ignored() {
         ..Default::default()
     });
     assert_eq!(
-        view(&recorded).status.last_schedule_time,
+        view(&recorded).status.last_schedule_time.get(),
         Some(ts("2016-05-19T10:00:00Z"))
     );
     assert_eq!(
-        view(&copy(Some("yesterday"))).status.last_schedule_time,
+        view(&copy(Some("yesterday")))
+            .status
+            .last_schedule_time
+            .get(),
         None
     );
 }

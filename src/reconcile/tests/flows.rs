@@ -77,7 +77,7 @@ fn a_due_slot_needs_no_lookup_and_creates_one_job() {
     assert!(plan.deletes.is_empty());
     assert_eq!(reasons(&plan.expected.events), [Reason::SuccessfulCreate]);
     assert_eq!(
-        plan.expected.status.last_schedule_time,
+        plan.expected.status.last_schedule_time.get(),
         Some(top_of_the_hour())
     );
     // Deliberate difference: the wake-up is the next slot itself, 11:00,
@@ -160,7 +160,7 @@ fn the_live_cronjob_replaces_the_working_copy_but_not_the_written_status() {
     // The create went into the live copy; the status written is the one read.
     assert!(plan.expected.status.active.is_empty());
     assert_eq!(
-        plan.expected.status.last_schedule_time,
+        plan.expected.status.last_schedule_time.get(),
         Some(ts("2016-05-19T09:00:00Z"))
     );
     assert!(plan.decisions.contains(&Decision::SwitchedToLiveCronJob {
@@ -329,7 +329,7 @@ fn a_failed_history_delete_leaves_the_job_to_the_active_reconciliation() {
     );
     assert!(outcome.status.active.is_empty());
     assert_eq!(
-        outcome.status.last_successful_time,
+        outcome.status.last_successful_time.get(),
         Some(ts("2016-05-19T09:00:10Z"))
     );
 }
@@ -652,7 +652,7 @@ fn last_successful_time_is_the_latest_completion_and_a_flag_when_missing() {
     let now = ts("2016-05-19T09:30:00Z");
     let plan = plan_of(reconcile(&input(&cj, &children, now), &LiveAnswers::new()));
     assert_eq!(
-        plan.expected.status.last_successful_time,
+        plan.expected.status.last_successful_time.get(),
         Some(ts("2016-05-19T08:00:10Z"))
     );
     assert!(plan.expected.status_changed);
@@ -663,7 +663,7 @@ fn last_successful_time_is_the_latest_completion_and_a_flag_when_missing() {
     let children = summaries(&[odd]);
     let plan = plan_of(reconcile(&input(&cj, &children, now), &LiveAnswers::new()));
     assert!(plan.expected.status_changed);
-    assert_eq!(plan.expected.status.last_successful_time, None);
+    assert_eq!(plan.expected.status.last_successful_time.get(), None);
 }
 
 #[test]

@@ -200,7 +200,7 @@ proptest! {
             let job = create.job.as_ref().unwrap();
             prop_assert_eq!(job.metadata.name.as_ref(), Some(&create.name));
             prop_assert!(!w.suspend && !w.deleting);
-            prop_assert_eq!(plan.expected.status.last_schedule_time, Some(create.scheduled_time));
+            prop_assert_eq!(plan.expected.status.last_schedule_time.get(), Some(create.scheduled_time));
         }
         if w.suspend || w.deleting {
             prop_assert!(plan.create.is_none());

@@ -52,7 +52,7 @@ fn a_request_starts_one_job_named_from_it_and_its_start_serves_it() {
     assert_eq!(annotations[RUN_NOW_ANNOTATION], REQUESTED);
     assert_eq!(annotations[SCHEDULED_TIMESTAMP_ANNOTATION], REQUESTED);
     assert_eq!(
-        first.expected.status.last_schedule_time,
+        first.expected.status.last_schedule_time.get(),
         Some(ts(REQUESTED))
     );
     assert_eq!(first.expected.status.active.len(), 1);
@@ -82,6 +82,21 @@ fn a_request_starts_one_job_named_from_it_and_its_start_serves_it() {
             .create
             .is_none()
     );
+}
+
+/// A request written by hand with a fraction of a second is its whole
+/// second: the start the API records (to the second) serves it.
+#[test]
+fn a_request_with_a_fraction_of_a_second_is_served_by_its_start() {
+    let cj = requested(Some("2016-05-19T09:30:00.75Z"));
+    let first = plan(&cj, &[], "2016-05-19T09:30:02Z");
+    let create = first.create.expect("the request's Job");
+    assert_eq!(create.scheduled_time, ts(REQUESTED));
+    let mut served = cj;
+    if let Some(status) = served.status.as_mut() {
+        status.last_schedule_time = Some(Time(ts(REQUESTED)));
+    }
+    assert!(plan(&served, &[], "2016-05-19T09:30:09Z").create.is_none());
 }
 
 #[test]

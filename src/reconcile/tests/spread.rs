@@ -72,7 +72,7 @@ fn every_slot_starts_late_by_the_offset_under_its_nominal_name() {
     );
     assert_eq!(create.start_at, at("2016-05-19T10:00:00Z", OFFSET));
     assert_eq!(
-        due.expected.status.last_schedule_time,
+        due.expected.status.last_schedule_time.get(),
         Some(ts("2016-05-19T10:00:00Z"))
     );
     assert_eq!(

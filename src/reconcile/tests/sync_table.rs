@@ -297,7 +297,7 @@ fn run_case(tc: &Case) -> Result<(), String> {
     }
     if tc.ran_previously && !tc.still_active {
         let want = tc.job_creation_time + secs(10);
-        if outcome.status.last_successful_time != Some(want) {
+        if outcome.status.last_successful_time.get() != Some(want) {
             problems.push(format!(
                 "lastSuccessfulTime {:?}, want {want}",
                 outcome.status.last_successful_time

@@ -290,7 +290,7 @@ fn upstream_job_already_exists_but_not_in_active_status() {
     // Recorded as created, without SuccessfulCreate.
     assert!(outcome.events.is_empty());
     assert_eq!(
-        outcome.status.last_schedule_time,
+        outcome.status.last_schedule_time.get(),
         Some(just_before_the_hour())
     );
 }
@@ -381,11 +381,13 @@ fn upstream_update_cron_job() {
         key: "/".into(),
         uid: "".into(),
         // Upstream's objects have no creationTimestamp: Go's zero time.
-        created: jiff::Timestamp::from_second(-62_135_596_800).unwrap(),
+        created: jiff::Timestamp::from_second(-62_135_596_800)
+            .unwrap()
+            .into(),
         deleting: false,
         spec: Arc::new(spec),
         status: StatusView {
-            last_schedule_time: last,
+            last_schedule_time: last.into(),
             ..StatusView::default()
         },
         options: Default::default(),

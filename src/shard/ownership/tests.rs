@@ -484,10 +484,7 @@ fn a_graceful_stop_runs_its_keys_until_the_peer_has_loaded_them() {
     };
     o.on(seen("r1", lease("r1", 4, Some(&r1_alone))), t0);
     let commands = o.on(VALID, t0 + Duration::from_secs(2));
-    assert_eq!(
-        commands,
-        [stop(&key)]
-    );
+    assert_eq!(commands, [stop(&key)]);
     let commands = o.on(
         Input::ActorStopped {
             key: key.as_str().into(),
@@ -508,10 +505,7 @@ fn a_graceful_stop_waits_for_its_peer_no_longer_than_the_drain() {
     o.on(Input::Shutdown, t0);
     assert!(o.on(VALID, t0 + Duration::from_secs(4)).is_empty());
     let commands = o.on(VALID, t0 + Duration::from_secs(5));
-    assert_eq!(
-        commands,
-        [stop(&key)]
-    );
+    assert_eq!(commands, [stop(&key)]);
 }
 
 /// The peer's side: a member that is leaving is out of its ring at once,
