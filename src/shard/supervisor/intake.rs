@@ -167,10 +167,10 @@ impl Supervisor {
             Some(false) => job.owner_uid = None,
             None => {}
         }
-        let keys = &self.actors;
+        let actors = &self.actors;
         for route in self
             .jobs
-            .apply(job, |ns, owner| has_actor_in(keys, ns, owner))
+            .apply(job, |ns, owner| has_actor_in(actors, ns, owner))
         {
             self.send(route, relisted);
         }
@@ -180,10 +180,10 @@ impl Supervisor {
         if self.ownership.loads_in_flight() > 0 {
             self.tombstones.insert(uid.to_owned());
         }
-        let keys = &self.actors;
+        let actors = &self.actors;
         if let Some(route) = self
             .jobs
-            .delete(uid, |ns, owner| has_actor_in(keys, ns, owner))
+            .delete(uid, |ns, owner| has_actor_in(actors, ns, owner))
         {
             self.send(route, false);
         }
