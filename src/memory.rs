@@ -8,6 +8,18 @@
 //! hundred MiB of short-lived objects between the actors' long-lived ones)
 //! resident until `malloc_trim` is called; mimalloc purges free pages by
 //! itself after 10 ms (its `purge_delay`).
+//!
+//! The replica runs without transparent huge pages. With them (mimalloc
+//! allows them by default, its `allow_thp`; its memory got them even where
+//! the kernel gives them only on request, `madvise`), the kernel's
+//! khugepaged merges the replica's pages into 2 MiB ones in the
+//! background, a few minutes after its start, one process at a time, and
+//! every merge makes resident the 4 KiB pages of the range that no block
+//! used: at 10^6 CronJobs one replica of four grew by 70-140 MiB in a few
+//! minutes of its steady state with nothing allocated, its
+//! `AnonHugePages` growing with its RSS (docs/performance.md, S7, "The
+//! fourth replica's growth was huge pages"). An idle actor's few hundred
+//! bytes gain nothing from a 2 MiB page.
 
 /// The allocator the replica runs on (`src/main.rs` installs it; the
 /// actor bench counts through it).
@@ -23,4 +35,66 @@ pub fn release_free_pages() {
     // SAFETY: mi_collect takes no pointers; it only touches the calling
     // thread's heap and mimalloc's shared, internally locked state.
     unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
+/// Turns transparent huge pages off for this process (and the children it
+/// would start), before the allocator has mapped much: see the module's
+/// docs. Where the kernel refuses (not Linux, or no such prctl), the
+/// process runs as before, with the kernel's setting.
+pub fn no_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_THP_DISABLE takes integers only and sets a flag of
+    // the calling process.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
+}
+
+/// With `--features heap-profiling` (profiling only: the replica runs on
+/// jemalloc) and `SHARDCRON_HEAP_DUMP_EVERY=<seconds>`, a heap profile
+/// every so many seconds (jemalloc's `prof.dump`, to the files its
+/// `prof_prefix` names; profiling itself is turned on by
+/// `_RJEM_MALLOC_CONF=prof:true,...`), so that a profile can be compared
+/// with an earlier one of the same process: what grew in between.
+/// docs/performance.md, "Heap profiles at 10^6".
+#[cfg(feature = "heap-profiling")]
+pub fn start_heap_dumps() {
+    let Some(every) = std::env::var("SHARDCRON_HEAP_DUMP_EVERY")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .filter(|s| *s > 0)
+    else {
+        return;
+    };
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(every));
+            // SAFETY: the name is NUL-terminated; "prof.dump" with null
+            // old and new values dumps to the next file of `prof_prefix`.
+            let code = unsafe {
+                tikv_jemalloc_sys::mallctl(
+                    c"prof.dump".as_ptr(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    0,
+                )
+            };
+            if code != 0 {
+                eprintln!("heap profile: prof.dump failed ({code}); is prof:true set?");
+                return;
+            }
+        }
+    });
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    #[test]
+    fn transparent_huge_pages_are_off_after_the_call() {
+        super::no_transparent_huge_pages();
+        // SAFETY: PR_GET_THP_DISABLE takes integers only.
+        let disabled = unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) };
+        assert_eq!(disabled, 1);
+    }
 }
