@@ -59,11 +59,13 @@ pub fn no_transparent_huge_pages() {
 /// docs/performance.md, "Heap profiles at 10^6".
 #[cfg(feature = "heap-profiling")]
 pub fn start_heap_dumps() {
-    let Some(every) = std::env::var("SHARDCRON_HEAP_DUMP_EVERY")
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-        .filter(|s| *s > 0)
-    else {
+    let Ok(value) = std::env::var("SHARDCRON_HEAP_DUMP_EVERY") else {
+        return;
+    };
+    let Some(every) = value.parse::<u64>().ok().filter(|s| *s > 0) else {
+        eprintln!(
+            "heap profile: SHARDCRON_HEAP_DUMP_EVERY={value:?} is not a number of seconds above 0; no dumps"
+        );
         return;
     };
     std::thread::spawn(move || {
