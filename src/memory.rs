@@ -1,4 +1,5 @@
-//! The replica's allocator, and giving the memory of a burst back.
+//! The replica's allocator, giving the memory of a burst back, transparent
+//! huge pages turned off, and (profiling only) timed heap profiles.
 //!
 //! The replica runs on mimalloc (v3), not glibc's malloc. Measured with
 //! `cargo bench --bench actors` (100,000 idle CronJob actors, same live
