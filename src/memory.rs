@@ -20,7 +20,9 @@
 //! minutes of its steady state with nothing allocated, its
 //! `AnonHugePages` growing with its RSS (docs/performance.md, S7, "The
 //! fourth replica's growth was huge pages"). An idle actor's few hundred
-//! bytes gain nothing from a 2 MiB page.
+//! bytes gain nothing from a 2 MiB page, and the CPU per firing was the
+//! same with them and without (+0.3%, two side-by-side runs,
+//! docs/performance.md, "Huge pages off cost no CPU").
 
 /// The allocator the replica runs on (`src/main.rs` installs it; the
 /// actor bench counts through it).
@@ -43,12 +45,31 @@ pub fn release_free_pages() {
 /// docs. Where the kernel refuses (not Linux, or no such prctl), the
 /// process runs as before, with the kernel's setting.
 pub fn no_transparent_huge_pages() {
+    set_transparent_huge_pages_disabled(true);
+}
+
+/// `run --transparent-huge-pages`: gives the kernel's setting back (more
+/// resident memory at 10^6, see the module's docs), so that the two can
+/// be measured side by side.
+pub fn allow_transparent_huge_pages() {
+    set_transparent_huge_pages_disabled(false);
+}
+
+fn set_transparent_huge_pages_disabled(disabled: bool) {
     #[cfg(target_os = "linux")]
     // SAFETY: PR_SET_THP_DISABLE takes integers only and sets a flag of
     // the calling process.
     unsafe {
-        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+        libc::prctl(
+            libc::PR_SET_THP_DISABLE,
+            libc::c_ulong::from(disabled),
+            0,
+            0,
+            0,
+        );
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = disabled;
 }
 
 /// With `--features heap-profiling` (profiling only: the replica runs on
@@ -94,10 +115,13 @@ pub fn start_heap_dumps() {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     #[test]
-    fn transparent_huge_pages_are_off_after_the_call() {
-        super::no_transparent_huge_pages();
+    fn transparent_huge_pages_are_off_after_the_call_and_back_on_request() {
         // SAFETY: PR_GET_THP_DISABLE takes integers only.
-        let disabled = unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) };
-        assert_eq!(disabled, 1);
+        let disabled = || unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) };
+        super::no_transparent_huge_pages();
+        assert_eq!(disabled(), 1);
+        super::allow_transparent_huge_pages();
+        assert_eq!(disabled(), 0);
+        super::no_transparent_huge_pages();
     }
 }

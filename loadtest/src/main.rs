@@ -159,6 +159,11 @@ enum Command {
         /// with these extra arguments (e.g. "--threads 1").
         #[arg(long, allow_hyphen_values = true)]
         variant: Option<String>,
+        /// Instead of tracing on against off: both untraced, the second
+        /// running this build (a change against the build before it, side
+        /// by side; with --variant, the variant's arguments too).
+        #[arg(long)]
+        variant_bin: Option<PathBuf>,
     },
     /// CPU per firing against upstream's, like with like: on one control
     /// plane, phases take turns: kube-controller-manager with only its Job
@@ -367,6 +372,7 @@ async fn main() -> anyhow::Result<()> {
             out,
             shardcron_bin: bin,
             variant,
+            variant_bin,
         } => {
             let repo = shardcron_harness::repo_root();
             let out = out.unwrap_or_else(|| repo.join("loadtest/results/trace-overhead"));
@@ -375,14 +381,21 @@ async fn main() -> anyhow::Result<()> {
                 .flat_map(|v| v.split_whitespace())
                 .map(str::to_owned)
                 .collect();
+            let variant = overhead::Variant {
+                args: variant,
+                bin: variant_bin
+                    .map(|bin| shardcron_bin(Some(bin)))
+                    .transpose()?,
+            };
             let report =
                 overhead::run(&out, &shardcron_bin(bin)?, count, minutes.max(1), &variant).await?;
             for side in [&report.off, &report.on] {
                 let s = &side.observation.slots;
-                let label = match (side.tracing, side.args.is_empty()) {
-                    (true, _) => "tracing on".to_owned(),
-                    (false, true) => "plain".to_owned(),
-                    (false, false) => side.args.join(" "),
+                let label = match (side.tracing, &side.bin, side.args.is_empty()) {
+                    (true, _, _) => "tracing on".to_owned(),
+                    (false, None, true) => "plain".to_owned(),
+                    (false, None, false) => side.args.join(" "),
+                    (false, Some(bin), _) => format!("{bin} {}", side.args.join(" ")),
                 };
                 println!(
                     "{label:>12}: {} slots, {} answered, {} missed, {} duplicates, {:.3} ms CPU per firing",

@@ -5,9 +5,10 @@
 //! Both see the same machine load in the same minutes, so the ratio of
 //! their CPU per firing is the cost of tracing.
 //!
-//! With a variant (`--variant "--threads 1"`), both sides are untraced and
-//! the second runs with the variant's extra arguments: the same A/B
-//! measurement for any flag.
+//! With a variant (`--variant "--threads 1"`, `--variant-bin PATH`), both
+//! sides are untraced and the second runs with the variant's extra
+//! arguments, or the variant's build: the same A/B measurement for any
+//! flag, or for a change against the build before it.
 
 use crate::cluster::{self, LocalCluster};
 use crate::mix::{self, Mix};
@@ -16,7 +17,7 @@ use crate::{apimetrics, create};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use shardcron_harness::{Replica, ReplicaSpec};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -25,6 +26,9 @@ pub struct Side {
     /// Extra arguments of this side's process (the variant's).
     #[serde(default)]
     pub args: Vec<String>,
+    /// The variant's build, where it is not the plain side's.
+    #[serde(default)]
+    pub bin: Option<String>,
     pub observation: Observation,
     pub cpu_ms_per_firing: f64,
 }
@@ -43,12 +47,25 @@ pub struct OverheadReport {
     pub note: String,
 }
 
+/// What the second side changes, if anything (else it is traced).
+#[derive(Debug, Default)]
+pub struct Variant {
+    pub args: Vec<String>,
+    pub bin: Option<PathBuf>,
+}
+
+impl Variant {
+    fn is_empty(&self) -> bool {
+        self.args.is_empty() && self.bin.is_none()
+    }
+}
+
 pub async fn run(
     out: &Path,
     bin: &Path,
     count: usize,
     minutes: u32,
-    variant: &[String],
+    variant: &Variant,
 ) -> anyhow::Result<OverheadReport> {
     std::fs::create_dir_all(out)?;
     let dir = out.join("cluster");
@@ -70,7 +87,7 @@ async fn run_on(
     bin: &Path,
     count: usize,
     minutes: u32,
-    variant: &[String],
+    variant: &Variant,
     replicas: &mut Vec<Replica>,
 ) -> anyhow::Result<OverheadReport> {
     let client = &cluster.client;
@@ -82,7 +99,15 @@ async fn run_on(
     let mut sides = Vec::new();
     for (group, second) in [("off", false), ("on", true)] {
         let tracing = second && variant.is_empty();
-        let extra = if second { variant.to_vec() } else { Vec::new() };
+        let extra = if second {
+            variant.args.clone()
+        } else {
+            Vec::new()
+        };
+        let side_bin = match (second, &variant.bin) {
+            (true, Some(variant_bin)) => Some(variant_bin.clone()),
+            _ => None,
+        };
         let plan = mix::plan(Mix::EveryMinute, count, 2, group, mix::Anchor::default());
         create::create(client, &plan, 100.0).await?;
         let mut args = vec!["--shard-ring-name".to_owned(), format!("overhead-{group}")];
@@ -96,7 +121,7 @@ async fn run_on(
             env.push(("OTEL_TRACES_SAMPLER".to_owned(), "always_on".to_owned()));
         }
         let spec = ReplicaSpec {
-            bin: bin.to_owned(),
+            bin: side_bin.clone().unwrap_or_else(|| bin.to_owned()),
             id: format!("tracing-{group}"),
             kubeconfig: credentials.clone(),
             args,
@@ -110,10 +135,10 @@ async fn run_on(
         };
         replicas.push(replica);
         let prefix = format!("{}{group}-", mix::NAMESPACE_PREFIX);
-        sides.push((tracing, extra, prefix, process));
+        sides.push((tracing, extra, side_bin, prefix, process));
     }
     let (from, to) = observe::whole_minutes(11, minutes);
-    let observations = sides.iter().map(|(_, _, prefix, process)| {
+    let observations = sides.iter().map(|(_, _, _, prefix, process)| {
         let watch = JobWatch::start(client, prefix);
         let processes = std::slice::from_ref(process);
         async move {
@@ -134,11 +159,12 @@ async fn run_on(
     let mut sides: Vec<Side> = sides
         .iter()
         .zip(observations)
-        .map(|((tracing, args, _, _), observation)| {
+        .map(|((tracing, args, side_bin, _, _), observation)| {
             let cpu: f64 = observation.processes.iter().map(|p| p.cpu_seconds).sum();
             Side {
                 tracing: *tracing,
                 args: args.clone(),
+                bin: side_bin.as_ref().map(|b| b.display().to_string()),
                 cpu_ms_per_firing: 1000.0 * cpu / observation.slots.answered.max(1) as f64,
                 observation,
             }

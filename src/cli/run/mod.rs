@@ -111,6 +111,9 @@ fn run_controller(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<()> {
     };
     let default_zone = load_named_zone(&args.default_time_zone)
         .map_err(|e| anyhow::anyhow!("--default-time-zone: {e}"))?;
+    if args.transparent_huge_pages {
+        crate::memory::allow_transparent_huge_pages();
+    }
     let threads = usize::from(args.threads);
     let system = System::with_tokio_rt(move || {
         let mut builder = if threads == 1 {
