@@ -99,7 +99,6 @@ pub fn decision_span(
     replica: &str,
     due: Option<Timestamp>,
 ) -> tracing::Span {
-    let policy = format!("{:?}", cronjob.spec.concurrency_policy);
     let span = match due {
         Some(slot) => tracing::info_span!(
             "cronjob.fire",
@@ -107,7 +106,7 @@ pub fn decision_span(
             k8s.cronjob.name = %cronjob.name(),
             k8s.cronjob.uid = %cronjob.uid,
             cronjob.scheduled_time = %slot,
-            cronjob.concurrency_policy = %policy,
+            cronjob.concurrency_policy = ?cronjob.spec.concurrency_policy,
             cronjob.decision = tracing::field::Empty,
             cronjob.skew_ms = tracing::field::Empty,
             shardcron.replica = %replica,
@@ -118,7 +117,7 @@ pub fn decision_span(
             k8s.namespace.name = %cronjob.namespace(),
             k8s.cronjob.name = %cronjob.name(),
             k8s.cronjob.uid = %cronjob.uid,
-            cronjob.concurrency_policy = %policy,
+            cronjob.concurrency_policy = ?cronjob.spec.concurrency_policy,
             cronjob.decision = tracing::field::Empty,
             cronjob.skew_ms = tracing::field::Empty,
             shardcron.replica = %replica,

@@ -289,10 +289,10 @@ impl CronJobActor {
         };
         let decision = async move {
             let applied = apply::decide_and_apply(&services, &snapshot, (services.clock)()).await;
-            (applied, snapshot.resource_version)
+            Mail::Decided(Box::new((applied, snapshot.resource_version)))
         }
         .instrument(span);
-        ctx.spawn(async move { Mail::Decided(Box::new(decision.await)) });
+        ctx.spawn(decision);
     }
 
     fn finish(

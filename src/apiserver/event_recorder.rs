@@ -233,15 +233,20 @@ impl EventRecorder {
         let key = SeriesKey::of(event, regarding);
         let write = self.series().write_for(&key, now);
         let namespace = regarding.namespace.as_deref().unwrap_or("default");
-        let events: Api<K8sEvent> = Api::namespaced(self.client.clone(), namespace);
+        // The answers are read for the created Event's name only: decoding
+        // each whole Event was about 1% of a replica's CPU per firing.
+        let client = &self.client;
+        let events = kube::core::Request::new(
+            Api::<K8sEvent>::namespaced(client.clone(), namespace).resource_url(),
+        );
         let name = match &write {
             Write::Create => {
-                let created = events
-                    .create(
-                        &PostParams::default(),
-                        &self.new_event(event, regarding, now),
-                    )
-                    .await?;
+                let body = serde_json::to_vec(&self.new_event(event, regarding, now))
+                    .map_err(kube::Error::SerdeError)?;
+                let request = events
+                    .create(&PostParams::default(), body)
+                    .map_err(kube::Error::BuildRequest)?;
+                let created: Named = client.request(request).await?;
                 created.metadata.name.unwrap_or_default()
             }
             Write::Series { name, count } => {
@@ -251,9 +256,10 @@ impl EventRecorder {
                         last_observed_time: MicroTime(now),
                     }
                 });
-                events
+                let request = events
                     .patch(name, &PatchParams::default(), &Patch::Merge(&series))
-                    .await?;
+                    .map_err(kube::Error::BuildRequest)?;
+                client.request_text(request).await?;
                 name.clone()
             }
         };
@@ -292,6 +298,19 @@ impl EventRecorder {
             ..K8sEvent::default()
         }
     }
+}
+
+/// An object's name, all that is read of a created Event.
+#[derive(serde::Deserialize)]
+struct Named {
+    #[serde(default)]
+    metadata: NameOnly,
+}
+
+#[derive(Default, serde::Deserialize)]
+struct NameOnly {
+    #[serde(default)]
+    name: Option<String>,
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@
 //! It is a [`kube::Resource`] of its own (the same URL as batch/v1 Jobs), so
 //! kube-runtime's watcher and `Api::list` decode into it directly.
 
-use crate::reconcile::{JobSummary, SCHEDULED_TIMESTAMP_ANNOTATION, SLOT_FINALIZER};
+use crate::reconcile::{JobSummary, LiveJob, SCHEDULED_TIMESTAMP_ANNOTATION, SLOT_FINALIZER};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -81,6 +81,12 @@ impl k8s_openapi::Metadata for LeanJob {
 
     fn metadata_mut(&mut self) -> &mut ObjectMeta {
         &mut self.metadata
+    }
+}
+
+impl From<&LeanJob> for LiveJob {
+    fn from(job: &LeanJob) -> Self {
+        LiveJob::of(&job.metadata)
     }
 }
 

@@ -6,6 +6,7 @@
 use super::deadline;
 use super::failure::ApiFailure;
 use super::lean_cronjob::LeanCronJob;
+use super::lean_job::LeanJob;
 use super::queue::Priority;
 use crate::reconcile::{self, CronJobKind};
 use k8s_openapi::api::batch::v1::{CronJobStatus, Job};
@@ -125,11 +126,13 @@ impl StatusFor {
 }
 
 pub trait JobRequests {
+    /// Creates `job`; the answer is the created Job as the controller
+    /// reads it (its UID, resourceVersion, ...), not the whole object.
     fn create_job(
         &self,
         namespace: &str,
         job: Job,
-    ) -> impl Future<Output = Result<Job, ApiFailure>>;
+    ) -> impl Future<Output = Result<LeanJob, ApiFailure>>;
 
     /// Deletes Job `name` if its UID is still `uid` (background propagation).
     fn delete_job(

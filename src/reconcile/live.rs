@@ -13,8 +13,9 @@
 //! 3. [`follow_up`](super::follow_up) gives the final status, events and
 //!    requeue from those results.
 
-use super::view::{CronJobView, controller_of};
+use super::view::{CronJobView, controller_in};
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
@@ -66,15 +67,22 @@ pub struct LiveJob {
     pub controller_uid: Option<String>,
 }
 
+impl LiveJob {
+    /// The Job whose metadata is `meta`.
+    pub fn of(meta: &ObjectMeta) -> Self {
+        Self {
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+            resource_version: meta.resource_version.clone(),
+            controller_uid: controller_in(meta).map(|r| r.uid.clone()),
+        }
+    }
+}
+
 impl From<&Job> for LiveJob {
     fn from(job: &Job) -> Self {
-        Self {
-            namespace: job.metadata.namespace.clone().unwrap_or_default(),
-            name: job.metadata.name.clone().unwrap_or_default(),
-            uid: job.metadata.uid.clone().unwrap_or_default(),
-            resource_version: job.metadata.resource_version.clone(),
-            controller_uid: controller_of(job).map(|r| r.uid.clone()),
-        }
+        Self::of(&job.metadata)
     }
 }
 

@@ -4,6 +4,8 @@
 
 use super::traces::TraceLayer;
 use clap::ValueEnum;
+use tracing_subscriber::filter::{FilterExt as _, LevelFilter, filter_fn};
+use tracing_subscriber::layer::Identity;
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::{EnvFilter, Layer};
 
@@ -17,15 +19,69 @@ pub enum LogFormat {
 /// Installs the process-wide subscriber: the log lines, and the trace
 /// export if `traces` is given (see [`super::traces`]). Calling it twice is
 /// harmless (the second call keeps the first subscriber).
+///
+/// The log lines carry their spans (a decision's, a request's) only when
+/// the level goes down to `debug`: at `info` and above, every line a
+/// firing can log names its CronJob itself, and a span the log layer
+/// takes is formatted as it opens (every field written to a string),
+/// whether a line is ever logged inside it or not: about 5% of a
+/// replica's CPU per firing, 9 spans a firing (docs/performance.md,
+/// "Spans only for whom reads them"). With tracing off too, no layer
+/// takes the spans and `info_span!` costs next to nothing.
 pub fn init(format: LogFormat, traces: Option<TraceLayer>) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = subscriber(filter, format, traces).try_init();
+}
+
+fn subscriber(
+    filter: EnvFilter,
+    format: LogFormat,
+    traces: Option<TraceLayer>,
+) -> impl tracing::Subscriber + Send + Sync {
+    let spans_logged = spans_logged(&filter);
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let logs = match format {
         LogFormat::Text => fmt.boxed(),
         LogFormat::Json => fmt.json().flatten_event(true).boxed(),
     };
-    let _ = tracing_subscriber::registry()
+    let events_only = filter_fn(move |metadata| spans_logged || metadata.is_event());
+    // No trace export: a layer that takes nothing (a `None` layer would
+    // take everything, and every span would still be made).
+    let traces = traces.unwrap_or_else(|| Box::new(Identity::new().with_filter(LevelFilter::OFF)));
+    tracing_subscriber::registry()
         .with(traces)
-        .with(logs.with_filter(filter))
-        .try_init();
+        .with(logs.with_filter(filter.and(events_only)))
+}
+
+/// Whether `filter` lets anything through at `debug` or below.
+fn spans_logged(filter: &EnvFilter) -> bool {
+    filter
+        .max_level_hint()
+        .is_none_or(|most| most >= LevelFilter::DEBUG)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_are_logged_only_down_to_debug() {
+        assert!(!spans_logged(&EnvFilter::new("info")));
+        assert!(!spans_logged(&EnvFilter::new("warn,shardcron=info")));
+        assert!(spans_logged(&EnvFilter::new("debug")));
+        assert!(spans_logged(&EnvFilter::new("info,shardcron::actor=trace")));
+    }
+
+    #[test]
+    fn without_trace_export_an_info_span_is_not_made_at_info() {
+        for (level, disabled) in [("info", true), ("debug", false)] {
+            let subscriber = subscriber(EnvFilter::new(level), LogFormat::Text, None);
+            tracing::subscriber::with_default(subscriber, || {
+                let span = tracing::info_span!("kube.request", k8s.verb = "create");
+                assert_eq!(span.is_disabled(), disabled, "at {level}");
+                // Events are still logged.
+                assert!(tracing::event_enabled!(tracing::Level::INFO));
+            });
+        }
+    }
 }

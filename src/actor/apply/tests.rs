@@ -3,6 +3,7 @@
 //! lands between two requests).
 
 use super::*;
+use crate::apiserver::lean_job::LeanJob;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -71,7 +72,7 @@ impl JobRequests for Scripted {
         &self,
         _namespace: &str,
         job: Job,
-    ) -> impl Future<Output = Result<Job, ApiFailure>> {
+    ) -> impl Future<Output = Result<LeanJob, ApiFailure>> {
         self.ask("create");
         let mut script = self.script.borrow_mut();
         if let Some(stop) = script.stop_on_create.take() {
@@ -81,7 +82,15 @@ impl JobRequests for Scripted {
         if script.keep_created {
             script.created.push(job.clone());
         }
-        let answer = script.creates.pop_front().unwrap_or(Ok(job));
+        let answer = script
+            .creates
+            .pop_front()
+            .unwrap_or(Ok(job))
+            .map(|created| {
+                // As the server answers: the Job on the wire, decoded lean.
+                serde_json::from_value(serde_json::to_value(&created).expect("a Job encodes"))
+                    .expect("a Job decodes as a LeanJob")
+            });
         async move { answer }
     }
 

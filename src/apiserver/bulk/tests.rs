@@ -41,8 +41,16 @@ fn job(name: &str, owner: Option<(&str, &str)>) -> Value {
 
 /// The CronJobs' names and the Jobs' UIDs the pages delivered, once
 /// checked that no CronJob kept its managedFields (dropped as pages
-/// arrive).
+/// arrive), and that every Job came before the one page that says the
+/// Jobs are done, and every CronJob after it.
 fn delivered(pages: &[Loaded]) -> (Vec<&str>, Vec<&str>) {
+    let done = pages
+        .iter()
+        .position(|p| p.jobs_done)
+        .expect("a page says the Jobs are done");
+    assert_eq!(pages.iter().filter(|p| p.jobs_done).count(), 1);
+    assert!(pages[done..].iter().all(|p| p.jobs.is_empty()));
+    assert!(pages[..=done].iter().all(|p| p.cronjobs.is_empty()));
     let cronjobs = pages.iter().flat_map(|p| &p.cronjobs);
     assert!(
         cronjobs
@@ -129,13 +137,16 @@ async fn a_load_reads_every_page_and_hands_over_only_what_this_replica_owns() {
     // watch cache's possibly older `0`), a continued one is read at the
     // first page's snapshot.
     assert_eq!(asked.len(), 3, "{asked:?}");
-    assert!(asked[0].contains("limit=500"), "{asked:?}");
-    assert!(asked[1].contains("continue=next-page"), "{asked:?}");
+    assert!(asked[0].starts_with("GET /apis/batch/v1/jobs?"));
+    assert!(
+        asked[1].starts_with("GET /apis/batch/v1/cronjobs?") && asked[1].contains("limit=500"),
+        "{asked:?}"
+    );
+    assert!(asked[2].contains("continue=next-page"), "{asked:?}");
     assert!(
         asked.iter().all(|a| !a.contains("resourceVersion")),
         "{asked:?}"
     );
-    assert!(asked[2].starts_with("GET /apis/batch/v1/jobs?"));
 }
 
 fn added(object: Value) -> Value {
@@ -268,7 +279,9 @@ async fn a_failed_page_ends_the_load_with_the_servers_error() {
         Err(LoadError::Api(kube::Error::Api(status))) => assert_eq!(status.code, 500),
         other => panic!("expected the server's 500, got {other:?}"),
     }
-    assert_eq!(asked.len(), 2);
+    // The Jobs are read first: their failure ends the load before the
+    // CronJobs are asked for.
+    assert_eq!(asked.len(), 1, "{asked:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -32,6 +32,8 @@ use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{PriorityLabels, RequestLabels};
 use dispatch::{Pace, SharedQueue, Ticket, dispatch};
 use event_workers::{EventQueue, send_events};
+use futures::FutureExt as _;
+use futures::future::{self, Either};
 use kube::Client;
 use kube::runtime::events::Reporter;
 use std::future::Future;
@@ -363,20 +365,23 @@ impl Gateway {
             // not hand the request to the client then (the churn test
             // found two slots run twice by a replica frozen at the slot).
             let fence = self.inner.fence.clone();
-            let answer = deadline::within(terms.deadline, send(self.inner.client.clone()));
+            let lapse = Box::pin(async move { lapsed(&*fence).await });
+            // Boxed, and raced by a combinator rather than in an `async`
+            // block that would hold it twice: the request's future is about
+            // 7 KB, and the task's cell was 14 KB, allocated and copied for
+            // every request (docs/performance.md, "Smaller futures").
+            let answer = Box::pin(deadline::within(
+                terms.deadline,
+                send(self.inner.client.clone()),
+            ));
+            let raced = future::select(lapse, answer).map(|first| match first {
+                Either::Left(((), _)) => None,
+                Either::Right((answer, _)) => Some(answer),
+            });
             let result = self
                 .inner
                 .runtime
-                .spawn(
-                    async move {
-                        tokio::select! {
-                            biased;
-                            () = lapsed(&*fence) => None,
-                            answer = answer => Some(answer),
-                        }
-                    }
-                    .instrument(span.clone()),
-                )
+                .spawn(raced.instrument(span.clone()))
                 .await
                 .map_err(|e| ApiFailure::Transport(format!("request task failed: {e}")))?
                 .ok_or(ApiFailure::Fenced)

@@ -2,6 +2,7 @@
 //! paused clock: what a stop does to requests still waiting for a turn.
 
 use super::*;
+use crate::apiserver::lean_job::LeanJob;
 use crate::apiserver::requests::{JobRequests, StatusFor};
 use crate::apiserver::scripted::{self, Answer};
 use crate::reconcile::CronJobKind;
@@ -98,7 +99,7 @@ async fn a_gateway_that_sent_nothing_reports_its_configured_rate() {
 fn herd(
     gateway: &Gateway,
     namespace: &'static str,
-) -> Vec<tokio::task::JoinHandle<Result<Job, ApiFailure>>> {
+) -> Vec<tokio::task::JoinHandle<Result<LeanJob, ApiFailure>>> {
     (0..5)
         .map(|i| {
             let gateway = gateway.clone();

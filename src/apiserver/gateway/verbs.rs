@@ -4,6 +4,7 @@
 use super::Gateway;
 use crate::apiserver::failure::ApiFailure;
 use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::apiserver::lean_job::LeanJob;
 use crate::apiserver::requests::{DeleteFor, JobRequests, StatusFor, Verb};
 use crate::apiserver::watch::cronjob_api;
 use crate::reconcile::{self, CronJobKind};
@@ -15,12 +16,20 @@ use kube::api::{
 use std::sync::Arc;
 
 impl JobRequests for Gateway {
-    async fn create_job(&self, namespace: &str, job: Job) -> Result<Job, ApiFailure> {
-        let job = Arc::new(job);
+    /// The answer (the whole Job, its pod template and managed fields
+    /// included) is decoded as a [`LeanJob`]: the decision reads its UID
+    /// and resourceVersion.
+    async fn create_job(&self, namespace: &str, job: Job) -> Result<LeanJob, ApiFailure> {
+        let body: Arc<[u8]> = serde_json::to_vec(&job)
+            .map_err(|e| ApiFailure::Transport(format!("encoding the Job: {e}")))?
+            .into();
         self.request(Verb::CreateJob, namespace, |client| {
-            let api = Api::<Job>::namespaced(client, namespace);
-            let job = job.clone();
-            async move { api.create(&PostParams::default(), &job).await }
+            let request =
+                jobs_url(&client, namespace).create(&PostParams::default(), body.to_vec());
+            async move {
+                let request = request.map_err(kube::Error::BuildRequest)?;
+                client.request::<LeanJob>(request).await
+            }
         })
         .await
     }
@@ -36,19 +45,19 @@ impl JobRequests for Gateway {
         why: DeleteFor,
     ) -> Result<(), ApiFailure> {
         self.request(why.verb(), namespace, |client| {
-            let api = Api::<Job>::namespaced(client, namespace);
-            let name = name.to_owned();
-            let preconditions = (!uid.is_empty()).then(|| Preconditions {
-                uid: Some(uid.to_owned()),
-                resource_version: None,
-            });
+            let params = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                preconditions: (!uid.is_empty()).then(|| Preconditions {
+                    uid: Some(uid.to_owned()),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            let request = jobs_url(&client, namespace).delete(name, &params);
             async move {
-                let params = DeleteParams {
-                    propagation_policy: Some(PropagationPolicy::Background),
-                    preconditions,
-                    ..DeleteParams::default()
-                };
-                api.delete(&name, &params).await.map(|_| ())
+                let request = request.map_err(kube::Error::BuildRequest)?;
+                // The answer (the Job, or a Status) is not read.
+                client.request_text(request).await.map(drop)
             }
         })
         .await
@@ -71,13 +80,15 @@ impl JobRequests for Gateway {
         };
         let patch = Arc::new(release_patch(uid));
         self.request(verb, namespace, |client| {
-            let api = Api::<Job>::namespaced(client, namespace);
-            let name = name.to_owned();
-            let patch = patch.clone();
+            let request = jobs_url(&client, namespace).patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Strategic(&*patch),
+            );
             async move {
-                api.patch(&name, &PatchParams::default(), &Patch::Strategic(&*patch))
-                    .await
-                    .map(|_| ())
+                let request = request.map_err(kube::Error::BuildRequest)?;
+                // The answer (the patched Job) is not read.
+                client.request_text(request).await.map(drop)
             }
         })
         .await
@@ -216,4 +227,10 @@ fn release_patch(uid: &str) -> serde_json::Value {
             "$deleteFromPrimitiveList/finalizers": [reconcile::SLOT_FINALIZER],
         }
     })
+}
+
+/// Requests on the Jobs of `namespace`, built by hand where the answer is
+/// decoded as less than a whole `Job` (or not at all).
+fn jobs_url(client: &kube::Client, namespace: &str) -> kube::core::Request {
+    kube::core::Request::new(Api::<Job>::namespaced(client.clone(), namespace).resource_url())
 }

@@ -99,11 +99,17 @@ pub enum Input {
         key: Arc<str>,
         uid: Arc<str>,
     },
+    /// A bulk load has handed over every Job it loads; its CronJobs
+    /// follow, and each can start as it comes.
+    LoadJobsDone,
     /// A bulk load ended. `previous`: the ring its gains were counted
     /// from (that of its [`Command::Load`]), for a retry of the same gains.
+    /// `jobs_told`: whether its [`Input::LoadJobsDone`] came (a load that
+    /// failed before it sends none).
     LoadDone {
         ok: bool,
         previous: Option<Arc<Ring>>,
+        jobs_told: bool,
     },
     /// SIGTERM.
     Shutdown,
@@ -136,7 +142,8 @@ pub enum Command {
     /// Write this view on the own Lease (and keep writing it).
     Publish(Publication),
     /// Load in bulk the CronJobs (and their Jobs) owned under `target` but
-    /// not under `previous` (all owned if `None`), after `delay`. Answer
+    /// not under `previous` (all owned if `None`), after `delay`: the Jobs
+    /// first, then [`Input::LoadJobsDone`], then the CronJobs. Answer
     /// with [`Input::LoadDone`].
     Load {
         target: Arc<Ring>,

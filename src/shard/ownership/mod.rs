@@ -27,10 +27,11 @@
 //!   the first view of a join not before its first lists and loads are
 //!   done either (a *warm join*, below).
 //! - **Serving**: the view is published (a new publication id each time).
-//!   A waiting key starts once the first lists and every load are done, the
-//!   own Lease watch has shown this very publication back, and no live
-//!   peer's published view gives the key to that peer
-//!   ([`super::handoff::decide`]).
+//!   A waiting key starts once the first lists are done and every load
+//!   has handed over its Jobs (its CronJobs come after them, so a gained
+//!   key starts as its own CronJob arrives), the own Lease watch has shown
+//!   this very publication back, and no live peer's published view gives
+//!   the key to that peer ([`super::handoff::decide`]).
 //! - **Leaving**: SIGTERM with live peers: runs its keys on under a view
 //!   marked leaving and starts nothing, until its peers have loaded them
 //!   ([warm leaves](self#warm-leaves)).
@@ -140,6 +141,12 @@ pub struct Ownership {
     /// UID and when the stop was asked.
     stopping: BTreeMap<Arc<str>, (Arc<str>, Instant)>,
     loads_in_flight: usize,
+    /// Loads in flight whose Jobs are not all handed over yet: no waiting
+    /// key starts meanwhile (its actor must know its Jobs: a `Forbid`
+    /// CronJob with a Job running must not start another). Once none is,
+    /// a gained key starts as its CronJob's page arrives, not when the
+    /// whole load ends.
+    loads_loading_jobs: usize,
     /// A view was published since the last join ([`Self::may_publish`]).
     published_in_join: bool,
     /// The ring changed to leave out a live member that is leaving: the
@@ -175,6 +182,7 @@ impl Ownership {
             waiting: BTreeMap::new(),
             stopping: BTreeMap::new(),
             loads_in_flight: 0,
+            loads_loading_jobs: 0,
             published_in_join: false,
             gains_from_leaving: false,
             drain: DRAIN,
@@ -245,8 +253,19 @@ impl Ownership {
                     }
                 }
             }
-            Input::LoadDone { ok, previous } => {
+            Input::LoadJobsDone => {
+                self.loads_loading_jobs = self.loads_loading_jobs.saturating_sub(1);
+                self.advance(now, &mut commands);
+            }
+            Input::LoadDone {
+                ok,
+                previous,
+                jobs_told,
+            } => {
                 self.loads_in_flight = self.loads_in_flight.saturating_sub(1);
+                if !jobs_told {
+                    self.loads_loading_jobs = self.loads_loading_jobs.saturating_sub(1);
+                }
                 if !ok && let Some(target) = self.phase.target() {
                     // Loads again what the failed load was to gain and is
                     // still owned (with what a later ring change gained,
@@ -255,6 +274,7 @@ impl Ownership {
                     // 250,000 keys, reloading everything owned instead made
                     // a survivor's retry three times as long (S7).
                     self.loads_in_flight += 1;
+                    self.loads_loading_jobs += 1;
                     commands.push(Command::Load {
                         target: target.clone(),
                         previous,
@@ -497,6 +517,7 @@ impl Ownership {
             lost: lost.len(),
         });
         self.loads_in_flight += 1;
+        self.loads_loading_jobs += 1;
         out.push(Command::Load {
             target,
             previous,

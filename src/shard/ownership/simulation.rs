@@ -134,9 +134,11 @@ enum Event {
     ActorArmed {
         key: Arc<str>,
     },
+    LoadJobsDone,
     LoadDone {
         ok: bool,
         previous: Option<Arc<Ring>>,
+        jobs_told: bool,
     },
     /// Faults and their ends.
     Pause {
@@ -477,9 +479,24 @@ impl World {
             Command::Load {
                 delay, previous, ..
             } => {
-                let ms = delay.as_millis() as u64 + self.rng.between(20, 3_000);
+                // The Jobs first, then the CronJobs; a failed load may
+                // fail before its Jobs are all told, or after.
+                let jobs_ms = delay.as_millis() as u64 + self.rng.between(10, 1_500);
+                let ms = jobs_ms + self.rng.between(10, 1_500);
                 let ok = self.now >= FAULTS_UNTIL || !self.rng.chance(10);
-                self.schedule(replica, ms, Event::LoadDone { ok, previous });
+                let jobs_told = ok || self.rng.chance(50);
+                if jobs_told {
+                    self.schedule(replica, jobs_ms, Event::LoadJobsDone);
+                }
+                self.schedule(
+                    replica,
+                    ms,
+                    Event::LoadDone {
+                        ok,
+                        previous,
+                        jobs_told,
+                    },
+                );
             }
             Command::RejoinFence => {
                 process.fence.rejoin();
@@ -786,7 +803,12 @@ impl World {
                 self.feed(replica, Input::ActorStopped { key, uid });
             }
             Event::ActorArmed { key } => self.feed(replica, Input::ActorArmed { key }),
-            Event::LoadDone { ok, previous } => {
+            Event::LoadJobsDone => self.feed(replica, Input::LoadJobsDone),
+            Event::LoadDone {
+                ok,
+                previous,
+                jobs_told,
+            } => {
                 if ok {
                     for key in self.keys.clone() {
                         let uid = format!("uid-{key}");
@@ -799,7 +821,14 @@ impl World {
                         );
                     }
                 }
-                self.feed(replica, Input::LoadDone { ok, previous });
+                self.feed(
+                    replica,
+                    Input::LoadDone {
+                        ok,
+                        previous,
+                        jobs_told,
+                    },
+                );
             }
             Event::Pause { ms } => {
                 let r = &mut self.replicas[replica];

@@ -48,7 +48,7 @@ impl Ownership {
             return;
         };
         let target = target.clone();
-        if !self.synced || self.loads_in_flight > 0 || self.waiting.is_empty() {
+        if !self.synced || self.loads_loading_jobs > 0 || self.waiting.is_empty() {
             return;
         }
         let candidates: Vec<Arc<str>> = match only {

@@ -67,9 +67,15 @@ fn started(commands: &[Command]) -> Vec<&str> {
         .collect()
 }
 
-/// A bulk load counted from no previous ring (the first) ended.
+/// A bulk load counted from no previous ring (the first) ended, with no
+/// [`Input::LoadJobsDone`] before it (as if its Jobs and CronJobs came
+/// together at its end).
 fn load_done(ok: bool) -> Input {
-    Input::LoadDone { ok, previous: None }
+    Input::LoadDone {
+        ok,
+        previous: None,
+        jobs_told: false,
+    }
 }
 
 fn seen_cronjob(key: &str) -> Input {
@@ -357,6 +363,7 @@ fn a_failed_load_is_retried_for_what_it_was_to_gain_not_for_everything_owned() {
         Input::LoadDone {
             ok: false,
             previous: Some(before.clone()),
+            jobs_told: false,
         },
         t0,
     );
@@ -556,4 +563,51 @@ fn a_leaving_peer_is_out_of_the_ring_and_its_keys_start_once_it_lets_go() {
     let again = published(&commands).expect("published again");
     o.on(seen("r0", lease("r0", 7, Some(&again))), t0);
     assert_eq!(started(&o.on(VALID, t0)), [gained.as_str()]);
+}
+
+/// A peer's Lease runs out: the keys gained from it load, the Jobs first;
+/// none starts before the load has told its Jobs, and then each starts as
+/// its CronJob arrives, before the load ends.
+#[test]
+fn a_gained_key_starts_as_its_cronjob_arrives_once_the_loads_jobs_are_told() {
+    let t0 = Instant::now();
+    let (mut o, _, _) = serving_beside_r1(t0);
+    let gained: Vec<String> = (0..200)
+        .map(|i| format!("ns/{}", crate::apiserver::bucket::test_uid(i)))
+        .filter(|k| Ring::new(["r0", "r1"]).owner(&format!("uid-{k}")) == Some("r1"))
+        .take(2)
+        .collect();
+    // r1 renews no more; r0 does.
+    let t1 = t0 + D + Duration::from_secs(5);
+    o.on(seen("r0", lease("r0", 4, None)), t1);
+    let commands = o.on(VALID, t1);
+    assert!(
+        commands.iter().any(|c| matches!(c, Command::Load { .. })),
+        "{commands:?}"
+    );
+    let own = published(&commands).expect("nothing to stop: the view is published at once");
+    assert_eq!(own.view, "r0");
+    o.on(seen("r0", lease("r0", 5, Some(&own))), t1);
+    assert!(started(&o.on(seen_cronjob(&gained[0]), t1)).is_empty());
+    assert!(
+        started(&o.on(VALID, t1)).is_empty(),
+        "its Jobs are not told"
+    );
+    assert_eq!(
+        started(&o.on(Input::LoadJobsDone, t1)),
+        [gained[0].as_str()]
+    );
+    assert_eq!(
+        started(&o.on(seen_cronjob(&gained[1]), t1)),
+        [gained[1].as_str()],
+        "started on arrival, the load still in flight"
+    );
+    assert_eq!(o.loads_in_flight(), 1);
+    let done = Input::LoadDone {
+        ok: true,
+        previous: None,
+        jobs_told: true,
+    };
+    assert!(started(&o.on(done, t1)).is_empty());
+    assert_eq!(o.loads_in_flight(), 0);
 }

@@ -1,6 +1,7 @@
 //! Bulk loads of gained CronJobs (and their Jobs) when the ring changes:
-//! the pages stream into the supervisor; the protocol hears when a load is
-//! done, and starts no actor before every load is.
+//! the pages stream into the supervisor, the Jobs first; the protocol
+//! hears when a load's Jobs are all in (it starts no gained actor before)
+//! and when the load is done.
 
 use super::Supervisor;
 use crate::apiserver::bucket::{self, Bucket};
@@ -18,10 +19,15 @@ use tracing::Instrument as _;
 #[rtype(result = "()")]
 struct LoadPage(Loaded);
 
-/// A bulk load finished; the ring its gains were counted from.
+/// A bulk load finished; the ring its gains were counted from, and
+/// whether its page that says the Jobs are done was delivered.
 #[derive(Message)]
 #[rtype(result = "()")]
-struct LoadDone(Result<LoadCounts, bulk::LoadError>, Option<Arc<Ring>>);
+struct LoadDone {
+    result: Result<LoadCounts, bulk::LoadError>,
+    previous: Option<Arc<Ring>>,
+    jobs_told: bool,
+}
 
 impl Supervisor {
     /// Loads, in bulk, the CronJobs owned under `target` but not under
@@ -37,7 +43,11 @@ impl Supervisor {
         let namespaces = self.namespaces();
         let Some(selectors) = self.load_selectors(&target, previous.as_deref()) else {
             // Nothing gained: nothing to list.
-            ctx.notify(LoadDone(Ok(LoadCounts::default()), previous));
+            ctx.notify(LoadDone {
+                result: Ok(LoadCounts::default()),
+                previous,
+                jobs_told: false,
+            });
             return;
         };
         let to = ctx.address();
@@ -54,14 +64,22 @@ impl Supervisor {
                             .as_ref()
                             .is_none_or(|p| p.owner(uid) != Some(me.as_str()))
                 };
-                let deliver = |page| to.send(LoadPage(page)).map(drop);
+                let mut jobs_told = false;
+                let deliver = |page: Loaded| {
+                    jobs_told |= page.jobs_done;
+                    to.send(LoadPage(page)).map(drop)
+                };
                 let result = bulk::load(client, &namespaces, &selectors, gained, deliver).await;
                 if let Ok(counts) = &result {
                     let span = tracing::Span::current();
                     span.record("shard.cronjobs_gained", counts.cronjobs);
                     span.record("shard.jobs_gained", counts.jobs);
                 }
-                to.do_send(LoadDone(result, previous));
+                to.do_send(LoadDone {
+                    result,
+                    previous,
+                    jobs_told,
+                });
             }
             .instrument(span),
         );
@@ -121,10 +139,10 @@ impl Supervisor {
 impl Handler<LoadPage> for Supervisor {
     type Result = ();
 
-    /// The CronJobs' pages come first, the Jobs' after. No actor starts
-    /// before the whole load is done (the protocol waits for every load),
-    /// so a Job routed to an actor that already exists counts as much as
-    /// one claimed when it is spawned.
+    /// The Jobs' pages come first (a Job of a CronJob with no actor yet
+    /// is parked until its actor is spawned and claims it), then the page
+    /// that says they are all in (from then on the protocol starts each
+    /// gained key as it arrives), then the CronJobs' pages.
     ///
     /// A CronJob the watch delivered first is not necessarily newer than
     /// the load's: a watch that comes back after a silence or a cut
@@ -154,13 +172,24 @@ impl Handler<LoadPage> for Supervisor {
                 self.on_job(job, false, ctx);
             }
         }
+        if page.jobs_done {
+            self.step(Input::LoadJobsDone, now, ctx, None);
+        }
     }
 }
 
 impl Handler<LoadDone> for Supervisor {
     type Result = ();
 
-    fn handle(&mut self, LoadDone(result, previous): LoadDone, ctx: &mut Self::Context) {
+    fn handle(
+        &mut self,
+        LoadDone {
+            result,
+            previous,
+            jobs_told,
+        }: LoadDone,
+        ctx: &mut Self::Context,
+    ) {
         let ok = match result {
             Ok(counts) => {
                 tracing::info!(
@@ -182,7 +211,16 @@ impl Handler<LoadDone> for Supervisor {
                 false
             }
         };
-        self.step(Input::LoadDone { ok, previous }, super::now(), ctx, None);
+        self.step(
+            Input::LoadDone {
+                ok,
+                previous,
+                jobs_told,
+            },
+            super::now(),
+            ctx,
+            None,
+        );
         if self.ownership.loads_in_flight() == 0 {
             self.tombstones.clear();
             crate::memory::release_free_pages();
