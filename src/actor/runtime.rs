@@ -205,9 +205,7 @@ impl<A: Actor> Context<'_, A> {
     /// requests' futures, a `Job` by value), and an `async` block that
     /// awaits a future it captured holds it twice (the capture and the
     /// awaited copy), so the task's cell was 76 KB, allocated and copied
-    /// several times over for every decision (memmove and page faults:
-    /// about 5% of a replica's CPU per firing, docs/performance.md,
-    /// "Smaller futures").
+    /// for every decision (docs/performance.md, "Smaller futures").
     pub fn spawn<F>(&self, work: F)
     where
         F: Future<Output = A::Message> + 'static,

@@ -77,10 +77,14 @@ pub enum Input {
     Tick {
         fence: FenceState,
     },
-    /// A CronJob was seen (watch or load) under `key` = `namespace/name`.
+    /// A CronJob was seen under `key` = `namespace/name`: by a bulk load
+    /// (`loaded`: a consistent read, no older than the ring change), or by
+    /// the watch (which may replay versions older than that after a ring
+    /// change).
     CronJobSeen {
         key: Arc<str>,
         uid: Arc<str>,
+        loaded: bool,
     },
     /// A CronJob is gone (deleted, or missing from a re-list).
     CronJobGone {

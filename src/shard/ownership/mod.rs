@@ -147,6 +147,12 @@ pub struct Ownership {
     /// a gained key starts as its CronJob's page arrives, not when the
     /// whole load ends.
     loads_loading_jobs: usize,
+    /// Waiting keys the watch showed during a load, before the load did: a
+    /// watch resumed after a ring change replays versions older than the
+    /// load's consistent read (without the previous owner's last
+    /// `lastScheduleTime`), so such a key starts once the load has shown
+    /// its CronJob too, or once no load is in flight. Emptied then.
+    unloaded: BTreeSet<Arc<str>>,
     /// A view was published since the last join ([`Self::may_publish`]).
     published_in_join: bool,
     /// The ring changed to leave out a live member that is leaving: the
@@ -183,6 +189,7 @@ impl Ownership {
             stopping: BTreeMap::new(),
             loads_in_flight: 0,
             loads_loading_jobs: 0,
+            unloaded: BTreeSet::new(),
             published_in_join: false,
             gains_from_leaving: false,
             drain: DRAIN,
@@ -231,7 +238,9 @@ impl Ownership {
                 self.fence = fence;
                 self.advance(now, &mut commands);
             }
-            Input::CronJobSeen { key, uid } => self.cronjob_seen(key, uid, now, &mut commands),
+            Input::CronJobSeen { key, uid, loaded } => {
+                self.cronjob_seen(key, uid, loaded, now, &mut commands)
+            }
             Input::CronJobGone { key } => self.stop(&key, now, &mut commands),
             Input::SpawnFailed { key } => {
                 self.forget(&key);
@@ -263,6 +272,9 @@ impl Ownership {
                 jobs_told,
             } => {
                 self.loads_in_flight = self.loads_in_flight.saturating_sub(1);
+                if self.loads_in_flight == 0 {
+                    self.unloaded.clear();
+                }
                 if !jobs_told {
                     self.loads_loading_jobs = self.loads_loading_jobs.saturating_sub(1);
                 }
@@ -303,8 +315,18 @@ impl Ownership {
         commands
     }
 
-    fn cronjob_seen(&mut self, key: Arc<str>, uid: Arc<str>, now: Instant, out: &mut Vec<Command>) {
+    fn cronjob_seen(
+        &mut self,
+        key: Arc<str>,
+        uid: Arc<str>,
+        loaded: bool,
+        now: Instant,
+        out: &mut Vec<Command>,
+    ) {
         if self.has(&key, &uid) {
+            if loaded && self.unloaded.remove(&key) {
+                self.start_waiting(Some(&key), now, out);
+            }
             return;
         }
         // Deleted and re-created while the watch was away: the old actor
@@ -316,6 +338,9 @@ impl Ownership {
         self.keys.insert(key.clone(), uid.clone());
         self.unarmed.insert(key.clone());
         self.waiting.insert(key.clone(), now);
+        if !loaded && self.loads_in_flight > 0 {
+            self.unloaded.insert(key.clone());
+        }
         out.push(Command::Spawn {
             key: key.clone(),
             uid,
@@ -328,6 +353,7 @@ impl Ownership {
         let (key, uid) = self.keys.remove_entry(key)?;
         self.unarmed.remove(&key);
         self.waiting.remove(&key);
+        self.unloaded.remove(&key);
         Some((key, uid))
     }
 

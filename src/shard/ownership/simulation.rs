@@ -817,6 +817,7 @@ impl World {
                             Input::CronJobSeen {
                                 key: key.into(),
                                 uid: uid.into(),
+                                loaded: true,
                             },
                         );
                     }

@@ -66,6 +66,9 @@ impl Ownership {
             let Some(uid) = self.keys.get(&key).cloned() else {
                 continue;
             };
+            if self.unloaded.contains(&key) {
+                continue;
+            }
             match handoff::decide(&self.me, &uid, &target, own_view.as_deref(), &peers) {
                 KeyDecision::Run => {
                     if let Some(since) = self.waiting.remove(&key) {

@@ -127,22 +127,39 @@ pub(super) fn has_actor_in(
 }
 
 impl Supervisor {
+    /// A CronJob from the watch, or from a bulk load (`loaded`).
     pub(super) fn on_cronjob(
         &mut self,
         cronjob: LeanCronJob,
+        loaded: bool,
         now: Instant,
         ctx: &mut Context<Self>,
     ) {
         let key = cronjob.key();
         let uid = cronjob.metadata.uid.as_deref().unwrap_or_default();
         if self.ownership.has(&key, uid) {
+            let seen = loaded.then(|| Input::CronJobSeen {
+                key: key.into(),
+                uid: uid.into(),
+                loaded,
+            });
             if let Some(running) = self.actors.get(uid) {
                 running.addr.do_send(Update::CronJob(Box::new(cronjob)));
+            }
+            if let Some(seen) = seen {
+                // After the update: the actor's mail is taken in order, so
+                // a start this lets through finds the loaded version there.
+                self.step(seen, now, ctx, None);
             }
             return;
         }
         let (key, uid) = (key.into(), uid.into());
-        self.step(Input::CronJobSeen { key, uid }, now, ctx, Some(cronjob));
+        self.step(
+            Input::CronJobSeen { key, uid, loaded },
+            now,
+            ctx,
+            Some(cronjob),
+        );
     }
 
     fn on_cronjob_deleted(&mut self, cronjob: &LeanCronJob, now: Instant, ctx: &mut Context<Self>) {
@@ -240,12 +257,12 @@ impl Handler<CronJobWatch> for Supervisor {
             return;
         };
         match event {
-            Event::Apply(cronjob) => self.on_cronjob(cronjob, now, ctx),
+            Event::Apply(cronjob) => self.on_cronjob(cronjob, false, now, ctx),
             Event::Delete(cronjob) => self.on_cronjob_deleted(&cronjob, now, ctx),
             Event::Init => relist.begin(),
             Event::InitApply(cronjob) => {
                 relist.saw(&cronjob.key().into());
-                self.on_cronjob(cronjob, now, ctx);
+                self.on_cronjob(cronjob, false, now, ctx);
             }
             Event::InitDone => {
                 let in_scope = &self.scopes[scope];

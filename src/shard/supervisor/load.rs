@@ -164,7 +164,7 @@ impl Handler<LoadPage> for Supervisor {
             // versions are handed.
             match self.ownership.uid_of(&cronjob.key()) {
                 Some(known) if **known != *uid && self.actors.contains_key(known) => {}
-                _ => self.on_cronjob(cronjob, now, ctx),
+                _ => self.on_cronjob(cronjob, true, now, ctx),
             }
         }
         for job in page.jobs {
