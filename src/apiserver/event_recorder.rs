@@ -21,7 +21,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Reporter};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -236,9 +236,8 @@ impl EventRecorder {
         // The answers are read for the created Event's name only: decoding
         // each whole Event was about 1% of a replica's CPU per firing.
         let client = &self.client;
-        let events = kube::core::Request::new(
-            Api::<K8sEvent>::namespaced(client.clone(), namespace).resource_url(),
-        );
+        let events =
+            kube::core::Request::new(<K8sEvent as kube::Resource>::url_path(&(), Some(namespace)));
         let name = match &write {
             Write::Create => {
                 let body = serde_json::to_vec(&self.new_event(event, regarding, now))

@@ -24,8 +24,7 @@ impl JobRequests for Gateway {
             .map_err(|e| ApiFailure::Transport(format!("encoding the Job: {e}")))?
             .into();
         self.request(Verb::CreateJob, namespace, |client| {
-            let request =
-                jobs_url(&client, namespace).create(&PostParams::default(), body.to_vec());
+            let request = jobs_url(namespace).create(&PostParams::default(), body.to_vec());
             async move {
                 let request = request.map_err(kube::Error::BuildRequest)?;
                 client.request::<LeanJob>(request).await
@@ -53,7 +52,7 @@ impl JobRequests for Gateway {
                 }),
                 ..DeleteParams::default()
             };
-            let request = jobs_url(&client, namespace).delete(name, &params);
+            let request = jobs_url(namespace).delete(name, &params);
             async move {
                 let request = request.map_err(kube::Error::BuildRequest)?;
                 // The answer (the Job, or a Status) is not read.
@@ -80,7 +79,7 @@ impl JobRequests for Gateway {
         };
         let patch = Arc::new(release_patch(uid));
         self.request(verb, namespace, |client| {
-            let request = jobs_url(&client, namespace).patch(
+            let request = jobs_url(namespace).patch(
                 name,
                 &PatchParams::default(),
                 &Patch::Strategic(&*patch),
@@ -231,6 +230,6 @@ fn release_patch(uid: &str) -> serde_json::Value {
 
 /// Requests on the Jobs of `namespace`, built by hand where the answer is
 /// decoded as less than a whole `Job` (or not at all).
-fn jobs_url(client: &kube::Client, namespace: &str) -> kube::core::Request {
-    kube::core::Request::new(Api::<Job>::namespaced(client.clone(), namespace).resource_url())
+fn jobs_url(namespace: &str) -> kube::core::Request {
+    kube::core::Request::new(<Job as kube::Resource>::url_path(&(), Some(namespace)))
 }

@@ -272,9 +272,6 @@ impl Ownership {
                 jobs_told,
             } => {
                 self.loads_in_flight = self.loads_in_flight.saturating_sub(1);
-                if self.loads_in_flight == 0 {
-                    self.unloaded.clear();
-                }
                 if !jobs_told {
                     self.loads_loading_jobs = self.loads_loading_jobs.saturating_sub(1);
                 }
@@ -285,15 +282,13 @@ impl Ownership {
                     // the failed load's previous ring. At a hand-off of
                     // 250,000 keys, reloading everything owned instead made
                     // a survivor's retry three times as long (S7).
-                    self.loads_in_flight += 1;
-                    self.loads_loading_jobs += 1;
-                    commands.push(Command::Load {
-                        target: target.clone(),
-                        previous,
-                        delay: LOAD_RETRY,
-                    });
+                    let target = target.clone();
+                    self.load(target, previous, LOAD_RETRY, &mut commands);
                 }
                 if self.loads_in_flight == 0 {
+                    // After the retry's decision: a key the watch showed
+                    // still waits for a retried load's copy.
+                    self.unloaded.clear();
                     self.advance(now, &mut commands);
                 }
             }
@@ -542,12 +537,23 @@ impl Ownership {
             target: Some(target.clone()),
             lost: lost.len(),
         });
+        self.load(target, previous, Duration::ZERO, out);
+    }
+
+    /// Asks for a bulk load, counted in flight and loading its Jobs.
+    fn load(
+        &mut self,
+        target: Arc<Ring>,
+        previous: Option<Arc<Ring>>,
+        delay: Duration,
+        out: &mut Vec<Command>,
+    ) {
         self.loads_in_flight += 1;
         self.loads_loading_jobs += 1;
         out.push(Command::Load {
             target,
             previous,
-            delay: Duration::ZERO,
+            delay,
         });
     }
 

@@ -619,6 +619,14 @@ fn a_gained_key_starts_as_the_load_shows_its_cronjob_once_the_loads_jobs_are_tol
     // The watch shows the third first: it waits for the load's copy.
     assert!(started(&o.on(seen_cronjob(&gained[2]), t1)).is_empty());
     assert!(started(&o.on(VALID, t1)).is_empty());
+    // A failed load retried: the key still waits for the retry's copy.
+    let failed = Input::LoadDone {
+        ok: false,
+        previous: None,
+        jobs_told: true,
+    };
+    assert!(started(&o.on(failed, t1)).is_empty());
+    assert!(started(&o.on(Input::LoadJobsDone, t1)).is_empty());
     assert_eq!(
         started(&o.on(loaded_cronjob(&gained[2]), t1)),
         [gained[2].as_str()]
