@@ -400,13 +400,19 @@ async fn create_job<R: JobRequests>(
     let (result, label) = match gateway.create_job(namespace, job).await {
         Err(ApiFailure::Abandoned) => return None,
         Ok(job) => {
-            let skew = (services.clock)().duration_since(create.start_at);
+            let skew = (services.clock)().duration_since(create.ready.at);
             tracing::Span::current().record("cronjob.skew_ms", skew.as_millis() as i64);
             tracing::debug!(job = ?job.metadata.name, skew_ms = skew.as_millis() as i64, "created Job");
             services.metrics.observe_skew(
                 skew.try_into().unwrap_or_default(),
                 traces::current_trace_id(),
             );
+            if let Some(policy) = create.ready.waited {
+                let waited = create.ready.at.duration_since(create.start_at);
+                services
+                    .metrics
+                    .observe_policy_wait(policy.as_str(), waited.try_into().unwrap_or_default());
+            }
             created = Some(JobSummary::from(&job));
             (
                 CreateResult::Created(LiveJob::from(&job)),

@@ -389,9 +389,10 @@ impl CronJobActor {
                 record.next_schedule = seconds(next);
             }
             record.last_schedule = seconds(status.last_schedule_time.get());
+            record.settle(record.last_schedule);
             record.last_successful = seconds(status.last_successful_time.get());
             record.last_failed = record.last_failed.max(seconds(last_failed));
-            record.active = u32::try_from(status.active.len()).unwrap_or(u32::MAX);
+            record.active = u16::try_from(status.active.len()).unwrap_or(u16::MAX);
             record.suspended = suspended;
             if let Some((reason, slot)) = skipped {
                 record.skip(reason.as_str(), slot);

@@ -80,6 +80,7 @@ mod events;
 mod history;
 mod job;
 mod kind;
+mod lateness;
 mod live;
 pub mod options;
 mod pause;
@@ -102,6 +103,7 @@ pub use job::{
     run_now_job_name,
 };
 pub use kind::{CronJobKind, CronJobKinds};
+pub use lateness::{PolicyWait, Readiness, readiness};
 pub use live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, LiveJob, Lookup};
 pub use options::{
     CATCH_UP_ANNOTATION, FALL_BACK_ANNOTATION, FallBack, InvalidOption, Options,
@@ -185,8 +187,11 @@ pub struct JobToCreate {
     pub name: String,
     pub scheduled_time: Timestamp,
     /// When it was due to start: the slot, or later by the CronJob's
-    /// spread offset (the skew metric counts from here).
+    /// spread offset.
     pub start_at: Timestamp,
+    /// When it could first start: `start_at`, or later by a wait its spec
+    /// asked for (the skew metric counts from here; see [`readiness`]).
+    pub ready: Readiness,
     /// The object to send. Present in a [`Plan`]; the follow-up does not
     /// rebuild it.
     pub job: Option<Job>,

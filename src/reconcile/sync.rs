@@ -12,6 +12,7 @@ use super::decision::Decision;
 use super::events::Event;
 use super::history::{self, OverHistoryLimit};
 use super::job::{active_reference, build_job_in, job_name, run_now_job_name};
+use super::lateness::{Readiness, readiness};
 use super::live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, Lookup};
 use super::options::{
     InvalidOption, RUN_NOW_ANNOTATION, RUN_NOW_DEADLINE_SECONDS, RUN_NOW_MAX_AHEAD_SECONDS,
@@ -585,8 +586,20 @@ impl Engine<'_> {
                 None => wake_up(status, created),
             }
         };
-        let start_at = slots(&self.cj.status, created).start_of(slot);
-        self.start(slot, start_at, name, &wake_up_after_start)
+        let slots_now = slots(&self.cj.status, created);
+        let start_at = slots_now.start_of(slot);
+        let catch_up = catch_up_window.is_some()
+            && slots_now
+                .next(slot)
+                .is_some_and(|later| slots_now.start_of(later) <= now);
+        let ready = readiness(
+            start_at,
+            now,
+            catch_up,
+            &spec.concurrency_policy,
+            input.children,
+        );
+        self.start(slot, start_at, ready, name, &wake_up_after_start)
     }
 
     /// A run-now request (`shardcron.io/run-now`) that no Job has served
@@ -652,7 +665,11 @@ impl Engine<'_> {
         self.decisions.push(Decision::RunNow { requested });
         // Nothing was due before the request: the wake-up stays the one
         // the schedule gave (its next slot is after the request's time).
-        let exit = self.start(requested, requested, name, &|_, _| otherwise.clone());
+        let ready = Readiness {
+            at: requested,
+            waited: None,
+        };
+        let exit = self.start(requested, requested, ready, name, &|_, _| otherwise.clone());
         // The Job says it was asked for, not scheduled.
         if let Some(job) = self.create.as_mut().and_then(|create| create.job.as_mut()) {
             job.metadata
@@ -769,6 +786,7 @@ impl Engine<'_> {
         &mut self,
         slot: Timestamp,
         start_at: Timestamp,
+        ready: Readiness,
         name: String,
         wake_up: &dyn Fn(&StatusView, Timestamp) -> Requeue,
     ) -> Exit {
@@ -799,6 +817,7 @@ impl Engine<'_> {
             name: name.clone(),
             scheduled_time: slot,
             start_at,
+            ready,
             job,
         });
         let namespace = self.cj.namespace().to_owned();

@@ -43,13 +43,22 @@ pub struct CronJobRecord {
     pub last_schedule: u32,
     pub last_successful: u32,
     pub last_failed: u32,
-    pub active: u32,
+    /// `status.active`'s length, saturated at 65,535.
+    pub active: u16,
     pub suspended: bool,
+    /// `last_slot` is held back by `concurrencyPolicy: Forbid` behind a
+    /// running Job, not counted yet: upstream starts it when that Job ends,
+    /// so it counts as skipped only if a later slot (or its deadline) comes
+    /// first.
+    held: bool,
     /// Slots skipped, by reason (in [`SKIP_REASONS`]' order).
     pub skipped: [u32; 3],
-    /// The last slot counted in `skipped`: a slot held back by Forbid is
-    /// decided on again at every Job event, and counts once.
-    pub last_skipped_slot: u32,
+    /// The last slot counted in `skipped`, or held: a slot is decided on
+    /// again at every event, and counts once.
+    last_slot: u32,
+    /// The first slot of the hold Forbid keeps up now (every slot since has
+    /// been held back too); 0 when nothing is held.
+    pub held_since: u32,
 }
 
 /// The `reason`s of `shardcron_cronjob_skipped_slots_total`: the names of
@@ -57,18 +66,52 @@ pub struct CronJobRecord {
 pub const SKIP_REASONS: [&str; 3] = ["forbid", "deadline", "too_many_missed"];
 
 impl CronJobRecord {
-    /// Counts `slot` skipped for `reason` (one of [`SKIP_REASONS`]), once
-    /// per slot.
+    /// Notes `slot` skipped for `reason` (one of [`SKIP_REASONS`]), once
+    /// per slot. A slot Forbid holds back is only held: it counts once it
+    /// is known never to start ([`Self::settle`], or a later slot here).
     pub fn skip(&mut self, reason: &str, slot: Timestamp) {
         let slot = seconds(Some(slot));
         let Some(index) = SKIP_REASONS.iter().position(|r| *r == reason) else {
             return;
         };
-        if slot == self.last_skipped_slot {
+        if slot < self.last_slot || (slot == self.last_slot && (index == 0 || !self.held)) {
             return;
         }
-        self.last_skipped_slot = slot;
+        if index == 0 {
+            // A later slot held while one is: the hold goes on.
+            let since = if self.held { self.held_since } else { slot };
+            self.settle(slot);
+            self.held_since = since;
+            self.held = true;
+            self.last_slot = slot;
+            return;
+        }
+        if self.held && slot == self.last_slot {
+            // Held, then past its deadline: one count, for the deadline.
+            self.release();
+        }
+        self.settle(slot);
+        self.last_slot = slot;
         self.skipped[index] = self.skipped[index].saturating_add(1);
+    }
+
+    /// After a decision whose latest slot (started, held or skipped) is
+    /// `latest`: a held slot before it never started, and counts as skipped
+    /// by Forbid; a held slot that started at last (it is `latest`) waited,
+    /// which is not a skip. Either ends the hold.
+    pub fn settle(&mut self, latest: u32) {
+        if !self.held || latest < self.last_slot {
+            return;
+        }
+        if latest > self.last_slot {
+            self.skipped[0] = self.skipped[0].saturating_add(1);
+        }
+        self.release();
+    }
+
+    fn release(&mut self) {
+        self.held = false;
+        self.held_since = 0;
     }
 }
 
@@ -92,13 +135,14 @@ pub struct CronJobSeries {
 
 impl CronJobSeries {
     /// The families it exports (without the `shardcron_` prefix).
-    pub const FAMILIES: [(&'static str, MetricType); 7] = [
+    pub const FAMILIES: [(&'static str, MetricType); 8] = [
         (GAUGES[0].0, MetricType::Gauge),
         (GAUGES[1].0, MetricType::Gauge),
         (GAUGES[2].0, MetricType::Gauge),
         (GAUGES[3].0, MetricType::Gauge),
         (GAUGES[4].0, MetricType::Gauge),
         (GAUGES[5].0, MetricType::Gauge),
+        (GAUGES[6].0, MetricType::Gauge),
         (SKIPPED, MetricType::Counter),
     ];
 
@@ -202,7 +246,7 @@ type GaugeFamily = (
     fn(&CronJobRecord) -> Option<i64>,
 );
 
-const GAUGES: [GaugeFamily; 6] = [
+const GAUGES: [GaugeFamily; 7] = [
     (
         "cronjob_next_schedule_time_seconds",
         "When the owning replica will next start a Job of the CronJob (its next slot in its time zone, plus its spread offset), Unix seconds; absent while none is armed (suspended, no slot ahead, an invalid schedule)",
@@ -231,6 +275,11 @@ const GAUGES: [GaugeFamily; 6] = [
     ("cronjob_suspended", "1 when spec.suspend is true", |r| {
         Some(i64::from(r.suspended))
     }),
+    (
+        "cronjob_forbid_held_since_seconds",
+        "The first slot concurrencyPolicy Forbid has held back behind a running Job, when every slot since has been held back too, Unix seconds; absent when no slot is held",
+        |r| (r.held_since != 0).then_some(i64::from(r.held_since)),
+    ),
 ];
 
 const SKIPPED: &str = "cronjob_skipped_slots";
@@ -252,7 +301,7 @@ impl Collector for CronJobSeries {
         }
         let mut family = encoder.encode_descriptor(
             SKIPPED,
-            "Slots of the CronJob not started as scheduled since this replica took it over, by reason: forbid (concurrencyPolicy Forbid and a Job running), deadline (past startingDeadlineSeconds), too_many_missed (more than 100 missed: only the most recent was considered); a series appears at its first count",
+            "Slots of the CronJob that never started, counted since this replica took it over, by reason: forbid (concurrencyPolicy Forbid held it behind a running Job until a later slot came; a slot started when that Job ended is not skipped, see shardcron_job_policy_wait_seconds), deadline (past startingDeadlineSeconds), too_many_missed (more than 100 missed: only the most recent was considered); a series appears at its first count",
             None,
             MetricType::Counter,
         )?;
@@ -295,6 +344,8 @@ mod tests {
             r.active = 1;
             r.skip("forbid", slot);
             r.skip("forbid", slot);
+            // A later slot came first: the held one never ran.
+            r.settle(seconds(Some(slot)) + 60);
         });
         series.update(&crd, |r| r.suspended = true);
         let text = exposition(series.clone());
@@ -315,6 +366,38 @@ mod tests {
         series.remove(&crd);
         assert!(series.is_empty());
         assert!(!exposition(series).contains("cronjob=\""));
+    }
+
+    #[test]
+    fn a_slot_forbid_holds_back_counts_as_skipped_only_if_it_never_starts() {
+        let t = |minute: i64| Timestamp::from_second(1_764_151_200 + 60 * minute).expect("a time");
+        let s = |minute: i64| seconds(Some(t(minute)));
+        let mut r = CronJobRecord::default();
+        // Held at minute 1, decided on again at every Job event.
+        r.skip("forbid", t(1));
+        r.skip("forbid", t(1));
+        assert_eq!((r.skipped, r.held_since), ([0, 0, 0], s(1)));
+        // The running Job ends and minute 1 starts: it waited, not skipped.
+        r.settle(s(1));
+        assert_eq!((r.skipped, r.held_since), ([0, 0, 0], 0));
+        // Minute 2 held, then minute 3 held before it could start: minute 2
+        // never runs; the hold goes on from minute 2.
+        r.skip("forbid", t(2));
+        r.settle(s(1));
+        r.skip("forbid", t(3));
+        assert_eq!((r.skipped, r.held_since), ([1, 0, 0], s(2)));
+        // Minute 3 passes its deadline while held: one count, for that.
+        r.skip("deadline", t(3));
+        r.skip("deadline", t(3));
+        assert_eq!((r.skipped, r.held_since), ([1, 1, 0], 0));
+        // Minute 5 held, minute 6 starts (the Job ended between): 5 skipped.
+        r.skip("forbid", t(5));
+        r.settle(s(6));
+        assert_eq!((r.skipped, r.held_since), ([2, 1, 0], 0));
+        // A stale decision about an older slot changes nothing.
+        r.skip("forbid", t(4));
+        r.skip("deadline", t(4));
+        assert_eq!((r.skipped, r.held_since), ([2, 1, 0], 0));
     }
 
     #[test]

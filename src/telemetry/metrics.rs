@@ -80,6 +80,7 @@ pub struct Metrics {
     /// Every family's name (without the `shardcron_` prefix) and type.
     families: Vec<(&'static str, MetricType)>,
     pub creation_skew: HistogramWithExemplars<TraceExemplar>,
+    pub policy_wait: Family<PolicyLabels, Histogram, fn() -> Histogram>,
     pub jobs_created: Family<CreateLabels, Counter>,
     pub jobs_deleted: Family<DeleteLabels, Counter>,
     pub actors: Gauge,
@@ -136,6 +137,12 @@ pub struct MovedLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct PolicyLabels {
+    /// `forbid` or `catch_up` (`reconcile::PolicyWait`).
+    pub policy: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ResourceLabels {
     pub resource: &'static str,
 }
@@ -143,6 +150,11 @@ pub struct ResourceLabels {
 /// 1 ms, 2 ms, 4 ms, ... 65.5 s.
 fn millis_to_minute() -> impl Iterator<Item = f64> {
     exponential_buckets(0.001, 2.0, 17)
+}
+
+/// 1 s, 2 s, 4 s, ... 18.2 h: a policy wait lasts up to a period.
+fn seconds_to_hours() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 2.0, 17))
 }
 
 impl Metrics {
@@ -166,8 +178,19 @@ impl Metrics {
             &mut registry,
             &mut families,
             "job_creation_skew_seconds",
-            "Time between a slot's start (its scheduled time, plus the CronJob's offset under shardcron.io/spread) and the creation of its Job (the API server's creationTimestamp has 1 s resolution; this uses the controller's clock when the create returned)",
+            "Time between the moment a slot could start and the creation of its Job: the controller's and the API server's lateness. A slot can start at its scheduled time plus the CronJob's offset under shardcron.io/spread, or later when its own spec made it wait (shardcron_job_policy_wait_seconds). Uses the controller's clock when the create returned",
             creation_skew.clone(),
+        );
+        let policy_wait =
+            Family::<PolicyLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                seconds_to_hours,
+            );
+        register(
+            &mut registry,
+            &mut families,
+            "job_policy_wait_seconds",
+            "Time a slot waited, after its start, for what its CronJob's spec asked: policy=forbid, the running Job that held it back; policy=catch_up, a catch-up run's turn. Not in shardcron_job_creation_skew_seconds",
+            policy_wait.clone(),
         );
         let jobs_created = Family::<CreateLabels, Counter>::default();
         register(
@@ -354,6 +377,7 @@ impl Metrics {
             lease_valid,
             lease_lapses,
             creation_skew,
+            policy_wait,
             jobs_created,
             jobs_deleted,
             actors,
@@ -376,6 +400,14 @@ impl Metrics {
             trace_id.map(|trace_id| TraceExemplar { trace_id }),
             None,
         );
+    }
+
+    /// How long a slot waited for its CronJob's own `policy` (a
+    /// `reconcile::PolicyWait`'s name) before it could start.
+    pub fn observe_policy_wait(&self, policy: &'static str, waited: Duration) {
+        self.policy_wait
+            .get_or_create(&PolicyLabels { policy })
+            .observe(waited.as_secs_f64());
     }
 
     /// Every series name `/metrics` and `/metrics/cronjobs` can carry, with the prefix and the
