@@ -4,7 +4,8 @@
 //! exports, so neither can drift from the code. Read with Prometheus'
 //! parsers through `promcheck` (deploy/local/promcheck, built by
 //! deploy/local/build); the exported names come from the controller's own
-//! registry.
+//! registry. The rules' unit tests (deploy/monitoring/alerts_test.yaml) run
+//! in the pinned `promtool`, and every rule has tests both ways.
 
 mod support;
 
@@ -14,6 +15,7 @@ use support::{local_binary, repo_root};
 
 const RULES: &str = "deploy/monitoring/alerts.yaml";
 const DASHBOARD: &str = "deploy/monitoring/dashboard.json";
+const RULE_TESTS: &str = "deploy/monitoring/alerts_test.yaml";
 
 /// Every series name the controller's `/metrics` can carry, from the
 /// registry itself.
@@ -76,6 +78,8 @@ fn the_controller_exports_the_per_cronjob_families() {
         "shardcron_cronjob_suspended",
         "shardcron_cronjob_skipped_slots_total",
         "shardcron_job_creation_skew_seconds_bucket",
+        "shardcron_job_policy_wait_seconds_bucket",
+        "shardcron_cronjob_forbid_held_since_seconds",
     ] {
         assert!(exported.contains(name), "{name} not in {exported:?}");
     }
@@ -136,5 +140,81 @@ fn a_misspelt_metric_or_a_broken_query_is_caught() {
     )
     .expect("write");
     assert!(queried("dashboard", &bad_panel).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What `promtool test rules FILE` says, and whether every test passed.
+fn promtool_test(file: &Path) -> (bool, String) {
+    let out = std::process::Command::new(local_binary("promtool"))
+        .args(["test", "rules", &file.to_string_lossy()])
+        .output()
+        .expect("run promtool");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn every_rule_fires_for_its_cause_and_stays_silent_for_its_look_alikes() {
+    let (passed, text) = promtool_test(&repo_root().join(RULE_TESTS));
+    assert!(passed, "{text}");
+    // Both ways, for every rule: an evaluation where it fires, and one
+    // where it does not (no alert at all, or fewer alerts than the test
+    // has look-alike series).
+    let rules: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(repo_root().join(RULES)).expect("rules"))
+            .expect("YAML");
+    let tests: serde_yaml_ng::Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(repo_root().join(RULE_TESTS)).expect("rule tests"),
+    )
+    .expect("YAML");
+    let mut fires = BTreeSet::new();
+    let mut silent = BTreeSet::new();
+    for test in tests["tests"].as_sequence().expect("tests") {
+        let series = test["input_series"].as_sequence().map_or(0, Vec::len);
+        for eval in test["alert_rule_test"]
+            .as_sequence()
+            .expect("alert_rule_test")
+        {
+            let name = eval["alertname"].as_str().expect("alertname").to_owned();
+            let expected = eval["exp_alerts"].as_sequence().map_or(0, Vec::len);
+            if expected > 0 {
+                fires.insert(name.clone());
+            }
+            if expected == 0 || expected < series {
+                silent.insert(name);
+            }
+        }
+    }
+    for group in rules["groups"].as_sequence().expect("groups") {
+        for rule in group["rules"].as_sequence().expect("rules") {
+            let name = rule["alert"].as_str().expect("an alert");
+            assert!(fires.contains(name), "no test shows {name} firing");
+            assert!(silent.contains(name), "no test shows {name} silent");
+        }
+    }
+}
+
+/// The tests catch what they are for: the Stuck rule as it was (any Forbid
+/// skip in the last hour while a Job runs) fires on the demo's forbid
+/// sample, and the tests say so.
+#[test]
+fn a_rule_that_cries_wolf_fails_its_tests() {
+    let dir = std::env::temp_dir().join(format!("shardcron-rule-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let rules = std::fs::read_to_string(repo_root().join(RULES)).expect("the rules");
+    let wolf = rules.replace(
+        "time() - max by (namespace, cronjob, group) (shardcron_cronjob_forbid_held_since_seconds) > 3600",
+        "max by (namespace, cronjob, group) (shardcron_cronjob_forbid_held_since_seconds) > 0",
+    );
+    assert_ne!(wolf, rules, "the Stuck rule's expression moved");
+    std::fs::write(dir.join("alerts.yaml"), wolf).expect("write");
+    std::fs::copy(repo_root().join(RULE_TESTS), dir.join("alerts_test.yaml")).expect("copy");
+    let (passed, text) = promtool_test(&dir.join("alerts_test.yaml"));
+    assert!(!passed, "{text}");
+    assert!(text.contains("ShardcronCronJobStuck"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
