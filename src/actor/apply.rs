@@ -8,7 +8,7 @@
 //! passes a snapshot in and applies the result.
 
 use super::feed::{DecisionFeed, DecisionRecord};
-use super::streak::write_streak;
+use super::own_annotations::write_own_annotations;
 use crate::apiserver::bucket::{self, Bucket};
 use crate::apiserver::failure::ApiFailure;
 use crate::apiserver::gateway::Gateway;
@@ -324,13 +324,13 @@ async fn apply_plan<R: JobRequests + Clone>(
         }
     }
 
-    // The streak before the history deletes, which may remove the failed
-    // Jobs it counts.
-    let streak_pending = match plan.streak.as_ref() {
-        Some(update) => write_pause_streak(gateway, snapshot, update, &mut applied).await,
+    // The streak and the slot history before the history deletes, which
+    // may remove the failed Jobs they count.
+    let annotations_pending = match plan.cronjob_patch() {
+        Some(patch) => write_annotations(gateway, snapshot, plan, &patch, &mut applied).await,
         None => false,
     };
-    let keep_evidence = keep_evidence || streak_pending;
+    let keep_evidence = keep_evidence || annotations_pending;
     if !keep_evidence {
         delete_history(services, &history, &mut applied, &mut results, &mut deleted).await;
     } else {
@@ -448,15 +448,16 @@ async fn create_job<R: JobRequests>(
     Some((result, created))
 }
 
-/// The streak of failed Jobs (and a pause) on the CronJob, at the
-/// resourceVersion this decision's status write left; whether it is still
-/// to be written (the failed Jobs it counts must then stay). After a
-/// status conflict the decision is retried from the re-read CronJob, and
-/// the streak recomputed then.
-async fn write_pause_streak<R: JobRequests>(
+/// The streak of failed Jobs (and a pause) and the slot history on the
+/// CronJob, at the resourceVersion this decision's status write left;
+/// whether it is still to be written (the failed Jobs it counts must then
+/// stay). After a status conflict the decision is retried from the re-read
+/// CronJob, and both are recomputed then.
+async fn write_annotations<R: JobRequests>(
     gateway: &R,
     snapshot: &Snapshot,
-    update: &reconcile::StreakUpdate,
+    plan: &reconcile::Plan,
+    patch: &reconcile::CronJobPatch,
     applied: &mut DecisionAftermath,
 ) -> bool {
     if applied.reread.is_some() {
@@ -466,11 +467,12 @@ async fn write_pause_streak<R: JobRequests>(
         Some((_, version)) => version.clone(),
         None => snapshot.resource_version.as_deref().map(str::to_owned),
     };
-    let written = write_streak(
+    let written = write_own_annotations(
         gateway,
         &snapshot.cronjob,
         version.as_deref(),
-        update,
+        patch,
+        plan.streak.as_ref().and_then(|s| s.pause.as_ref()),
         object_reference(&snapshot.cronjob),
     )
     .await;

@@ -8,8 +8,8 @@
 pub mod apply;
 pub mod cronjob;
 pub mod feed;
+mod own_annotations;
 pub mod runtime;
-mod streak;
 pub mod timer;
 pub mod wheel;
 

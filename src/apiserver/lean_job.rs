@@ -17,7 +17,9 @@
 //! It is a [`kube::Resource`] of its own (the same URL as batch/v1 Jobs), so
 //! kube-runtime's watcher and `Api::list` decode into it directly.
 
-use crate::reconcile::{JobSummary, LiveJob, SCHEDULED_TIMESTAMP_ANNOTATION, SLOT_FINALIZER};
+use crate::reconcile::{
+    FailureReason, JobSummary, LiveJob, SCHEDULED_TIMESTAMP_ANNOTATION, SLOT_FINALIZER,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -61,6 +63,9 @@ pub struct LeanJobCondition {
     pub status: String,
     #[serde(default)]
     pub last_transition_time: Option<Time>,
+    /// Read as one of the reasons kept, not as text.
+    #[serde(default)]
+    pub reason: Option<FailureReason>,
 }
 
 impl k8s_openapi::Resource for LeanJob {
@@ -105,6 +110,7 @@ impl From<&LeanJob> for JobSummary {
                     c.type_.as_str(),
                     c.status.as_str(),
                     c.last_transition_time.as_ref().map(|t| t.0),
+                    c.reason,
                 )
             }),
         )

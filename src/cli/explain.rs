@@ -247,7 +247,7 @@ fn to_json(explained: &Explained) -> Value {
             "catchUpWindowSeconds": explained.options.catch_up_window(),
             "spreadSeconds": explained.options.spread_seconds,
             "spreadOffsetSeconds": explained.spread_offset,
-            "runNow": explained.options.run_now.map(|t| t.to_string()),
+            "runNow": explained.options.run_now.get().map(|t| t.to_string()),
             "pauseAfterFailures": explained.options.pause_after_failures(),
             "failedJobs": explained.options.pause.as_ref().map(|p| {
                 p.counted.iter().map(|j| json!({"name": j.name, "failedAt": j.failed_at.to_string()})).collect::<Vec<_>>()
@@ -293,7 +293,7 @@ fn write_text(
             explained.spread_offset,
         )?;
     }
-    if let Some(requested) = cronjob.options.run_now {
+    if let Some(requested) = cronjob.options.run_now.get() {
         writeln!(
             out,
             "  {}: {requested} (a request for one run; served once a Job starts at or after it)",

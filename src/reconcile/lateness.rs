@@ -113,6 +113,7 @@ mod tests {
             failed_at: finished
                 .filter(|(_, f)| *f == Finished::Failed)
                 .map(|(t, _)| at(t)),
+            failure_reason: None,
             succeeded: finished.is_some_and(|(_, f)| f == Finished::Complete),
             scheduled: None,
             deleting: false,

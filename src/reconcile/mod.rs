@@ -86,6 +86,7 @@ pub mod options;
 mod pause;
 mod release;
 mod schedule_setup;
+mod slot_history;
 mod sync;
 mod template;
 mod update;
@@ -115,11 +116,15 @@ pub use pause::{
     streak_update,
 };
 pub use release::{Release, releases};
+pub use slot_history::{
+    Fate, LastFailure, MAX_SLOT_ENTRIES, MAX_SLOT_HISTORY_BYTES, SLOT_HISTORY_ANNOTATION,
+    SkipCounts, SkipWhy, SlotEntry, SlotHistory, Suspension,
+};
 pub use sync::MAX_UNLISTED_LOOKUPS;
 pub use template::CompactTemplate;
 pub use update::{AfterUpdate, after_update};
 pub use view::{
-    ConcurrencyPolicy, CronJobView, Finished, JobSummary, LAST_SCHEDULE_ANNOTATION,
+    ConcurrencyPolicy, CronJobView, FailureReason, Finished, JobSummary, LAST_SCHEDULE_ANNOTATION,
     SCHEDULED_TIMESTAMP_ANNOTATION, SpecView, StatusView, ViewError, controller_in, controller_of,
     is_child_by_name,
 };
@@ -260,6 +265,9 @@ pub struct Plan {
     /// (`shardcron.io/pause-after-failures`, see [`streak_update`]). A
     /// pausing plan starts nothing, as a suspended CronJob's.
     pub streak: Option<StreakUpdate>,
+    /// The slot history to write on the CronJob, when this decision adds
+    /// to it ([`SlotHistory`]).
+    pub slot_history: Option<SlotHistory>,
 }
 
 impl Plan {
@@ -272,6 +280,26 @@ impl Plan {
             && !self.expected.status_changed
             && self.expected.events.is_empty()
             && self.streak.is_none()
+            && self.slot_history.is_none()
+    }
+
+    /// The write to the CronJob itself (not its status), if any: the
+    /// streak (and a pause) and the slot history, in one merge patch.
+    pub fn cronjob_patch(&self) -> Option<CronJobPatch> {
+        let mut patch = match &self.streak {
+            Some(streak) => streak.patch(),
+            None if self.slot_history.is_some() => CronJobPatch {
+                annotations: Vec::new(),
+                suspend: false,
+            },
+            None => return None,
+        };
+        if let Some(history) = &self.slot_history {
+            patch
+                .annotations
+                .push((SLOT_HISTORY_ANNOTATION, Some(history.to_json())));
+        }
+        Some(patch)
     }
 }
 
@@ -290,6 +318,7 @@ pub fn reconcile(input: &Input, live: &LiveAnswers) -> Step {
             create: run.create,
             decisions: run.decisions,
             streak: run.streak,
+            slot_history: run.slot_history,
             expected: Outcome {
                 status: run.status,
                 status_changed: run.status_changed,

@@ -5,6 +5,7 @@
 //! its own leaves upstream's behaviour in place and is reported on the
 //! CronJob, naming the values it takes.
 
+use super::slot_history::{SLOT_HISTORY_ANNOTATION, SlotHistory};
 use std::collections::BTreeMap;
 use thiserror::Error;
 
@@ -150,14 +151,18 @@ pub struct Options {
     pub catch_up_seconds: u32,
     /// The spread window in seconds; 0: none (upstream's behaviour).
     pub spread_seconds: u32,
-    /// The run-now request's time, if one is set.
-    pub run_now: Option<jiff::Timestamp>,
+    /// The run-now request's time, if one is set (whole seconds: compact,
+    /// 8 bytes instead of an `Option<Timestamp>`'s 24).
+    pub run_now: super::CompactTime,
     /// Pausing after repeated failures: the opt-in and the streak it keeps
     /// on the CronJob ([`super::pause`]); boxed, absent for almost all.
     pub pause: Option<Box<PauseState>>,
     /// The first annotation that could not be read, for the warning (boxed:
     /// almost always `None`, and the view is kept per CronJob).
     pub invalid: Option<Box<InvalidOption>>,
+    /// The slot history as written ([`super::slot_history`]); boxed, absent
+    /// for a CronJob that never skipped a slot nor failed.
+    pub history: Option<Box<SlotHistory>>,
 }
 
 impl Options {
@@ -189,7 +194,7 @@ impl Options {
             // which must then serve the request.
             let whole = |t: jiff::Timestamp| jiff::Timestamp::from_second(t.as_second()).ok();
             match value.parse::<jiff::Timestamp>().ok().and_then(whole) {
-                Some(requested) => options.run_now = Some(requested),
+                Some(requested) => options.run_now = requested.into(),
                 None => options.note_invalid(
                     RUN_NOW_ANNOTATION,
                     value,
@@ -206,6 +211,10 @@ impl Options {
                     "a duration from 1s to 24h, such as 10m",
                 ),
             }
+        }
+        if let Some(value) = annotations.get(SLOT_HISTORY_ANNOTATION) {
+            // One that does not read is replaced at the next write.
+            options.history = SlotHistory::parse(value).map(Box::new);
         }
         if let Some((state, invalid)) = PauseState::from_annotations(annotations) {
             if let Some(value) = invalid {

@@ -19,6 +19,7 @@ use super::options::{
     RUN_NOW_MIN_INTERVAL_SECONDS,
 };
 use super::pause::{self, Pause, StreakUpdate};
+use super::slot_history::{SlotFacts, SlotHistory, Unstarted, slot_history_update};
 use super::view::{CronJobView, JobSummary, ref_name, ref_namespace, ref_uid};
 use super::{ConcurrencyPolicy, DeleteReason, Deletion, Input, JobToCreate, Requeue, StatusView};
 use crate::schedule::slots::{Missed, Slots};
@@ -48,6 +49,8 @@ pub(crate) struct Run {
     pub requeue: Requeue,
     /// The streak of failed Jobs to write, and a pause ([`super::pause`]).
     pub streak: Option<StreakUpdate>,
+    /// The slot history to write ([`super::slot_history`]).
+    pub slot_history: Option<SlotHistory>,
 }
 
 /// Where `syncCronJob` returned.
@@ -74,6 +77,8 @@ struct Engine<'a> {
     decisions: Vec<Decision>,
     /// The pause this decision makes: it starts nothing, as if suspended.
     pausing: Option<&'a Pause>,
+    /// Slots found never started before the one decided on.
+    unstarted: Option<Unstarted>,
 }
 
 pub(crate) fn run(
@@ -94,6 +99,7 @@ pub(crate) fn run(
         events: Vec::new(),
         decisions: Vec::new(),
         pausing: streak.as_ref().and_then(|update| update.pause.as_ref()),
+        unstarted: None,
     };
     engine.record_known_slot();
     // sync(): history first, then the schedule (upstream tests this order).
@@ -109,7 +115,19 @@ pub(crate) fn run(
         }
         _ => {}
     }
+    let slot_history = slot_history_update(
+        input.cronjob.options.history.as_deref(),
+        &input.cronjob.spec.concurrency_policy,
+        input.cronjob.spec.suspend,
+        input.children,
+        &engine.decisions,
+        SlotFacts {
+            unstarted: engine.unstarted,
+        },
+        input.now,
+    );
     Ok(Run {
+        slot_history,
         deletes: engine.deletes,
         create: engine.create,
         events: engine.events,
@@ -532,6 +550,11 @@ impl Engine<'_> {
             self.events.push(Event::too_many_missed_times());
             self.decisions.push(Decision::TooManyMissed { slot });
         }
+        // The slots between the last one started and this one never ran
+        // (the slot history tells which and why).
+        let slots_then = slots(&self.cj.status, created);
+        let first = slots_then.next(self.cj.status.last_schedule_time.get().unwrap_or(created));
+        self.unstarted = Unstarted::between(first, slot, |t| slots_then.next(t));
         // With a spread, the deadline counts from the slot's delayed start.
         if let Some(deadline) = spec.starting_deadline_seconds
             && go_add_seconds(slot, deadline) < slots(&self.cj.status, created).nominal(now)
@@ -574,7 +597,7 @@ impl Engine<'_> {
         // once; every other exit waits as upstream does (under Forbid, the
         // running Job's end brings the next decision; a slot whose name a
         // foreign Job holds is not retried in a loop).
-        let run_now = self.cj.options.run_now;
+        let run_now = self.cj.options.run_now.get();
         let wake_up_after_start = |status: &StatusView, created| {
             let slots = slots(status, created);
             let recorded = status.last_schedule_time.get() == Some(slot);
@@ -697,7 +720,7 @@ impl Engine<'_> {
     /// lapsed and not too far ahead of the clock. Each request that will not
     /// run says why, once per decision.
     fn run_now_request(&mut self) -> Option<Timestamp> {
-        let requested = self.cj.options.run_now?;
+        let requested = self.cj.options.run_now.get()?;
         if self
             .cj
             .status

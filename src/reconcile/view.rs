@@ -306,6 +306,56 @@ impl Finished {
     }
 }
 
+/// Why a Job failed: the reasons the Job controller writes on its `Failed`
+/// condition (`batchv1.JobReason*`), and any other as `Other`. One byte, not
+/// the text: the actor keeps every child's summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureReason {
+    BackoffLimitExceeded,
+    DeadlineExceeded,
+    PodFailurePolicy,
+    MaxFailedIndexesExceeded,
+    FailedIndexes,
+    Other,
+}
+
+impl FailureReason {
+    pub const ALL: [Self; 6] = [
+        Self::BackoffLimitExceeded,
+        Self::DeadlineExceeded,
+        Self::PodFailurePolicy,
+        Self::MaxFailedIndexesExceeded,
+        Self::FailedIndexes,
+        Self::Other,
+    ];
+
+    /// The reason a condition gives.
+    pub fn of(reason: &str) -> Self {
+        Self::ALL
+            .into_iter()
+            .find(|r| r.as_str() == reason)
+            .unwrap_or(Self::Other)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::BackoffLimitExceeded => "BackoffLimitExceeded",
+            Self::DeadlineExceeded => "DeadlineExceeded",
+            Self::PodFailurePolicy => "PodFailurePolicy",
+            Self::MaxFailedIndexesExceeded => "MaxFailedIndexesExceeded",
+            Self::FailedIndexes => "FailedIndexes",
+            Self::Other => "Other",
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for FailureReason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Ok(Self::of(&text))
+    }
+}
+
 /// `batchv1.CronJobScheduledTimestampAnnotation`: the slot a Job was made
 /// for, written on it by [`build_job`](super::build_job) and read back into
 /// [`JobSummary::scheduled`].
@@ -322,6 +372,9 @@ pub struct JobSummary {
     /// When it failed: its `Failed` condition's lastTransitionTime (a
     /// failed Job has no completionTime). For the per-CronJob metrics only.
     pub failed_at: Option<Timestamp>,
+    /// Why it failed: its `Failed` condition's reason (the slot history and
+    /// the per-CronJob metrics).
+    pub failure_reason: Option<FailureReason>,
     /// Some `Complete` condition is `True` (upstream's `IsJobSucceeded`). It
     /// differs from `finished == Some(Complete)` only for a Job that has both
     /// conditions True with `Failed` first, which upstream also tells apart.
@@ -342,26 +395,30 @@ pub struct JobSummary {
 
 impl JobSummary {
     /// The summary of a Job with metadata `meta`, the given start and
-    /// completion times, and conditions as `(type, status, lastTransitionTime)`: one
-    /// reading for the full Job a GET or a create returns and for the lean
-    /// one the watches decode.
+    /// completion times, and conditions as `(type, status, lastTransitionTime,
+    /// reason)`: one reading for the full Job a GET or a create returns and
+    /// for the lean one the watches decode.
     pub fn new<'a>(
         meta: &ObjectMeta,
         start_time: Option<Timestamp>,
         completion_time: Option<Timestamp>,
-        conditions: impl IntoIterator<Item = (&'a str, &'a str, Option<Timestamp>)>,
+        conditions: impl IntoIterator<
+            Item = (&'a str, &'a str, Option<Timestamp>, Option<FailureReason>),
+        >,
     ) -> Self {
         let mut finished = None;
         let mut succeeded = false;
         let mut failed_at = None;
-        for (kind, _, changed) in conditions
+        let mut failure_reason = None;
+        for (kind, _, changed, reason) in conditions
             .into_iter()
-            .filter(|(_, status, _)| *status == "True")
+            .filter(|(_, status, _, _)| *status == "True")
         {
             let outcome = match kind {
                 "Complete" => Finished::Complete,
                 "Failed" => {
                     failed_at = changed;
+                    failure_reason = reason;
                     Finished::Failed
                 }
                 _ => continue,
@@ -378,6 +435,7 @@ impl JobSummary {
             finished,
             succeeded,
             failed_at,
+            failure_reason,
             scheduled: meta
                 .annotations
                 .as_ref()
@@ -404,6 +462,7 @@ impl From<&Job> for JobSummary {
                     c.type_.as_str(),
                     c.status.as_str(),
                     c.last_transition_time.as_ref().map(|t| t.0),
+                    c.reason.as_deref().map(FailureReason::of),
                 )
             }),
         )

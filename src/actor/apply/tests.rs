@@ -199,14 +199,15 @@ impl JobRequests for Scripted {
     }
 }
 
-/// An every-minute CronJob created an hour ago, never run, at
-/// resourceVersion `version`.
+/// An every-minute CronJob created just before the 09:30 slot, never run,
+/// at resourceVersion `version` (one created earlier would have slots that
+/// never ran, which the slot history records).
 fn cronjob(version: &str) -> CronJob {
     serde_json::from_value(serde_json::json!({
         "metadata": {
             "name": "report", "namespace": "team-a", "uid": "c-1",
             "resourceVersion": version,
-            "creationTimestamp": "2024-03-01T08:30:00Z"
+            "creationTimestamp": "2024-03-01T09:29:30Z"
         },
         "spec": {
             "schedule": "* * * * *",
@@ -397,6 +398,7 @@ fn held_and_deleting(scheduled: &str) -> JobSummary {
         completion_time: Some("2024-03-01T09:29:30Z".parse().expect("a time")),
         finished: Some(reconcile::Finished::Complete),
         failed_at: None,
+        failure_reason: None,
         succeeded: true,
         scheduled: Some(scheduled.parse().expect("a time")),
         deleting: true,
@@ -441,6 +443,7 @@ fn with_a_finished_child() -> Snapshot {
             completion_time: Some("2024-03-01T09:29:30Z".parse().expect("a time")),
             finished: Some(reconcile::Finished::Complete),
             failed_at: None,
+            failure_reason: None,
             succeeded: true,
             scheduled: Some("2024-03-01T09:29:00Z".parse().expect("a time")),
             deleting: false,
@@ -591,6 +594,7 @@ fn with_one_failure() -> Snapshot {
             completion_time: None,
             finished: Some(reconcile::Finished::Failed),
             failed_at: Some(failed_at),
+            failure_reason: None,
             succeeded: false,
             scheduled: None,
             deleting: false,

@@ -37,6 +37,7 @@ fn finished(name: &str, failed: bool, at: &str) -> JobSummary {
             Finished::Complete
         }),
         failed_at: failed.then(|| ts(at)),
+        failure_reason: None,
         succeeded: !failed,
         scheduled: None,
         deleting: false,

@@ -116,6 +116,7 @@ fn summary(name: &str, start: Option<&str>) -> JobSummary {
         completion_time: None,
         finished: Some(Finished::Complete),
         failed_at: None,
+        failure_reason: None,
         succeeded: true,
         scheduled: None,
         deleting: false,

@@ -1,17 +1,19 @@
-//! The streak of failed Jobs written on the CronJob, and the pause it may
-//! bring (`shardcron.io/pause-after-failures`): the one write a decision
-//! makes to the CronJob itself. What to write is decided by
-//! `reconcile::streak_update`; this sends it.
+//! The controller's own annotations on the CronJob: the streak of failed
+//! Jobs and the pause it may bring (`shardcron.io/pause-after-failures`),
+//! and the slot history (`shardcron.io/slot-history`), in the one write a
+//! decision makes to the CronJob itself. What to write is decided by
+//! `reconcile` (`streak_update`, the slot history's rule,
+//! `Plan::cronjob_patch`); this sends it.
 
 use crate::apiserver::failure::ApiFailure;
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::requests::JobRequests;
-use crate::reconcile::{ApiError, CronJobView, StreakUpdate};
+use crate::reconcile::{ApiError, CronJobPatch, CronJobView, Pause};
 use k8s_openapi::api::core::v1::ObjectReference;
 
 /// How the write went, for the steps after it.
 #[derive(Debug)]
-pub(super) struct StreakWrite {
+pub(super) struct AnnotationsWrite {
     /// Written (or nothing to write): the failed Jobs it counts may go.
     /// Otherwise (refused, failed, stopping) they stay until a later
     /// decision counts them, so this decision deletes no history.
@@ -22,20 +24,21 @@ pub(super) struct StreakWrite {
     pub backoff: Option<ApiError>,
 }
 
-/// Writes `update` with `version` as precondition (the resourceVersion the
+/// Writes `patch` with `version` as precondition (the resourceVersion the
 /// decision read, or the one its own status write produced), records the
-/// pause's event on `regarding` once the pause is written. A conflict
+/// `pause`'s event on `regarding` once it is written. A conflict
 /// re-reads the CronJob, as a status write's does; any failure retries the
 /// decision with backoff. A pausing decision started nothing, so until the
 /// pause lands nothing starts.
-pub(super) async fn write_streak<R: JobRequests>(
+pub(super) async fn write_own_annotations<R: JobRequests>(
     requests: &R,
     cronjob: &CronJobView,
     version: Option<&str>,
-    update: &StreakUpdate,
+    patch: &CronJobPatch,
+    pause: Option<&Pause>,
     regarding: ObjectReference,
-) -> StreakWrite {
-    let mut outcome = StreakWrite {
+) -> AnnotationsWrite {
+    let mut outcome = AnnotationsWrite {
         done: false,
         cronjob: None,
         backoff: None,
@@ -46,12 +49,12 @@ pub(super) async fn write_streak<R: JobRequests>(
             cronjob.namespace(),
             cronjob.name(),
             version,
-            &update.patch(),
+            patch,
         )
         .await;
     match result {
         Ok(written) => {
-            if let Some(pause) = &update.pause {
+            if let Some(pause) = pause {
                 tracing::info!(cronjob = %cronjob.name(), namespace = %cronjob.namespace(), jobs = ?pause.jobs, "paused after consecutive failed Jobs");
                 requests.record(regarding, &pause.event());
             }
@@ -70,7 +73,7 @@ pub(super) async fn write_streak<R: JobRequests>(
             }
         }
         Err(error) => {
-            tracing::warn!(cronjob = %cronjob.name(), namespace = %cronjob.namespace(), %error, "writing the failed-Job streak failed");
+            tracing::warn!(cronjob = %cronjob.name(), namespace = %cronjob.namespace(), %error, "writing the CronJob's own annotations (failed-Job streak, slot history) failed");
             outcome.backoff = Some(error.to_api_error());
         }
     }

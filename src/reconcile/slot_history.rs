@@ -1,0 +1,503 @@
+//! Each slot's fate, kept on the CronJob (`shardcron.io/slot-history`):
+//! the slots that did not start and why, the Jobs that failed or were
+//! replaced, and counters since the history began, so that "why didn't it
+//! run last night?" is answered by `kubectl get cronjob -o yaml` long after
+//! the Events' hour, across restarts and hand-offs, with no replica up.
+//!
+//! # What is written, and when
+//! Only what went wrong: a slot that ran on time and whose Job succeeded
+//! costs no write (its Job, `status.lastScheduleTime` and
+//! `lastSuccessfulTime` tell it; a slot between two recorded ones that is
+//! not listed started and did not fail). At most one write for each slot
+//! that did not start, and for each failed or replaced Job; one when a
+//! CronJob is suspended (so that the slots it then skips are told as
+//! suspended, not missed). The write is the merge patch that also carries
+//! the failed-Job streak (`super::pause`), with the resourceVersion as a
+//! precondition: a stale copy gets 409, never a lost entry.
+//!
+//! # The rule
+//! A function of the CronJob (its history as written, its status), its
+//! children and the decision, so a replayed event, a stale read or a
+//! second owner computes the same entries, and a decision made again
+//! records nothing twice: skipped slots are recorded up to a mark
+//! (`recordedTo`), failures by their time and Job.
+//!
+//! # Bounds
+//! The newest [`MAX_SLOT_ENTRIES`] entries; text fields cut to
+//! [`MAX_TEXT_BYTES`]; a value the controller writes stays under
+//! [`MAX_SLOT_HISTORY_BYTES`]. The annotation is the tenant's to edit too:
+//! one longer than that, or that does not read, is not parsed (the history
+//! starts anew at the next write); a tenant can only fake its own
+//! CronJob's history.
+
+use super::decision::Decision;
+use super::view::{ConcurrencyPolicy, Finished, JobSummary};
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// The annotation that holds a CronJob's [`SlotHistory`], as JSON.
+pub const SLOT_HISTORY_ANNOTATION: &str = "shardcron.io/slot-history";
+/// The entries kept, newest first.
+pub const MAX_SLOT_ENTRIES: usize = 20;
+/// The longest text kept in a field (a Job's name is at most 63 bytes in
+/// practice, 253 by the API; a failure's reason is a CamelCase word).
+pub const MAX_TEXT_BYTES: usize = 128;
+/// The longest value read; the controller's own stay well under it
+/// (20 entries of at most ~400 bytes).
+pub const MAX_SLOT_HISTORY_BYTES: usize = 16 * 1024;
+/// Slots counted one by one in a run of skipped ones; more is "more than
+/// 100", as upstream's `TooManyMissedTimes`.
+const MAX_COUNTED: u32 = 101;
+
+/// Why a slot did not start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SkipWhy {
+    /// `concurrencyPolicy: Forbid` held it behind a running Job until a
+    /// later slot came (`job` names that Job).
+    Forbid,
+    /// Past `startingDeadlineSeconds`.
+    Deadline,
+    /// More than 100 slots were missed: only the most recent is considered.
+    TooManyMissed,
+    /// `spec.suspend` was true at its time.
+    Suspended,
+    /// Suspended by `shardcron.io/pause-after-failures`.
+    Paused,
+    /// Not started at its time and a later slot came first: no controller
+    /// decided at its time (all replicas down, the CronJob just created or
+    /// taken over), and upstream starts only the most recent slot.
+    Missed,
+}
+
+impl SkipWhy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Forbid => "forbid",
+            Self::Deadline => "deadline",
+            Self::TooManyMissed => "tooManyMissed",
+            Self::Suspended => "suspended",
+            Self::Paused => "paused",
+            Self::Missed => "missed",
+        }
+    }
+}
+
+/// What became of one slot (or a run of them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "fate")]
+pub enum Fate {
+    /// Did not start; `count` slots from this one (1 unless a run).
+    Skipped {
+        why: SkipWhy,
+        #[serde(default = "one", skip_serializing_if = "is_one")]
+        count: u32,
+    },
+    /// Its Job failed, at `at`, for `reason` (its `Failed` condition's).
+    Failed {
+        #[serde(with = "instant")]
+        at: Timestamp,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        reason: String,
+    },
+    /// Its Job was deleted by `concurrencyPolicy: Replace` for a later one.
+    Replaced,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+/// One entry: a slot, its fate, and the Job concerned (the failed or
+/// replaced one; for a Forbid skip, the running Job that held it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlotEntry {
+    #[serde(with = "instant")]
+    pub slot: Timestamp,
+    #[serde(flatten)]
+    pub fate: Fate,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub job: String,
+}
+
+/// Slots skipped since the history began, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SkipCounts {
+    #[serde(skip_serializing_if = "is_zero")]
+    pub forbid: u32,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub deadline: u32,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub too_many_missed: u32,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub suspended: u32,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub paused: u32,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub missed: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl SkipCounts {
+    fn add(&mut self, why: SkipWhy, count: u32) {
+        let counter = match why {
+            SkipWhy::Forbid => &mut self.forbid,
+            SkipWhy::Deadline => &mut self.deadline,
+            SkipWhy::TooManyMissed => &mut self.too_many_missed,
+            SkipWhy::Suspended => &mut self.suspended,
+            SkipWhy::Paused => &mut self.paused,
+            SkipWhy::Missed => &mut self.missed,
+        };
+        *counter = counter.saturating_add(count);
+    }
+}
+
+/// The last failure: its Job, time and reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastFailure {
+    pub job: String,
+    #[serde(with = "instant")]
+    pub at: Timestamp,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
+/// A CronJob's slot history, as the annotation holds it. The field order
+/// is the JSON's: the summary first, so that `kubectl describe`, which
+/// shows an annotation's first 140 characters, shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlotHistory {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<LastFailure>,
+    /// Failed Jobs since `since`.
+    #[serde(default)]
+    pub failed: u32,
+    /// Skipped slots since `since`.
+    #[serde(default)]
+    pub skipped: SkipCounts,
+    /// Replaced Jobs since `since`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub replaced: u32,
+    /// When the history began (its first entry).
+    #[serde(with = "instant")]
+    pub since: Timestamp,
+    /// Every skipped slot up to this one is recorded.
+    #[serde(with = "instant")]
+    pub recorded_to: Timestamp,
+    /// Since when the CronJob has been suspended (and whether by a pause),
+    /// while it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspended: Option<Suspension>,
+    /// The newest entries first, at most [`MAX_SLOT_ENTRIES`].
+    #[serde(default)]
+    pub slots: Vec<SlotEntry>,
+}
+
+/// A suspension in progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Suspension {
+    #[serde(with = "instant")]
+    pub since: Timestamp,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+}
+
+impl SlotHistory {
+    /// Reads the annotation's value: `None` when it is too long or does
+    /// not read (the next write starts anew).
+    pub fn parse(value: &str) -> Option<Self> {
+        if value.len() > MAX_SLOT_HISTORY_BYTES {
+            return None;
+        }
+        let mut history: Self = serde_json::from_str(value).ok()?;
+        history.slots.truncate(MAX_SLOT_ENTRIES);
+        for entry in &mut history.slots {
+            cut(&mut entry.job);
+            if let Fate::Failed { reason, .. } = &mut entry.fate {
+                cut(reason);
+            }
+        }
+        if let Some(last) = &mut history.last_failure {
+            cut(&mut last.job);
+            cut(&mut last.reason);
+        }
+        Some(history)
+    }
+
+    /// The annotation's value.
+    pub fn to_json(&self) -> String {
+        // Plain strings, numbers and enums: serialising cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    fn new(now: Timestamp) -> Self {
+        Self {
+            last_failure: None,
+            failed: 0,
+            skipped: SkipCounts::default(),
+            replaced: 0,
+            since: now,
+            recorded_to: Timestamp::UNIX_EPOCH,
+            suspended: None,
+            slots: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, entry: SlotEntry) {
+        self.slots.insert(0, entry);
+        self.slots.truncate(MAX_SLOT_ENTRIES);
+    }
+
+    fn has_failure(&self, job: &str, at: Timestamp) -> bool {
+        self.last_failure
+            .as_ref()
+            .is_some_and(|last| at < last.at || (at == last.at && last.job == job))
+            || self
+                .slots
+                .iter()
+                .any(|e| e.job == job && matches!(e.fate, Fate::Failed { .. }))
+    }
+}
+
+/// Cuts `text` to [`MAX_TEXT_BYTES`] at a character boundary.
+fn cut(text: &mut String) {
+    if text.len() > MAX_TEXT_BYTES {
+        let mut end = MAX_TEXT_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+}
+
+fn cut_owned(text: &str) -> String {
+    let mut text = text.to_owned();
+    cut(&mut text);
+    text
+}
+
+/// Slots a decision found never started: the first of them, how many
+/// (at most [`MAX_COUNTED`]), up to the slot it decided on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unstarted {
+    pub first: Timestamp,
+    pub count: u32,
+    /// The slot the decision was about (not among them).
+    pub before: Timestamp,
+}
+
+impl Unstarted {
+    /// The slots from `first` (the first after the last one started) that
+    /// come before `due`, by `next`; `None` when there are none.
+    pub fn between(
+        first: Option<Timestamp>,
+        due: Timestamp,
+        next: impl Fn(Timestamp) -> Option<Timestamp>,
+    ) -> Option<Self> {
+        let first = first.filter(|first| *first < due)?;
+        let mut count = 1;
+        let mut slot = first;
+        while count < MAX_COUNTED {
+            match next(slot) {
+                Some(later) if later < due => {
+                    count += 1;
+                    slot = later;
+                }
+                _ => break,
+            }
+        }
+        Some(Self {
+            first,
+            count,
+            before: due,
+        })
+    }
+}
+
+/// What one decision tells the history, besides the decisions themselves.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SlotFacts {
+    /// Slots found never started before the slot decided on.
+    pub unstarted: Option<Unstarted>,
+}
+
+/// The history after this decision, if it changes: `current` as written
+/// (`None`: none yet, or unreadable), the CronJob's policy and
+/// suspension, its children, the decision's steps and facts, at `now`.
+pub fn slot_history_update(
+    current: Option<&SlotHistory>,
+    policy: &ConcurrencyPolicy,
+    suspended: bool,
+    children: &[JobSummary],
+    decisions: &[Decision],
+    facts: SlotFacts,
+    now: Timestamp,
+) -> Option<SlotHistory> {
+    let mut history = current.cloned().unwrap_or_else(|| SlotHistory::new(now));
+    let before = current.cloned();
+
+    // Slots that never started, and why.
+    if let Some(unstarted) = facts.unstarted.filter(|u| u.first > history.recorded_to) {
+        let why = if unstarted.count >= MAX_COUNTED {
+            SkipWhy::TooManyMissed
+        } else if let Some(suspension) = history.suspended.filter(|s| s.since <= unstarted.first) {
+            if suspension.paused {
+                SkipWhy::Paused
+            } else {
+                SkipWhy::Suspended
+            }
+        } else if *policy == ConcurrencyPolicy::Forbid
+            && running_at(children, unstarted.first).is_some()
+        {
+            SkipWhy::Forbid
+        } else {
+            SkipWhy::Missed
+        };
+        let job = match why {
+            SkipWhy::Forbid => running_at(children, unstarted.first).unwrap_or_default(),
+            _ => String::new(),
+        };
+        history.skipped.add(why, unstarted.count);
+        history.push(SlotEntry {
+            slot: unstarted.first,
+            fate: Fate::Skipped {
+                why,
+                count: unstarted.count,
+            },
+            job: cut_owned(&job),
+        });
+        history.recorded_to = history
+            .recorded_to
+            .max(unstarted.before - jiff::SignedDuration::from_secs(1));
+    }
+    // The slot decided on, when past its deadline.
+    for decision in decisions {
+        if let Decision::TooLate { slot } = decision
+            && *slot > history.recorded_to
+        {
+            history.skipped.add(SkipWhy::Deadline, 1);
+            history.push(SlotEntry {
+                slot: *slot,
+                fate: Fate::Skipped {
+                    why: SkipWhy::Deadline,
+                    count: 1,
+                },
+                job: String::new(),
+            });
+            history.recorded_to = *slot;
+        }
+    }
+    // Jobs replaced by this decision.
+    for decision in decisions {
+        if let Decision::Replace { job } = decision {
+            let slot = children
+                .iter()
+                .find(|c| c.name == *job)
+                .and_then(|c| c.scheduled)
+                .unwrap_or(now);
+            history.replaced = history.replaced.saturating_add(1);
+            history.push(SlotEntry {
+                slot,
+                fate: Fate::Replaced,
+                job: cut_owned(job),
+            });
+        }
+    }
+    // Failed Jobs not yet recorded, oldest first.
+    let mut failed: Vec<&JobSummary> = children
+        .iter()
+        .filter(|c| c.finished == Some(Finished::Failed))
+        .collect();
+    failed.sort_by_key(|c| c.failed_at);
+    for job in failed {
+        let at = job.failed_at.unwrap_or(now);
+        if history.has_failure(&job.name, at) {
+            continue;
+        }
+        let reason = job
+            .failure_reason
+            .map(|r| r.as_str().to_owned())
+            .unwrap_or_default();
+        history.failed = history.failed.saturating_add(1);
+        history.last_failure = Some(LastFailure {
+            job: cut_owned(&job.name),
+            at,
+            reason: reason.clone(),
+        });
+        history.push(SlotEntry {
+            slot: job.scheduled.unwrap_or(at),
+            fate: Fate::Failed { at, reason },
+            job: cut_owned(&job.name),
+        });
+    }
+    // A suspension begins or ends.
+    let paused = decisions
+        .iter()
+        .any(|d| matches!(d, Decision::PausedAfterFailures { .. }));
+    match (suspended || paused, history.suspended) {
+        (true, None) => {
+            history.suspended = Some(Suspension { since: now, paused });
+        }
+        (false, Some(_)) => history.suspended = None,
+        _ => {}
+    }
+
+    if before.as_ref() == Some(&history) {
+        return None;
+    }
+    // A new history begins with its oldest entry.
+    if before.is_none()
+        && let Some(oldest) = history.slots.iter().map(|e| e.slot).min()
+    {
+        history.since = history.since.min(oldest);
+    }
+    // A CronJob that has never had anything to tell gets no history: its
+    // first write is its first skipped slot, failure or suspension.
+    if before.is_none() && history.slots.is_empty() && history.suspended.is_none() {
+        return None;
+    }
+    Some(history)
+}
+
+/// The child running at `slot`: started by then and not finished before.
+fn running_at(children: &[JobSummary], slot: Timestamp) -> Option<String> {
+    children
+        .iter()
+        .filter(|c| c.start_time.is_some_and(|start| start <= slot))
+        .filter(|c| {
+            let finished = c.completion_time.or(c.failed_at);
+            c.finished.is_none() || finished.is_some_and(|end| end > slot)
+        })
+        .map(|c| c.name.clone())
+        .next()
+}
+
+/// RFC 3339 instants in the JSON.
+mod instant {
+    use jiff::Timestamp;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(t)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests;
