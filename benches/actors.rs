@@ -182,6 +182,7 @@ fn main() {
             reports: Counter(armed.clone()).start().recipient(),
             metrics,
             default_zone: jiff::tz::TimeZone::UTC,
+            slot_history: true,
             replica: "bench".into(),
             clock: jiff::Timestamp::now,
         });

@@ -58,6 +58,8 @@ pub struct ActorServices {
     pub reports: actix::Recipient<ActorReport>,
     pub metrics: Arc<Metrics>,
     pub default_zone: TimeZone,
+    /// Whether decisions write the slot history (`--slot-history`).
+    pub slot_history: bool,
     /// This replica's id, written on the Jobs it creates ([`CREATED_BY_ANNOTATION`]).
     pub replica: String,
     /// Where decisions are published while someone watches.
@@ -166,6 +168,7 @@ pub async fn decide_and_apply(
         metrics: &actor.metrics,
         replica: &actor.replica,
         default_zone: &actor.default_zone,
+        slot_history: actor.slot_history,
         clock: actor.clock,
         feed: &actor.feed,
     };
@@ -180,6 +183,7 @@ struct DecisionServices<'a, R> {
     metrics: &'a Metrics,
     replica: &'a str,
     default_zone: &'a TimeZone,
+    slot_history: bool,
     clock: fn() -> Timestamp,
     feed: &'a DecisionFeed,
 }
@@ -326,7 +330,7 @@ async fn apply_plan<R: JobRequests + Clone>(
 
     // The streak and the slot history before the history deletes, which
     // may remove the failed Jobs they count.
-    let annotations_pending = match plan.cronjob_patch() {
+    let annotations_pending = match plan.cronjob_patch(services.slot_history) {
         Some(patch) => write_annotations(gateway, snapshot, plan, &patch, &mut applied).await,
         None => false,
     };

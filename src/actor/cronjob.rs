@@ -16,8 +16,8 @@ use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::requests::JobRequests as _;
 use crate::apiserver::resource_version::is_older;
 use crate::reconcile::{
-    AfterUpdate, CompactTime, CronJobView, Finished, JobSummary, Requeue, SkipReason, SpecView,
-    after_update,
+    AfterUpdate, CompactTime, CronJobView, FailureReason, Finished, JobSummary, Requeue,
+    SkipReason, SpecView, after_update,
 };
 use crate::telemetry::cronjob_series::seconds;
 use crate::telemetry::metrics::{OkLabel, SyncLabels};
@@ -381,8 +381,8 @@ impl CronJobActor {
             .children
             .iter()
             .filter(|c| c.finished == Some(Finished::Failed))
-            .filter_map(|c| c.failed_at)
-            .max();
+            .filter_map(|c| Some((c.failed_at?, c.failure_reason)))
+            .max_by_key(|(at, _)| *at);
         let suspended = self.cronjob.spec.suspend;
         self.services.metrics.cronjobs.update(self.key(), |record| {
             if let Some(next) = next {
@@ -391,9 +391,14 @@ impl CronJobActor {
             record.last_schedule = seconds(status.last_schedule_time.get());
             record.settle(record.last_schedule);
             record.last_successful = seconds(status.last_successful_time.get());
-            record.last_failed = record.last_failed.max(seconds(last_failed));
+            if let Some((at, reason)) = last_failed
+                && seconds(Some(at)) >= record.last_failed
+            {
+                record.last_failed = seconds(Some(at));
+                record.last_failed_reason = failure_reason_label(reason);
+            }
             record.active = u16::try_from(status.active.len()).unwrap_or(u16::MAX);
-            record.suspended = suspended;
+            record.set_suspended(suspended);
             if let Some((reason, slot)) = skipped {
                 record.skip(reason.as_str(), slot);
             }
@@ -583,4 +588,14 @@ impl CronJobActor {
                 .collect(),
         }
     }
+}
+
+/// The index of `reason` in the metrics' `FAILURE_REASONS` (0: none).
+fn failure_reason_label(reason: Option<FailureReason>) -> u8 {
+    reason.map_or(0, |reason| {
+        FailureReason::ALL
+            .iter()
+            .position(|r| *r == reason)
+            .map_or(0, |i| i as u8 + 1)
+    })
 }

@@ -141,6 +141,7 @@ fn start_on_wheel(
         reports: Reports(sender).start().recipient(),
         metrics,
         default_zone: jiff::tz::TimeZone::UTC,
+        slot_history: true,
         replica: "r0".into(),
         clock,
     });
@@ -161,7 +162,10 @@ async fn expect_armed(reports: &mut mpsc::UnboundedReceiver<ActorReport>, within
 
 #[actix::test]
 async fn started_it_creates_the_due_slots_job_records_it_in_status_and_reports_armed() {
-    let created = Timestamp::now() - 90.seconds();
+    // Created 59 s before the minute just begun: one slot due, none missed
+    // (a missed one is written in the slot history).
+    let now = Timestamp::now().as_second();
+    let created = Timestamp::from_second(now - now % 60 - 59).expect("an instant");
     let bodies = Arc::new(Mutex::new(Vec::<Value>::new()));
     let written = bodies.clone();
     let (actor, asked, mut reports) = start(&cronjob(created), move |request| {

@@ -309,6 +309,12 @@ mod tests {
         ] {
             let (lean, full) = both(status.clone());
             assert_eq!(JobSummary::from(&lean), JobSummary::from(&full), "{status}");
+            if status.to_string().contains("BackoffLimitExceeded") {
+                assert_eq!(
+                    JobSummary::from(&lean).failure_reason,
+                    Some(crate::reconcile::FailureReason::BackoffLimitExceeded)
+                );
+            }
             assert_eq!(
                 crate::reconcile::controller_in(&lean.metadata),
                 crate::reconcile::controller_in(&full.metadata),

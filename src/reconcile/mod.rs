@@ -284,17 +284,19 @@ impl Plan {
     }
 
     /// The write to the CronJob itself (not its status), if any: the
-    /// streak (and a pause) and the slot history, in one merge patch.
-    pub fn cronjob_patch(&self) -> Option<CronJobPatch> {
+    /// streak (and a pause) and, `with_history`, the slot history, in one
+    /// merge patch.
+    pub fn cronjob_patch(&self, with_history: bool) -> Option<CronJobPatch> {
+        let history = self.slot_history.as_ref().filter(|_| with_history);
         let mut patch = match &self.streak {
             Some(streak) => streak.patch(),
-            None if self.slot_history.is_some() => CronJobPatch {
+            None if history.is_some() => CronJobPatch {
                 annotations: Vec::new(),
                 suspend: false,
             },
             None => return None,
         };
-        if let Some(history) = &self.slot_history {
+        if let Some(history) = history {
             patch
                 .annotations
                 .push((SLOT_HISTORY_ANNOTATION, Some(history.to_json())));

@@ -45,12 +45,10 @@ pub struct CronJobRecord {
     pub last_failed: u32,
     /// `status.active`'s length, saturated at 65,535.
     pub active: u16,
-    pub suspended: bool,
-    /// `last_slot` is held back by `concurrencyPolicy: Forbid` behind a
-    /// running Job, not counted yet: upstream starts it when that Job ends,
-    /// so it counts as skipped only if a later slot (or its deadline) comes
-    /// first.
-    held: bool,
+    /// [`SUSPENDED`] and [`HELD`].
+    flags: u8,
+    /// The last failure's reason: an index in [`FAILURE_REASONS`].
+    pub last_failed_reason: u8,
     /// Slots skipped, by reason (in [`SKIP_REASONS`]' order).
     pub skipped: [u32; 3],
     /// The last slot counted in `skipped`, or held: a slot is decided on
@@ -60,6 +58,26 @@ pub struct CronJobRecord {
     /// been held back too); 0 when nothing is held.
     pub held_since: u32,
 }
+
+/// `spec.suspend` is true.
+const SUSPENDED: u8 = 1;
+/// `last_slot` is held back by `concurrencyPolicy: Forbid` behind a running
+/// Job, not counted yet: upstream starts it when that Job ends, so it
+/// counts as skipped only if a later slot (or its deadline) comes first.
+const HELD: u8 = 2;
+
+/// The `reason` label of `shardcron_cronjob_last_failed_time_seconds`:
+/// `reconcile::FailureReason`'s names after an empty one for none (a test
+/// there keeps them the same).
+pub const FAILURE_REASONS: [&str; 7] = [
+    "",
+    "BackoffLimitExceeded",
+    "DeadlineExceeded",
+    "PodFailurePolicy",
+    "MaxFailedIndexesExceeded",
+    "FailedIndexes",
+    "Other",
+];
 
 /// The `reason`s of `shardcron_cronjob_skipped_slots_total`: the names of
 /// `reconcile::SkipReason` (a test there keeps them the same).
@@ -74,19 +92,19 @@ impl CronJobRecord {
         let Some(index) = SKIP_REASONS.iter().position(|r| *r == reason) else {
             return;
         };
-        if slot < self.last_slot || (slot == self.last_slot && (index == 0 || !self.held)) {
+        if slot < self.last_slot || (slot == self.last_slot && (index == 0 || !self.held())) {
             return;
         }
         if index == 0 {
             // A later slot held while one is: the hold goes on.
-            let since = if self.held { self.held_since } else { slot };
+            let since = if self.held() { self.held_since } else { slot };
             self.settle(slot);
             self.held_since = since;
-            self.held = true;
+            self.flags |= HELD;
             self.last_slot = slot;
             return;
         }
-        if self.held && slot == self.last_slot {
+        if self.held() && slot == self.last_slot {
             // Held, then past its deadline: one count, for the deadline.
             self.release();
         }
@@ -100,7 +118,7 @@ impl CronJobRecord {
     /// by Forbid; a held slot that started at last (it is `latest`) waited,
     /// which is not a skip. Either ends the hold.
     pub fn settle(&mut self, latest: u32) {
-        if !self.held || latest < self.last_slot {
+        if !self.held() || latest < self.last_slot {
             return;
         }
         if latest > self.last_slot {
@@ -110,8 +128,24 @@ impl CronJobRecord {
     }
 
     fn release(&mut self) {
-        self.held = false;
+        self.flags &= !HELD;
         self.held_since = 0;
+    }
+
+    fn held(&self) -> bool {
+        self.flags & HELD != 0
+    }
+
+    pub fn suspended(&self) -> bool {
+        self.flags & SUSPENDED != 0
+    }
+
+    pub fn set_suspended(&mut self, suspended: bool) {
+        if suspended {
+            self.flags |= SUSPENDED;
+        } else {
+            self.flags &= !SUSPENDED;
+        }
     }
 }
 
@@ -264,7 +298,7 @@ const GAUGES: [GaugeFamily; 7] = [
     ),
     (
         "cronjob_last_failed_time_seconds",
-        "When the last failed Job the owner has seen failed (its Failed condition's time), Unix seconds; absent when none of the CronJob's Jobs kept by its history has failed",
+        "When the last failed Job the owner has seen failed (its Failed condition's time), Unix seconds, with that condition's reason (BackoffLimitExceeded, DeadlineExceeded, PodFailurePolicy, MaxFailedIndexesExceeded, FailedIndexes, Other); absent when none of the CronJob's Jobs kept by its history has failed (the slot history keeps the last failure longer)",
         |r| (r.last_failed != 0).then_some(i64::from(r.last_failed)),
     ),
     (
@@ -273,7 +307,7 @@ const GAUGES: [GaugeFamily; 7] = [
         |r| Some(i64::from(r.active)),
     ),
     ("cronjob_suspended", "1 when spec.suspend is true", |r| {
-        Some(i64::from(r.suspended))
+        Some(i64::from(r.suspended()))
     }),
     (
         "cronjob_forbid_held_since_seconds",
@@ -283,6 +317,7 @@ const GAUGES: [GaugeFamily; 7] = [
 ];
 
 const SKIPPED: &str = "cronjob_skipped_slots";
+const LAST_FAILED: &str = GAUGES[3].0;
 
 impl Collector for CronJobSeries {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -294,8 +329,18 @@ impl Collector for CronJobSeries {
             let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
             for (key, record) in &records {
                 if let Some(value) = value(record) {
-                    let labels = labels(key);
-                    ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
+                    let [namespace, cronjob, group] = labels(key);
+                    let gauge = ConstGauge::new(value);
+                    if name == LAST_FAILED {
+                        let reason = FAILURE_REASONS
+                            .get(usize::from(record.last_failed_reason))
+                            .copied()
+                            .unwrap_or_default();
+                        let labels = [namespace, cronjob, group, ("reason", reason)];
+                        gauge.encode(family.encode_family(&labels)?)?;
+                    } else {
+                        gauge.encode(family.encode_family(&[namespace, cronjob, group])?)?;
+                    }
                 }
             }
         }
@@ -347,7 +392,7 @@ mod tests {
             // A later slot came first: the held one never ran.
             r.settle(seconds(Some(slot)) + 60);
         });
-        series.update(&crd, |r| r.suspended = true);
+        series.update(&crd, |r| r.set_suspended(true));
         let text = exposition(series.clone());
         assert!(text.contains(
             "shardcron_cronjob_next_schedule_time_seconds{namespace=\"team-a\",cronjob=\"nightly\",group=\"batch\"} 1764151200\n"

@@ -244,6 +244,7 @@ fn run(script: Script, snapshot: &Snapshot) -> (DecisionAftermath, Script, Strin
         metrics: &metrics,
         replica: "r0",
         default_zone: &TimeZone::UTC,
+        slot_history: true,
         clock: || "2024-03-01T09:30:06Z".parse().expect("a time"),
         feed: &DecisionFeed::default(),
     };

@@ -144,6 +144,13 @@ pub struct RunArgs {
     /// `--cronjob-metrics=false` turns them off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "SHARDCRON_CRONJOB_METRICS")]
     pub(super) cronjob_metrics: bool,
+    /// Keep each CronJob's slot history in its `shardcron.io/slot-history`
+    /// annotation: the slots that did not start and why, failed and
+    /// replaced Jobs (docs/operations.md, "Why didn't my CronJob run?").
+    /// Written only for what went wrong. `--slot-history=false` writes
+    /// none (and leaves those written).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "SHARDCRON_SLOT_HISTORY")]
+    pub(super) slot_history: bool,
     /// The ring: replicas with the same ring name share the CronJobs.
     #[arg(long, default_value = "shardcron")]
     pub(super) shard_ring_name: String,

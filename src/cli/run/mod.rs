@@ -233,6 +233,7 @@ async fn start(
         gateway: gateway.clone(),
         metrics: metrics.clone(),
         default_zone,
+        slot_history: args.slot_history,
         arbiters,
         scopes: scopes.clone(),
         readiness: readiness.clone(),

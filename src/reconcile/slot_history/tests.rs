@@ -405,3 +405,17 @@ fn a_tenants_edit_that_does_not_read_or_is_too_long_is_not_parsed() {
     assert_eq!(parsed.slots.len(), MAX_SLOT_ENTRIES);
     assert_eq!(parsed.slots[0].job.len(), MAX_TEXT_BYTES);
 }
+
+#[test]
+fn the_metrics_name_the_failure_reasons_as_the_core_does() {
+    let names: Vec<&str> = FailureReason::ALL.iter().map(|r| r.as_str()).collect();
+    assert_eq!(
+        names,
+        crate::telemetry::cronjob_series::FAILURE_REASONS[1..]
+    );
+    assert_eq!(
+        FailureReason::of("BackoffLimitExceeded"),
+        FailureReason::BackoffLimitExceeded
+    );
+    assert_eq!(FailureReason::of("SomethingNew"), FailureReason::Other);
+}

@@ -83,6 +83,8 @@ pub struct SupervisorParts {
     pub metrics: Arc<Metrics>,
     /// For CronJobs without `spec.timeZone`.
     pub default_zone: jiff::tz::TimeZone,
+    /// Whether decisions write the slot history (`--slot-history`).
+    pub slot_history: bool,
     /// Where actors run, assigned in turn.
     pub arbiters: Vec<ArbiterHandle>,
     /// The namespaces watched (`None`: all), in the order of the scope
@@ -162,6 +164,7 @@ impl Supervisor {
                 reports: ctx.address().recipient(),
                 metrics: parts.metrics,
                 default_zone: parts.default_zone,
+                slot_history: parts.slot_history,
                 replica: parts.lease.replica_id.clone(),
                 feed: parts.feed.clone(),
                 clock: jiff::Timestamp::now,

@@ -156,6 +156,7 @@ impl Shell {
             gateway,
             metrics,
             default_zone: jiff::tz::TimeZone::UTC,
+            slot_history: true,
             arbiters: vec![Arbiter::current()],
             scopes: vec![None],
             readiness: readiness.clone(),
