@@ -4,6 +4,7 @@ mod admin;
 mod convert;
 mod crd;
 mod explain;
+mod history;
 mod next;
 mod run;
 mod trigger;
@@ -38,6 +39,9 @@ enum Command {
     Queues(admin::QueuesArgs),
     /// Show a CronJob's live state on the replica that owns it (the admin API).
     Status(admin::StatusArgs),
+    /// Show each recent slot of a CronJob and what became of it (skipped and
+    /// why, failed, replaced, started), from the API server alone.
+    History(history::HistoryArgs),
     /// Run the controller.
     Run(Box<run::RunArgs>),
 }
@@ -143,6 +147,9 @@ pub fn main() -> ExitCode {
         }
         Command::Status(args) => {
             admin::status(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
+        }
+        Command::History(args) => {
+            history::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
         }
         Command::Crd(args) => {
             crd::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
