@@ -18,131 +18,46 @@
 
 mod support;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::time::Duration;
 use support::cluster::Cluster;
 use support::fleet::Fleet;
+use support::prometheus::Prometheus;
 use support::rbac::{Grant, account_kubeconfig, token};
 use support::scenario::cronjob;
 use support::{eventually, repo_root};
 
 const ALERT: &str = "ShardcronCronJobMissedSchedule";
 
-/// The local Prometheus' HTTP API.
-struct Prometheus {
-    url: String,
-    dir: PathBuf,
-}
-
-impl Prometheus {
-    fn of(cluster: &Cluster) -> Prometheus {
-        let url = cluster
-            .env("SHARDCRON_PROMETHEUS_URL")
-            .expect("a control plane with --with-prometheus")
-            .to_owned();
-        Prometheus {
-            url,
-            dir: cluster.dir().join("prometheus"),
-        }
-    }
-
-    fn get(&self, path: &str, query: Option<&str>) -> Value {
-        let mut curl = std::process::Command::new("curl");
-        curl.args(["-sS", "--max-time", "10", "-G"])
-            .arg(format!("{}{path}", self.url));
-        if let Some(query) = query {
-            curl.arg("--data-urlencode").arg(format!("query={query}"));
-        }
-        let out = curl.output().expect("run curl");
-        serde_json::from_str(&support::stdout(&out))
-            .unwrap_or_else(|e| panic!("{path}: {e}: {}", support::stderr(&out)))
-    }
-
-    /// An instant query's samples: (labels, value).
-    fn query(&self, query: &str) -> Vec<(Value, f64)> {
-        let answer = self.get("/api/v1/query", Some(query));
-        answer["data"]["result"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{query}: {answer}"))
-            .iter()
-            .map(|sample| {
-                let value = sample["value"][1]
-                    .as_str()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(f64::NAN);
-                (sample["metric"].clone(), value)
-            })
-            .collect()
-    }
-
-    /// The CronJobs of `namespace` the alert fires for now.
-    fn firing(&self, namespace: &str) -> BTreeSet<String> {
-        self.query(&format!(
+/// The CronJobs of `namespace` the alert fires for now.
+fn firing(prometheus: &Prometheus, namespace: &str) -> BTreeSet<String> {
+    prometheus
+        .query(&format!(
             "ALERTS{{alertname=\"{ALERT}\",alertstate=\"firing\",namespace=\"{namespace}\"}}"
         ))
         .into_iter()
         .filter_map(|(labels, _)| labels["cronjob"].as_str().map(str::to_owned))
         .collect()
-    }
+}
 
-    /// Each scrape target (both paths of every replica): (instance, job,
-    /// health, last error).
-    fn targets(&self) -> Vec<(String, String, String, String)> {
-        let answer = self.get("/api/v1/targets", None);
-        answer["data"]["activeTargets"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .map(|t| {
-                let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-                (
-                    text(&t["labels"]["instance"]),
-                    text(&t["labels"]["job"]),
-                    text(&t["health"]),
-                    text(&t["lastError"]),
-                )
-            })
-            .collect()
+/// The shipped rules, `ALERT`'s bounds scaled down.
+fn load_rules_scaled(prometheus: &Prometheus) {
+    let shipped = std::fs::read_to_string(repo_root().join("deploy/monitoring/alerts.yaml"))
+        .expect("read deploy/monitoring/alerts.yaml");
+    let at = shipped
+        .find(&format!("- alert: {ALERT}"))
+        .expect("the rule in alerts.yaml");
+    let (before, rule) = shipped.split_at(at);
+    let end = rule[1..].find("- alert:").map_or(rule.len(), |e| e + 1);
+    let (rule, after) = rule.split_at(end);
+    for bound in ["> 300\n", "for: 2m\n"] {
+        assert_eq!(rule.matches(bound).count(), 1, "{bound:?} in {rule}");
     }
-
-    fn scrape(&self, replica: &str, port: u16) {
-        let target =
-            json!([{"targets": [format!("127.0.0.1:{port}")], "labels": {"replica": replica}}]);
-        let path = self.dir.join("targets").join(format!("{replica}.json"));
-        std::fs::write(&path, target.to_string()).expect("write a target file");
-    }
-
-    /// The shipped rules, `ALERT`'s bounds scaled down; re-read.
-    fn load_rules_scaled(&self) {
-        let shipped = std::fs::read_to_string(repo_root().join("deploy/monitoring/alerts.yaml"))
-            .expect("read deploy/monitoring/alerts.yaml");
-        let at = shipped
-            .find(&format!("- alert: {ALERT}"))
-            .expect("the rule in alerts.yaml");
-        let (before, rule) = shipped.split_at(at);
-        let end = rule[1..].find("- alert:").map_or(rule.len(), |e| e + 1);
-        let (rule, after) = rule.split_at(end);
-        for bound in ["> 300\n", "for: 2m\n"] {
-            assert_eq!(rule.matches(bound).count(), 1, "{bound:?} in {rule}");
-        }
-        let scaled = rule
-            .replace("> 300\n", "> 20\n")
-            .replace("for: 2m\n", "for: 10s\n");
-        std::fs::write(
-            self.dir.join("rules/alerts.yaml"),
-            format!("{before}{scaled}{after}"),
-        )
-        .expect("write the rules");
-        let out = std::process::Command::new("curl")
-            .args(["-sS", "-f", "-X", "POST"])
-            .arg(format!("{}/-/reload", self.url))
-            .output()
-            .expect("run curl");
-        assert!(out.status.success(), "reload: {}", support::stderr(&out));
-    }
+    let scaled = rule
+        .replace("> 300\n", "> 20\n")
+        .replace("for: 2m\n", "for: 10s\n");
+    prometheus.load_rules(&format!("{before}{scaled}{after}"));
 }
 
 const CRONJOBS: usize = 10;
@@ -257,16 +172,16 @@ async fn the_shipped_rules_fire_in_a_real_prometheus_for_exactly_the_cronjobs_th
 
     // The refused namespace's CronJobs miss: the alert fires for them, and
     // for nothing that runs.
-    prometheus.load_rules_scaled();
+    load_rules_scaled(&prometheus);
     eventually(
         "the alert firing for the refused CronJobs",
         Duration::from_secs(150),
         || async {
             assert!(
-                prometheus.firing(&ns).is_empty(),
+                firing(&prometheus, &ns).is_empty(),
                 "an alert for a CronJob that runs"
             );
-            (prometheus.firing(&refused.name) == missing).then_some(())
+            (firing(&prometheus, &refused.name) == missing).then_some(())
         },
     )
     .await;
@@ -277,7 +192,7 @@ async fn the_shipped_rules_fire_in_a_real_prometheus_for_exactly_the_cronjobs_th
     eventually(
         "the alert resolved once they run",
         Duration::from_secs(180),
-        || async { prometheus.firing(&refused.name).is_empty().then_some(()) },
+        || async { firing(&prometheus, &refused.name).is_empty().then_some(()) },
     )
     .await;
 
@@ -306,7 +221,7 @@ async fn the_shipped_rules_fire_in_a_real_prometheus_for_exactly_the_cronjobs_th
     let until = std::time::Instant::now() + Duration::from_secs(75);
     while std::time::Instant::now() < until {
         assert!(
-            prometheus.firing(&ns).is_empty(),
+            firing(&prometheus, &ns).is_empty(),
             "{stopped}'s CronJobs missed a slot"
         );
         tokio::time::sleep(Duration::from_secs(5)).await;

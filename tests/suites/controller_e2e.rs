@@ -1763,3 +1763,113 @@ async fn a_restart_mid_run_neither_duplicates_nor_loses_a_slot() {
     assert_eq!(s.live_jobs().await.len(), 2);
     assert_eq!(s.active_count("restarted").await, 2);
 }
+
+/// "Why didn't it run?", answered from the CronJob alone after the
+/// controller restarted: the slot Forbid held behind a running Job until
+/// the next one came is in the slot history with that Job's name, a failed
+/// Job with its time and reason, readable by a namespace viewer with
+/// `shardcron history` (no replica needed) and with kubectl's `get`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_slot_history_tells_a_skipped_slot_and_a_failure_after_a_restart() {
+    use shardcron::reconcile::{Fate, SLOT_HISTORY_ANNOTATION, SkipWhy, SlotHistory};
+    let mut s = scenario("slot-history").await;
+    let cluster = cluster_for(KIND).await;
+    s.create(&cronjob(
+        "held",
+        "*/1 * * * *",
+        json!({"concurrencyPolicy": "Forbid"}),
+        long_running(),
+    ))
+    .await;
+    s.create(&cronjob(
+        "flaky",
+        "*/1 * * * *",
+        json!({"failedJobsHistoryLimit": 1}),
+        json!({"shardcron.test/outcome": "fail", "shardcron.test/run-for": "2s"}),
+    ))
+    .await;
+    let history = |cronjob: CronJob| {
+        cronjob
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SLOT_HISTORY_ANNOTATION))
+            .and_then(|value| SlotHistory::parse(value))
+    };
+    let failed = eventually(
+        "flaky's failure in its history",
+        ONE_SLOT + EVENT_LAG,
+        || async { history(s.get("flaky").await).and_then(|h| h.last_failure) },
+    )
+    .await;
+    assert_eq!(failed.reason, "BackoffLimitExceeded", "{failed:?}");
+    let running = eventually("held's first Job", ONE_SLOT, || async {
+        s.all_jobs().await.into_iter().find_map(|job| {
+            let name = job.metadata.name.unwrap_or_default();
+            name.starts_with("held-").then_some(name)
+        })
+    })
+    .await;
+    let skipped = eventually(
+        "the slot Forbid held until the next came, in held's history",
+        TWO_SLOTS + EVENT_LAG,
+        || async {
+            history(s.get("held").await).and_then(|h| {
+                h.slots.into_iter().find(|e| {
+                    matches!(
+                        e.fate,
+                        Fate::Skipped {
+                            why: SkipWhy::Forbid,
+                            ..
+                        }
+                    )
+                })
+            })
+        },
+    )
+    .await;
+    assert_eq!(skipped.job, running, "{skipped:?}");
+
+    // Every replica restarted: the history is the CronJob's, not theirs.
+    s.controller.restart().await;
+    let viewer = account_kubeconfig(
+        &s.admin,
+        cluster,
+        &s.ns.name,
+        "viewer",
+        Grant::ClusterRole("view"),
+    )
+    .await;
+    let history_of = |name: &str| {
+        super::support::shardcron(&[
+            "history",
+            &format!("{}/{name}", s.ns.name),
+            "--kind",
+            KIND.name(),
+            "--kubeconfig",
+            &viewer.to_string_lossy(),
+        ])
+    };
+    let held = eventually(
+        "shardcron history, as a viewer",
+        Duration::from_secs(30),
+        || async {
+            let out = history_of("held");
+            out.status.success().then(|| super::support::stdout(&out))
+        },
+    )
+    .await;
+    assert!(
+        held.contains("skipped: forbid")
+            && held.contains(&format!("{running} was still running"))
+            && held.contains(&skipped.slot.to_string()),
+        "{held}"
+    );
+    let flaky = super::support::stdout(&history_of("flaky"));
+    assert!(
+        flaky.contains(&format!("last failure: {}", failed.job))
+            && flaky.contains("(BackoffLimitExceeded)"),
+        "{flaky}\n{failed:?}"
+    );
+    eprintln!("{held}\n{flaky}");
+}

@@ -140,7 +140,7 @@ pub struct RunArgs {
     /// Export per-CronJob series (`shardcron_cronjob_*`, labelled by
     /// namespace and CronJob) for the CronJobs this replica owns, at
     /// `/metrics/cronjobs` on the debug listener: a small record per
-    /// CronJob, 6 to 7 series each per scrape (docs/operations.md).
+    /// CronJob, 6 to 8 series each per scrape (docs/operations.md).
     /// `--cronjob-metrics=false` turns them off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "SHARDCRON_CRONJOB_METRICS")]
     pub(super) cronjob_metrics: bool,

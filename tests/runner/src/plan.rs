@@ -119,6 +119,9 @@ const KNOWN: &[Known] = &[
     known("aggregated", Placement::Own, 20, 3),
     // Starts its control plane with a Prometheus (`--with-prometheus`).
     known("prometheus", Placement::Own, 150, 3),
+    // Six minutes of a healthy ring under every shipped rule, with its own
+    // Prometheus.
+    known("alerts_soak", Placement::Own, 400, 3),
     // Reads every trace of its Jaeger: other binaries' traces would crowd
     // the answers.
     known("tracing", Placement::Own, 90, 3),
