@@ -411,4 +411,18 @@ mod tests {
                 .expect("null annotations");
         assert_eq!(none.metadata.annotations, None);
     }
+
+    /// The controller's own annotations are among those kept: a view
+    /// without its slot history would start a new one at every write.
+    #[test]
+    fn the_slot_history_is_kept_and_read_into_the_view() {
+        let mut cronjob = wire();
+        let history =
+            r#"{"failed":1,"since":"2024-03-01T10:00:00Z","recordedTo":"1970-01-01T00:00:00Z"}"#;
+        cronjob["metadata"]["annotations"][crate::reconcile::SLOT_HISTORY_ANNOTATION] =
+            json!(history);
+        let lean: LeanCronJob = serde_json::from_value(cronjob).expect("lean");
+        let view = lean.view(Arc::new(lean.spec_view())).expect("a view");
+        assert_eq!(view.options.history.map(|h| h.failed), Some(1));
+    }
 }

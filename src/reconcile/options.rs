@@ -63,7 +63,7 @@ pub const MAX_CATCH_UP_SECONDS: u32 = 24 * 3600;
 
 /// The annotations [`Options::from_annotations`] reads: a CronJob decoder
 /// that keeps only some of the annotations keeps these.
-pub const ANNOTATIONS: [&str; 7] = [
+pub const ANNOTATIONS: [&str; 8] = [
     FALL_BACK_ANNOTATION,
     CATCH_UP_ANNOTATION,
     SPREAD_ANNOTATION,
@@ -71,6 +71,7 @@ pub const ANNOTATIONS: [&str; 7] = [
     PAUSE_AFTER_FAILURES_ANNOTATION,
     FAILED_JOBS_ANNOTATION,
     PAUSED_ANNOTATION,
+    SLOT_HISTORY_ANNOTATION,
 ];
 
 /// What a slot in a fall-back's repeated hour does.

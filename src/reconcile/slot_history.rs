@@ -345,30 +345,31 @@ pub fn slot_history_update(
     facts: SlotFacts,
     now: Timestamp,
 ) -> Option<SlotHistory> {
-    let mut history = current.cloned().unwrap_or_else(|| SlotHistory::new(now));
-    let before = current.cloned();
+    let mut draft = Draft {
+        read: current,
+        edited: None,
+        now,
+    };
 
     // Slots that never started, and why.
-    if let Some(unstarted) = facts.unstarted.filter(|u| u.first > history.recorded_to) {
-        let why = if unstarted.count >= MAX_COUNTED {
-            SkipWhy::TooManyMissed
-        } else if let Some(suspension) = history.suspended.filter(|s| s.since <= unstarted.first) {
-            if suspension.paused {
-                SkipWhy::Paused
-            } else {
-                SkipWhy::Suspended
-            }
-        } else if *policy == ConcurrencyPolicy::Forbid
-            && running_at(children, unstarted.first).is_some()
-        {
-            SkipWhy::Forbid
-        } else {
-            SkipWhy::Missed
+    if let Some(unstarted) = facts.unstarted.filter(|u| u.first > draft.recorded_to()) {
+        let running = running_at(children, unstarted.first);
+        let suspension = draft
+            .get()
+            .and_then(|h| h.suspended)
+            .filter(|s| s.since <= unstarted.first);
+        let why = match (suspension, &running) {
+            _ if unstarted.count >= MAX_COUNTED => SkipWhy::TooManyMissed,
+            (Some(s), _) if s.paused => SkipWhy::Paused,
+            (Some(_), _) => SkipWhy::Suspended,
+            (None, Some(_)) if *policy == ConcurrencyPolicy::Forbid => SkipWhy::Forbid,
+            _ => SkipWhy::Missed,
         };
-        let job = match why {
-            SkipWhy::Forbid => running_at(children, unstarted.first).unwrap_or_default(),
-            _ => String::new(),
-        };
+        let job = running
+            .filter(|_| why == SkipWhy::Forbid)
+            .map(|job| cut_owned(&job))
+            .unwrap_or_default();
+        let history = draft.edit();
         history.skipped.add(why, unstarted.count);
         history.push(SlotEntry {
             slot: unstarted.first,
@@ -376,43 +377,44 @@ pub fn slot_history_update(
                 why,
                 count: unstarted.count,
             },
-            job: cut_owned(&job),
+            job,
         });
         history.recorded_to = history
             .recorded_to
             .max(unstarted.before - jiff::SignedDuration::from_secs(1));
     }
-    // The slot decided on, when past its deadline.
     for decision in decisions {
-        if let Decision::TooLate { slot } = decision
-            && *slot > history.recorded_to
-        {
-            history.skipped.add(SkipWhy::Deadline, 1);
-            history.push(SlotEntry {
-                slot: *slot,
-                fate: Fate::Skipped {
-                    why: SkipWhy::Deadline,
-                    count: 1,
-                },
-                job: String::new(),
-            });
-            history.recorded_to = *slot;
-        }
-    }
-    // Jobs replaced by this decision.
-    for decision in decisions {
-        if let Decision::Replace { job } = decision {
-            let slot = children
-                .iter()
-                .find(|c| c.name == *job)
-                .and_then(|c| c.scheduled)
-                .unwrap_or(now);
-            history.replaced = history.replaced.saturating_add(1);
-            history.push(SlotEntry {
-                slot,
-                fate: Fate::Replaced,
-                job: cut_owned(job),
-            });
+        match decision {
+            // The slot decided on, past its deadline.
+            Decision::TooLate { slot } if *slot > draft.recorded_to() => {
+                let history = draft.edit();
+                history.skipped.add(SkipWhy::Deadline, 1);
+                history.push(SlotEntry {
+                    slot: *slot,
+                    fate: Fate::Skipped {
+                        why: SkipWhy::Deadline,
+                        count: 1,
+                    },
+                    job: String::new(),
+                });
+                history.recorded_to = *slot;
+            }
+            // A Job this decision replaces.
+            Decision::Replace { job } => {
+                let slot = children
+                    .iter()
+                    .find(|c| c.name == *job)
+                    .and_then(|c| c.scheduled)
+                    .unwrap_or(now);
+                let history = draft.edit();
+                history.replaced = history.replaced.saturating_add(1);
+                history.push(SlotEntry {
+                    slot,
+                    fate: Fate::Replaced,
+                    job: cut_owned(job),
+                });
+            }
+            _ => {}
         }
     }
     // Failed Jobs not yet recorded, oldest first.
@@ -423,13 +425,14 @@ pub fn slot_history_update(
     failed.sort_by_key(|c| c.failed_at);
     for job in failed {
         let at = job.failed_at.unwrap_or(now);
-        if history.has_failure(&job.name, at) {
+        if draft.get().is_some_and(|h| h.has_failure(&job.name, at)) {
             continue;
         }
         let reason = job
             .failure_reason
             .map(|r| r.as_str().to_owned())
             .unwrap_or_default();
+        let history = draft.edit();
         history.failed = history.failed.saturating_add(1);
         history.last_failure = Some(LastFailure {
             job: cut_owned(&job.name),
@@ -446,29 +449,46 @@ pub fn slot_history_update(
     let paused = decisions
         .iter()
         .any(|d| matches!(d, Decision::PausedAfterFailures { .. }));
-    match (suspended || paused, history.suspended) {
-        (true, None) => {
-            history.suspended = Some(Suspension { since: now, paused });
-        }
-        (false, Some(_)) => history.suspended = None,
+    match (suspended || paused, draft.get().and_then(|h| h.suspended)) {
+        (true, None) => draft.edit().suspended = Some(Suspension { since: now, paused }),
+        (false, Some(_)) => draft.edit().suspended = None,
         _ => {}
     }
 
-    if before.as_ref() == Some(&history) {
-        return None;
-    }
+    let mut history = draft.edited?;
     // A new history begins with its oldest entry.
-    if before.is_none()
+    if current.is_none()
         && let Some(oldest) = history.slots.iter().map(|e| e.slot).min()
     {
         history.since = history.since.min(oldest);
     }
-    // A CronJob that has never had anything to tell gets no history: its
-    // first write is its first skipped slot, failure or suspension.
-    if before.is_none() && history.slots.is_empty() && history.suspended.is_none() {
-        return None;
-    }
     Some(history)
+}
+
+/// The history as one decision leaves it: the one read until something
+/// changes, then an owned copy (most decisions change nothing, and copy
+/// nothing).
+struct Draft<'a> {
+    read: Option<&'a SlotHistory>,
+    edited: Option<SlotHistory>,
+    now: Timestamp,
+}
+
+impl Draft<'_> {
+    fn get(&self) -> Option<&SlotHistory> {
+        self.edited.as_ref().or(self.read)
+    }
+
+    /// Every skipped slot up to this one is recorded.
+    fn recorded_to(&self) -> Timestamp {
+        self.get().map_or(Timestamp::UNIX_EPOCH, |h| h.recorded_to)
+    }
+
+    fn edit(&mut self) -> &mut SlotHistory {
+        let (read, now) = (self.read, self.now);
+        self.edited
+            .get_or_insert_with(|| read.cloned().unwrap_or_else(|| SlotHistory::new(now)))
+    }
 }
 
 /// The child running at `slot`: started by then and not finished before.
