@@ -117,8 +117,9 @@ async fn forbid_does_not_start_a_second_job() {
     assert_eq!(s.all_jobs().await.len(), 1);
     assert_eq!(s.active_count("forbid").await, 1);
     // The per-CronJob series say so: one running, one slot held back by
-    // Forbid (counted once, however many decisions saw it), the next slot
-    // a minute after the last one started.
+    // Forbid since its time (not skipped yet: upstream starts it when the
+    // running Job ends, unless a later slot comes first), the next slot a
+    // minute after the last one started.
     let labels = format!(
         "{{namespace=\"{}\",cronjob=\"forbid\",group=\"{}\"",
         s.ns.name,
@@ -139,7 +140,13 @@ async fn forbid_does_not_start_a_second_job() {
             &page,
             &format!("shardcron_cronjob_skipped_slots_total{labels},reason=\"forbid\"}}")
         ),
-        Some(1.0)
+        None,
+        "{page}"
+    );
+    let held_since = metric("forbid_held_since_seconds");
+    assert!(
+        held_since > metric("last_schedule_time_seconds") && held_since % 60.0 == 0.0,
+        "held since {held_since}: {page}"
     );
     assert!(
         !s.controller
@@ -1865,10 +1872,14 @@ async fn the_slot_history_tells_a_skipped_slot_and_a_failure_after_a_restart() {
             && held.contains(&skipped.slot.to_string()),
         "{held}"
     );
+    // Every failure stays listed, though the history limit (1) keeps only
+    // the last failed Job; the last one is named first.
     let flaky = super::support::stdout(&history_of("flaky"));
     assert!(
-        flaky.contains(&format!("last failure: {}", failed.job))
-            && flaky.contains("(BackoffLimitExceeded)"),
+        flaky.contains(&format!(
+            "{} failed at {} (BackoffLimitExceeded)",
+            failed.job, failed.at
+        )) && flaky.contains("last failure: flaky-"),
         "{flaky}\n{failed:?}"
     );
     eprintln!("{held}\n{flaky}");
