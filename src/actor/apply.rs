@@ -483,8 +483,14 @@ async fn write_annotations<R: JobRequests>(
     if written.cronjob.is_some() {
         applied.reread = written.cronjob;
     }
-    if let Some(error) = written.backoff {
-        applied.requeue = Requeue::Backoff(error);
+    match written.backoff {
+        // The slot history alone is best effort: a write refused (an
+        // admission policy from before it) or failed must never hold a
+        // slot, nor the history deletes, back. What it would have told of
+        // the failed Jobs still there is told by the next write.
+        Some(_) if plan.streak.is_none() && applied.reread.is_none() => return false,
+        Some(error) => applied.requeue = Requeue::Backoff(error),
+        None => {}
     }
     !written.done
 }

@@ -1774,8 +1774,9 @@ async fn a_restart_mid_run_neither_duplicates_nor_loses_a_slot() {
 /// "Why didn't it run?", answered from the CronJob alone after the
 /// controller restarted: the slot Forbid held behind a running Job until
 /// the next one came is in the slot history with that Job's name, a failed
-/// Job with its time and reason, readable by a namespace viewer with
-/// `shardcron history` (no replica needed) and with kubectl's `get`.
+/// Job with its time and reason, readable by whoever may get the CronJob
+/// and list its namespace's Jobs, with `shardcron history` (no replica
+/// needed).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_slot_history_tells_a_skipped_slot_and_a_failure_after_a_restart() {
     use shardcron::reconcile::{Fate, SLOT_HISTORY_ANNOTATION, SkipWhy, SlotHistory};
@@ -1839,14 +1840,13 @@ async fn the_slot_history_tells_a_skipped_slot_and_a_failure_after_a_restart() {
 
     // Every replica restarted: the history is the CronJob's, not theirs.
     s.controller.restart().await;
-    let viewer = account_kubeconfig(
-        &s.admin,
-        cluster,
-        &s.ns.name,
-        "viewer",
-        Grant::ClusterRole("view"),
-    )
-    .await;
+    // A reader of the namespace: get the CronJob, list its Jobs.
+    let rules = json!([
+        {"apiGroups": [KIND.group()], "resources": ["cronjobs"], "verbs": ["get"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},
+    ]);
+    let viewer =
+        account_kubeconfig(&s.admin, cluster, &s.ns.name, "viewer", Grant::Rules(rules)).await;
     let history_of = |name: &str| {
         super::support::shardcron(&[
             "history",

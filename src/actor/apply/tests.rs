@@ -659,3 +659,37 @@ fn a_pause_refused_by_a_newer_cronjob_rereads_and_keeps_the_failed_job() {
     assert!(applied.deleted.is_empty());
     assert!(matches!(applied.requeue, Requeue::Backoff(_)));
 }
+
+#[test]
+fn a_refused_slot_history_write_holds_nothing_back() {
+    // Without the pause opt-in the failure goes to the slot history alone,
+    // and an admission policy from before it refuses the write.
+    let mut cronjob = cronjob("7");
+    cronjob.spec.failed_jobs_history_limit = Some(0);
+    let snapshot = Snapshot {
+        cronjob: CronJobView::from_api(&cronjob).expect("a usable CronJob"),
+        ..with_one_failure()
+    };
+    let script = Script {
+        cronjob_patches: [Err(failure(403, "Forbidden"))].into(),
+        ..Script::default()
+    };
+    let (applied, script, _) = run(script, &snapshot);
+    // The slot starts and is recorded, the history is tried, the failed
+    // Job goes, and the next decision is the next slot's, not a backoff.
+    assert_eq!(
+        script.asked,
+        [
+            "create",
+            "write status (unabandoned)",
+            "patch cronjob at 8 suspend=false",
+            "delete report-failed"
+        ]
+    );
+    assert_eq!(applied.deleted, ["report-failed"]);
+    assert!(
+        !matches!(applied.requeue, Requeue::Backoff(_)),
+        "{:?}",
+        applied.requeue
+    );
+}
