@@ -3,8 +3,8 @@
 //! (`shardcron.io/slot-history`: the slots that did not start and why,
 //! failed and replaced Jobs, counters) merged with its Jobs still there
 //! (started slots and how they ended). Read with the caller's kubeconfig:
-//! whoever may get the CronJob and list Jobs in its namespace (a namespace
-//! viewer) may read it.
+//! whoever may get the CronJob and list Jobs in its namespace (for batch/v1,
+//! the built-in `view` role) may read it.
 
 use super::Output;
 use crate::reconcile::{
