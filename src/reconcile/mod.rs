@@ -86,6 +86,7 @@ pub mod options;
 mod pause;
 mod release;
 mod schedule_setup;
+mod slot_fates;
 mod slot_history;
 mod sync;
 mod template;

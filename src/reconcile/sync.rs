@@ -19,7 +19,8 @@ use super::options::{
     RUN_NOW_MIN_INTERVAL_SECONDS,
 };
 use super::pause::{self, Pause, StreakUpdate};
-use super::slot_history::{SlotFacts, SlotHistory, Unstarted, slot_history_update};
+use super::slot_fates::{SlotFacts, Unstarted, slot_history_update};
+use super::slot_history::SlotHistory;
 use super::view::{CronJobView, JobSummary, ref_name, ref_namespace, ref_uid};
 use super::{ConcurrencyPolicy, DeleteReason, Deletion, Input, JobToCreate, Requeue, StatusView};
 use crate::schedule::slots::{Missed, Slots};

@@ -686,7 +686,7 @@ fn a_refused_slot_history_write_holds_nothing_back() {
             "delete report-failed"
         ]
     );
-    assert_eq!(applied.deleted, ["report-failed"]);
+    assert_eq!(applied.deleted, ["j-failed"]);
     assert!(
         !matches!(applied.requeue, Requeue::Backoff(_)),
         "{:?}",

@@ -1,5 +1,6 @@
 use super::*;
 use crate::reconcile::FailureReason;
+use crate::reconcile::slot_history::{MAX_SLOT_ENTRIES, MAX_SLOT_HISTORY_BYTES, MAX_TEXT_BYTES};
 
 fn at(s: &str) -> Timestamp {
     s.parse().expect("a time")
