@@ -17,19 +17,11 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use serde_json::json;
 use std::io::Write;
-use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct HistoryArgs {
-    /// The CronJob, as NAMESPACE/NAME.
-    cronjob: String,
-    /// Which API serves it: batch (batch/v1) or shardcron (cronjobs.shardcron.io).
-    #[arg(long, default_value = "batch", value_parser = super::parse_kind)]
-    kind: CronJobKind,
-    /// The kubeconfig (default: in a pod its ServiceAccount, else KUBECONFIG
-    /// or ~/.kube/config).
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    target: super::CronJobTarget,
     #[arg(long, value_enum, default_value_t)]
     output: Output,
 }
@@ -173,8 +165,8 @@ fn count_text(count: u32) -> String {
 const SHOWN: usize = 30;
 
 pub fn run(args: &HistoryArgs, out: &mut impl Write) -> Result<(), HistoryError> {
-    let (namespace, name) = super::namespaced_name(&args.cronjob)
-        .ok_or_else(|| HistoryError::NotAName(args.cronjob.clone()))?;
+    let (namespace, name) = super::namespaced_name(&args.target.cronjob)
+        .ok_or_else(|| HistoryError::NotAName(args.target.cronjob.clone()))?;
     let (cronjob, jobs) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
@@ -296,10 +288,14 @@ async fn read(
     name: &str,
 ) -> Result<(DynamicObject, Vec<JobSummary>), HistoryError> {
     let agent = format!("shardcron-history/{}", env!("CARGO_PKG_VERSION"));
-    let client = super::kube_client(args.kubeconfig.as_ref(), &agent)
+    let client = super::kube_client(args.target.kubeconfig.as_ref(), &agent)
         .await
         .map_err(HistoryError::Client)?;
-    let gvk = GroupVersionKind::gvk(args.kind.group(), args.kind.version(), CronJobKind::KIND);
+    let gvk = GroupVersionKind::gvk(
+        args.target.kind.group(),
+        args.target.kind.version(),
+        CronJobKind::KIND,
+    );
     let resource = ApiResource::from_gvk_with_plural(&gvk, CronJobKind::PLURAL);
     let cronjobs: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
     let cronjob = cronjobs

@@ -115,6 +115,21 @@ fn parse_kind(value: &str) -> Result<crate::reconcile::CronJobKind, String> {
         })
 }
 
+/// A CronJob the command acts on, and the API server to reach it through
+/// (`trigger`, `history`).
+#[derive(Debug, clap::Args)]
+pub struct CronJobTarget {
+    /// The CronJob, as NAMESPACE/NAME.
+    cronjob: String,
+    /// Which API serves it: batch (batch/v1) or shardcron (cronjobs.shardcron.io).
+    #[arg(long, default_value = "batch", value_parser = parse_kind)]
+    kind: crate::reconcile::CronJobKind,
+    /// The kubeconfig (default: in a pod its ServiceAccount, else KUBECONFIG
+    /// or ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<std::path::PathBuf>,
+}
+
 /// `NAMESPACE/NAME` as the commands take a CronJob: both parts non-empty,
 /// one `/`.
 fn namespaced_name(value: &str) -> Option<(&str, &str)> {

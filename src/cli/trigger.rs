@@ -8,24 +8,16 @@
 
 use super::Output;
 use crate::apiserver::lean_cronjob::LeanCronJob;
-use crate::reconcile::{CronJobKind, RUN_NOW_ANNOTATION, run_now_job_name};
+use crate::reconcile::{RUN_NOW_ANNOTATION, run_now_job_name};
 use jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use std::io::Write;
-use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct TriggerArgs {
-    /// The CronJob, as NAMESPACE/NAME.
-    cronjob: String,
-    /// Which API serves it: batch (batch/v1) or shardcron (cronjobs.shardcron.io).
-    #[arg(long, default_value = "batch", value_parser = super::parse_kind)]
-    kind: CronJobKind,
-    /// The kubeconfig (default: in a pod its ServiceAccount, else KUBECONFIG
-    /// or ~/.kube/config).
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    target: super::CronJobTarget,
     #[arg(long, value_enum, default_value_t)]
     output: Output,
 }
@@ -47,8 +39,8 @@ pub enum TriggerError {
 }
 
 pub fn run(args: &TriggerArgs, out: &mut impl Write) -> Result<(), TriggerError> {
-    let (namespace, name) = super::namespaced_name(&args.cronjob)
-        .ok_or_else(|| TriggerError::NotAName(args.cronjob.clone()))?;
+    let (namespace, name) = super::namespaced_name(&args.target.cronjob)
+        .ok_or_else(|| TriggerError::NotAName(args.target.cronjob.clone()))?;
     // Whole seconds: the request's time names its Job.
     let requested = Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_default();
     tokio::runtime::Builder::new_current_thread()
@@ -83,11 +75,11 @@ async fn request(
     requested: Timestamp,
 ) -> Result<(), TriggerError> {
     let agent = format!("shardcron-trigger/{}", env!("CARGO_PKG_VERSION"));
-    let client = super::kube_client(args.kubeconfig.as_ref(), &agent)
+    let client = super::kube_client(args.target.kubeconfig.as_ref(), &agent)
         .await
         .map_err(TriggerError::Client)?;
     // The CronJob's URL by its kind, as the controller reads it.
-    let api: Api<LeanCronJob> = Api::namespaced_with(client, namespace, &args.kind);
+    let api: Api<LeanCronJob> = Api::namespaced_with(client, namespace, &args.target.kind);
     let patch = json!({"metadata": {"annotations": {RUN_NOW_ANNOTATION: requested.to_string()}}});
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
