@@ -8,7 +8,7 @@ use kube::api::{Api, PostParams};
 use std::time::{Duration, Instant};
 
 /// The Job template of every loadtest CronJob: one pod that kwok completes
-/// after about a second (deploy/local/kwok-stages.yaml).
+/// after about a second, or the plan's `run_for` (deploy/local/kwok-stages.yaml).
 /// With `spread_seconds`, the CronJob spreads its slots over that window
 /// (`shardcron.io/spread`; kube-controller-manager ignores it).
 fn cronjob(planned: &Planned, spread_seconds: u32) -> anyhow::Result<CronJob> {
@@ -16,6 +16,11 @@ fn cronjob(planned: &Planned, spread_seconds: u32) -> anyhow::Result<CronJob> {
         0 => serde_json::json!({}),
         s => serde_json::json!({shardcron::reconcile::SPREAD_ANNOTATION: format!("{s}s")}),
     };
+    let pod_annotations = match &planned.run_for {
+        Some(run_for) => serde_json::json!({"shardcron.test/run-for": run_for}),
+        None => serde_json::json!({}),
+    };
+    let policy = if planned.forbid { "Forbid" } else { "Allow" };
     Ok(serde_json::from_value(serde_json::json!({
         "apiVersion": "batch/v1",
         "kind": "CronJob",
@@ -23,13 +28,16 @@ fn cronjob(planned: &Planned, spread_seconds: u32) -> anyhow::Result<CronJob> {
         "spec": {
             "schedule": planned.schedule,
             "startingDeadlineSeconds": planned.starting_deadline_seconds,
-            "concurrencyPolicy": "Allow",
+            "concurrencyPolicy": policy,
             "successfulJobsHistoryLimit": 1,
             "failedJobsHistoryLimit": 1,
-            "jobTemplate": {"spec": {"template": {"spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "main", "image": "busybox", "command": ["true"]}]
-            }}}}
+            "jobTemplate": {"spec": {"template": {
+                "metadata": {"annotations": pod_annotations},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox", "command": ["true"]}]
+                }
+            }}}
         }
     }))?)
 }

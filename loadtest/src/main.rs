@@ -164,6 +164,10 @@ enum Command {
         /// by side; with --variant, the variant's arguments too).
         #[arg(long)]
         variant_bin: Option<PathBuf>,
+        /// Each side's CronJobs: `every-minute`, or `skipping` (a third of
+        /// the slots skipped by Forbid and a starting deadline).
+        #[arg(long, value_enum, default_value_t = mix::Mix::EveryMinute)]
+        mix: mix::Mix,
     },
     /// CPU per firing against upstream's, like with like: on one control
     /// plane, phases take turns: kube-controller-manager with only its Job
@@ -373,6 +377,7 @@ async fn main() -> anyhow::Result<()> {
             shardcron_bin: bin,
             variant,
             variant_bin,
+            mix,
         } => {
             let repo = shardcron_harness::repo_root();
             let out = out.unwrap_or_else(|| repo.join("loadtest/results/trace-overhead"));
@@ -387,8 +392,15 @@ async fn main() -> anyhow::Result<()> {
                     .map(|bin| shardcron_bin(Some(bin)))
                     .transpose()?,
             };
-            let report =
-                overhead::run(&out, &shardcron_bin(bin)?, count, minutes.max(1), &variant).await?;
+            let report = overhead::run(
+                &out,
+                &shardcron_bin(bin)?,
+                mix,
+                count,
+                minutes.max(1),
+                &variant,
+            )
+            .await?;
             for side in [&report.off, &report.on] {
                 let s = &side.observation.slots;
                 let label = match (side.tracing, &side.bin, side.args.is_empty()) {

@@ -31,6 +31,12 @@ pub enum Mix {
     /// `--hour`: the memory and start-up run, whose controllers should sit
     /// idle.
     Daily,
+    /// Every minute, two in three under Forbid with Jobs that run 90 s and
+    /// a 20 s starting deadline: each of those skips every other slot
+    /// (held behind its running Job, then past its deadline), so a third
+    /// of all slots are skipped, each one a slot-history write. The slot
+    /// history's worst normal case (`overhead --mix skipping`).
+    Skipping,
     /// S7's data set, made once and kept (`crate::dataset`): times that do
     /// not depend on when it was made, mostly weekly and daily with a few
     /// hourly, so about 190 of 10^6 fall due each minute, each with a
@@ -59,6 +65,13 @@ pub struct Planned {
     /// `spec.startingDeadlineSeconds`, where the mix sets one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub starting_deadline_seconds: Option<i64>,
+    /// How long each Job's pod runs (a Go duration, kwok's
+    /// `shardcron.test/run-for`), where the mix sets it: else about 1 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_for: Option<String>,
+    /// `spec.concurrencyPolicy` set to Forbid (else Allow).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub forbid: bool,
 }
 
 /// Small tenants of the `tenants` mix, each alone in its namespace.
@@ -76,8 +89,6 @@ pub fn plan(mix: Mix, count: usize, namespaces: usize, group: &str, at: Anchor) 
     let minute = at.minute;
     let namespaces = namespaces.max(1);
     let spread = |i: usize| format!("{NAMESPACE_PREFIX}{group}-{}", i % namespaces);
-    let starting_deadline_seconds =
-        (mix == Mix::Million).then_some(MILLION_STARTING_DEADLINE_SECONDS);
     (0..count)
         .map(|i| {
             let (namespace, schedule) = match mix {
@@ -87,7 +98,7 @@ pub fn plan(mix: Mix, count: usize, namespaces: usize, group: &str, at: Anchor) 
                 Mix::Steady if i % 10 == 9 => (spread(i), "*/5 * * * *".to_owned()),
                 Mix::Steady => (spread(i), format!("{} * * * *", ((i - i / 10) * 7) % 60)),
                 Mix::Herd => (spread(i), format!("{minute} * * * *")),
-                Mix::EveryMinute => (spread(i), "* * * * *".to_owned()),
+                Mix::EveryMinute | Mix::Skipping => (spread(i), "* * * * *".to_owned()),
                 // 5 is coprime with 21, so every allowed hour is used.
                 Mix::Daily => (
                     spread(i),
@@ -118,15 +129,28 @@ pub fn plan(mix: Mix, count: usize, namespaces: usize, group: &str, at: Anchor) 
                     (namespace, format!("{minute} * * * *"))
                 }
             };
+            let skipping = mix == Mix::Skipping && i % 3 != 0;
             Planned {
                 namespace,
                 name: format!("cj-{i:06}"),
                 schedule,
-                starting_deadline_seconds,
+                starting_deadline_seconds: match mix {
+                    Mix::Million => Some(MILLION_STARTING_DEADLINE_SECONDS),
+                    _ if skipping => Some(SKIPPING_STARTING_DEADLINE_SECONDS),
+                    _ => None,
+                },
+                run_for: skipping.then(|| SKIPPING_RUN_FOR.to_owned()),
+                forbid: skipping,
             }
         })
         .collect()
 }
+
+/// `skipping`'s Forbid Jobs run this long: past the next slot (held),
+/// done before the one after.
+const SKIPPING_RUN_FOR: &str = "90s";
+/// ... and the slot they held is then past this deadline: skipped.
+const SKIPPING_STARTING_DEADLINE_SECONDS: i64 = 20;
 
 /// `million`'s CronJobs may start at most this long after their slot: a
 /// data set brought back days after it was made must not fire the slot
@@ -240,6 +264,22 @@ mod tests {
                 shardcron::schedule::parse(&p.schedule).expect("valid schedule");
             }
         }
+    }
+
+    #[test]
+    fn skipping_has_two_in_three_forbid_behind_jobs_that_outlive_their_minute() {
+        let plan = plan(Mix::Skipping, 300, 2, "x", Anchor::default());
+        let forbid: Vec<_> = plan.iter().filter(|p| p.forbid).collect();
+        assert_eq!(forbid.len(), 200);
+        assert!(forbid.iter().all(
+            |p| p.run_for.as_deref() == Some("90s") && p.starting_deadline_seconds == Some(20)
+        ));
+        assert!(
+            plan.iter()
+                .filter(|p| !p.forbid)
+                .all(|p| p.run_for.is_none() && p.starting_deadline_seconds.is_none())
+        );
+        assert!(plan.iter().all(|p| p.schedule == "* * * * *"));
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub struct Side {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OverheadReport {
     pub cronjobs_per_side: usize,
+    /// Each side's CronJobs (`every-minute` unless asked).
+    #[serde(default = "every_minute")]
+    pub mix: Mix,
     pub minutes: u32,
     /// The plain process: untraced, no extra arguments.
     pub off: Side,
@@ -45,6 +48,10 @@ pub struct OverheadReport {
     pub ratio: f64,
     /// How the figures were taken.
     pub note: String,
+}
+
+fn every_minute() -> Mix {
+    Mix::EveryMinute
 }
 
 /// What the second side changes, if anything (else it is traced).
@@ -63,6 +70,7 @@ impl Variant {
 pub async fn run(
     out: &Path,
     bin: &Path,
+    workload: Mix,
     count: usize,
     minutes: u32,
     variant: &Variant,
@@ -71,7 +79,16 @@ pub async fn run(
     let dir = out.join("cluster");
     let cluster = LocalCluster::up(&dir, false, "").await?;
     let mut replicas = Vec::new();
-    let result = run_on(&cluster, bin, count, minutes, variant, &mut replicas).await;
+    let result = run_on(
+        &cluster,
+        bin,
+        workload,
+        count,
+        minutes,
+        variant,
+        &mut replicas,
+    )
+    .await;
     let report = cluster
         .finish(replicas, result, &out.join("logs"), false)
         .await?;
@@ -85,6 +102,7 @@ pub async fn run(
 async fn run_on(
     cluster: &LocalCluster,
     bin: &Path,
+    workload: Mix,
     count: usize,
     minutes: u32,
     variant: &Variant,
@@ -108,7 +126,7 @@ async fn run_on(
             (true, Some(variant_bin)) => Some(variant_bin.clone()),
             _ => None,
         };
-        let plan = mix::plan(Mix::EveryMinute, count, 2, group, mix::Anchor::default());
+        let plan = mix::plan(workload, count, 2, group, mix::Anchor::default());
         create::create(client, &plan, 100.0).await?;
         let mut args = vec!["--shard-ring-name".to_owned(), format!("overhead-{group}")];
         for namespace in mix::namespaces_of(&plan) {
@@ -174,12 +192,13 @@ async fn run_on(
     let off = sides.pop().context("no untraced side")?;
     Ok(OverheadReport {
         cronjobs_per_side: count,
+        mix: workload,
         minutes,
         ratio: on.cpu_ms_per_firing / off.cpu_ms_per_firing,
         off,
         on,
         note: "CPU per firing = the process's user+system CPU from the first watched slot to 30 s after the last, \
-               divided by the slots it answered; both processes ran in the same minutes on one control plane"
+               divided by the slots it answered (a Job created; skipped slots cost CPU but answer none); both processes ran in the same minutes on one control plane"
             .into(),
     })
 }
