@@ -25,6 +25,7 @@ use crate::telemetry::metrics::{
 use crate::telemetry::traces;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
+use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use k8s_openapi::api::core::v1::ObjectReference;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -150,6 +151,11 @@ pub struct DecisionAftermath {
     pub requeue: Requeue,
     /// The slot this decision skipped, and why (the per-CronJob metrics).
     pub skipped: Option<(reconcile::SkipReason, Timestamp)>,
+    /// An answer said the CronJob or its namespace is gone (a NotFound of
+    /// its status write, a namespace gone or terminating): no retry can
+    /// land, so none is made (`requeue` is `Never`); its deletion, which
+    /// the watch brings, ends the actor.
+    pub gone: bool,
 }
 
 /// Runs one decision at `now` and carries it out through the gateway.
@@ -214,7 +220,7 @@ async fn decide_with_lookups<R: JobRequests + Clone>(
             }
             Step::Lookup(lookups) => {
                 for lookup in lookups {
-                    answer(gateway, snapshot.cronjob.kind, &mut live, lookup).await;
+                    answer(gateway, &snapshot.cronjob, &mut live, lookup).await;
                 }
                 if snapshot.stop.is_cancelled() {
                     return DecisionAftermath::abandoned(Vec::new());
@@ -297,6 +303,7 @@ async fn apply_plan<R: JobRequests + Clone>(
         deleted: Vec::new(),
         requeue: recorded.requeue.clone(),
         skipped: reconcile::skipped_slot(&plan.decisions),
+        gone: false,
     };
     let mut keep_evidence = false;
     if let Some(status) = recorded.status_update() {
@@ -345,6 +352,14 @@ async fn apply_plan<R: JobRequests + Clone>(
     }
     applied.deleted = deleted;
     release(services, plan, &mut applied).await;
+    // Upstream retries a create refused by a terminating namespace with
+    // backoff; none can land there again, and the namespace's deletion
+    // takes the CronJob with it. Gone outranks every failure above.
+    applied.gone |= matches!(results.create, Some(CreateResult::NamespaceTerminating(_)));
+    if applied.gone {
+        tracing::debug!(cronjob = %snapshot.cronjob.key, "the CronJob or its namespace is gone: no retry");
+        applied.requeue = Requeue::Never;
+    }
 
     let outcome = reconcile::follow_up(input, live, &results);
     let regarding = object_reference(&snapshot.cronjob);
@@ -435,7 +450,9 @@ async fn create_job<R: JobRequests>(
                 CreateResultLabel::already_exists,
             )
         }
-        Err(error) if error.is_namespace_terminating() => (
+        // Terminating, or gone altogether (a NotFound of the namespace, or
+        // the gateway's memory of one): the same for the decision.
+        Err(error) if error.is_namespace_gone() => (
             CreateResult::NamespaceTerminating(error.to_api_error()),
             CreateResultLabel::namespace_terminating,
         ),
@@ -466,6 +483,9 @@ async fn write_annotations<R: JobRequests>(
 ) -> bool {
     if applied.reread.is_some() {
         return true;
+    }
+    if applied.gone {
+        return false;
     }
     let version = match &applied.written_status {
         Some((_, version)) => version.clone(),
@@ -654,6 +674,8 @@ async fn write_status<R: JobRequests>(
                 Err(get_error) => applied.requeue = Requeue::Backoff(get_error.to_api_error()),
             }
         }
+        // Gone: nothing to retry (see `DecisionAftermath::gone`).
+        Err(error) if error.is_not_found() || error.is_namespace_gone() => applied.gone = true,
         // Upstream: a failed status write is retried with backoff and the
         // requeue is dropped.
         Err(error) => applied.requeue = Requeue::Backoff(error.to_api_error()),
@@ -722,6 +744,7 @@ impl DecisionAftermath {
             deleted,
             requeue: Requeue::Never,
             skipped: None,
+            gone: false,
         }
     }
 
@@ -733,19 +756,29 @@ impl DecisionAftermath {
             deleted: Vec::new(),
             requeue: Requeue::Backoff(reconcile::ApiError::new(why)),
             skipped: None,
+            gone: false,
         }
     }
 }
 
-/// Answers one of the decision's lookups; a CronJob is looked up as `kind`,
-/// the decision's own.
+/// Answers one of the decision's lookups; a CronJob is looked up as the
+/// decision's own kind.
 async fn answer(
     gateway: &impl JobRequests,
-    kind: CronJobKind,
+    cronjob: &CronJobView,
     live: &mut LiveAnswers,
     lookup: Lookup,
 ) {
+    let kind = cronjob.kind;
     match lookup {
+        Lookup::JobTemplate { namespace, name } => {
+            let answer = gateway
+                .get_cronjob(kind, &namespace, &name)
+                .await
+                .map_err(|e| e.to_api_error())
+                .and_then(|fresh| template_of(cronjob, &fresh));
+            live.set_template(answer);
+        }
         Lookup::CronJob { namespace, name } => {
             let answer = gateway
                 .get_cronjob(kind, &namespace, &name)
@@ -766,6 +799,30 @@ async fn answer(
             };
             live.set_job(&namespace, &name, answer);
         }
+    }
+}
+
+/// The Job template of `fresh`, the CronJob `held` read again, if it is
+/// still the same object (a namesake made since is another CronJob: its
+/// template is not this one's to run). A newer version's template is
+/// taken as it is: upstream too makes the Job from the newest template it
+/// has seen.
+fn template_of(
+    held: &CronJobView,
+    fresh: &LeanCronJob,
+) -> Result<JobTemplateSpec, reconcile::ApiError> {
+    if fresh.metadata.uid.as_deref() != Some(&*held.uid) {
+        return Err(reconcile::ApiError::new(format!(
+            "cronjob {}/{} was replaced by another of its name",
+            held.namespace(),
+            held.name()
+        )));
+    }
+    match &fresh.spec.job_template {
+        None => Ok(JobTemplateSpec::default()),
+        Some(json) => serde_json::from_slice(json.as_bytes()).map_err(|error| {
+            reconcile::ApiError::new(format!("the Job template does not decode: {error}"))
+        }),
     }
 }
 

@@ -383,7 +383,10 @@ mod tests {
             json!({"metadata": {"name": "x"}, "spec": {"schedule": "* * * * *"}}),
         )
         .expect("a lean CronJob");
-        assert_eq!(bare.spec_view().job_template.decode(), Default::default());
+        assert_eq!(
+            bare.spec_view().job_template.decode(),
+            Some(Default::default())
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::reconcile::{
 };
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::batch::v1::{CronJob, Job, JobTemplateSpec};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::io::Write;
@@ -97,7 +97,8 @@ pub fn run(args: &ExplainArgs, out: &mut impl Write) -> Result<(), ExplainError>
         None => Vec::new(),
     };
     let now = args.now.unwrap_or_else(Timestamp::now);
-    let explained = explain(&cronjob, &jobs, now);
+    let template = cronjob_api.spec.job_template.clone();
+    let explained = explain(&cronjob, &template, &jobs, now);
     match args.output {
         Output::Text => write_text(out, &cronjob, &explained, args.jobs.is_some())?,
         Output::Json => writeln!(out, "{}", to_json(&explained))?,
@@ -119,7 +120,14 @@ struct Explained {
     spread_offset: i64,
 }
 
-fn explain(cronjob: &CronJobView, jobs: &[Job], now: Timestamp) -> Explained {
+/// `template`: the CronJob's Job template, for a decision that asks for it
+/// again ([`Lookup::JobTemplate`]: one too big for the view to keep).
+fn explain(
+    cronjob: &CronJobView,
+    template: &JobTemplateSpec,
+    jobs: &[Job],
+    now: Timestamp,
+) -> Explained {
     let in_namespace = |job: &&Job| {
         job.metadata
             .namespace
@@ -150,6 +158,7 @@ fn explain(cronjob: &CronJobView, jobs: &[Job], now: Timestamp) -> Explained {
                 for lookup in lookups {
                     match lookup {
                         Lookup::CronJob { .. } => live.set_cronjob(Ok(cronjob.clone())),
+                        Lookup::JobTemplate { .. } => live.set_template(Ok(template.clone())),
                         Lookup::Job { namespace, name } => {
                             let found = jobs
                                 .iter()

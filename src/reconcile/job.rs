@@ -12,7 +12,7 @@ use super::view::{CronJobView, SCHEDULED_TIMESTAMP_ANNOTATION};
 use crate::schedule::format_rfc3339;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{Job, JobTemplateSpec};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
@@ -65,8 +65,10 @@ pub fn run_now_job_name(cronjob_name: &str, requested: Timestamp) -> String {
 }
 
 /// Upstream's `getJobFromTemplate2`: the Job to create for `scheduled`. It
-/// fails, as upstream's, only when `spec.timeZone` does not load (the text is
-/// Go's `LoadLocation` error).
+/// fails, as upstream's, when `spec.timeZone` does not load (the text is
+/// Go's `LoadLocation` error), and when the template is not kept
+/// ([`CompactTemplate::Left`](super::CompactTemplate::Left): the decision
+/// reads it again instead).
 pub fn build_job(
     cronjob: &CronJobView,
     default_zone: &TimeZone,
@@ -77,8 +79,20 @@ pub fn build_job(
         .setup
         .annotation_zone()
         .map_err(str::to_owned)?;
+    let template = cronjob
+        .spec
+        .job_template
+        .decode()
+        .ok_or_else(|| "the Job template is too big to be kept".to_owned())?;
     let name = job_name(cronjob.name(), scheduled);
-    Ok(build_job_in(cronjob, zone, default_zone, scheduled, name))
+    Ok(build_job_in(
+        cronjob,
+        template,
+        zone,
+        default_zone,
+        scheduled,
+        name,
+    ))
 }
 
 /// The Job object `name` to create for `scheduled` (the namespace travels
@@ -87,13 +101,12 @@ pub fn build_job(
 /// `spec.timeZone` (UTC when unset; the controller's zone for `Local`).
 pub(crate) fn build_job_in(
     cronjob: &CronJobView,
+    template: JobTemplateSpec,
     annotation_zone: &NamedZone,
     default_zone: &TimeZone,
     scheduled: Timestamp,
     name: String,
 ) -> Job {
-    // The one decoding of the template, made only when a Job is created.
-    let template = cronjob.spec.job_template.decode();
     let metadata = template.metadata.unwrap_or_default();
     let mut annotations = metadata.annotations.unwrap_or_default();
     annotations.insert(

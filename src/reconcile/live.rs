@@ -14,7 +14,7 @@
 //!    requeue from those results.
 
 use super::view::{CronJobView, controller_in};
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{Job, JobTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -54,6 +54,10 @@ pub enum Lookup {
     /// GET a Job named in `status.active` (before `MissingJob`, before a
     /// Replace delete).
     Job { namespace: String, name: String },
+    /// GET the CronJob for its Job template, which was too big to keep
+    /// ([`CompactTemplate::Left`](super::CompactTemplate::Left)), before
+    /// its Job is made. Not upstream's: its informer keeps every template.
+    JobTemplate { namespace: String, name: String },
 }
 
 /// A Job as a live GET returned it.
@@ -100,6 +104,7 @@ pub enum JobLookup {
 pub struct LiveAnswers {
     cronjob: Option<Result<CronJobView, ApiError>>,
     jobs: HashMap<(String, String), JobLookup>,
+    template: Option<Result<JobTemplateSpec, ApiError>>,
 }
 
 impl LiveAnswers {
@@ -117,6 +122,17 @@ impl LiveAnswers {
     pub fn set_job(&mut self, namespace: &str, name: &str, answer: JobLookup) {
         self.jobs
             .insert((namespace.to_owned(), name.to_owned()), answer);
+    }
+
+    /// Records the answer to [`Lookup::JobTemplate`]: the template of the
+    /// CronJob read again, or why not (an error, the CronJob gone or
+    /// replaced by another of its name).
+    pub fn set_template(&mut self, answer: Result<JobTemplateSpec, ApiError>) {
+        self.template = Some(answer);
+    }
+
+    pub(crate) fn template(&self) -> Option<&Result<JobTemplateSpec, ApiError>> {
+        self.template.as_ref()
     }
 
     pub(crate) fn cronjob(&self) -> Option<&Result<CronJobView, ApiError>> {

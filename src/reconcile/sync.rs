@@ -821,22 +821,42 @@ impl Engine<'_> {
             // UnknownTimeZone gate makes this unreachable).
             Err(error) => return Exit::Requeue(Requeue::Backoff(ApiError::new(error))),
         };
+        // The Job object is built once, while planning; the follow-up only
+        // needs its name. The one decoding of the template (or its one
+        // read, when it was too big to keep) is made here.
+        let job = match self.results {
+            None => {
+                let template = match self.cj.spec.job_template.decode() {
+                    Some(template) => template,
+                    None => match self.live.template() {
+                        None => {
+                            return Exit::NeedLookups(vec![Lookup::JobTemplate {
+                                namespace: self.cj.namespace().to_owned(),
+                                name: self.cj.name().to_owned(),
+                            }]);
+                        }
+                        Some(Err(error)) => {
+                            return self
+                                .fail_lookup(format!("cronjob {}", self.cj.name()), error.clone());
+                        }
+                        Some(Ok(template)) => template.clone(),
+                    },
+                };
+                Some(build_job_in(
+                    &self.cj,
+                    template,
+                    annotation_zone,
+                    input.default_zone,
+                    slot,
+                    name.clone(),
+                ))
+            }
+            Some(_) => None,
+        };
         self.decisions.push(Decision::Start {
             slot,
             job: name.clone(),
         });
-        // The Job object is built once, while planning; the follow-up only
-        // needs its name.
-        let job = match self.results {
-            None => Some(build_job_in(
-                &self.cj,
-                annotation_zone,
-                input.default_zone,
-                slot,
-                name.clone(),
-            )),
-            Some(_) => None,
-        };
         self.create = Some(JobToCreate {
             name: name.clone(),
             scheduled_time: slot,

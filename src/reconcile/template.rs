@@ -1,10 +1,19 @@
-//! The Job template as an idle actor keeps it: compressed JSON.
+//! The Job template as an idle actor keeps it: compressed JSON, or, past
+//! a bound, nothing but its size and digest.
 //!
 //! The typed `JobTemplateSpec` (a `PodSpec` of mostly empty optional fields)
 //! takes several KiB in memory; its JSON takes a few hundred bytes, most of
 //! them key names every template repeats. zstd with a small dictionary of
 //! those names brings a realistic template to about half of its JSON. The
 //! template is decoded only when a Job is created.
+//!
+//! A template that compresses to more than [`KEPT_TEMPLATE_BYTES`] is not
+//! kept at all ([`CompactTemplate::Left`]): what a tenant writes into a
+//! template (up to the API server's object limit, about 1.5 MiB, and
+//! random bytes do not compress) would otherwise be the replica's memory,
+//! which every tenant shares. Its Job is made from the CronJob read again
+//! at that moment ([`crate::reconcile::Lookup::JobTemplate`]): one GET per
+//! Job of such a CronJob, and nothing held between its firings.
 
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use std::sync::LazyLock;
@@ -32,14 +41,37 @@ static ENCODER: LazyLock<zstd::dict::EncoderDictionary<'static>> =
 static DECODER: LazyLock<zstd::dict::DecoderDictionary<'static>> =
     LazyLock::new(|| zstd::dict::DecoderDictionary::copy(DICTIONARY.as_bytes()));
 
-/// A Job template, compressed; cloning copies the bytes.
+/// A compressed template is kept up to this many bytes (a realistic one
+/// takes a few hundred); above it, only its digest.
+pub const KEPT_TEMPLATE_BYTES: usize = 16 * 1024;
+
+/// A Job template, compressed, or left with the API server when too big;
+/// cloning copies the bytes.
 #[derive(Clone, PartialEq, Eq)]
-pub struct CompactTemplate(Box<[u8]>);
+pub enum CompactTemplate {
+    /// zstd with [`DICTIONARY`], at most [`KEPT_TEMPLATE_BYTES`].
+    Kept(Box<[u8]>),
+    /// Too big to keep: read again when a Job is made. The digest of its
+    /// JSON tells one version from another (a spec update's comparison).
+    /// One field, so the enum stays the size of a boxed slice (the
+    /// variant sits in the box's null-pointer niche).
+    Left { digest: u64 },
+}
+
+impl Default for CompactTemplate {
+    fn default() -> Self {
+        Self::Kept(Box::default())
+    }
+}
 
 impl CompactTemplate {
     pub fn new(template: &JobTemplateSpec) -> Self {
-        // Serializing an API object cannot fail (every map key is a string).
-        Self::from_json(&serde_json::to_vec(template).unwrap_or_default())
+        Self::from_json(&Self::json_of(template))
+    }
+
+    /// Serializing an API object cannot fail (every map key is a string).
+    fn json_of(template: &JobTemplateSpec) -> Vec<u8> {
+        serde_json::to_vec(template).unwrap_or_default()
     }
 
     /// The template whose JSON is `json` (as the API server sent it).
@@ -48,36 +80,64 @@ impl CompactTemplate {
         let compressed = zstd::bulk::Compressor::with_prepared_dictionary(&ENCODER)
             .and_then(|mut c| c.compress(json))
             .unwrap_or_default();
-        Self(compressed.into())
+        if compressed.len() > KEPT_TEMPLATE_BYTES {
+            return Self::Left {
+                digest: digest(json),
+            };
+        }
+        Self::Kept(compressed.into())
     }
 
-    /// The template. Decoding what `new` encoded cannot fail; if it ever
-    /// did, the result would be an empty template, which the API server
-    /// rejects on create (a FailedCreate event), never a crash.
-    pub fn decode(&self) -> JobTemplateSpec {
+    /// The template, if it is kept. Decoding what `new` encoded cannot
+    /// fail; if it ever did, the result would be an empty template, which
+    /// the API server rejects on create (a FailedCreate event), never a
+    /// crash.
+    pub fn decode(&self) -> Option<JobTemplateSpec> {
+        let Self::Kept(compressed) = self else {
+            return None;
+        };
         let json = zstd::bulk::Decompressor::with_prepared_dictionary(&DECODER)
             .and_then(|mut d| {
-                let capacity = zstd::bulk::Decompressor::upper_bound(&self.0).unwrap_or(1 << 20);
-                d.decompress(&self.0, capacity)
+                let capacity = zstd::bulk::Decompressor::upper_bound(compressed).unwrap_or(1 << 20);
+                d.decompress(compressed, capacity)
             })
             .unwrap_or_default();
-        serde_json::from_slice(&json).unwrap_or_default()
+        Some(serde_json::from_slice(&json).unwrap_or_default())
+    }
+
+    /// Whether `template` (read again) is the one this stands for.
+    pub fn is(&self, template: &JobTemplateSpec) -> bool {
+        *self == Self::new(template)
     }
 
     /// The size kept in memory, in bytes.
     pub fn encoded_len(&self) -> usize {
-        self.0.len()
+        match self {
+            Self::Kept(compressed) => compressed.len(),
+            Self::Left { .. } => 0,
+        }
     }
+}
+
+/// FNV-1a, 64 bits: stable across processes and builds, unlike std's
+/// hasher, and the digest only tells versions of one template apart.
+fn digest(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 impl std::fmt::Debug for CompactTemplate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CompactTemplate({} bytes)", self.0.len())
+        match self {
+            Self::Kept(compressed) => write!(f, "CompactTemplate({} bytes)", compressed.len()),
+            Self::Left { digest } => write!(f, "CompactTemplate(left, digest {digest:016x})"),
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -106,7 +166,7 @@ mod tests {
         for i in [0, 7, 123_456] {
             let original = template(i);
             let compact = CompactTemplate::new(&original);
-            assert_eq!(compact.decode(), original);
+            assert_eq!(compact.decode(), Some(original.clone()));
             let json = serde_json::to_vec(&original).unwrap().len();
             assert!(
                 compact.encoded_len() * 10 < json * 7,
@@ -119,14 +179,58 @@ mod tests {
     #[test]
     fn an_empty_template_round_trips() {
         let empty = JobTemplateSpec::default();
-        assert_eq!(CompactTemplate::new(&empty).decode(), empty);
+        assert_eq!(CompactTemplate::new(&empty).decode(), Some(empty));
     }
 
     #[test]
     fn undecodable_bytes_give_an_empty_template() {
         assert_eq!(
-            CompactTemplate(vec![1, 2, 3].into()).decode(),
-            JobTemplateSpec::default()
+            CompactTemplate::Kept(vec![1, 2, 3].into()).decode(),
+            Some(JobTemplateSpec::default())
         );
+    }
+
+    /// `bytes` of text that does not compress, as a hostile tenant fills
+    /// a template with (xorshift, so the test needs no RNG crate).
+    pub(crate) fn incompressible_text(bytes: usize) -> String {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        (0..bytes)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                char::from(b'!' + (state % 90) as u8)
+            })
+            .collect()
+    }
+
+    fn incompressible(bytes: usize) -> JobTemplateSpec {
+        serde_json::from_value(json!({
+            "metadata": {"annotations": {"noise": incompressible_text(bytes)}},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_template_past_the_bound_is_left_with_only_its_digest() {
+        let big = incompressible(1_000_000);
+        let left = CompactTemplate::new(&big);
+        assert!(matches!(left, CompactTemplate::Left { .. }));
+        assert_eq!(size_of::<CompactTemplate>(), size_of::<Box<[u8]>>());
+        assert_eq!(left.encoded_len(), 0);
+        assert_eq!(left.decode(), None);
+        assert!(left.is(&big));
+        // Another version of it is told apart.
+        let other = incompressible(1_000_001);
+        assert!(!left.is(&other));
+        assert_ne!(left, CompactTemplate::new(&other));
+        // Just under the bound, it is kept.
+        let small = incompressible(KEPT_TEMPLATE_BYTES / 2);
+        assert!(matches!(
+            CompactTemplate::new(&small),
+            CompactTemplate::Kept(_)
+        ));
+        assert_eq!(CompactTemplate::new(&small).decode(), Some(small));
     }
 }

@@ -1126,6 +1126,111 @@ async fn a_huge_annotation_patched_again_and_again_is_bounded_where_it_enters() 
     );
 }
 
+/// `bytes` of text that does not compress (xorshift over 90 printable
+/// characters), as a hostile tenant fills a template with.
+fn incompressible(bytes: usize, seed: u64) -> String {
+    let mut state = seed | 1;
+    (0..bytes)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            char::from(b'!' + (state % 90) as u8)
+        })
+        .collect()
+}
+
+/// A tenant fills 100 CronJobs' Job templates with 1,000,000 bytes each
+/// of text that does not compress (an object of about 1 MB, within the
+/// API server's limit). A replica kept each template compressed: it grew
+/// by 107-109 MiB, and a tenant allowed 1,000 CronJobs could hold the
+/// shipped memory limit. Now a template past 16 KiB compressed is not
+/// kept: the replica grows by less than 64 MiB, and the CronJob among
+/// them that fires every minute still gets its Job, with its whole
+/// template, on time (read again when it is made).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenants_megabyte_templates_do_not_fill_the_replicas_memory() {
+    const COUNT: usize = 100;
+    const BYTES: usize = 1_000_000;
+    let s = scenario("big-templates").await;
+    let running = || {
+        s.controller
+            .metric("shardcron_owned_cronjobs{state=\"Running\"}")
+    };
+    let before = s.controller.rss_bytes().expect("the replica's RSS");
+    for i in 0..COUNT {
+        let schedule = if i == 0 { "*/1 * * * *" } else { "0 0 1 1 *" };
+        let mut big = cronjob(&format!("big-{i:03}"), schedule, json!({}), json!({}));
+        let pod = big
+            .spec
+            .job_template
+            .spec
+            .as_mut()
+            .and_then(|job| job.template.spec.as_mut())
+            .expect("a pod spec");
+        pod.containers[0].env = Some(vec![k8s_openapi::api::core::v1::EnvVar {
+            name: "NOISE".into(),
+            value: Some(incompressible(BYTES, i as u64 + 1)),
+            ..Default::default()
+        }]);
+        s.create(&big).await;
+    }
+    eventually(
+        "every big CronJob's actor running",
+        Duration::from_secs(60),
+        || async { (running() >= COUNT as f64).then_some(()) },
+    )
+    .await;
+    // What the watch decoded and let go is the allocator's to return:
+    // give it the moment a decision's work takes.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = s.controller.rss_bytes().expect("the replica's RSS");
+    let grown = after.saturating_sub(before);
+    eprintln!(
+        "RSS {} MiB before, {} MiB after {COUNT} CronJobs of {BYTES} incompressible bytes",
+        before >> 20,
+        after >> 20
+    );
+    assert!(
+        grown < 64 << 20,
+        "the replica grew by {} MiB for {COUNT} big templates",
+        grown >> 20
+    );
+    // The every-minute one fires on time, its Job made from the whole
+    // template.
+    let job = eventually("the big CronJob's Job", Duration::from_secs(75), || async {
+        s.all_jobs()
+            .await
+            .into_iter()
+            .find(|job| name_of(job).starts_with("big-000-"))
+    })
+    .await;
+    let late = job
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .expect("a creation time")
+        .0
+        .duration_since(scheduled_time(&job));
+    assert!(
+        late < jiff::SignedDuration::from_secs(5),
+        "created {late:?} after its slot"
+    );
+    let noise = job
+        .spec
+        .and_then(|spec| spec.template.spec)
+        .and_then(|pod| pod.containers.into_iter().next())
+        .and_then(|container| container.env)
+        .and_then(|env| env.into_iter().next())
+        .and_then(|var| var.value)
+        .unwrap_or_default();
+    assert_eq!(
+        noise,
+        incompressible(BYTES, 1),
+        "the Job's template is the CronJob's"
+    );
+}
+
 /// `shardcron.io/catch-up-window`: a CronJob whose last run was four slots
 /// back (set in its status while it was suspended, as a controller down for
 /// four minutes leaves it) runs every missed slot once resumed, each once,

@@ -197,6 +197,12 @@ impl FakeApi {
                 };
                 live.set_job(namespace, name, answer);
             }
+            Lookup::JobTemplate { .. } => live.set_template(
+                self.cronjob
+                    .as_ref()
+                    .map(|cj| cj.spec.job_template.clone())
+                    .ok_or_else(|| ApiError::new("the fake has no CronJob to read again")),
+            ),
         }
     }
 

@@ -847,3 +847,50 @@ fn thousands_of_forged_entries_cost_at_most_ten_lookups_and_one_event() {
         .count();
     assert_eq!(foreign, 1, "one warning for all of them");
 }
+
+/// A template too big to keep (`CompactTemplate::Left`): the decision asks
+/// for it again before it makes the Job, builds the Job from the answer,
+/// and a failed read is a failed lookup (backoff), no Job.
+#[test]
+fn a_template_too_big_to_keep_is_read_again_for_its_job() {
+    let mut cj = hourly("Allow");
+    let noise = crate::reconcile::template::tests::incompressible_text(64 * 1024);
+    cj.spec
+        .job_template
+        .metadata
+        .get_or_insert_default()
+        .annotations = Some([("noise".to_owned(), noise.clone())].into());
+    let held = view(&cj);
+    assert!(matches!(
+        held.spec.job_template,
+        CompactTemplate::Left { .. }
+    ));
+    let inp = input(&held, &[], ts(AT_TEN_OH_ONE));
+    let Step::Lookup(lookups) = reconcile(&inp, &LiveAnswers::new()) else {
+        panic!("no lookup for the template");
+    };
+    assert_eq!(
+        lookups,
+        [Lookup::JobTemplate {
+            namespace: cj.metadata.namespace.clone().unwrap_or_default(),
+            name: cj.metadata.name.clone().unwrap_or_default(),
+        }]
+    );
+    let mut live = LiveAnswers::new();
+    live.set_template(Ok(cj.spec.job_template.clone()));
+    let plan = plan_of(reconcile(&inp, &live));
+    let job = plan
+        .create
+        .and_then(|create| create.job)
+        .expect("a Job to create");
+    assert_eq!(
+        job.metadata.annotations.unwrap_or_default().get("noise"),
+        Some(&noise)
+    );
+    // The read failed (the CronJob gone or replaced): no Job, a backoff.
+    let mut live = LiveAnswers::new();
+    live.set_template(Err(ApiError::new("cronjobs.batch \"mycronjob\" not found")));
+    let plan = plan_of(reconcile(&inp, &live));
+    assert!(plan.create.is_none());
+    assert!(matches!(plan.expected.requeue, Requeue::Backoff(_)));
+}
