@@ -72,6 +72,13 @@ impl<E: Queued> Backlog<E> {
         pushed
     }
 
+    /// Drops every waiting event `gone` says so of; returns how many.
+    pub fn drop_where(&mut self, gone: impl Fn(&E) -> bool) -> usize {
+        let before = self.waiting.len();
+        self.waiting.retain(|e| !gone(e));
+        before - self.waiting.len()
+    }
+
     pub fn pop(&mut self) -> Option<E> {
         self.waiting.pop_front()
     }
@@ -136,6 +143,17 @@ mod tests {
             ],
             "the rare Missed survives a flood of Created"
         );
+    }
+
+    #[test]
+    fn the_events_of_a_namespace_gone_are_dropped_and_counted() {
+        let mut backlog = Backlog::new(8);
+        backlog.push(Told("Created", "gone", 1));
+        backlog.push(Told("Created", "kept", 1));
+        backlog.push(Told("Missed", "gone", 2));
+        assert_eq!(backlog.drop_where(|e| e.1 == "gone"), 2);
+        assert_eq!(drain(&mut backlog), [Told("Created", "kept", 1)]);
+        assert_eq!(backlog.drop_where(|e| e.1 == "gone"), 0);
     }
 
     #[test]

@@ -18,6 +18,9 @@ pub enum ApiFailure {
         message: String,
         /// The status carries client-go's `NamespaceTerminating` cause.
         namespace_terminating: bool,
+        /// A NotFound of the namespace itself (`details.kind:
+        /// namespaces`): the request's namespace does not exist.
+        namespace_missing: bool,
     },
     /// No answer: connection refused or broken, timeout, undecodable body.
     #[error("{0}")]
@@ -64,6 +67,37 @@ impl ApiFailure {
         )
     }
 
+    /// The answer says the request's namespace is gone or going: nothing
+    /// written there can land again (a terminating namespace never takes
+    /// new content; a recreated one is another namespace).
+    pub fn is_namespace_gone(&self) -> bool {
+        matches!(
+            self,
+            ApiFailure::Status {
+                namespace_terminating: true,
+                ..
+            } | ApiFailure::Status {
+                namespace_missing: true,
+                ..
+            }
+        )
+    }
+
+    /// What a request for `namespace` fails with, unsent, while an
+    /// earlier answer said the namespace is gone (the gateway's
+    /// [`GoneNamespaces`](super::gateway::gone::GoneNamespaces)).
+    pub fn namespace_gone(namespace: &str) -> Self {
+        ApiFailure::Status {
+            code: 404,
+            reason: "NotFound".to_owned(),
+            message: format!(
+                "namespaces \"{namespace}\" not found (an earlier answer; not sent again)"
+            ),
+            namespace_terminating: false,
+            namespace_missing: true,
+        }
+    }
+
     /// The error as the decision core records it (its text goes into events).
     pub fn to_api_error(&self) -> ApiError {
         ApiError::new(self.to_string())
@@ -87,10 +121,52 @@ impl From<kube::Error> for ApiFailure {
                         .iter()
                         .any(|c| c.reason == NAMESPACE_TERMINATING_CAUSE)
                 }),
+                namespace_missing: status.code == 404
+                    && status
+                        .details
+                        .as_ref()
+                        .is_some_and(|d| d.kind == "namespaces"),
                 reason: status.reason,
                 message: status.message,
             },
             other => ApiFailure::Transport(other.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The answers as kube-apiserver gives them (captured on the local
+    /// control plane): a create in a deleted namespace, one in a
+    /// terminating namespace, and a Job or Event that is not there.
+    fn failure(status: serde_json::Value) -> ApiFailure {
+        let status: kube::core::Status = serde_json::from_value(status).expect("a Status");
+        ApiFailure::from(kube::Error::Api(Box::new(status)))
+    }
+
+    #[test]
+    fn a_namespace_that_is_gone_or_going_is_told_from_an_object_that_is_not_there() {
+        let missing = failure(serde_json::json!({
+            "status": "Failure", "code": 404, "reason": "NotFound",
+            "message": "namespaces \"tenant\" not found",
+            "details": {"name": "tenant", "kind": "namespaces"}
+        }));
+        assert!(missing.is_namespace_gone() && missing.is_not_found());
+        let terminating = failure(serde_json::json!({
+            "status": "Failure", "code": 403, "reason": "Forbidden",
+            "message": "events.events.k8s.io \"x\" is forbidden: unable to create new content in namespace tenant because it is being terminated",
+            "details": {"name": "x", "group": "events.k8s.io", "kind": "events",
+                        "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]}
+        }));
+        assert!(terminating.is_namespace_gone() && terminating.is_namespace_terminating());
+        let job = failure(serde_json::json!({
+            "status": "Failure", "code": 404, "reason": "NotFound",
+            "message": "jobs.batch \"x\" not found",
+            "details": {"name": "x", "group": "batch", "kind": "jobs"}
+        }));
+        assert!(job.is_not_found() && !job.is_namespace_gone());
+        assert!(!ApiFailure::Transport("reset".into()).is_namespace_gone());
     }
 }

@@ -62,6 +62,13 @@ pub struct RequestLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct DroppedLabels {
+    /// `event` (waiting in the backlog) or `request` (an actor's write or
+    /// read, failed without being sent).
+    pub what: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct PriorityLabels {
     /// The gateway class: `create_job`, `replace_delete`, `status`, `history_delete`.
     pub priority: &'static str,
@@ -102,6 +109,7 @@ pub struct Metrics {
     pub lease_lapses: Counter,
     pub spans_dropped: Counter,
     pub events_dropped: Counter,
+    pub gone_namespace_dropped: Family<DroppedLabels, Counter>,
     /// The per-CronJob series of the CronJobs this replica owns.
     pub cronjobs: Arc<CronJobSeries>,
 }
@@ -361,9 +369,18 @@ impl Metrics {
             "Events not recorded because the event queue was full (the oldest of the same reason went first) or an equal one was already queued",
             events_dropped.clone(),
         );
+        let gone_namespace_dropped = Family::<DroppedLabels, Counter>::default();
+        register(
+            &mut registry,
+            &mut families,
+            "gone_namespace_dropped",
+            "Events and requests for a namespace the API server said is gone or terminating, dropped unsent, each counted once",
+            gone_namespace_dropped.clone(),
+        );
         Self {
             registry,
             cronjob_registry,
+            gone_namespace_dropped,
             families,
             cronjobs,
             spans_dropped,

@@ -43,6 +43,7 @@ fn failure(code: u16, reason: &str) -> ApiFailure {
         reason: reason.into(),
         message: format!("{code} {reason}"),
         namespace_terminating: false,
+        namespace_missing: false,
     }
 }
 

@@ -69,6 +69,10 @@ impl Gateway {
             // In the decision's trace: recording the event is part of what it did.
             span: tracing::Span::current(),
         };
+        if self.inner.is_gone(&pending.namespace) {
+            self.inner.count_dropped("event", 1);
+            return;
+        }
         let pushed = self.inner.events.lock().push(pending);
         match pushed {
             Pushed::Queued => {}
@@ -100,9 +104,29 @@ impl Gateway {
             })
             .instrument(span)
             .await;
-        if let Err(error) = result {
-            tracing::warn!(%namespace, reason = %event.reason, %error, "could not record event");
+        match result {
+            Ok(()) => {}
+            // Counted as dropped (`namespace_gone`): no warning per Event.
+            Err(error) if error.is_namespace_gone() => {
+                tracing::debug!(%namespace, reason = %event.reason, %error, "event for a namespace that is gone");
+            }
+            Err(error) => {
+                tracing::warn!(%namespace, reason = %event.reason, %error, "could not record event");
+            }
         }
+    }
+
+    /// An answer said `namespace` is gone: remembered for a while, and
+    /// the Events waiting for it dropped, each counted once.
+    pub(super) fn namespace_gone(&self, namespace: &str) {
+        self.inner.gone().mark(namespace, std::time::Instant::now());
+        let dropped = self
+            .inner
+            .events
+            .lock()
+            .drop_where(|pending| pending.namespace == namespace);
+        self.inner.count_dropped("event", dropped);
+        tracing::info!(%namespace, events_dropped = dropped, "the namespace is gone: its waiting Events dropped, its writes not sent for a while");
     }
 }
 

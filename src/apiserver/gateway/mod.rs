@@ -18,6 +18,7 @@
 
 mod dispatch;
 mod event_workers;
+pub mod gone;
 mod verbs;
 
 use super::deadline;
@@ -29,11 +30,12 @@ use super::queue::Priority;
 use super::requests::Verb;
 use super::retry::{Backoff, Retry};
 use crate::telemetry::Metrics;
-use crate::telemetry::metrics::{PriorityLabels, RequestLabels};
+use crate::telemetry::metrics::{DroppedLabels, PriorityLabels, RequestLabels};
 use dispatch::{Pace, SharedQueue, Ticket, dispatch};
 use event_workers::{EventQueue, send_events};
 use futures::FutureExt as _;
 use futures::future::{self, Either};
+use gone::GoneNamespaces;
 use kube::Client;
 use kube::runtime::events::Reporter;
 use std::future::Future;
@@ -82,6 +84,27 @@ struct Inner {
     throttled: Arc<AtomicU64>,
     /// The dispatcher's queue, to say where a CronJob's request stands.
     queue: SharedQueue,
+    /// Namespaces lately answered gone: nothing is sent there meanwhile.
+    gone: std::sync::Mutex<GoneNamespaces>,
+}
+
+impl Inner {
+    fn gone(&self) -> std::sync::MutexGuard<'_, GoneNamespaces> {
+        self.gone.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `namespace` was lately answered gone.
+    fn is_gone(&self, namespace: &str) -> bool {
+        self.gone().is_gone(namespace, std::time::Instant::now())
+    }
+
+    /// Counts `count` things for a gone namespace dropped unsent.
+    fn count_dropped(&self, what: &'static str, count: usize) {
+        self.metrics
+            .gone_namespace_dropped
+            .get_or_create(&DroppedLabels { what })
+            .inc_by(count as u64);
+    }
 }
 
 /// Where a CronJob's request waits in the gateway (the admin API).
@@ -173,6 +196,7 @@ impl Gateway {
             events: events.clone(),
             throttled,
             queue,
+            gone: std::sync::Mutex::default(),
         });
         for _ in 0..events::WORKERS {
             inner
@@ -334,6 +358,10 @@ impl Gateway {
         let mut attempt = 0;
         loop {
             attempt += 1;
+            if self.inner.is_gone(namespace) {
+                self.inner.count_dropped("request", 1);
+                return Err(ApiFailure::namespace_gone(namespace));
+            }
             let turn = self.turn(terms.priority, namespace).await?;
             // Checked after the wait, right before sending: the wait may
             // have outlasted the Lease (a freeze, a cut from the API server).
@@ -414,6 +442,10 @@ impl Gateway {
                 Err(failure) => failure,
             };
             if matches!(failure, ApiFailure::Fenced) {
+                return Err(failure);
+            }
+            if failure.is_namespace_gone() && !namespace.is_empty() {
+                self.namespace_gone(namespace);
                 return Err(failure);
             }
             if failure.code() == Some(429) {
