@@ -66,6 +66,17 @@ pub struct DroppedLabels {
     /// `event` (waiting in the backlog) or `request` (an actor's write or
     /// read, failed without being sent).
     pub what: &'static str,
+    pub gone: Gone,
+}
+
+/// What went that made a write pointless.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum Gone {
+    /// The API server answered that the namespace is gone or terminating.
+    namespace,
+    /// The watch saw the CronJob deleted.
+    cronjob,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -109,7 +120,8 @@ pub struct Metrics {
     pub lease_lapses: Counter,
     pub spans_dropped: Counter,
     pub events_dropped: Counter,
-    pub gone_namespace_dropped: Family<DroppedLabels, Counter>,
+    pub events_queued: Gauge,
+    pub dropped_for_gone: Family<DroppedLabels, Counter>,
     /// The per-CronJob series of the CronJobs this replica owns.
     pub cronjobs: Arc<CronJobSeries>,
 }
@@ -369,18 +381,27 @@ impl Metrics {
             "Events not recorded because the event queue was full (the oldest of the same reason went first) or an equal one was already queued",
             events_dropped.clone(),
         );
-        let gone_namespace_dropped = Family::<DroppedLabels, Counter>::default();
+        let events_queued = Gauge::default();
         register(
             &mut registry,
             &mut families,
-            "gone_namespace_dropped",
-            "Events and requests for a namespace the API server said is gone or terminating, dropped unsent, each counted once",
-            gone_namespace_dropped.clone(),
+            "events_queued",
+            "Events waiting in the replica's backlog to be recorded (at most 4096)",
+            events_queued.clone(),
+        );
+        let dropped_for_gone = Family::<DroppedLabels, Counter>::default();
+        register(
+            &mut registry,
+            &mut families,
+            "dropped_for_gone",
+            "Events and requests dropped unsent, each counted once, because their namespace is gone or terminating (the API server said so) or their CronJob was deleted",
+            dropped_for_gone.clone(),
         );
         Self {
             registry,
             cronjob_registry,
-            gone_namespace_dropped,
+            dropped_for_gone,
+            events_queued,
             families,
             cronjobs,
             spans_dropped,

@@ -1231,6 +1231,116 @@ async fn a_tenants_megabyte_templates_do_not_fill_the_replicas_memory() {
     );
 }
 
+/// A tenant makes 2,000 Jobs by hand that claim its CronJob (its UID, its
+/// bucket label; suspended, so no pod runs): each is an `UnexpectedJob`
+/// Event, and at QPS 5 the replica's backlog holds thousands of them. Then
+/// the tenant deletes its namespace. The replica kept sending them there,
+/// each refused, for more than 9 minutes; now the CronJob's deletion (the
+/// watch) or the first refusal drops every Event waiting for it (counted
+/// once each in `shardcron_dropped_for_gone_total`): within 10 s the
+/// backlog is empty, and another tenant's every-minute CronJob on the same
+/// replica still starts on time.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deleted_namespaces_waiting_events_are_dropped_at_the_first_refusal() {
+    use futures::StreamExt;
+    const JOBS: usize = 2_000;
+    let cluster = cluster_for(KIND).await;
+    let doomed = cluster.namespace("doomed").await;
+    let watch_doomed = format!("--namespace={}", doomed.name);
+    let s = scenario_of(
+        KIND,
+        "doomed-neighbour",
+        &[&watch_doomed, "--kube-api-qps=5", "--kube-api-burst=5"],
+    )
+    .await;
+    let claimed = CronJobs::namespaced(s.admin.clone(), &doomed.name, KIND)
+        .create(
+            &PostParams::default(),
+            &cronjob("claimed", "0 0 1 1 *", json!({}), json!({})),
+        )
+        .await
+        .expect("create the claimed CronJob");
+    let uid = claimed.metadata.uid.clone().unwrap_or_default();
+    let jobs = Api::<Job>::namespaced(s.admin.clone(), &doomed.name);
+    futures::stream::iter(0..JOBS)
+        .map(|i| {
+            let jobs = jobs.clone();
+            let job: Job = serde_json::from_value(json!({
+                "metadata": {
+                    "name": format!("claimed-by-hand-{i}"),
+                    "labels": {bucket::LABEL: bucket::Bucket::of(&uid).label_value()},
+                    "ownerReferences": [{"apiVersion": KIND.api_version(), "kind": "CronJob",
+                                         "name": "claimed", "uid": uid, "controller": true}],
+                },
+                "spec": {"suspend": true, "template": {"spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox"}]
+                }}},
+            }))
+            .expect("a Job");
+            async move { jobs.create(&PostParams::default(), &job).await }
+        })
+        .buffer_unordered(32)
+        .for_each(|created| async move {
+            created.expect("create a Job by hand");
+        })
+        .await;
+    let queued = || s.controller.metric("shardcron_events_queued");
+    eventually(
+        "a backlog of UnexpectedJob Events",
+        Duration::from_secs(60),
+        || async { (queued() >= 500.0).then_some(()) },
+    )
+    .await;
+    s.create(&cronjob("neighbour", "*/1 * * * *", json!({}), json!({})))
+        .await;
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(s.admin.clone())
+        .delete(&doomed.name, &DeleteParams::default())
+        .await
+        .expect("delete the tenant's namespace");
+    let deleted_at = std::time::Instant::now();
+    eventually(
+        "the deleted namespace's Events dropped",
+        Duration::from_secs(10),
+        || async { (queued() == 0.0).then_some(()) },
+    )
+    .await;
+    // Dropped at the CronJob's deletion (the namespace's deletion takes
+    // it; the watch says so) or at the first refusal, whichever came first.
+    let dropped = ["cronjob", "namespace"]
+        .iter()
+        .map(|gone| {
+            s.controller.metric(&format!(
+                "shardcron_dropped_for_gone_total{{what=\"event\",gone=\"{gone}\"}}"
+            ))
+        })
+        .sum::<f64>();
+    eprintln!(
+        "backlog empty {:?} after the delete; {dropped} Events dropped",
+        deleted_at.elapsed()
+    );
+    assert!(dropped >= 500.0, "{dropped} Events dropped");
+    // The other tenant's next slot starts on time meanwhile.
+    let job = eventually("the neighbour's Job", Duration::from_secs(75), || async {
+        s.all_jobs()
+            .await
+            .into_iter()
+            .find(|job| name_of(job).starts_with("neighbour-"))
+    })
+    .await;
+    let late = job
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .expect("a creation time")
+        .0
+        .duration_since(scheduled_time(&job));
+    assert!(
+        late < jiff::SignedDuration::from_secs(5),
+        "created {late:?} after its slot"
+    );
+}
+
 /// `shardcron.io/catch-up-window`: a CronJob whose last run was four slots
 /// back (set in its status while it was suspended, as a controller down for
 /// four minutes leaves it) runs every missed slot once resumed, each once,

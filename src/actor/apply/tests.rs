@@ -306,6 +306,49 @@ fn a_failed_status_write_is_retried_with_backoff() {
     assert!(matches!(applied.requeue, Requeue::Backoff(_)));
 }
 
+/// The answers that say the CronJob or its namespace is gone.
+fn gone(code: u16, terminating: bool, namespace_missing: bool) -> ApiFailure {
+    ApiFailure::Status {
+        code,
+        reason: "gone".into(),
+        message: "gone".into(),
+        namespace_terminating: terminating,
+        namespace_missing,
+    }
+}
+
+#[test]
+fn a_cronjob_or_namespace_gone_is_not_retried() {
+    // The status write finds the CronJob deleted.
+    let script = Script {
+        statuses: [Err(failure(404, "NotFound"))].into(),
+        ..Script::default()
+    };
+    let (applied, ..) = run(script, &snapshot());
+    assert!(applied.gone);
+    assert_eq!(applied.requeue, Requeue::Never);
+    // The create finds the namespace terminating (upstream retries it with
+    // backoff), or gone altogether.
+    for answer in [gone(403, true, false), gone(404, false, true)] {
+        let script = Script {
+            creates: [Err(answer)].into(),
+            ..Script::default()
+        };
+        let (applied, script, _) = run(script, &snapshot());
+        assert!(applied.gone);
+        assert_eq!(applied.requeue, Requeue::Never);
+        assert!(script.events.is_empty(), "{:?}", script.events);
+    }
+    // A failure that says nothing of the kind is retried as before.
+    let script = Script {
+        statuses: [Err(failure(500, "InternalError"))].into(),
+        ..Script::default()
+    };
+    let (applied, ..) = run(script, &snapshot());
+    assert!(!applied.gone);
+    assert!(matches!(applied.requeue, Requeue::Backoff(_)));
+}
+
 #[test]
 fn a_rejected_create_is_a_warning_and_writes_no_active_job() {
     let script = Script {

@@ -6,6 +6,7 @@ use super::{Gateway, Inner};
 use crate::apiserver::events::{self, Backlog, Pushed, Queued};
 use crate::apiserver::requests::Verb;
 use crate::reconcile;
+use crate::telemetry::metrics::Gone;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType};
 use std::sync::{Arc, Mutex, Weak};
@@ -70,10 +71,15 @@ impl Gateway {
             span: tracing::Span::current(),
         };
         if self.inner.is_gone(&pending.namespace) {
-            self.inner.count_dropped("event", 1);
+            self.inner.count_dropped("event", Gone::namespace, 1);
             return;
         }
-        let pushed = self.inner.events.lock().push(pending);
+        let pushed = {
+            let mut backlog = self.inner.events.lock();
+            let pushed = backlog.push(pending);
+            self.inner.metrics.events_queued.set(backlog.len() as i64);
+            pushed
+        };
         match pushed {
             Pushed::Queued => {}
             Pushed::Duplicate | Pushed::QueuedDroppingOldest => {
@@ -120,13 +126,25 @@ impl Gateway {
     /// the Events waiting for it dropped, each counted once.
     pub(super) fn namespace_gone(&self, namespace: &str) {
         self.inner.gone().mark(namespace, std::time::Instant::now());
-        let dropped = self
-            .inner
-            .events
-            .lock()
-            .drop_where(|pending| pending.namespace == namespace);
-        self.inner.count_dropped("event", dropped);
+        let dropped = self.drop_events(|pending| pending.namespace == namespace);
+        self.inner.count_dropped("event", Gone::namespace, dropped);
         tracing::info!(%namespace, events_dropped = dropped, "the namespace is gone: its waiting Events dropped, its writes not sent for a while");
+    }
+
+    /// The CronJob `uid` was deleted (the watch said so): the Events
+    /// waiting about it are dropped, each counted once. (Its actor's own
+    /// requests are abandoned as the actor stops.)
+    pub fn cronjob_deleted(&self, uid: &str) {
+        let dropped = self.drop_events(|pending| pending.regarding.uid.as_deref() == Some(uid));
+        self.inner.count_dropped("event", Gone::cronjob, dropped);
+    }
+
+    /// Drops the waiting Events `gone` says so of; returns how many.
+    fn drop_events(&self, gone: impl Fn(&PendingEvent) -> bool) -> usize {
+        let mut backlog = self.inner.events.lock();
+        let dropped = backlog.drop_where(gone);
+        self.inner.metrics.events_queued.set(backlog.len() as i64);
+        dropped
     }
 }
 
@@ -140,6 +158,7 @@ pub(super) async fn send_events(queue: Arc<EventQueue>, gateway: Weak<Inner>) {
                 let Some(inner) = gateway.upgrade() else {
                     return;
                 };
+                inner.metrics.events_queued.set(queue.lock().len() as i64);
                 Gateway::of(inner).send_event(pending).await;
             }
             None if gateway.strong_count() == 0 => return,

@@ -30,7 +30,7 @@ use super::queue::Priority;
 use super::requests::Verb;
 use super::retry::{Backoff, Retry};
 use crate::telemetry::Metrics;
-use crate::telemetry::metrics::{DroppedLabels, PriorityLabels, RequestLabels};
+use crate::telemetry::metrics::{DroppedLabels, Gone, PriorityLabels, RequestLabels};
 use dispatch::{Pace, SharedQueue, Ticket, dispatch};
 use event_workers::{EventQueue, send_events};
 use futures::FutureExt as _;
@@ -98,12 +98,14 @@ impl Inner {
         self.gone().is_gone(namespace, std::time::Instant::now())
     }
 
-    /// Counts `count` things for a gone namespace dropped unsent.
-    fn count_dropped(&self, what: &'static str, count: usize) {
-        self.metrics
-            .gone_namespace_dropped
-            .get_or_create(&DroppedLabels { what })
-            .inc_by(count as u64);
+    /// Counts `count` things for something `gone` dropped unsent.
+    fn count_dropped(&self, what: &'static str, gone: Gone, count: usize) {
+        if count > 0 {
+            self.metrics
+                .dropped_for_gone
+                .get_or_create(&DroppedLabels { what, gone })
+                .inc_by(count as u64);
+        }
     }
 }
 
@@ -359,7 +361,7 @@ impl Gateway {
         loop {
             attempt += 1;
             if self.inner.is_gone(namespace) {
-                self.inner.count_dropped("request", 1);
+                self.inner.count_dropped("request", Gone::namespace, 1);
                 return Err(ApiFailure::namespace_gone(namespace));
             }
             let turn = self.turn(terms.priority, namespace).await?;

@@ -168,6 +168,8 @@ impl Supervisor {
                 self.tombstones.insert(uid.clone());
             }
             self.deleted_cronjobs.insert(uid);
+            // Its Events waiting to be sent are about nothing any more.
+            self.actor_services.gateway.cronjob_deleted(uid);
         }
         let key = cronjob.key().into();
         self.step(Input::CronJobGone { key }, now, ctx, None);
