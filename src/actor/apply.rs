@@ -12,7 +12,7 @@ use super::own_annotations::write_own_annotations;
 use crate::apiserver::bucket::{self, Bucket};
 use crate::apiserver::failure::ApiFailure;
 use crate::apiserver::gateway::Gateway;
-use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::apiserver::lean_cronjob::{CronJobWithTemplate, LeanCronJob};
 use crate::apiserver::requests::{DeleteFor, JobRequests, StatusFor};
 use crate::reconcile::{
     self, CreateResult, CronJobKind, CronJobView, DeleteReason, Deletion, EffectResults, Input,
@@ -773,10 +773,10 @@ async fn answer(
     match lookup {
         Lookup::JobTemplate { namespace, name } => {
             let answer = gateway
-                .get_cronjob(kind, &namespace, &name)
+                .get_job_template(kind, &namespace, &name)
                 .await
                 .map_err(|e| e.to_api_error())
-                .and_then(|fresh| template_of(cronjob, &fresh));
+                .and_then(|fresh| template_of(cronjob, fresh));
             live.set_template(answer);
         }
         Lookup::CronJob { namespace, name } => {
@@ -809,7 +809,7 @@ async fn answer(
 /// has seen.
 fn template_of(
     held: &CronJobView,
-    fresh: &LeanCronJob,
+    fresh: CronJobWithTemplate,
 ) -> Result<JobTemplateSpec, reconcile::ApiError> {
     if fresh.metadata.uid.as_deref() != Some(&*held.uid) {
         return Err(reconcile::ApiError::new(format!(
@@ -818,12 +818,7 @@ fn template_of(
             held.name()
         )));
     }
-    match &fresh.spec.job_template {
-        None => Ok(JobTemplateSpec::default()),
-        Some(json) => serde_json::from_slice(json.as_bytes()).map_err(|error| {
-            reconcile::ApiError::new(format!("the Job template does not decode: {error}"))
-        }),
-    }
+    Ok(fresh.spec.job_template)
 }
 
 /// The CronJob as the regarding object of its events.

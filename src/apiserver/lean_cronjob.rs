@@ -19,7 +19,7 @@ use crate::reconcile::options;
 use crate::reconcile::{
     CompactTemplate, CronJobKind, CronJobView, LAST_SCHEDULE_ANNOTATION, SpecView, ViewError,
 };
-use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, CronJobStatus};
+use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, CronJobStatus, JobTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
@@ -34,15 +34,26 @@ use std::sync::Arc;
 /// every other field is `None`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
-pub struct LeanCronJob {
+pub struct LeanCronJob<Spec = LeanCronJobSpec> {
     /// Which API it came from: set by whoever read it (list items carry no
     /// apiVersion of their own).
     #[serde(skip)]
     pub kind: CronJobKind,
     #[serde(deserialize_with = "lean_metadata")]
     pub metadata: ObjectMeta,
-    pub spec: LeanCronJobSpec,
+    pub spec: Spec,
     pub status: Option<CronJobStatus>,
+}
+
+/// A CronJob read again for its Job template, typed: one too big to keep
+/// ([`CompactTemplate::Left`]) is read so when its Job is made.
+pub type CronJobWithTemplate = LeanCronJob<TemplateSpec>;
+
+/// `spec.jobTemplate` alone, typed.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct TemplateSpec {
+    pub job_template: JobTemplateSpec,
 }
 
 /// `spec`, its Job template undecoded.
@@ -56,8 +67,45 @@ pub struct LeanCronJobSpec {
     pub suspend: Option<bool>,
     pub successful_jobs_history_limit: Option<i32>,
     pub failed_jobs_history_limit: Option<i32>,
-    /// `jobTemplate` as JSON (`None` when absent: an empty template).
-    pub job_template: Option<RawJson>,
+    /// `jobTemplate` as received (`None` when absent: an empty template).
+    pub job_template: Option<ReceivedTemplate>,
+}
+
+/// A template's JSON past this is compressed as it is read (or left, if
+/// it compresses to more than [`crate::reconcile::KEPT_TEMPLATE_BYTES`]):
+/// a list's page or a watch event holds no more of a tenant's big template
+/// than an actor would. Below it (every realistic template) the JSON is
+/// kept as read, and compressed only when the spec changes.
+pub const RECEIVED_JSON_BYTES: usize = 64 * 1024;
+
+/// `jobTemplate` as the decoder keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReceivedTemplate {
+    /// Its JSON, re-emitted compact: at most [`RECEIVED_JSON_BYTES`].
+    Json(RawJson),
+    /// A bigger one, compressed (or left) as it was read.
+    Compact(CompactTemplate),
+}
+
+impl<'de> Deserialize<'de> for ReceivedTemplate {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let json = RawJson::deserialize(deserializer)?;
+        Ok(if json.0.len() > RECEIVED_JSON_BYTES {
+            Self::Compact(CompactTemplate::from_json(&json.0))
+        } else {
+            Self::Json(json)
+        })
+    }
+}
+
+impl ReceivedTemplate {
+    /// The template as an actor keeps it.
+    fn compact(&self) -> CompactTemplate {
+        match self {
+            Self::Json(json) => CompactTemplate::from_json(json.as_bytes()),
+            Self::Compact(compact) => compact.clone(),
+        }
+    }
 }
 
 /// A JSON value, re-emitted as compact JSON while it is read: no typed
@@ -85,7 +133,7 @@ impl<'de> Deserialize<'de> for RawJson {
 /// The URL a CronJob is read at depends on its kind (batch/v1 or the
 /// shardcron.io CRD): `Api::<LeanCronJob>::namespaced_with(client, ns, &kind)`;
 /// `Api::namespaced` is batch/v1's.
-impl kube::Resource for LeanCronJob {
+impl<Spec> kube::Resource for LeanCronJob<Spec> {
     type DynamicType = CronJobKind;
     // kube's name for "namespaced, known at run time": what `namespaced_with` takes.
     type Scope = kube::core::DynamicResourceScope;
@@ -142,11 +190,11 @@ impl LeanCronJob {
             failed_jobs_history_limit: spec.failed_jobs_history_limit,
             job_template: Default::default(),
         };
-        let template = spec
-            .job_template
-            .as_ref()
-            .map_or(b"{}".as_slice(), RawJson::as_bytes);
-        SpecView::with_template(&scalars, CompactTemplate::from_json(template))
+        let template = match &spec.job_template {
+            Some(received) => received.compact(),
+            None => CompactTemplate::from_json(b"{}"),
+        };
+        SpecView::with_template(&scalars, template)
     }
 
     /// The view of this version around `spec` (this version's spec, or an
@@ -175,7 +223,7 @@ impl From<&CronJob> for LeanCronJob {
                 // Serializing an API object cannot fail.
                 job_template: serde_json::to_vec(&spec.job_template)
                     .ok()
-                    .map(|json| RawJson(json.into())),
+                    .map(|json| ReceivedTemplate::Json(RawJson(json.into()))),
             },
             status: cronjob.status.clone(),
         }
@@ -346,6 +394,39 @@ mod tests {
             converted.spec_view().job_template.decode(),
             from_full.spec.job_template.decode()
         );
+    }
+
+    #[test]
+    fn a_big_template_is_compressed_or_left_as_it_is_read_and_read_again_typed() {
+        let noise = crate::reconcile::incompressible_text(1_000_000);
+        let mut big = wire();
+        big["spec"]["jobTemplate"]["metadata"] = json!({"annotations": {"noise": noise}});
+        let page = serde_json::to_vec(&json!({
+            "apiVersion": "batch/v1", "kind": "CronJobList",
+            "metadata": {"resourceVersion": "9"}, "items": [big.clone(), wire()]
+        }))
+        .expect("a page");
+        let list: ObjectList<LeanCronJob> = serde_json::from_slice(&page).expect("a list");
+        // The page holds the big one's digest, not its megabyte.
+        assert!(matches!(
+            list.items[0].spec.job_template,
+            Some(ReceivedTemplate::Compact(CompactTemplate::Left { .. }))
+        ));
+        assert!(matches!(
+            list.items[1].spec.job_template,
+            Some(ReceivedTemplate::Json(_))
+        ));
+        // The same as an actor would keep of the JSON received.
+        let received = serde_json::to_vec(&big["spec"]["jobTemplate"]).expect("JSON");
+        assert_eq!(
+            list.items[0].spec_view().job_template,
+            CompactTemplate::from_json(&received)
+        );
+        let full: CronJob = serde_json::from_value(big.clone()).expect("a CronJob");
+        // Read again for its Job: the template typed, whole.
+        let again: CronJobWithTemplate = serde_json::from_value(big).expect("read again");
+        assert_eq!(again.spec.job_template, full.spec.job_template);
+        assert_eq!(again.metadata.uid, full.metadata.uid);
     }
 
     #[test]

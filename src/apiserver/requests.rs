@@ -5,7 +5,7 @@
 
 use super::deadline;
 use super::failure::ApiFailure;
-use super::lean_cronjob::LeanCronJob;
+use super::lean_cronjob::{CronJobWithTemplate, LeanCronJob};
 use super::lean_job::LeanJob;
 use super::queue::Priority;
 use crate::reconcile::{self, CronJobKind};
@@ -46,6 +46,15 @@ pub enum Verb {
     /// (`shardcron.io/pause-after-failures`). Bookkeeping, as a status write.
     PatchCronJob,
     Event,
+}
+
+impl Verb {
+    /// Whether the request makes a new object (a Job, an Event: an
+    /// Event's series patch is counted with its create), which a
+    /// terminating namespace refuses.
+    pub fn creates(self) -> bool {
+        matches!(self, Verb::CreateJob | Verb::Event)
+    }
 }
 
 /// What [`Verb::terms`] says of a verb.
@@ -145,6 +154,15 @@ pub trait JobRequests {
 
     fn get_job(&self, namespace: &str, name: &str)
     -> impl Future<Output = Result<Job, ApiFailure>>;
+
+    /// The CronJob of `kind` named `name` with its Job template typed
+    /// (one too big for the watch's decode to keep).
+    fn get_job_template(
+        &self,
+        kind: CronJobKind,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<CronJobWithTemplate, ApiFailure>>;
 
     /// The CronJob of `kind` named `name`, as the watch decodes it.
     fn get_cronjob(

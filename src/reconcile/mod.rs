@@ -122,7 +122,9 @@ pub use slot_history::{
     SkipCounts, SkipWhy, SlotEntry, SlotHistory, Suspension,
 };
 pub use sync::MAX_UNLISTED_LOOKUPS;
-pub use template::CompactTemplate;
+#[cfg(test)]
+pub(crate) use template::tests::incompressible_text;
+pub use template::{CompactTemplate, KEPT_TEMPLATE_BYTES};
 pub use update::{AfterUpdate, after_update};
 pub use view::{
     ConcurrencyPolicy, CronJobView, FailureReason, Finished, JobSummary, LAST_SCHEDULE_ANNOTATION,

@@ -66,12 +66,8 @@ impl Default for CompactTemplate {
 
 impl CompactTemplate {
     pub fn new(template: &JobTemplateSpec) -> Self {
-        Self::from_json(&Self::json_of(template))
-    }
-
-    /// Serializing an API object cannot fail (every map key is a string).
-    fn json_of(template: &JobTemplateSpec) -> Vec<u8> {
-        serde_json::to_vec(template).unwrap_or_default()
+        // Serializing an API object cannot fail (every map key is a string).
+        Self::from_json(&serde_json::to_vec(template).unwrap_or_default())
     }
 
     /// The template whose JSON is `json` (as the API server sent it).
@@ -103,11 +99,6 @@ impl CompactTemplate {
             })
             .unwrap_or_default();
         Some(serde_json::from_slice(&json).unwrap_or_default())
-    }
-
-    /// Whether `template` (read again) is the one this stands for.
-    pub fn is(&self, template: &JobTemplateSpec) -> bool {
-        *self == Self::new(template)
     }
 
     /// The size kept in memory, in bytes.
@@ -220,11 +211,9 @@ pub(crate) mod tests {
         assert_eq!(size_of::<CompactTemplate>(), size_of::<Box<[u8]>>());
         assert_eq!(left.encoded_len(), 0);
         assert_eq!(left.decode(), None);
-        assert!(left.is(&big));
+        assert_eq!(left, CompactTemplate::new(&big));
         // Another version of it is told apart.
-        let other = incompressible(1_000_001);
-        assert!(!left.is(&other));
-        assert_ne!(left, CompactTemplate::new(&other));
+        assert_ne!(left, CompactTemplate::new(&incompressible(1_000_001)));
         // Just under the bound, it is kept.
         let small = incompressible(KEPT_TEMPLATE_BYTES / 2);
         assert!(matches!(

@@ -3,6 +3,7 @@
 //! lands between two requests).
 
 use super::*;
+use crate::apiserver::lean_cronjob::TemplateSpec;
 use crate::apiserver::lean_job::LeanJob;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use std::cell::RefCell;
@@ -138,6 +139,25 @@ impl JobRequests for Scripted {
             .pop_front()
             .unwrap_or_else(|| Ok(cronjob("9")))
             .map(|got| LeanCronJob::from(&got));
+        async move { answer }
+    }
+
+    fn get_job_template(
+        &self,
+        _: CronJobKind,
+        _: &str,
+        _: &str,
+    ) -> impl Future<Output = Result<CronJobWithTemplate, ApiFailure>> {
+        self.ask("get template");
+        let got = cronjob("9");
+        let answer = Ok(CronJobWithTemplate {
+            kind: CronJobKind::Batch,
+            metadata: got.metadata,
+            spec: TemplateSpec {
+                job_template: got.spec.job_template,
+            },
+            status: None,
+        });
         async move { answer }
     }
 

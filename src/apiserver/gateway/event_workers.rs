@@ -2,6 +2,7 @@
 //! the bounded backlog ([`crate::apiserver::events`]) and sends it through the
 //! gateway at the lowest class, until the gateway is gone.
 
+use super::gone::Going;
 use super::{Gateway, Inner};
 use crate::apiserver::events::{self, Backlog, Pushed, Queued};
 use crate::apiserver::requests::Verb;
@@ -70,7 +71,7 @@ impl Gateway {
             // In the decision's trace: recording the event is part of what it did.
             span: tracing::Span::current(),
         };
-        if self.inner.is_gone(&pending.namespace) {
+        if self.inner.refuses(&pending.namespace, true) {
             self.inner.count_dropped("event", Gone::namespace, 1);
             return;
         }
@@ -122,10 +123,13 @@ impl Gateway {
         }
     }
 
-    /// An answer said `namespace` is gone: remembered for a while, and
-    /// the Events waiting for it dropped, each counted once.
-    pub(super) fn namespace_gone(&self, namespace: &str) {
-        self.inner.gone().mark(namespace, std::time::Instant::now());
+    /// An answer said `namespace` is `going`: remembered for a while, and
+    /// the Events waiting for it dropped, each counted once (an Event is a
+    /// create, which even a terminating namespace refuses).
+    pub(super) fn namespace_gone(&self, namespace: &str, going: Going) {
+        self.inner
+            .gone()
+            .mark(namespace, going, std::time::Instant::now());
         let dropped = self.drop_events(|pending| pending.namespace == namespace);
         self.inner.count_dropped("event", Gone::namespace, dropped);
         tracing::info!(%namespace, events_dropped = dropped, "the namespace is gone: its waiting Events dropped, its writes not sent for a while");

@@ -8,7 +8,11 @@
 //! and were retried the same way, and other tenants waited behind them.
 //! Now the first answer that says so drops what waits for the namespace,
 //! and what comes for it in the next [`REMEMBERED_FOR`] fails without a
-//! request. A namespace is only remembered that long: one made again
+//! request. A terminating namespace refuses only creates (updates and
+//! deletes still land, and must: a held Job's slot finalizer is released
+//! by an update, and the namespace's deletion waits for it), so there
+//! only creates are held back; a namespace that is gone refuses
+//! everything. A namespace is only remembered that long: one made again
 //! under the same name after its deletion finished is another namespace,
 //! and its writes are sent again after at most that delay.
 
@@ -22,37 +26,49 @@ pub const REMEMBERED_FOR: Duration = Duration::from_secs(10);
 /// the one told longest ago is forgotten first.
 pub const CAPACITY: usize = 1_024;
 
+/// What an answer said of a namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Going {
+    /// Terminating: it refuses creates.
+    Terminating,
+    /// Not found: it refuses everything.
+    Gone,
+}
+
 /// The namespaces answered gone within [`REMEMBERED_FOR`].
 #[derive(Debug, Default)]
 pub struct GoneNamespaces {
-    since: HashMap<String, Instant>,
+    since: HashMap<String, (Instant, Going)>,
 }
 
 impl GoneNamespaces {
-    /// An answer at `now` said `namespace` is gone or terminating.
-    pub fn mark(&mut self, namespace: &str, now: Instant) {
+    /// An answer at `now` said `namespace` is `going`.
+    pub fn mark(&mut self, namespace: &str, going: Going, now: Instant) {
         self.forget_older_than(now);
         if self.since.len() >= CAPACITY
             && !self.since.contains_key(namespace)
             && let Some(oldest) = self
                 .since
                 .iter()
-                .min_by_key(|(_, at)| **at)
+                .min_by_key(|(_, (at, _))| *at)
                 .map(|(name, _)| name.clone())
         {
             self.since.remove(&oldest);
         }
-        self.since.insert(namespace.to_owned(), now);
+        self.since.insert(namespace.to_owned(), (now, going));
     }
 
-    /// Whether `namespace` was answered gone less than [`REMEMBERED_FOR`]
-    /// before `now`. Cluster-scoped requests (no namespace) never are.
-    pub fn is_gone(&mut self, namespace: &str, now: Instant) -> bool {
+    /// Whether a request for `namespace` (a create, or not) would be
+    /// refused, by an answer less than [`REMEMBERED_FOR`] before `now`.
+    /// Cluster-scoped requests (no namespace) never are.
+    pub fn refuses(&mut self, namespace: &str, create: bool, now: Instant) -> bool {
         if self.since.is_empty() || namespace.is_empty() {
             return false;
         }
         match self.since.get(namespace) {
-            Some(at) if now.saturating_duration_since(*at) < REMEMBERED_FOR => true,
+            Some((at, going)) if now.saturating_duration_since(*at) < REMEMBERED_FOR => {
+                create || *going == Going::Gone
+            }
             Some(_) => {
                 self.since.remove(namespace);
                 false
@@ -63,7 +79,7 @@ impl GoneNamespaces {
 
     fn forget_older_than(&mut self, now: Instant) {
         self.since
-            .retain(|_, at| now.saturating_duration_since(*at) < REMEMBERED_FOR);
+            .retain(|_, (at, _)| now.saturating_duration_since(*at) < REMEMBERED_FOR);
     }
 
     pub fn len(&self) -> usize {
@@ -83,17 +99,32 @@ mod tests {
     fn a_namespace_answered_gone_is_gone_for_a_while_then_tried_again() {
         let start = Instant::now();
         let mut gone = GoneNamespaces::default();
-        assert!(!gone.is_gone("tenant", start));
-        gone.mark("tenant", start);
-        assert!(gone.is_gone("tenant", start + Duration::from_secs(9)));
-        assert!(!gone.is_gone("other", start + Duration::from_secs(1)));
-        assert!(!gone.is_gone("", start));
+        assert!(!gone.refuses("tenant", false, start));
+        gone.mark("tenant", Going::Gone, start);
+        assert!(gone.refuses("tenant", false, start + Duration::from_secs(9)));
+        assert!(gone.refuses("tenant", true, start + Duration::from_secs(9)));
+        assert!(!gone.refuses("other", true, start + Duration::from_secs(1)));
+        assert!(!gone.refuses("", true, start));
         // Made again under the same name: tried again after the while.
-        assert!(!gone.is_gone("tenant", start + REMEMBERED_FOR));
-        assert_eq!(gone.len(), 0);
+        assert!(!gone.refuses("tenant", true, start + REMEMBERED_FOR));
+        assert!(gone.is_empty());
         // A second answer starts the while again.
-        gone.mark("tenant", start + REMEMBERED_FOR);
-        assert!(gone.is_gone("tenant", start + REMEMBERED_FOR * 3 / 2));
+        gone.mark("tenant", Going::Gone, start + REMEMBERED_FOR);
+        assert!(gone.refuses("tenant", true, start + REMEMBERED_FOR * 3 / 2));
+    }
+
+    #[test]
+    fn a_terminating_namespace_refuses_creates_only() {
+        // Its held Jobs' finalizers must still be released (an update),
+        // or its deletion waits for them.
+        let start = Instant::now();
+        let mut gone = GoneNamespaces::default();
+        gone.mark("tenant", Going::Terminating, start);
+        assert!(gone.refuses("tenant", true, start));
+        assert!(!gone.refuses("tenant", false, start));
+        // Then found gone altogether: everything.
+        gone.mark("tenant", Going::Gone, start + Duration::from_secs(1));
+        assert!(gone.refuses("tenant", false, start + Duration::from_secs(2)));
     }
 
     #[test]
@@ -101,14 +132,18 @@ mod tests {
         let start = Instant::now();
         let mut gone = GoneNamespaces::default();
         for i in 0..CAPACITY + 10 {
-            gone.mark(&format!("ns-{i}"), start + Duration::from_micros(i as u64));
+            gone.mark(
+                &format!("ns-{i}"),
+                Going::Gone,
+                start + Duration::from_micros(i as u64),
+            );
             assert!(gone.len() <= CAPACITY);
         }
         let now = start + Duration::from_secs(1);
-        assert!(!gone.is_gone("ns-0", now), "the oldest went first");
-        assert!(gone.is_gone(&format!("ns-{}", CAPACITY + 9), now));
+        assert!(!gone.refuses("ns-0", false, now), "the oldest went first");
+        assert!(gone.refuses(&format!("ns-{}", CAPACITY + 9), false, now));
         // All expire together once the while is over.
-        gone.mark("late", start + REMEMBERED_FOR * 2);
+        gone.mark("late", Going::Gone, start + REMEMBERED_FOR * 2);
         assert_eq!(gone.len(), 1);
     }
 }

@@ -35,7 +35,7 @@ use dispatch::{Pace, SharedQueue, Ticket, dispatch};
 use event_workers::{EventQueue, send_events};
 use futures::FutureExt as _;
 use futures::future::{self, Either};
-use gone::GoneNamespaces;
+use gone::{Going, GoneNamespaces};
 use kube::Client;
 use kube::runtime::events::Reporter;
 use std::future::Future;
@@ -93,9 +93,11 @@ impl Inner {
         self.gone.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether `namespace` was lately answered gone.
-    fn is_gone(&self, namespace: &str) -> bool {
-        self.gone().is_gone(namespace, std::time::Instant::now())
+    /// Whether `namespace` was lately answered gone (or terminating, for
+    /// a create).
+    fn refuses(&self, namespace: &str, create: bool) -> bool {
+        self.gone()
+            .refuses(namespace, create, std::time::Instant::now())
     }
 
     /// Counts `count` things for something `gone` dropped unsent.
@@ -360,7 +362,7 @@ impl Gateway {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            if self.inner.is_gone(namespace) {
+            if self.inner.refuses(namespace, verb.creates()) {
                 self.inner.count_dropped("request", Gone::namespace, 1);
                 return Err(ApiFailure::namespace_gone(namespace));
             }
@@ -447,7 +449,12 @@ impl Gateway {
                 return Err(failure);
             }
             if failure.is_namespace_gone() && !namespace.is_empty() {
-                self.namespace_gone(namespace);
+                let going = if failure.is_namespace_terminating() {
+                    Going::Terminating
+                } else {
+                    Going::Gone
+                };
+                self.namespace_gone(namespace, going);
                 return Err(failure);
             }
             if failure.code() == Some(429) {

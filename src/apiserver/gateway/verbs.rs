@@ -3,7 +3,7 @@
 
 use super::Gateway;
 use crate::apiserver::failure::ApiFailure;
-use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::apiserver::lean_cronjob::{CronJobWithTemplate, LeanCronJob};
 use crate::apiserver::lean_job::LeanJob;
 use crate::apiserver::requests::{DeleteFor, JobRequests, StatusFor, Verb};
 use crate::apiserver::watch::cronjob_api;
@@ -98,6 +98,20 @@ impl JobRequests for Gateway {
             let api = Api::<Job>::namespaced(client, namespace);
             let name = name.to_owned();
             async move { api.get(&name).await }
+        })
+        .await
+    }
+
+    async fn get_job_template(
+        &self,
+        kind: CronJobKind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<CronJobWithTemplate, ApiFailure> {
+        self.request(Verb::GetCronJob, namespace, |client| {
+            let api = Api::<CronJobWithTemplate>::namespaced_with(client, namespace, &kind);
+            let name = name.to_owned();
+            async move { api.get(&name).await.map(|got| LeanCronJob { kind, ..got }) }
         })
         .await
     }
