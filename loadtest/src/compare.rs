@@ -567,8 +567,19 @@ async fn run_on(
         tokio::join!(kill, join, flood, observe::observe(client, watch, &window));
     if let Some(flooded) = flooded {
         eprintln!(
-            "compare: {variant}: the flood sent {} run-now requests and {} large annotations ({} refused or timed out)",
-            flooded.run_now, flooded.large_annotations, flooded.refused
+            "compare: {variant}: the flood sent {} run-now requests and {} large annotations ({} refused or timed out); \
+             made {} CronJobs with {}-byte templates and {} Jobs by hand in a namespace it then deleted ({})",
+            flooded.run_now,
+            flooded.large_annotations,
+            flooded.refused,
+            flooded.big_templates,
+            crate::hostile::BIG_TEMPLATE_BYTES,
+            flooded.doomed_jobs,
+            if flooded.doomed_deleted {
+                "deleted"
+            } else {
+                "not deleted"
+            }
         );
     }
     killed?;
