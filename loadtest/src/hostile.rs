@@ -120,7 +120,7 @@ async fn attacks(client: &kube::Client, namespace: &str, until_ms: i64) -> (u64,
     let cronjobs: Api<CronJob> = Api::namespaced(client.clone(), namespace);
     let big_templates = futures::stream::iter(0..BIG_TEMPLATES)
         .map(|i| {
-            let noise = incompressible(BIG_TEMPLATE_BYTES, i as u64 + 1);
+            let noise = shardcron_harness::incompressible_text(BIG_TEMPLATE_BYTES, i as u64 + 1);
             let object = cronjob(
                 &format!("big-{i:03}"),
                 namespace,
@@ -198,19 +198,6 @@ async fn attacks(client: &kube::Client, namespace: &str, until_ms: i64) -> (u64,
         .await
         .is_ok();
     (big_templates, doomed_jobs, deleted)
-}
-
-/// `bytes` of printable text that does not compress (xorshift).
-fn incompressible(bytes: usize, seed: u64) -> String {
-    let mut state = seed | 1;
-    (0..bytes)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            char::from(b'!' + (state % 90) as u8)
-        })
-        .collect()
 }
 
 async fn patch_one(

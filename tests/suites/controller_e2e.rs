@@ -1126,20 +1126,6 @@ async fn a_huge_annotation_patched_again_and_again_is_bounded_where_it_enters() 
     );
 }
 
-/// `bytes` of text that does not compress (xorshift over 90 printable
-/// characters), as a hostile tenant fills a template with.
-fn incompressible(bytes: usize, seed: u64) -> String {
-    let mut state = seed | 1;
-    (0..bytes)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            char::from(b'!' + (state % 90) as u8)
-        })
-        .collect()
-}
-
 /// A tenant fills 100 CronJobs' Job templates with 1,000,000 bytes each
 /// of text that does not compress (an object of about 1 MB, within the
 /// API server's limit). A replica kept each template compressed: it grew
@@ -1170,7 +1156,7 @@ async fn a_tenants_megabyte_templates_do_not_fill_the_replicas_memory() {
             .expect("a pod spec");
         pod.containers[0].env = Some(vec![k8s_openapi::api::core::v1::EnvVar {
             name: "NOISE".into(),
-            value: Some(incompressible(BYTES, i as u64 + 1)),
+            value: Some(shardcron_harness::incompressible_text(BYTES, i as u64 + 1)),
             ..Default::default()
         }]);
         s.create(&big).await;
@@ -1198,24 +1184,7 @@ async fn a_tenants_megabyte_templates_do_not_fill_the_replicas_memory() {
     );
     // The every-minute one fires on time, its Job made from the whole
     // template.
-    let job = eventually("the big CronJob's Job", Duration::from_secs(75), || async {
-        s.all_jobs()
-            .await
-            .into_iter()
-            .find(|job| name_of(job).starts_with("big-000-"))
-    })
-    .await;
-    let late = job
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .expect("a creation time")
-        .0
-        .duration_since(scheduled_time(&job));
-    assert!(
-        late < jiff::SignedDuration::from_secs(5),
-        "created {late:?} after its slot"
-    );
+    let job = first_job_started_on_time(&s, "big-000").await;
     let noise = job
         .spec
         .and_then(|spec| spec.template.spec)
@@ -1226,7 +1195,7 @@ async fn a_tenants_megabyte_templates_do_not_fill_the_replicas_memory() {
         .unwrap_or_default();
     assert_eq!(
         noise,
-        incompressible(BYTES, 1),
+        shardcron_harness::incompressible_text(BYTES, 1),
         "the Job's template is the CronJob's"
     );
 }
@@ -1325,11 +1294,18 @@ async fn a_deleted_namespaces_waiting_events_are_dropped_at_the_first_refusal() 
     );
     assert!(dropped >= 500.0, "{dropped} Events dropped");
     // The other tenant's next slot starts on time meanwhile.
-    let job = eventually("the neighbour's Job", Duration::from_secs(75), || async {
+    first_job_started_on_time(&s, "neighbour").await;
+}
+
+/// The first Job of the every-minute CronJob `cronjob`, once made (within
+/// a slot and a quarter), created within 5 s of its slot.
+async fn first_job_started_on_time(s: &Scenario, cronjob: &str) -> Job {
+    let prefix = format!("{cronjob}-");
+    let job = eventually("the CronJob's Job", Duration::from_secs(75), || async {
         s.all_jobs()
             .await
             .into_iter()
-            .find(|job| name_of(job).starts_with("neighbour-"))
+            .find(|job| name_of(job).starts_with(&prefix))
     })
     .await;
     let late = job
@@ -1341,8 +1317,9 @@ async fn a_deleted_namespaces_waiting_events_are_dropped_at_the_first_refusal() 
         .duration_since(scheduled_time(&job));
     assert!(
         late < jiff::SignedDuration::from_secs(5),
-        "created {late:?} after its slot"
+        "{cronjob}: created {late:?} after its slot"
     );
+    job
 }
 
 /// `shardcron.io/catch-up-window`: a CronJob whose last run was four slots

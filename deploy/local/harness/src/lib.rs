@@ -5,7 +5,8 @@
 //!   already running), its credentials, logs and teardown;
 //! - [`replica`]: one `shardcron run` as a child process, from launch to
 //!   readiness, signals, metrics and exit;
-//! - [`net`]: loopback ports and a plain HTTP GET for the replicas' probes.
+//! - [`net`]: loopback ports and a plain HTTP GET for the replicas' probes;
+//! - [`incompressible_text`]: what a hostile tenant fills a template with.
 //!
 //! Errors are `anyhow` with context: a harness reports to a person
 //! reading a failed run, never to code that branches on the cause.
@@ -26,4 +27,19 @@ pub fn repo_root() -> PathBuf {
         .nth(3)
         .map(Path::to_path_buf)
         .unwrap_or_else(|| here.to_path_buf())
+}
+
+/// `bytes` of printable text that does not compress (xorshift over 90
+/// characters, from `seed`), as a hostile tenant fills a Job template with
+/// (the e2e tests' and S8's attack on a replica's memory).
+pub fn incompressible_text(bytes: usize, seed: u64) -> String {
+    let mut state = seed | 1;
+    (0..bytes)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            char::from(b'!' + (state % 90) as u8)
+        })
+        .collect()
 }
