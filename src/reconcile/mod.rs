@@ -16,11 +16,13 @@
 //! let mut live = LiveAnswers::new();
 //! let plan = loop {
 //!     match reconcile(&input, &live) {
-//!         // Live GETs (CronJob, active Jobs): at most three rounds.
+//!         // Live GETs (CronJob, active Jobs, a template too big to keep):
+//!         // at most three rounds.
 //!         Step::Lookup(lookups) => for lookup in lookups {
 //!             match lookup {
 //!                 Lookup::CronJob { .. } => live.set_cronjob(Err(ApiError::new("..."))),
 //!                 Lookup::Job { namespace, name } => live.set_job(&namespace, &name, JobLookup::NotFound),
+//!                 Lookup::JobTemplate { .. } => live.set_template(Err(ApiError::new("..."))),
 //!             }
 //!         },
 //!         Step::Plan(plan) => break plan,
