@@ -1200,9 +1200,9 @@ async fn a_tenants_megabyte_templates_do_not_fill_the_replicas_memory() {
     );
 }
 
-/// A tenant makes 2,000 Jobs by hand that claim its CronJob (its UID, its
-/// bucket label; suspended, so no pod runs): each is an `UnexpectedJob`
-/// Event, and at QPS 5 the replica's backlog holds thousands of them. Then
+/// A tenant makes Jobs by hand that claim its CronJob (its UID, its bucket
+/// label; suspended, so no pod runs): each is an `UnexpectedJob` Event,
+/// and at QPS 5 the replica's backlog holds hundreds of them. Then
 /// the tenant deletes its namespace. The replica kept sending them there,
 /// each refused, for more than 9 minutes; now the CronJob's deletion (the
 /// watch) or the first refusal drops every Event waiting for it (counted
@@ -1212,7 +1212,13 @@ async fn a_tenants_megabyte_templates_do_not_fill_the_replicas_memory() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deleted_namespaces_waiting_events_are_dropped_at_the_first_refusal() {
     use futures::StreamExt;
-    const JOBS: usize = 2_000;
+    // The backlog is the replica's, whatever the kind: one lane runs it,
+    // with 500 Jobs (the 2,000 loaded kube-controller-manager enough
+    // to slow the suite's other tests down; the load test's S8 makes them).
+    if KIND != shardcron::reconcile::CronJobKind::Batch {
+        return;
+    }
+    const JOBS: usize = 500;
     let cluster = cluster_for(KIND).await;
     let doomed = cluster.namespace("doomed").await;
     let watch_doomed = format!("--namespace={}", doomed.name);
@@ -1258,7 +1264,7 @@ async fn a_deleted_namespaces_waiting_events_are_dropped_at_the_first_refusal() 
     eventually(
         "a backlog of UnexpectedJob Events",
         Duration::from_secs(60),
-        || async { (queued() >= 500.0).then_some(()) },
+        || async { (queued() >= 250.0).then_some(()) },
     )
     .await;
     s.create(&cronjob("neighbour", "*/1 * * * *", json!({}), json!({})))
@@ -1292,7 +1298,7 @@ async fn a_deleted_namespaces_waiting_events_are_dropped_at_the_first_refusal() 
         "backlog empty {:?} after the delete; {dropped} Events dropped",
         deleted_at.elapsed()
     );
-    assert!(dropped >= 500.0, "{dropped} Events dropped");
+    assert!(dropped >= 250.0, "{dropped} Events dropped");
     // The other tenant's next slot starts on time meanwhile.
     first_job_started_on_time(&s, "neighbour").await;
 }
