@@ -398,7 +398,7 @@ mod tests {
 
     #[test]
     fn a_big_template_is_compressed_or_left_as_it_is_read_and_read_again_typed() {
-        let noise = crate::reconcile::incompressible_text(1_000_000);
+        let noise = shardcron_harness::incompressible_text(1_000_000, 1);
         let mut big = wire();
         big["spec"]["jobTemplate"]["metadata"] = json!({"annotations": {"noise": noise}});
         let page = serde_json::to_vec(&json!({

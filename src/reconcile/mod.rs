@@ -124,8 +124,6 @@ pub use slot_history::{
     SkipCounts, SkipWhy, SlotEntry, SlotHistory, Suspension,
 };
 pub use sync::MAX_UNLISTED_LOOKUPS;
-#[cfg(test)]
-pub(crate) use template::tests::incompressible_text;
 pub use template::{CompactTemplate, KEPT_TEMPLATE_BYTES};
 pub use update::{AfterUpdate, after_update};
 pub use view::{

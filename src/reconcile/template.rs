@@ -128,7 +128,7 @@ impl std::fmt::Debug for CompactTemplate {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use serde_json::json;
 
@@ -181,23 +181,9 @@ pub(crate) mod tests {
         );
     }
 
-    /// `bytes` of text that does not compress, as a hostile tenant fills
-    /// a template with (xorshift, so the test needs no RNG crate).
-    pub(crate) fn incompressible_text(bytes: usize) -> String {
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        (0..bytes)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                char::from(b'!' + (state % 90) as u8)
-            })
-            .collect()
-    }
-
     fn incompressible(bytes: usize) -> JobTemplateSpec {
         serde_json::from_value(json!({
-            "metadata": {"annotations": {"noise": incompressible_text(bytes)}},
+            "metadata": {"annotations": {"noise": shardcron_harness::incompressible_text(bytes, 1)}},
             "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
         }))
         .unwrap()

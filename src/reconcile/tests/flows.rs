@@ -854,7 +854,7 @@ fn thousands_of_forged_entries_cost_at_most_ten_lookups_and_one_event() {
 #[test]
 fn a_template_too_big_to_keep_is_read_again_for_its_job() {
     let mut cj = hourly("Allow");
-    let noise = crate::reconcile::incompressible_text(64 * 1024);
+    let noise = shardcron_harness::incompressible_text(64 * 1024, 1);
     cj.spec
         .job_template
         .metadata
