@@ -95,6 +95,9 @@ async fn controller_service_account_has_least_privilege() {
         ("update", "batch", "cronjobs/finalizers", tenant),
         ("create", "", "events", tenant),
         ("create", "events.k8s.io", "events", tenant),
+        // The namespaces' deletions, as they begin (their metadata only).
+        ("list", "", "namespaces", None),
+        ("watch", "", "namespaces", None),
         // The admin API's callers, checked with the API server.
         ("create", "authentication.k8s.io", "tokenreviews", None),
         (
@@ -119,6 +122,8 @@ async fn controller_service_account_has_least_privilege() {
         ("list", "", "pods", tenant),
         ("get", "", "secrets", own),
         ("create", "", "pods", tenant),
+        ("delete", "", "namespaces", None),
+        ("update", "", "namespaces", None),
     ];
     // RBAC caches can lag a new binding by a moment.
     for _ in 0..50 {

@@ -123,16 +123,21 @@ impl Gateway {
         }
     }
 
-    /// An answer said `namespace` is `going`: remembered for a while, and
-    /// the Events waiting for it dropped, each counted once (an Event is a
-    /// create, which even a terminating namespace refuses).
-    pub(super) fn namespace_gone(&self, namespace: &str, going: Going) {
+    /// An answer, or the namespaces' watch, said `namespace` is `going`:
+    /// remembered for a while, and the Events waiting for it dropped, each
+    /// counted once (an Event is a create, which even a terminating
+    /// namespace refuses; its series patches go with it).
+    pub fn namespace_gone(&self, namespace: &str, going: Going) {
         self.inner
             .gone()
             .mark(namespace, going, std::time::Instant::now());
         let dropped = self.drop_events(|pending| pending.namespace == namespace);
         self.inner.count_dropped("event", Gone::namespace, dropped);
-        tracing::info!(%namespace, events_dropped = dropped, "the namespace is gone: its waiting Events dropped, its writes not sent for a while");
+        if dropped > 0 {
+            tracing::info!(%namespace, ?going, events_dropped = dropped, "the namespace is going: its waiting Events dropped, its creates not sent for a while");
+        } else {
+            tracing::debug!(%namespace, ?going, "the namespace is going: its creates not sent for a while");
+        }
     }
 
     /// The CronJob `uid` was deleted (the watch said so): the Events

@@ -6,7 +6,9 @@
 //! sending about 2,000 queued Events there, each refused, at the gateway's
 //! lowest class for more than 9 minutes, while its actors' writes failed
 //! and were retried the same way, and other tenants waited behind them.
-//! Now the first answer that says so drops what waits for the namespace,
+//! Now the namespaces' watch, as the deletion begins
+//! ([`crate::apiserver::watch::namespaces`]), or the first answer that
+//! says so, drops what waits for the namespace,
 //! and what comes for it in the next [`REMEMBERED_FOR`] fails without a
 //! request. A terminating namespace refuses only creates (updates and
 //! deletes still land, and must: a held Job's slot finalizer is released

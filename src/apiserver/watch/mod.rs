@@ -1,4 +1,5 @@
-//! Watches on CronJobs, Jobs and the ring's Leases, as kube-runtime watchers.
+//! Watches on CronJobs, Jobs and the ring's Leases, as kube-runtime watchers
+//! (and on the namespaces' deletions, for the write gateway: [`namespaces`]).
 //!
 //! Each watch runs as a task on the multi-threaded runtime and hands its
 //! events to a callback (the supervisor's mailbox), reading the next event
@@ -28,6 +29,8 @@
 //! initial list, streamed through the same watch, must fit in it at 10^5
 //! objects, and a stale CronJob or Job watch only delays what the actors
 //! learn, never who may act.
+
+pub mod namespaces;
 
 use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;

@@ -319,6 +319,18 @@ async fn start(
             move |event| to.send(LeaseWatch(event)).map(drop),
         );
     }
+    // The namespaces' deletions, as they begin: what waits for a deleted
+    // namespace is dropped then, not once kube-controller-manager reaches
+    // its CronJobs.
+    for scope in &scopes {
+        let gateway = gateway.clone();
+        watch::namespaces::namespaces(
+            client.clone(),
+            scope.as_deref(),
+            metrics.clone(),
+            move |namespace, going| gateway.namespace_gone(namespace, going),
+        );
+    }
     tracing::info!(
         ?strategy,
         ?served,
