@@ -316,6 +316,9 @@ pub struct Settings {
     pub join_during_herd: bool,
     /// S8's hostile tenant floods (off: the quiet tenants' reference).
     pub flood: bool,
+    /// With the flood, the tenant's attacks on what a replica keeps
+    /// (`hostile::attacks`; off: S8 as before they were added).
+    pub attacks: bool,
     /// Every CronJob spread over this many seconds (`shardcron.io/spread`).
     pub spread_seconds: u32,
 }
@@ -561,7 +564,7 @@ async fn run_on(
             "compare: {variant}: flooding {} CronJobs of {big}",
             hostile.len()
         );
-        Some(crate::hostile::flood(client, &hostile, to * 1000 + 30_000).await)
+        Some(crate::hostile::flood(client, &hostile, to * 1000 + 30_000, settings.attacks).await)
     };
     let (killed, joined, flooded, observation) =
         tokio::join!(kill, join, flood, observe::observe(client, watch, &window));

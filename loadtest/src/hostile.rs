@@ -45,15 +45,24 @@ pub const DOOMED_JOBS: usize = 2_000;
 pub const LARGE_VALUE_BYTES: usize = 200_000;
 
 /// Floods `cronjobs` (the hostile tenant's, batch/v1) from now until
-/// `until_ms` (unix milliseconds), and makes the [`attacks`] meanwhile.
-pub async fn flood(client: &kube::Client, cronjobs: &[Planned], until_ms: i64) -> Flooded {
+/// `until_ms` (unix milliseconds), and makes the [`attacks`] meanwhile
+/// if `attacking`.
+pub async fn flood(
+    client: &kube::Client,
+    cronjobs: &[Planned],
+    until_ms: i64,
+    attacking: bool,
+) -> Flooded {
     let Some(first) = cronjobs.first() else {
         return Flooded::default();
     };
-    let (mut flooded, attacked) = tokio::join!(
-        patches(client, cronjobs, until_ms),
-        attacks(client, &first.namespace, until_ms)
-    );
+    let (mut flooded, attacked) = tokio::join!(patches(client, cronjobs, until_ms), async {
+        if attacking {
+            attacks(client, &first.namespace, until_ms).await
+        } else {
+            (0, 0, false)
+        }
+    });
     (
         flooded.big_templates,
         flooded.doomed_jobs,

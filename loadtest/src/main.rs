@@ -137,6 +137,11 @@ enum Command {
         /// figures (output under `<scenario>-<mode>-qps<qps>-no-flood`).
         #[arg(long)]
         no_flood: bool,
+        /// S8's flood without the attacks on a replica's memory and
+        /// backlog (megabyte templates, a deleted namespace): S8 as it was
+        /// before them (output under `...-no-attacks`).
+        #[arg(long)]
+        no_attacks: bool,
         /// Every CronJob spread over this window (a Go duration, `5m`:
         /// the `shardcron.io/spread` annotation, which kube-controller-
         /// manager ignores); skew then counts from each CronJob's offset.
@@ -293,6 +298,7 @@ async fn main() -> anyhow::Result<()> {
             keep_logs,
             join_during_herd,
             no_flood,
+            no_attacks,
             spread,
         } => {
             let mut scenario = Scenario::new(scenario, mode);
@@ -304,7 +310,11 @@ async fn main() -> anyhow::Result<()> {
             let out = out.unwrap_or_else(|| {
                 let name = scenario.name;
                 let spread = spread.map_or_else(String::new, |s| format!("-spread{s}"));
-                let flood = if no_flood { "-no-flood" } else { "" };
+                let flood = match (no_flood, no_attacks) {
+                    (true, _) => "-no-flood",
+                    (false, true) => "-no-attacks",
+                    (false, false) => "",
+                };
                 repo.join(
                     format!("loadtest/results/{name:?}-{mode:?}-qps{qps}{spread}{flood}")
                         .to_lowercase(),
@@ -323,6 +333,7 @@ async fn main() -> anyhow::Result<()> {
                 keep_logs,
                 join_during_herd,
                 flood: !no_flood,
+                attacks: !no_attacks,
                 spread_seconds: spread.unwrap_or(0),
             };
             if scenario.name == ScenarioName::S6 {
