@@ -7,6 +7,10 @@
 //! and when it must look again. It holds no state of its own: the actor
 //! passes a snapshot in and applies the result.
 
+mod setbacks;
+
+pub use setbacks::Setbacks;
+
 use super::feed::{DecisionFeed, DecisionRecord};
 use super::own_annotations::write_own_annotations;
 use crate::apiserver::bucket::{self, Bucket};
@@ -147,15 +151,13 @@ pub struct DecisionAftermath {
     pub created: Option<JobSummary>,
     /// Children deleted by this decision.
     pub deleted: Vec<String>,
-    /// When to decide next.
+    /// When to decide next: the plan's, unless [`Self::setbacks`] say
+    /// otherwise ([`Setbacks::requeue`] ranks them).
     pub requeue: Requeue,
     /// The slot this decision skipped, and why (the per-CronJob metrics).
     pub skipped: Option<(reconcile::SkipReason, Timestamp)>,
-    /// An answer said the CronJob or its namespace is gone (a NotFound of
-    /// its status write, a namespace gone or terminating): no retry can
-    /// land, so none is made (`requeue` is `Never`); its deletion, which
-    /// the watch brings, ends the actor.
-    pub gone: bool,
+    /// What the effects met that moves the next decision.
+    pub setbacks: Setbacks,
 }
 
 /// Runs one decision at `now` and carries it out through the gateway.
@@ -303,7 +305,7 @@ async fn apply_plan<R: JobRequests + Clone>(
         deleted: Vec::new(),
         requeue: recorded.requeue.clone(),
         skipped: reconcile::skipped_slot(&plan.decisions),
-        gone: false,
+        setbacks: Setbacks::default(),
     };
     let mut keep_evidence = false;
     if let Some(status) = recorded.status_update() {
@@ -354,12 +356,12 @@ async fn apply_plan<R: JobRequests + Clone>(
     release(services, plan, &mut applied).await;
     // Upstream retries a create refused by a terminating namespace with
     // backoff; none can land there again, and the namespace's deletion
-    // takes the CronJob with it. Gone outranks every failure above.
-    applied.gone |= matches!(results.create, Some(CreateResult::NamespaceTerminating(_)));
-    if applied.gone {
+    // takes the CronJob with it.
+    applied.setbacks.gone |= matches!(results.create, Some(CreateResult::NamespaceTerminating(_)));
+    if applied.setbacks.gone {
         tracing::debug!(cronjob = %snapshot.cronjob.key, "the CronJob or its namespace is gone: no retry");
-        applied.requeue = Requeue::Never;
     }
+    applied.requeue = applied.setbacks.requeue(&recorded.requeue);
 
     let outcome = reconcile::follow_up(input, live, &results);
     let regarding = object_reference(&snapshot.cronjob);
@@ -484,7 +486,7 @@ async fn write_annotations<R: JobRequests>(
     if applied.reread.is_some() {
         return true;
     }
-    if applied.gone {
+    if applied.setbacks.gone {
         return false;
     }
     let version = match &applied.written_status {
@@ -509,7 +511,7 @@ async fn write_annotations<R: JobRequests>(
         // slot, nor the history deletes, back. What it would have told of
         // the failed Jobs still there is told by the next write.
         Some(_) if plan.streak.is_none() && applied.reread.is_none() => return false,
-        Some(error) => applied.requeue = Requeue::Backoff(error),
+        Some(error) => applied.setbacks.failed(error),
         None => {}
     }
     !written.done
@@ -517,7 +519,7 @@ async fn write_annotations<R: JobRequests>(
 
 /// The history deletes, after the slot is recorded, within
 /// [`history_wait`]: those not sent by then (or when the actor stops) are
-/// left to the next decision, which `applied.requeue` brings before the
+/// left to the next decision, which `applied.setbacks` bring before the
 /// next slot.
 async fn delete_history<R: JobRequests>(
     services: &DecisionServices<'_, R>,
@@ -527,7 +529,10 @@ async fn delete_history<R: JobRequests>(
     deleted: &mut Vec<String>,
 ) {
     let mut sent = 0;
-    let (wait, retry_at) = history_wait(&applied.requeue, (services.clock)());
+    let (wait, retry_at) = history_wait(
+        &applied.setbacks.requeue(&applied.requeue),
+        (services.clock)(),
+    );
     let deletes = async {
         for deletion in history {
             if delete(services, deletion, results, deleted).await == Deleted::Abandoned {
@@ -539,7 +544,7 @@ async fn delete_history<R: JobRequests>(
     if tokio::time::timeout(wait, deletes).await.is_err() {
         // Out of time (a herd's backlog in the namespace): the next slot
         // is not held back for them.
-        applied.requeue = retry_at;
+        applied.setbacks.history_left = Some(retry_at);
     }
     for unsent in &history[sent..] {
         results.delete_not_sent(&unsent.name);
@@ -601,7 +606,7 @@ async fn release<R: JobRequests>(
             Err(error) if error.is_not_found() || error.is_conflict() => {}
             Err(error) => {
                 tracing::debug!(job = %release.name, %error, "releasing the slot finalizer failed");
-                applied.requeue = Requeue::Backoff(error.to_api_error());
+                applied.setbacks.failed(error.to_api_error());
             }
         }
     }
@@ -669,16 +674,18 @@ async fn write_status<R: JobRequests>(
             {
                 Ok(fresh) => {
                     applied.reread = Some(fresh);
-                    applied.requeue = Requeue::Backoff(error.to_api_error());
+                    applied.setbacks.failed(error.to_api_error());
                 }
-                Err(get_error) => applied.requeue = Requeue::Backoff(get_error.to_api_error()),
+                Err(get_error) => applied.setbacks.failed(get_error.to_api_error()),
             }
         }
-        // Gone: nothing to retry (see `DecisionAftermath::gone`).
-        Err(error) if error.is_not_found() || error.is_namespace_gone() => applied.gone = true,
+        // Gone: nothing to retry (see `Setbacks::gone`).
+        Err(error) if error.is_not_found() || error.is_namespace_gone() => {
+            applied.setbacks.gone = true;
+        }
         // Upstream: a failed status write is retried with backoff and the
         // requeue is dropped.
-        Err(error) => applied.requeue = Requeue::Backoff(error.to_api_error()),
+        Err(error) => applied.setbacks.failed(error.to_api_error()),
     }
 }
 
@@ -744,7 +751,7 @@ impl DecisionAftermath {
             deleted,
             requeue: Requeue::Never,
             skipped: None,
-            gone: false,
+            setbacks: Setbacks::default(),
         }
     }
 
@@ -756,7 +763,7 @@ impl DecisionAftermath {
             deleted: Vec::new(),
             requeue: Requeue::Backoff(reconcile::ApiError::new(why)),
             skipped: None,
-            gone: false,
+            setbacks: Setbacks::default(),
         }
     }
 }

@@ -345,7 +345,7 @@ fn a_cronjob_or_namespace_gone_is_not_retried() {
         ..Script::default()
     };
     let (applied, ..) = run(script, &snapshot());
-    assert!(applied.gone);
+    assert!(applied.setbacks.gone);
     assert_eq!(applied.requeue, Requeue::Never);
     // The create finds the namespace terminating (upstream retries it with
     // backoff), or gone altogether.
@@ -355,7 +355,7 @@ fn a_cronjob_or_namespace_gone_is_not_retried() {
             ..Script::default()
         };
         let (applied, script, _) = run(script, &snapshot());
-        assert!(applied.gone);
+        assert!(applied.setbacks.gone);
         assert_eq!(applied.requeue, Requeue::Never);
         assert!(script.events.is_empty(), "{:?}", script.events);
     }
@@ -365,7 +365,7 @@ fn a_cronjob_or_namespace_gone_is_not_retried() {
         ..Script::default()
     };
     let (applied, ..) = run(script, &snapshot());
-    assert!(!applied.gone);
+    assert!(!applied.setbacks.gone);
     assert!(matches!(applied.requeue, Requeue::Backoff(_)));
 }
 
