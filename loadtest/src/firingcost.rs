@@ -89,6 +89,20 @@ fn counters(page: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
+/// The replica's requests (`shardcron_api_requests_total`, by series)
+/// between two of its `/metrics` pages.
+pub fn requests_between(before: &str, after: &str) -> BTreeMap<String, f64> {
+    let before = counters(before);
+    counters(after)
+        .into_iter()
+        .filter(|(series, _)| series.starts_with("shardcron_api_requests_total"))
+        .filter_map(|(series, value)| {
+            let delta = value - before.get(&series).copied().unwrap_or(0.0);
+            (delta > 0.0).then_some((series, delta))
+        })
+        .collect()
+}
+
 /// One round's figures, in milliseconds of CPU per firing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoundCost {

@@ -421,8 +421,13 @@ async fn main() -> anyhow::Result<()> {
                     (false, Some(bin), _) => format!("{bin} {}", side.args.join(" ")),
                 };
                 println!(
-                    "{label:>12}: {} slots, {} answered, {} missed, {} duplicates, {:.3} ms CPU per firing",
-                    s.expected, s.answered, s.missed, s.duplicates, side.cpu_ms_per_firing
+                    "{label:>12}: {} slots, {} answered, {} missed, {} duplicates, {:.3} ms CPU per firing, {:.2} requests per firing",
+                    s.expected,
+                    s.answered,
+                    s.missed,
+                    s.duplicates,
+                    side.cpu_ms_per_firing,
+                    side.requests_per_firing
                 );
             }
             println!(

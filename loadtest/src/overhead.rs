@@ -11,12 +11,14 @@
 //! flag, or for a change against the build before it.
 
 use crate::cluster::{self, LocalCluster};
+use crate::firingcost::requests_between;
 use crate::mix::{self, Mix};
 use crate::observe::{self, JobWatch, Observation, Process, Window};
 use crate::{apimetrics, create};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use shardcron_harness::{Replica, ReplicaSpec};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -31,6 +33,13 @@ pub struct Side {
     pub bin: Option<String>,
     pub observation: Observation,
     pub cpu_ms_per_firing: f64,
+    /// The replica's requests (`shardcron_api_requests_total`, every verb
+    /// and code) over the window, per slot answered.
+    #[serde(default)]
+    pub requests_per_firing: f64,
+    /// Those requests by series, over the window.
+    #[serde(default)]
+    pub requests: BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -155,6 +164,8 @@ async fn run_on(
         let prefix = format!("{}{group}-", mix::NAMESPACE_PREFIX);
         sides.push((tracing, extra, side_bin, prefix, process));
     }
+    let side_replicas = &replicas[replicas.len() - sides.len()..];
+    let before: Vec<String> = side_replicas.iter().map(Replica::metrics_text).collect();
     let (from, to) = observe::whole_minutes(11, minutes);
     let observations = sides.iter().map(|(_, _, _, prefix, process)| {
         let watch = JobWatch::start(client, prefix);
@@ -174,19 +185,27 @@ async fn run_on(
         }
     });
     let observations = futures::future::try_join_all(observations).await?;
+    let side_replicas = &replicas[replicas.len() - sides.len()..];
     let mut sides: Vec<Side> = sides
         .iter()
         .zip(observations)
-        .map(|((tracing, args, side_bin, _, _), observation)| {
-            let cpu: f64 = observation.processes.iter().map(|p| p.cpu_seconds).sum();
-            Side {
-                tracing: *tracing,
-                args: args.clone(),
-                bin: side_bin.as_ref().map(|b| b.display().to_string()),
-                cpu_ms_per_firing: 1000.0 * cpu / observation.slots.answered.max(1) as f64,
-                observation,
-            }
-        })
+        .zip(side_replicas.iter().zip(before))
+        .map(
+            |(((tracing, args, side_bin, _, _), observation), (replica, before))| {
+                let cpu: f64 = observation.processes.iter().map(|p| p.cpu_seconds).sum();
+                let answered = observation.slots.answered.max(1) as f64;
+                let requests = requests_between(&before, &replica.metrics_text());
+                Side {
+                    requests_per_firing: requests.values().sum::<f64>() / answered,
+                    requests,
+                    tracing: *tracing,
+                    args: args.clone(),
+                    bin: side_bin.as_ref().map(|b| b.display().to_string()),
+                    cpu_ms_per_firing: 1000.0 * cpu / answered,
+                    observation,
+                }
+            },
+        )
         .collect();
     let on = sides.pop().context("no traced or variant side")?;
     let off = sides.pop().context("no untraced side")?;
