@@ -2,7 +2,8 @@
 //! (schedule < reconcile < apiserver < actor < shard < admin < cli; telemetry, memory and
 //! boot_clock beside them all), and no two modules of src/ or loadtest/src
 //! (nor deploy/local/harness/src) import each other, directly or through
-//! others. Reads the sources; no cluster needed.
+//! others; module roots and the README stay short. Reads the sources; no
+//! cluster needed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -247,4 +248,48 @@ fn grouped_imports_name_each_of_their_paths() {
     );
     let at = code.rfind("crate::").expect("a path") + "crate::".len();
     assert_eq!(paths_at(code, at), [vec!["mix", "Mix"]]);
+}
+
+/// Lines a module root (`mod.rs`, `lib.rs`, `main.rs`) may have: past it,
+/// a root usually holds two ideas, one of which wants a file of its own.
+const MODULE_ROOT_LINES: usize = 500;
+/// Lines the README may have: a front door, not the docs.
+const README_LINES: usize = 250;
+
+#[test]
+fn module_roots_and_the_readme_stay_short() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for folder in ["src", "loadtest/src", "deploy/local/harness/src", "tests"] {
+        rust_files(&repo.join(folder), &mut files);
+    }
+    let lines = |path: &Path| {
+        std::fs::read_to_string(path)
+            .expect("read a source file")
+            .lines()
+            .count()
+    };
+    let roots: Vec<&PathBuf> = files
+        .iter()
+        .filter(|path| {
+            path.file_name().is_some_and(|name| {
+                ["mod.rs", "lib.rs", "main.rs"].contains(&&*name.to_string_lossy())
+            })
+        })
+        .collect();
+    assert!(roots.len() >= 20, "{roots:?}");
+    let long: Vec<(String, usize)> = roots
+        .into_iter()
+        .map(|path| (path.display().to_string(), lines(path)))
+        .filter(|(_, lines)| *lines > MODULE_ROOT_LINES)
+        .collect();
+    assert!(
+        long.is_empty(),
+        "module roots past {MODULE_ROOT_LINES} lines: {long:?}"
+    );
+    let readme = lines(&repo.join("README.md"));
+    assert!(
+        readme < README_LINES,
+        "README.md has {readme} lines (under {README_LINES})"
+    );
 }

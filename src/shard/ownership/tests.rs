@@ -3,6 +3,7 @@
 //! ([`super::simulation`]).
 
 use super::*;
+use crate::shard::lease::Publication;
 use crate::shard::membership::LeaseObservation;
 use crate::shard::ring::Ring;
 use std::sync::Arc;

@@ -20,6 +20,7 @@
 //! Jobs of deleted CronJobs; [`queries`] answers what the admin API and
 //! the debug endpoint ask.
 
+mod commands;
 mod intake;
 mod load;
 mod orphans;
@@ -35,20 +36,18 @@ pub use watches::{ServedKind, WatchSetup};
 use super::fence::{FenceState, SharedFence};
 use super::jobs::JobIndex;
 use super::lease::{self, Keeper, KeeperReport, LeaseSettings};
-use super::ownership::{self, Command, Input, Ownership};
+use super::ownership::{self, Input, Ownership};
 use super::relist::Relist;
-use super::ring::Ring;
 use super::unrecorded::UnrecordedSlots;
 use crate::actor::apply::{ActorReport, ActorServices};
 use crate::actor::cronjob::{CronJobActor, Update};
 use crate::actor::runtime::{Address, Dispatcher};
 use crate::actor::wheel::TimerWheel;
 use crate::apiserver::gateway::Gateway;
-use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::boot_clock::BootInstant;
 use crate::telemetry::Metrics;
 use crate::telemetry::http::Readiness;
-use crate::telemetry::metrics::{MoveDirection, MovedLabels, OwnedLabels, OwnedState};
+use crate::telemetry::metrics::{OwnedLabels, OwnedState};
 use actix::prelude::*;
 use intake::ScopeState;
 use kube::Client;
@@ -239,158 +238,6 @@ impl Supervisor {
     /// The watched namespaces (`None`: all), by scope number.
     fn namespaces(&self) -> Vec<Option<String>> {
         self.scopes.iter().map(|s| s.namespace.clone()).collect()
-    }
-
-    /// Feeds the protocol one input and carries out what it answers.
-    /// `spawning`: the CronJob a [`Command::Spawn`] is about.
-    fn step(
-        &mut self,
-        input: Input,
-        now: Instant,
-        ctx: &mut Context<Self>,
-        mut spawning: Option<LeanCronJob>,
-    ) {
-        let mut queue = std::collections::VecDeque::from(self.ownership.on(input, now));
-        while let Some(command) = queue.pop_front() {
-            match command {
-                Command::Spawn { key, uid } => {
-                    if !self.spawn(&key, &uid, spawning.take()) {
-                        queue.extend(self.ownership.on(Input::SpawnFailed { key }, now));
-                    }
-                }
-                Command::Start { uid, waited, .. } => {
-                    if let Some(running) = self.actors.get(&uid) {
-                        running.addr.do_send(Update::Start);
-                    }
-                    self.actor_services
-                        .metrics
-                        .handoff_wait
-                        .observe(waited.as_secs_f64());
-                }
-                Command::Stop { uid, .. } => {
-                    if let Some(running) = self.actors.remove(&uid) {
-                        running.addr.do_send(Update::Stop);
-                    }
-                }
-                Command::RingChanged { target, lost } => {
-                    self.unpublished_since.get_or_insert(now);
-                    if let Some(target) = &target {
-                        let namespaces = self.namespaces();
-                        let buckets = target.buckets_of(&self.setup.me);
-                        self.watches.reshape(buckets, &namespaces, &ctx.address());
-                    }
-                    self.ring_changed(target, lost);
-                }
-                Command::Publish(publication) => {
-                    if let Some(since) = self.unpublished_since.take() {
-                        self.actor_services
-                            .metrics
-                            .handoff_publish
-                            .observe(now.saturating_duration_since(since).as_secs_f64());
-                    }
-                    self.setup.keeper.publish(publication);
-                }
-                Command::Load {
-                    target,
-                    previous,
-                    delay,
-                } => {
-                    if delay.is_zero() {
-                        self.load(target, previous, ctx);
-                    } else {
-                        ctx.run_later(delay, move |supervisor, ctx| {
-                            supervisor.load(target, previous, ctx)
-                        });
-                    }
-                }
-                Command::RejoinFence => {
-                    self.setup.keeper.withdraw();
-                    self.setup.fence.lock().rejoin();
-                }
-                Command::SetReady => {
-                    self.readiness.set_ready();
-                    // Every actor's first decision is done: the burst of
-                    // the start (each actor's first mail, decision and
-                    // status read) is over, and what it freed goes back.
-                    crate::memory::release_free_pages();
-                }
-                Command::ReleaseAndExit => {
-                    tracing::info!("every actor stopped; releasing the Lease");
-                    let keeper = self.setup.keeper.clone();
-                    let system = System::current();
-                    tokio::spawn(async move {
-                        keeper.release().await;
-                        system.stop();
-                    });
-                }
-            }
-        }
-    }
-
-    /// Starts an actor for `key`, waiting for its start; false if the
-    /// CronJob cannot be run.
-    fn spawn(&mut self, key: &Arc<str>, uid: &Arc<str>, cronjob: Option<LeanCronJob>) -> bool {
-        let Some(cronjob) = cronjob else {
-            return false;
-        };
-        let (_, namespace, _) = crate::reconcile::CronJobKind::parse_key(key);
-        let children = self.jobs.claim(namespace, uid);
-        let known_slot = self.unrecorded.take(uid);
-        let actor = match CronJobActor::new(
-            &cronjob,
-            children,
-            known_slot,
-            self.actor_services.clone(),
-            self.wheel.clone(),
-        ) {
-            Ok(actor) => actor.sharing(key, uid),
-            Err(error) => {
-                tracing::warn!(cronjob = %key, %error, "not running an unusable CronJob");
-                return false;
-            }
-        };
-        let dispatcher = &self.dispatchers[self.next_dispatcher % self.dispatchers.len()];
-        self.next_dispatcher = self.next_dispatcher.wrapping_add(1);
-        let addr = dispatcher.start_actor(actor);
-        self.actors.insert(
-            uid.clone(),
-            Running {
-                key: key.clone(),
-                addr,
-            },
-        );
-        true
-    }
-
-    fn ring_changed(&mut self, target: Option<Arc<Ring>>, lost: usize) {
-        let metrics = &self.actor_services.metrics;
-        metrics
-            .keys_moved
-            .get_or_create(&MovedLabels {
-                direction: MoveDirection::Lost,
-            })
-            .inc_by(lost as u64);
-        metrics
-            .ring_members
-            .set(target.as_ref().map_or(0, |t| t.members().len()) as i64);
-        if let Some(target) = &target {
-            metrics.rebalances.inc();
-            // A span per transition (in traces when exporting): who is in
-            // the ring, what this replica lost; the bulk load of what it
-            // gained is its own span, `shard.load`.
-            let view = super::handoff::encode_view(target);
-            let _transition = tracing::info_span!(
-                "shard.rebalance",
-                shard.ring = %self.setup.ring_name,
-                shard.members = %view,
-                shard.view_digest = %super::handoff::view_digest(&view),
-                shard.keys_lost = lost,
-            )
-            .entered();
-        }
-        let ownership = &self.ownership;
-        self.jobs
-            .retain_owners(|owner_uid| ownership.owns(owner_uid));
     }
 
     fn update_gauges(&self) {

@@ -7,6 +7,7 @@
 
 use super::*;
 use crate::apiserver::gateway::Limits;
+use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::scripted::{self, Answer};
 use crate::reconcile::CronJobKind;
 use crate::shard::debug::{DebugShards, ShardReport};

@@ -1,0 +1,217 @@
+//! The machine's moves between phases: after every input, [`Ownership::advance`]
+//! re-judges the fence and the membership, moves to a new ring when the
+//! live set changed, publishes the view, starts what may start and
+//! reports ready (the phases themselves: [`super`]).
+
+use super::{Command, Flaw, JOIN_GRACE, Ownership, Phase};
+use crate::shard::fence::FenceState;
+use crate::shard::handoff;
+use crate::shard::lease::Publication;
+use crate::shard::ring::Ring;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+impl Ownership {
+    /// Re-judges the fence and the membership; moves to a new ring if the
+    /// live set changed; publishes, starts and reports ready when it may.
+    pub(super) fn advance(&mut self, now: Instant, out: &mut Vec<Command>) {
+        match self.phase {
+            Phase::Exited => return,
+            Phase::ShuttingDown => {
+                if self.stopping.is_empty() {
+                    self.phase = Phase::Exited;
+                    out.push(Command::ReleaseAndExit);
+                }
+                return;
+            }
+            Phase::Leaving { since, .. } => {
+                let over = now.saturating_duration_since(since) >= self.drain;
+                if over || self.fence != FenceState::Valid || self.peers_took_over(now) {
+                    if over {
+                        tracing::warn!(
+                            drain = ?self.drain,
+                            "peers did not take this replica's CronJobs over within the drain time: stopping anyway"
+                        );
+                    }
+                    self.shut_down(now, out);
+                }
+                return;
+            }
+            _ => {}
+        }
+        match self.fence {
+            FenceState::Lapsed => {
+                if !matches!(self.phase, Phase::Recovering) {
+                    tracing::warn!(
+                        actors = self.keys.len(),
+                        "own Lease not renewed within the renew deadline: stopping every actor"
+                    );
+                    let lost = self.keys.len();
+                    self.phase = Phase::Recovering;
+                    self.stop_all(now, out);
+                    out.push(Command::RingChanged { target: None, lost });
+                }
+                if self.stopping.is_empty() {
+                    tracing::info!("every actor stopped; rejoining the ring");
+                    self.phase = Phase::Joining;
+                    // The fence reopens at the next renewal; until it is
+                    // judged again, it is not valid. The view is withdrawn
+                    // with it (RejoinFence): a warm join again.
+                    self.fence = FenceState::Waiting;
+                    self.valid_since = None;
+                    self.published_in_join = false;
+                    out.push(Command::RejoinFence);
+                }
+                return;
+            }
+            FenceState::Waiting => return,
+            FenceState::Valid => {}
+        }
+        if !self.leases_listed {
+            return;
+        }
+        if matches!(self.phase, Phase::Joining) {
+            let valid_since = *self.valid_since.get_or_insert(now);
+            if now.duration_since(valid_since) < JOIN_GRACE {
+                return;
+            }
+        }
+        self.membership.prune(now);
+        let live = self.ring_members(now);
+        let changed = self.phase.target().is_none_or(|ring| {
+            !ring
+                .members()
+                .iter()
+                .map(|m| &**m)
+                .eq(live.iter().map(String::as_str))
+        });
+        if changed {
+            // A member that is leaving still runs the keys this ring gains
+            // from it: publish once they are loaded here (it waits for that).
+            let leaving = self.leaving_peers(now);
+            self.gains_from_leaving |= self
+                .phase
+                .target()
+                .is_some_and(|ring| ring.members().iter().any(|m| leaving.contains(&**m)));
+            self.move_to(&live, now, out);
+        }
+        if let Phase::Stopping { target } = &self.phase
+            && (self.stopping.is_empty() || self.flawed(Flaw::PublishWhileStopping))
+            && self.may_publish()
+        {
+            let target = target.clone();
+            let publication = self.publish(&target, false, now, out);
+            self.published_in_join = true;
+            self.gains_from_leaving = false;
+            self.phase = Phase::Serving {
+                target,
+                publication,
+            };
+        }
+        // A peer came or went without changing the ring (one leaving, whose
+        // claims hold keys here; a joiner still loading): publish again, so
+        // that nothing starts on that change before the watch has shown
+        // everything written before it. A silent watch makes a leaving peer
+        // that is still running its keys expire on this clock: without the
+        // echo, its keys started here beside it (the simulation found it).
+        if let Phase::Serving { target, .. } = &self.phase
+            && self.live_peers(now) != self.published_live
+        {
+            let target = target.clone();
+            let publication = self.publish(&target, false, now, out);
+            self.phase = Phase::Serving {
+                target,
+                publication,
+            };
+        }
+        self.start_waiting(None, now, out);
+        self.check_ready(out);
+    }
+
+    /// A new publication of `target`'s view (`leaving`: it says so).
+    pub(super) fn publish(
+        &mut self,
+        target: &Ring,
+        leaving: bool,
+        now: Instant,
+        out: &mut Vec<Command>,
+    ) -> Publication {
+        self.publications += 1;
+        self.published_live = self.live_peers(now);
+        let publication = Publication {
+            view: handoff::encode_view(target),
+            id: format!("{}.{}", self.incarnation, self.publications),
+            leaving,
+        };
+        tracing::info!(
+            view = %publication.view,
+            digest = %handoff::view_digest(&publication.view),
+            leaving,
+            "publishing view"
+        );
+        out.push(Command::Publish(publication.clone()));
+        publication
+    }
+
+    /// The live set changed: stop lost keys, load gained ones.
+    pub(super) fn move_to(
+        &mut self,
+        live: &BTreeSet<String>,
+        now: Instant,
+        out: &mut Vec<Command>,
+    ) {
+        let members: Vec<&str> = live.iter().map(String::as_str).collect();
+        // Rings are cached by view: a ring that comes back is not rebuilt.
+        let target = self.rings.ring(&members.join(","));
+        let previous = self.phase.target().cloned();
+        self.phase = Phase::Stopping {
+            target: target.clone(),
+        };
+        let lost: Vec<Arc<str>> = self
+            .keys
+            .iter()
+            .filter(|(_, uid)| target.owner(uid) != Some(self.me.as_str()))
+            .map(|(key, _)| key.clone())
+            .collect();
+        tracing::info!(members = ?live, lost = lost.len(), "ring changed");
+        for key in &lost {
+            self.stop(key, now, out);
+        }
+        out.push(Command::RingChanged {
+            target: Some(target.clone()),
+            lost: lost.len(),
+        });
+        self.load(target, previous, Duration::ZERO, out);
+    }
+
+    /// Asks for a bulk load, counted in flight and loading its Jobs.
+    pub(super) fn load(
+        &mut self,
+        target: Arc<Ring>,
+        previous: Option<Arc<Ring>>,
+        delay: Duration,
+        out: &mut Vec<Command>,
+    ) {
+        self.loads_in_flight += 1;
+        self.loads_loading_jobs += 1;
+        out.push(Command::Load {
+            target,
+            previous,
+            delay,
+        });
+    }
+
+    pub(super) fn check_ready(&mut self, out: &mut Vec<Command>) {
+        if !self.ready
+            && self.synced
+            && self.phase.target().is_some()
+            && self.loads_in_flight == 0
+            && self.unarmed.is_empty()
+        {
+            tracing::info!(actors = self.keys.len(), "every owned actor armed; ready");
+            self.ready = true;
+            out.push(Command::SetReady);
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Carrying out what the ownership protocol answers: each input goes
+//! through [`Supervisor::step`], and each [`Command`] it answers becomes
+//! an actor started or stopped, a view published, a load asked for, the
+//! watches reshaped, or the replica ready or gone.
+
+use super::{Running, Supervisor};
+use crate::actor::cronjob::{CronJobActor, Update};
+use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::shard::ownership::{Command, Input};
+use crate::shard::ring::Ring;
+use crate::telemetry::metrics::{MoveDirection, MovedLabels};
+use actix::prelude::*;
+use std::sync::Arc;
+use std::time::Instant;
+
+impl Supervisor {
+    /// Feeds the protocol one input and carries out what it answers.
+    /// `spawning`: the CronJob a [`Command::Spawn`] is about.
+    pub(super) fn step(
+        &mut self,
+        input: Input,
+        now: Instant,
+        ctx: &mut Context<Self>,
+        mut spawning: Option<LeanCronJob>,
+    ) {
+        let mut queue = std::collections::VecDeque::from(self.ownership.on(input, now));
+        while let Some(command) = queue.pop_front() {
+            match command {
+                Command::Spawn { key, uid } => {
+                    if !self.spawn(&key, &uid, spawning.take()) {
+                        queue.extend(self.ownership.on(Input::SpawnFailed { key }, now));
+                    }
+                }
+                Command::Start { uid, waited, .. } => {
+                    if let Some(running) = self.actors.get(&uid) {
+                        running.addr.do_send(Update::Start);
+                    }
+                    self.actor_services
+                        .metrics
+                        .handoff_wait
+                        .observe(waited.as_secs_f64());
+                }
+                Command::Stop { uid, .. } => {
+                    if let Some(running) = self.actors.remove(&uid) {
+                        running.addr.do_send(Update::Stop);
+                    }
+                }
+                Command::RingChanged { target, lost } => {
+                    self.unpublished_since.get_or_insert(now);
+                    if let Some(target) = &target {
+                        let namespaces = self.namespaces();
+                        let buckets = target.buckets_of(&self.setup.me);
+                        self.watches.reshape(buckets, &namespaces, &ctx.address());
+                    }
+                    self.ring_changed(target, lost);
+                }
+                Command::Publish(publication) => {
+                    if let Some(since) = self.unpublished_since.take() {
+                        self.actor_services
+                            .metrics
+                            .handoff_publish
+                            .observe(now.saturating_duration_since(since).as_secs_f64());
+                    }
+                    self.setup.keeper.publish(publication);
+                }
+                Command::Load {
+                    target,
+                    previous,
+                    delay,
+                } => {
+                    if delay.is_zero() {
+                        self.load(target, previous, ctx);
+                    } else {
+                        ctx.run_later(delay, move |supervisor, ctx| {
+                            supervisor.load(target, previous, ctx)
+                        });
+                    }
+                }
+                Command::RejoinFence => {
+                    self.setup.keeper.withdraw();
+                    self.setup.fence.lock().rejoin();
+                }
+                Command::SetReady => {
+                    self.readiness.set_ready();
+                    // Every actor's first decision is done: the burst of
+                    // the start (each actor's first mail, decision and
+                    // status read) is over, and what it freed goes back.
+                    crate::memory::release_free_pages();
+                }
+                Command::ReleaseAndExit => {
+                    tracing::info!("every actor stopped; releasing the Lease");
+                    let keeper = self.setup.keeper.clone();
+                    let system = System::current();
+                    tokio::spawn(async move {
+                        keeper.release().await;
+                        system.stop();
+                    });
+                }
+            }
+        }
+    }
+
+    /// Starts an actor for `key`, waiting for its start; false if the
+    /// CronJob cannot be run.
+    pub(super) fn spawn(
+        &mut self,
+        key: &Arc<str>,
+        uid: &Arc<str>,
+        cronjob: Option<LeanCronJob>,
+    ) -> bool {
+        let Some(cronjob) = cronjob else {
+            return false;
+        };
+        let (_, namespace, _) = crate::reconcile::CronJobKind::parse_key(key);
+        let children = self.jobs.claim(namespace, uid);
+        let known_slot = self.unrecorded.take(uid);
+        let actor = match CronJobActor::new(
+            &cronjob,
+            children,
+            known_slot,
+            self.actor_services.clone(),
+            self.wheel.clone(),
+        ) {
+            Ok(actor) => actor.sharing(key, uid),
+            Err(error) => {
+                tracing::warn!(cronjob = %key, %error, "not running an unusable CronJob");
+                return false;
+            }
+        };
+        let dispatcher = &self.dispatchers[self.next_dispatcher % self.dispatchers.len()];
+        self.next_dispatcher = self.next_dispatcher.wrapping_add(1);
+        let addr = dispatcher.start_actor(actor);
+        self.actors.insert(
+            uid.clone(),
+            Running {
+                key: key.clone(),
+                addr,
+            },
+        );
+        true
+    }
+
+    pub(super) fn ring_changed(&mut self, target: Option<Arc<Ring>>, lost: usize) {
+        let metrics = &self.actor_services.metrics;
+        metrics
+            .keys_moved
+            .get_or_create(&MovedLabels {
+                direction: MoveDirection::Lost,
+            })
+            .inc_by(lost as u64);
+        metrics
+            .ring_members
+            .set(target.as_ref().map_or(0, |t| t.members().len()) as i64);
+        if let Some(target) = &target {
+            metrics.rebalances.inc();
+            // A span per transition (in traces when exporting): who is in
+            // the ring, what this replica lost; the bulk load of what it
+            // gained is its own span, `shard.load`.
+            let view = crate::shard::handoff::encode_view(target);
+            let _transition = tracing::info_span!(
+                "shard.rebalance",
+                shard.ring = %self.setup.ring_name,
+                shard.members = %view,
+                shard.view_digest = %crate::shard::handoff::view_digest(&view),
+                shard.keys_lost = lost,
+            )
+            .entered();
+        }
+        let ownership = &self.ownership;
+        self.jobs
+            .retain_owners(|owner_uid| ownership.owns(owner_uid));
+    }
+}
