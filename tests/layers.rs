@@ -151,9 +151,32 @@ fn graph(root: &Path) -> Graph {
                 }
             }
         }
+        // A parent naming its own child by a relative path (`use child::X`,
+        // `child::f()`): the edge a child importing its parent closes.
+        for child in modules.iter().filter_map(|m| {
+            m.strip_prefix(&format!("{name}::"))
+                .filter(|rest| !rest.contains("::"))
+        }) {
+            for (at, _) in text.match_indices(&format!("{child}::")) {
+                let starts_a_path = text[..at]
+                    .chars()
+                    .next_back()
+                    .is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == ':'));
+                if !starts_a_path {
+                    continue;
+                }
+                for named in paths_at(&text, at + child.len() + 2) {
+                    let mut path: Vec<&str> = module.iter().map(String::as_str).collect();
+                    path.push(child);
+                    path.extend(named);
+                    if let Some(target) = resolve(&modules, &path) {
+                        refers.insert(target);
+                    }
+                }
+            }
+        }
         refers.remove(&name);
-        // A module may name its ancestors (their re-exports, their docs).
-        refers.retain(|target| !name.starts_with(&format!("{target}::")) && !target.is_empty());
+        refers.retain(|target| !target.is_empty());
         graph.insert(name, refers);
     }
     graph
@@ -189,6 +212,33 @@ fn cycle(graph: &Graph) -> Option<Vec<String>> {
     graph
         .keys()
         .find_map(|node| visit(graph, node, &mut Vec::new(), &mut done))
+}
+
+/// The cycles allowed, each named with why; the list only shrinks.
+/// - The gateway's event workers are the `Gateway`'s own methods for its
+///   Events (an `impl Gateway` in a file of its own, over its private
+///   state), and the gateway starts them: one type, two files. Breaking it
+///   means moving the gateway's state out of its module root (issue 57's
+///   regrouping of the gateway, not done yet).
+const ALLOWED_CYCLES: [&str; 1] = ["apiserver::gateway <-> apiserver::gateway::event_workers"];
+
+/// Every pair of modules that import each other; if none, one longer
+/// cycle, if any.
+fn cycles(graph: &Graph) -> Vec<String> {
+    let mut found = BTreeSet::new();
+    for (from, targets) in graph {
+        for to in targets {
+            if from < to && graph.get(to).is_some_and(|back| back.contains(from)) {
+                found.insert(format!("{from} <-> {to}"));
+            }
+        }
+    }
+    if found.is_empty()
+        && let Some(longer) = cycle(graph)
+    {
+        found.insert(longer.join(" -> "));
+    }
+    found.into_iter().collect()
 }
 
 fn top(module: &str) -> &str {
@@ -232,9 +282,13 @@ fn no_two_modules_import_each_other() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
         let graph = graph(&root);
         assert!(graph.len() >= at_least, "{folder}: {graph:?}");
-        if let Some(found) = cycle(&graph) {
-            panic!("{folder}: an import cycle: {}", found.join(" -> "));
-        }
+        let mut all = cycles(&graph);
+        all.retain(|found| !ALLOWED_CYCLES.contains(&found.as_str()));
+        assert!(
+            all.is_empty(),
+            "{folder}: {} import cycles: {all:#?}",
+            all.len()
+        );
     }
 }
 
@@ -292,4 +346,25 @@ fn module_roots_and_the_readme_stay_short() {
         readme < README_LINES,
         "README.md has {readme} lines (under {README_LINES})"
     );
+}
+
+#[test]
+fn a_parent_and_its_child_importing_each_other_is_a_cycle() {
+    let root = std::env::temp_dir().join(format!("layers-{}", std::process::id()));
+    let parent = root.join("parent");
+    std::fs::create_dir_all(&parent).expect("a temporary folder");
+    std::fs::write(root.join("lib.rs"), "mod parent;\n").expect("write");
+    std::fs::write(
+        parent.join("mod.rs"),
+        "mod child;\npub use child::Thing;\npub struct Other;\n",
+    )
+    .expect("write");
+    std::fs::write(
+        parent.join("child.rs"),
+        "use super::Other;\npub struct Thing(Other);\n",
+    )
+    .expect("write");
+    let found = cycles(&graph(&root));
+    std::fs::remove_dir_all(&root).expect("remove the temporary folder");
+    assert_eq!(found, ["parent <-> parent::child"]);
 }

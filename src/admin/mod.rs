@@ -9,17 +9,12 @@ pub mod access;
 pub mod aggregated;
 pub mod https;
 pub mod json;
+pub mod proto;
 pub mod review_cache;
 pub mod scrape;
 pub mod service;
 pub mod streams;
 pub mod tls;
-
-/// The code generated from the proto by build.rs.
-#[allow(clippy::all, missing_docs)]
-pub mod proto {
-    tonic::include_proto!("shardcron.admin.v1");
-}
 
 use proto::admin_service_server::AdminServiceServer;
 use std::time::Duration;

@@ -77,9 +77,11 @@ pub fn run(args: &ConvertArgs, out: &mut impl Write) -> Result<(), ConvertComman
     let copies = match &args.filename {
         Some(filename) => {
             let path = filename.display().to_string();
-            let text = super::read_input(filename).map_err(|source| ConvertCommandError::Read {
-                path: path.clone(),
-                source,
+            let text = super::arguments::read_input(filename).map_err(|source| {
+                ConvertCommandError::Read {
+                    path: path.clone(),
+                    source,
+                }
             })?;
             convert_all(&text, args.resume, &path)?
         }
@@ -117,7 +119,7 @@ async fn list_cronjobs(
     use k8s_openapi::api::batch::v1::CronJob;
     use kube::api::Api;
     let agent = format!("shardcron-convert/{}", env!("CARGO_PKG_VERSION"));
-    let client = super::kube_client(kubeconfig, &agent)
+    let client = super::arguments::kube_client(kubeconfig, &agent)
         .await
         .map_err(ConvertCommandError::Client)?;
     let api: Api<CronJob> = match namespace {

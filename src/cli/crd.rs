@@ -46,7 +46,7 @@ pub fn run(args: &CrdArgs, out: &mut impl Write) -> Result<(), CrdCommandError> 
         return Ok(());
     };
     let shown = path.display().to_string();
-    let text = super::read_input(path).map_err(|source| CrdCommandError::Read {
+    let text = super::arguments::read_input(path).map_err(|source| CrdCommandError::Read {
         path: shown.clone(),
         source,
     })?;

@@ -6,7 +6,7 @@
 //! in `--jobs` is taken as gone (the text output says so). Every write is
 //! taken as successful.
 
-use super::Output;
+use super::arguments::Output;
 use crate::reconcile::{
     CronJobKind, CronJobView, DeleteReason, Finished, Input, JobLookup, JobSummary, LiveAnswers,
     LiveJob, Lookup, Plan, Requeue, StatusView, Step, ViewError, is_child_by_name, reconcile,
@@ -35,7 +35,7 @@ pub struct ExplainArgs {
     )]
     live: Option<String>,
     /// With --live: which API serves it, batch (batch/v1) or shardcron.
-    #[arg(long, default_value = "batch", value_parser = super::parse_kind, requires = "live")]
+    #[arg(long, default_value = "batch", value_parser = super::arguments::parse_kind, requires = "live")]
     kind: crate::reconcile::CronJobKind,
     #[command(flatten)]
     target: super::admin::Target,

@@ -6,7 +6,7 @@
 //! whoever may get the CronJob and list Jobs in its namespace (for batch/v1,
 //! the built-in `view` role) may read it.
 
-use super::Output;
+use super::arguments::Output;
 use crate::reconcile::{
     CronJobKind, FailureReason, Fate, Finished, JobSummary, SLOT_HISTORY_ANNOTATION, SlotEntry,
     SlotHistory, controller_in, run_now_job_name,
@@ -21,7 +21,7 @@ use std::io::Write;
 #[derive(Debug, clap::Args)]
 pub struct HistoryArgs {
     #[command(flatten)]
-    target: super::CronJobTarget,
+    target: super::arguments::CronJobTarget,
     #[arg(long, value_enum, default_value_t)]
     output: Output,
 }
@@ -165,7 +165,7 @@ fn count_text(count: u32) -> String {
 const SHOWN: usize = 30;
 
 pub fn run(args: &HistoryArgs, out: &mut impl Write) -> Result<(), HistoryError> {
-    let (namespace, name) = super::namespaced_name(&args.target.cronjob)
+    let (namespace, name) = super::arguments::namespaced_name(&args.target.cronjob)
         .ok_or_else(|| HistoryError::NotAName(args.target.cronjob.clone()))?;
     let (cronjob, jobs) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -288,7 +288,7 @@ async fn read(
     name: &str,
 ) -> Result<(DynamicObject, Vec<JobSummary>), HistoryError> {
     let agent = format!("shardcron-history/{}", env!("CARGO_PKG_VERSION"));
-    let client = super::kube_client(args.target.kubeconfig.as_ref(), &agent)
+    let client = super::arguments::kube_client(args.target.kubeconfig.as_ref(), &agent)
         .await
         .map_err(HistoryError::Client)?;
     let gvk = GroupVersionKind::gvk(

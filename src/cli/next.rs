@@ -1,6 +1,6 @@
 //! `shardcron next`: when will this schedule run?
 
-use super::Output;
+use super::arguments::Output;
 use crate::reconcile::{Options, SPREAD_ANNOTATION};
 use crate::schedule::{self, ScheduleZone, format_rfc3339, load_named_zone};
 use jiff::tz::TimeZone;
@@ -72,8 +72,8 @@ fn spread_offset(args: &NextArgs) -> Result<i64, NextError> {
     if options.invalid.is_some() {
         return Err(NextError::Spread(spread.clone()));
     }
-    let (namespace, name) =
-        super::namespaced_name(cronjob).ok_or_else(|| NextError::CronJob(cronjob.clone()))?;
+    let (namespace, name) = super::arguments::namespaced_name(cronjob)
+        .ok_or_else(|| NextError::CronJob(cronjob.clone()))?;
     Ok(options.spread_offset(namespace, name))
 }
 

@@ -6,7 +6,7 @@
 //! The patch is sent with the caller's kubeconfig, so RBAC decides who may
 //! ask: whoever may patch the CronJob.
 
-use super::Output;
+use super::arguments::Output;
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::reconcile::{RUN_NOW_ANNOTATION, run_now_job_name};
 use jiff::Timestamp;
@@ -17,7 +17,7 @@ use std::io::Write;
 #[derive(Debug, clap::Args)]
 pub struct TriggerArgs {
     #[command(flatten)]
-    target: super::CronJobTarget,
+    target: super::arguments::CronJobTarget,
     #[arg(long, value_enum, default_value_t)]
     output: Output,
 }
@@ -39,7 +39,7 @@ pub enum TriggerError {
 }
 
 pub fn run(args: &TriggerArgs, out: &mut impl Write) -> Result<(), TriggerError> {
-    let (namespace, name) = super::namespaced_name(&args.target.cronjob)
+    let (namespace, name) = super::arguments::namespaced_name(&args.target.cronjob)
         .ok_or_else(|| TriggerError::NotAName(args.target.cronjob.clone()))?;
     // Whole seconds: the request's time names its Job.
     let requested = Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_default();
@@ -75,7 +75,7 @@ async fn request(
     requested: Timestamp,
 ) -> Result<(), TriggerError> {
     let agent = format!("shardcron-trigger/{}", env!("CARGO_PKG_VERSION"));
-    let client = super::kube_client(args.target.kubeconfig.as_ref(), &agent)
+    let client = super::arguments::kube_client(args.target.kubeconfig.as_ref(), &agent)
         .await
         .map_err(TriggerError::Client)?;
     // The CronJob's URL by its kind, as the controller reads it.

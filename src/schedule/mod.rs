@@ -14,71 +14,24 @@
 //!   recent due slot, missed-slot counting, the starting-deadline clamp and
 //!   the next wake-up, as kube-controller-manager computes them.
 
+mod compiled;
 mod go_duration;
 mod go_time;
 mod parse;
 pub mod slots;
+mod zone;
 
+pub use compiled::Schedule;
 pub use go_duration::{DurationError, parse_go_duration};
 pub use go_time::format_rfc3339;
-pub use parse::{Field, FieldError, ParseError, ScheduleZone, ZoneError, load_named_zone, parse};
+pub use parse::{Field, FieldError, ParseError, parse};
+pub use zone::{ScheduleZone, ZoneError, load_named_zone};
+
+use compiled::{Fields, Kind};
 
 use go_time::Zone;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-
-/// A parsed schedule. Cheap to clone; small enough to keep one per CronJob.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Schedule {
-    kind: Kind,
-    zone: ScheduleZone,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// Five cron fields (or a descriptor other than `@every`).
-    Spec(Fields),
-    /// `@every`: a whole number of seconds, at least one.
-    Every(u64),
-}
-
-/// Bit sets of matching values, as robfig keeps them (bit `n` = value `n`).
-/// The seconds field of `ParseStandard` is always `0` and is not stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Fields {
-    minute: u64,
-    hour: u32,
-    dom: u32,
-    month: u16,
-    dow: u8,
-    /// robfig's "star bit" (`*`, `?` or a step of 1 over `*`): with either
-    /// day field starred both must match, otherwise either may.
-    dom_star: bool,
-    dow_star: bool,
-}
-
-impl Fields {
-    /// Whether any instant can match. robfig would search its whole horizon
-    /// to find out; a field with no values (`,`) cannot match anything.
-    fn can_fire(&self) -> bool {
-        let day = if self.dom_star || self.dow_star {
-            self.dom != 0 && self.dow != 0
-        } else {
-            self.dom != 0 || self.dow != 0
-        };
-        self.minute != 0 && self.hour != 0 && self.month != 0 && day
-    }
-
-    fn day_matches(&self, day: u32, weekday: u32) -> bool {
-        let dom = self.dom & (1 << day) != 0;
-        let dow = self.dow & (1 << weekday) != 0;
-        if self.dom_star || self.dow_star {
-            dom && dow
-        } else {
-            dom || dow
-        }
-    }
-}
 
 /// A bound on the search steps of one `next` call. Legitimate searches take
 /// at most a few thousand steps (a day at a time over five years); robfig

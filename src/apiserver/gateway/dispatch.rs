@@ -3,7 +3,6 @@
 //! of the [`TokenBucket`] refilled at the [`AdaptiveRate`]; and the gather
 //! rule that shares a herd's first burst among its tenants.
 
-use super::Limits;
 use crate::apiserver::queue::{FairQueue, Priority};
 use crate::apiserver::rate::{AdaptiveRate, TokenBucket};
 use crate::telemetry::Metrics;
@@ -12,6 +11,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
+
+/// Client-side limits, as kube-controller-manager's `--kube-api-qps` and
+/// `--kube-api-burst`.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub qps: f64,
+    pub burst: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            qps: 20.0,
+            burst: 30,
+        }
+    }
+}
 
 /// A request waiting for its turn.
 pub(super) struct Ticket {

@@ -31,6 +31,7 @@ use super::requests::Verb;
 use super::retry::{Backoff, Retry};
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{DroppedLabels, Gone, PriorityLabels, RequestLabels};
+pub use dispatch::Limits;
 use dispatch::{Pace, SharedQueue, Ticket, dispatch};
 use event_workers::{EventQueue, send_events};
 use futures::FutureExt as _;
@@ -52,23 +53,6 @@ use tracing::Instrument as _;
 struct Turn {
     waited: Duration,
     queued_ahead: Option<i64>,
-}
-
-/// Client-side limits, as kube-controller-manager's `--kube-api-qps` and
-/// `--kube-api-burst`.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    pub qps: f64,
-    pub burst: u32,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            qps: 20.0,
-            burst: 30,
-        }
-    }
 }
 
 struct Inner {

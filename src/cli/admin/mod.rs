@@ -9,20 +9,21 @@
 mod error;
 mod output;
 mod reach;
+mod target;
 mod through_api;
 
 pub use error::AdminError;
+pub use target::{Connect, Target};
 
-use super::Output;
 use crate::admin::proto::{
     ActorPhase, CronJobKind as ProtoKind, GetCronJobRequest, GetCronJobResponse, GetQueuesRequest,
     GetRingRequest, GetRingResponse, WatchDecisionsRequest,
 };
 use crate::admin::service::NOT_OWNER;
+use crate::cli::arguments::Output;
 use crate::reconcile::CronJobKind;
 use reach::{Reach, Route, discover};
 use std::io::Write;
-use std::path::PathBuf;
 use std::time::Duration;
 use tonic_types::StatusExt as _;
 
@@ -31,63 +32,6 @@ const MAX_HOPS: usize = 3;
 
 /// How long one call may take, connection included.
 const CALL_DEADLINE: Duration = Duration::from_secs(30);
-
-/// How the client reaches a replica's admin API.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Connect {
-    /// Through the API server's aggregated API where it is served
-    /// (deploy/admin-api); else through its port-forward when the
-    /// replica's Lease names its pod, else to the address it publishes.
-    #[default]
-    Auto,
-    /// Only through the API server's aggregated API (`admin.shardcron.io`):
-    /// any credential the API server accepts; `--watch` is not served.
-    ApiServer,
-    /// Through the API server's port-forward to the replica's pod (needs
-    /// `create pods/portforward` in the controller's namespace).
-    PortForward,
-    /// To the address the replica's Lease publishes (the pod network, or a
-    /// replica run outside the cluster).
-    Direct,
-}
-
-/// Where the replica is, and who asks.
-#[derive(Debug, clap::Args)]
-pub struct Target {
-    /// A replica's admin API, HOST:PORT, asked first (say, after
-    /// `kubectl port-forward pod/shardcron-0 9443`, 127.0.0.1:9443).
-    /// Default: the first replica of the ring's Leases.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub(super) address: Option<String>,
-    /// How replicas are reached: auto (the API server's aggregated API when
-    /// served, else port-forward when the Lease names the pod, else the
-    /// published address), api-server, port-forward, or direct.
-    #[arg(long, value_enum, default_value_t)]
-    pub(super) connect: Connect,
-    /// The kubeconfig: its user's bearer token authenticates the call, and
-    /// the ring's Leases are read with it.
-    #[arg(long, value_name = "FILE")]
-    pub(super) kubeconfig: Option<PathBuf>,
-    /// A bearer token for the admin API, read from this file instead of
-    /// the kubeconfig's (say, one made for the replicas' audience with
-    /// `kubectl create token SA --audience shardcron-admin`, see the
-    /// replicas' `--admin-token-audiences`). The kubeconfig still reads
-    /// the Leases and opens the port-forwards.
-    #[arg(long, value_name = "FILE")]
-    pub(super) token_file: Option<PathBuf>,
-    /// Trust only this CA (PEM) for the replicas' certificates, not the
-    /// certificates their Leases publish (replicas started with
-    /// `--admin-tls-cert-file`): then writing a Lease is not enough to
-    /// receive callers' tokens.
-    #[arg(long, value_name = "FILE")]
-    pub(super) ca_file: Option<PathBuf>,
-    /// The namespace of the ring's Leases (the controller's).
-    #[arg(long, default_value = "shardcron-system")]
-    pub(super) lease_namespace: String,
-    /// The ring's name (--shard-ring-name).
-    #[arg(long, default_value = "shardcron")]
-    pub(super) ring: String,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct RingArgs {
@@ -113,7 +57,7 @@ pub struct StatusArgs {
     /// The CronJob, as NAMESPACE/NAME.
     cronjob: String,
     /// Which API serves it: batch (batch/v1) or shardcron (cronjobs.shardcron.io).
-    #[arg(long, default_value = "batch", value_parser = super::parse_kind)]
+    #[arg(long, default_value = "batch", value_parser = crate::cli::arguments::parse_kind)]
     kind: CronJobKind,
     /// Then print the owner's decisions about it as they happen, until
     /// interrupted (or the owner stops).
@@ -232,8 +176,8 @@ fn cronjob_path(request: &GetCronJobRequest) -> String {
 
 /// The request for `cronjob` (NAMESPACE/NAME) of `kind`.
 fn cronjob_request(cronjob: &str, kind: CronJobKind) -> Result<GetCronJobRequest, AdminError> {
-    let (namespace, name) =
-        super::namespaced_name(cronjob).ok_or_else(|| AdminError::NotAName(cronjob.to_owned()))?;
+    let (namespace, name) = crate::cli::arguments::namespaced_name(cronjob)
+        .ok_or_else(|| AdminError::NotAName(cronjob.to_owned()))?;
     let kind = match kind {
         CronJobKind::Batch => ProtoKind::Batch,
         CronJobKind::Shardcron => ProtoKind::Shardcron,

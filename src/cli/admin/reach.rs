@@ -4,7 +4,8 @@
 //! (reached through the API server's `pods/portforward`, as `kubectl
 //! port-forward` does) and its address (reached directly).
 
-use super::{AdminError, Connect, Target};
+use super::error::AdminError;
+use super::target::{Connect, Target};
 use crate::admin::proto::admin_service_client::AdminServiceClient;
 use crate::admin::tls::CERT_ANNOTATION;
 use crate::admin::{ADDRESS_ANNOTATION, AdminPod, POD_ANNOTATION};
@@ -84,7 +85,7 @@ pub struct Reach {
 /// Reads the kubeconfig's token and the ring's Leases, with the caller's
 /// own credentials (so RBAC on the Leases applies too).
 pub async fn discover(target: &Target) -> Result<Reach, AdminError> {
-    let config = super::super::kube_config(target.kubeconfig.as_ref())
+    let config = crate::cli::arguments::kube_config(target.kubeconfig.as_ref())
         .await
         .map_err(AdminError::Client)?;
     let auth = &config.auth_info;

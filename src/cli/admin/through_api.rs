@@ -5,7 +5,8 @@
 //! is asked for as the gRPC API's own message ([`PROTOBUF`]), so it prints
 //! exactly as a direct answer does.
 
-use super::{AdminError, Target};
+use super::error::AdminError;
+use super::target::Target;
 use crate::admin::aggregated::PROTOBUF;
 use crate::admin::aggregated::routes::group_version;
 use http::{Request, StatusCode, header};
@@ -19,7 +20,7 @@ pub enum Served<T> {
 
 /// A client of the kubeconfig's API server, as the kubeconfig's user.
 pub async fn client(target: &Target) -> Result<kube::Client, AdminError> {
-    let config = super::super::kube_config(target.kubeconfig.as_ref())
+    let config = crate::cli::arguments::kube_config(target.kubeconfig.as_ref())
         .await
         .map_err(AdminError::Client)?;
     crate::apiserver::client::build(config, "shardcron-admin-cli")

@@ -128,7 +128,7 @@ pub struct RunArgs {
         long,
         value_delimiter = ',',
         default_value = "batch",
-        value_parser = crate::cli::parse_kind,
+        value_parser = crate::cli::arguments::parse_kind,
         env = "SHARDCRON_CRONJOB_KINDS"
     )]
     pub(super) cronjob_kinds: Vec<CronJobKind>,

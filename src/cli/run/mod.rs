@@ -48,7 +48,7 @@ fn withdraw_apiservice_if_last(args: &RunArgs, namespace: &str, ring: &str, own:
         }
     };
     runtime.block_on(async {
-        let client = match super::kube_config(args.kubeconfig.as_ref())
+        let client = match super::arguments::kube_config(args.kubeconfig.as_ref())
             .await
             .and_then(|config| {
                 crate::apiserver::client::build(config, &crate::apiserver::client::user_agent(own))
@@ -158,7 +158,7 @@ async fn start(
 ) -> anyhow::Result<()> {
     // Read once: the client is built from it, and the replica's own token
     // (for its peers) taken from it.
-    let config = super::kube_config(args.kubeconfig.as_ref()).await?;
+    let config = super::arguments::kube_config(args.kubeconfig.as_ref()).await?;
     let own_token = admin::aggregated::peers::OwnToken::from_config(&config);
     let user_agent = crate::apiserver::client::user_agent(&settings.replica_id);
     let fence = SharedFence::new(settings.renew_deadline);
