@@ -13,9 +13,9 @@ pub use setbacks::Setbacks;
 
 use super::feed::{DecisionFeed, DecisionRecord};
 use super::own_annotations::write_own_annotations;
+use super::services::ActorServices;
 use crate::apiserver::bucket::{self, Bucket};
 use crate::apiserver::failure::ApiFailure;
-use crate::apiserver::gateway::Gateway;
 use crate::apiserver::lean_cronjob::{CronJobWithTemplate, LeanCronJob};
 use crate::apiserver::requests::{DeleteFor, JobRequests, StatusFor};
 use crate::reconcile::{
@@ -38,41 +38,6 @@ use tracing::Instrument as _;
 /// Upstream needs at most three rounds of GETs; one more guards against a
 /// decision that keeps asking.
 const MAX_LOOKUP_ROUNDS: usize = 4;
-
-/// What an actor tells the supervisor.
-#[derive(Debug, actix::Message)]
-#[rtype(result = "()")]
-pub enum ActorReport {
-    /// Its first decision is done and its timer armed (readiness).
-    Armed { key: Arc<str> },
-    /// It has stopped. `unrecorded`: the latest slot a Job of its CronJob
-    /// is known to have been made for, when the status it last saw does not
-    /// record it (a status write lost after a create): the supervisor hands
-    /// it to the CronJob's next actor in this process.
-    Stopped {
-        key: Arc<str>,
-        uid: Arc<str>,
-        unrecorded: Option<Timestamp>,
-    },
-}
-
-/// What the actor needs besides its own state.
-pub struct ActorServices {
-    pub gateway: Gateway,
-    /// The supervisor's mailbox for the actors' reports (one for all).
-    pub reports: actix::Recipient<ActorReport>,
-    pub metrics: Arc<Metrics>,
-    pub default_zone: TimeZone,
-    /// Whether decisions write the slot history (`--slot-history`).
-    pub slot_history: bool,
-    /// This replica's id, written on the Jobs it creates ([`CREATED_BY_ANNOTATION`]).
-    pub replica: String,
-    /// Where decisions are published while someone watches.
-    pub feed: DecisionFeed,
-    /// The wall clock (`Timestamp::now`): every time the actor and its
-    /// decisions read. Tests pass one on tokio's paused time.
-    pub clock: fn() -> Timestamp,
-}
 
 /// Names the replica that created a Job: which replica acted on a slot is
 /// visible from the API server's own records (a departure from upstream,

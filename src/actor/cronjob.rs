@@ -8,8 +8,9 @@
 //! change that arrives meanwhile is folded into one more decision after it
 //! (as upstream's work queue does for a key being processed).
 
-use super::apply::{self, ActorReport, ActorServices, DecisionAftermath, Snapshot};
+use super::apply::{self, DecisionAftermath, Snapshot};
 use super::runtime::{Actor, Context};
+use super::services::{ActorReport, ActorServices};
 use super::timer::{self, MAX_SLEEP, Wake};
 use super::wheel::{TimerWheel, WakeKey, Woken};
 use crate::apiserver::lean_cronjob::LeanCronJob;

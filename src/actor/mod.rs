@@ -10,6 +10,7 @@ pub mod cronjob;
 pub mod feed;
 mod own_annotations;
 pub mod runtime;
+pub mod services;
 pub mod timer;
 pub mod wheel;
 

@@ -48,7 +48,8 @@ pub trait Actor: Send + Sized + 'static {
     fn stopped(&mut self);
 }
 
-struct Mail<M> {
+/// An actor's mailbox: its messages waiting, and whether it is queued to run.
+struct Mailbox<M> {
     /// Boxed, and only while there is mail: an idle actor holds no queue,
     /// and the cell of a CronJob's actor stays within 320 bytes, one of
     /// mimalloc's size classes (a `VecDeque` inline is 24 bytes more, and
@@ -62,7 +63,7 @@ struct Mail<M> {
     closed: bool,
 }
 
-impl<M> Mail<M> {
+impl<M> Mailbox<M> {
     /// Nothing left to run: unqueued, and the buffer given back (an idle
     /// actor holds none).
     fn settle(&mut self) {
@@ -78,7 +79,7 @@ impl<M> Mail<M> {
 }
 
 struct Cell<A: Actor> {
-    mail: Mutex<Mail<A::Message>>,
+    mail: Mutex<Mailbox<A::Message>>,
     actor: Mutex<Option<A>>,
     dispatcher: mpsc::UnboundedSender<Arc<Cell<A>>>,
 }
@@ -307,7 +308,7 @@ impl<A: Actor> Dispatcher<A> {
     /// it is sent something.
     pub fn start_actor(&self, actor: A) -> Address<A> {
         Address(Arc::new(Cell {
-            mail: Mutex::new(Mail {
+            mail: Mutex::new(Mailbox {
                 queue: None,
                 scheduled: false,
                 closed: false,

@@ -3,9 +3,9 @@
 //! does it. The decision's own cases are in `apply`'s and `reconcile`'s
 //! tables; this checks that the actor carries a decision out and reports.
 
-use super::apply::{ActorReport, ActorServices};
 use super::cronjob::{CronJobActor, Update};
 use super::runtime::{Address, Dispatcher};
+use super::services::{ActorReport, ActorServices};
 use super::wheel::TimerWheel;
 use crate::apiserver::fenced_socket::WriteFence;
 use crate::apiserver::gateway::{Gateway, Limits};
