@@ -206,7 +206,7 @@ impl<A: Actor> Context<'_, A> {
     /// requests' futures, a `Job` by value), and an `async` block that
     /// awaits a future it captured holds it twice (the capture and the
     /// awaited copy), so the task's cell was 76 KB, allocated and copied
-    /// for every decision (docs/performance.md, "Smaller futures").
+    /// for every decision (loadtest/report/HISTORY.md, "Smaller futures").
     pub fn spawn<F>(&self, work: F)
     where
         F: Future<Output = A::Message> + 'static,

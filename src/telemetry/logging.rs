@@ -26,8 +26,8 @@ pub enum LogFormat {
 /// takes is formatted as it opens (every field written to a string),
 /// whether a line is ever logged inside it or not: 9 spans a firing,
 /// 1.6% of a replica's CPU per firing measured side by side
-/// (docs/performance.md, "Spans only for whom reads them"). With tracing
-/// off too, no layer takes the spans and `info_span!` makes nothing.
+/// (loadtest/report/HISTORY.md, "Spans only for whom reads them"). With
+/// tracing off too, no layer takes the spans and `info_span!` makes nothing.
 pub fn init(format: LogFormat, traces: Option<TraceLayer>) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = subscriber(filter, format, traces).try_init();

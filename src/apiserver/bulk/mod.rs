@@ -28,8 +28,9 @@
 //! is too busy to send its first events, is cut: in S7's hand-off (10^6
 //! CronJobs), loads of 84,000-92,000 CronJobs were cut after 26-30 s, and
 //! with the survivors' watches re-listing beside them, lists were cut
-//! before their first page (docs/performance.md). A load is therefore split
-//! by buckets into lists of about [`LIST_TARGET`] CronJobs (where the
+//! before their first page (loadtest/report/HISTORY.md, "Why the server
+//! ends streaming lists"). A load is therefore split by buckets into
+//! lists of about [`LIST_TARGET`] CronJobs (where the
 //! server shards CronJob lists), so that a cut costs one list's re-read,
 //! not the whole load's, and a list the server cut is read again, up to
 //! [`LIST_ATTEMPTS`] times.

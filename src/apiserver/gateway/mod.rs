@@ -385,7 +385,7 @@ impl Gateway {
             // Boxed, and raced by a combinator rather than in an `async`
             // block that would hold it twice: the request's future is about
             // 7 KB, and the task's cell was 14 KB, allocated and copied for
-            // every request (docs/performance.md, "Smaller futures").
+            // every request (loadtest/report/HISTORY.md, "Smaller futures").
             let answer = Box::pin(deadline::within(
                 terms.deadline,
                 send(self.inner.client.clone()),
