@@ -5,7 +5,7 @@
 //! cronjobs.admin.shardcron.io -n team-a` answers for the API, and RBAC
 //! grants it (docs/admin-api.md).
 
-use crate::apiserver::review::{self, Asked, Refusal, Reviewer};
+use crate::admin::review::{self, Asked, Refusal, Reviewer};
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::authorization::v1::ResourceAttributes;
 use kube::Client;

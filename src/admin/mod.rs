@@ -10,6 +10,7 @@ pub mod aggregated;
 pub mod https;
 pub mod json;
 pub mod proto;
+pub mod review;
 pub mod review_cache;
 pub mod scrape;
 pub mod service;

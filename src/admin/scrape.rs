@@ -9,7 +9,7 @@
 //! Prometheus ServiceAccount; docs/operations.md).
 
 use super::review_cache::{ALLOWED_FOR, CAPACITY, FORBIDDEN_FOR, ReviewCache};
-use crate::apiserver::review::{self, Asked, Refusal, Reviewer};
+use crate::admin::review::{self, Asked, Refusal, Reviewer};
 use crate::telemetry::Metrics;
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode, header};

@@ -13,7 +13,7 @@ use super::streams::{REAUTHORIZE_EVERY, STREAM_LIFETIME, StreamSlots};
 use crate::actor::cronjob::{ActorState, Mail};
 use crate::actor::feed::{DecisionFeed, DecisionRecord};
 use crate::apiserver::gateway::Gateway;
-use crate::apiserver::queue::ClassCensus;
+use crate::apiserver::gateway::queue::ClassCensus;
 use crate::apiserver::watch::cronjob_api;
 use crate::reconcile::CronJobKind;
 use crate::shard::debug::{DebugShards, ShardReport};
@@ -463,7 +463,7 @@ mod tests {
 
     #[test]
     fn the_queues_answer_names_the_longest_lines_and_sums_the_rest() {
-        use crate::apiserver::queue::Priority;
+        use crate::apiserver::gateway::queue::Priority;
         let many: Vec<(String, usize)> = (0..QUEUE_NAMESPACES + 5)
             .map(|i| (format!("ns{i:02}"), if i == 7 { 100 } else { 1 }))
             .collect();

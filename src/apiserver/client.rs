@@ -5,7 +5,7 @@
 //! kube's client retries 429, 503 and 504 by itself (`Config::default_retry`:
 //! up to 15 times, exponential from 5 ms, honouring `Retry-After`), below
 //! everything this crate sees. For the write gateway that is a second retry
-//! layer under its own ([`super::retry`]): a throttled write would hold its
+//! layer under its own ([`super::gateway::retry`]): a throttled write would hold its
 //! turn through minutes of invisible backoff, unlogged, uncounted and outside
 //! the QPS budget. In S2 at QPS 200 with 3 replicas (`loadtest/`), APF turned
 //! away 20,829 requests and the last Job of the herd came 135 s after its
@@ -25,7 +25,8 @@
 //! whole exchange within its verb's deadline, a watch's body by its idle
 //! timeout ([`super::watch`]).
 
-use super::fenced_socket::{FencedConnector, WriteFence};
+use super::fenced_socket::FencedConnector;
+use super::write_fence::WriteFence;
 use crate::telemetry::traces;
 use hyper_util::client::legacy::connect::{Connect, HttpConnector};
 use hyper_util::rt::TokioExecutor;

@@ -21,6 +21,7 @@
 //! the Lease duration (5 s by default). Lease renewals go through another
 //! client: they are what reopens the fence.
 
+use super::write_fence::WriteFence;
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::rt::TokioIo;
@@ -32,20 +33,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
-
-/// Whether this replica may write now, and for how long. The shard
-/// layer's fence answers (`shard::fence::SharedFence`); the gateway asks
-/// before every request and cuts a request still unanswered when the fence
-/// lapses, and its connections ask before every write.
-pub trait WriteFence: Send + Sync + 'static {
-    /// How much longer this replica may write if its Lease is not renewed
-    /// meanwhile; `None`: not now.
-    fn valid_for(&self) -> Option<Duration>;
-
-    fn may_write(&self) -> bool {
-        self.valid_for().is_some()
-    }
-}
 
 /// Wraps a TCP connector: each connection it makes is a [`FencedStream`].
 #[derive(Clone)]

@@ -5,9 +5,9 @@
 
 use super::deadline;
 use super::failure::ApiFailure;
+use super::gateway::queue::Priority;
 use super::lean_cronjob::{CronJobWithTemplate, LeanCronJob};
 use super::lean_job::LeanJob;
-use super::queue::Priority;
 use crate::reconcile::{self, CronJobKind};
 use k8s_openapi::api::batch::v1::{CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;

@@ -115,7 +115,7 @@ impl Fence {
 #[derive(Debug, Clone)]
 pub struct SharedFence(Arc<Mutex<Fence>>);
 
-impl crate::apiserver::fenced_socket::WriteFence for SharedFence {
+impl crate::apiserver::write_fence::WriteFence for SharedFence {
     fn valid_for(&self) -> Option<Duration> {
         self.lock().valid_for(BootInstant::now())
     }

@@ -17,7 +17,7 @@ pub struct Setbacks {
     /// warning names, where later failures are often its consequences.
     pub failed: Option<ApiError>,
     /// The history deletes ran out of time: the next decision, which
-    /// sends those left, comes by then ([`super::history_wait`]).
+    /// sends those left, comes by then (`history_wait` in apply.rs).
     pub history_left: Option<Requeue>,
 }
 

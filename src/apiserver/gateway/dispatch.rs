@@ -3,8 +3,8 @@
 //! of the [`TokenBucket`] refilled at the [`AdaptiveRate`]; and the gather
 //! rule that shares a herd's first burst among its tenants.
 
-use crate::apiserver::queue::{FairQueue, Priority};
-use crate::apiserver::rate::{AdaptiveRate, TokenBucket};
+use crate::apiserver::gateway::queue::{FairQueue, Priority};
+use crate::apiserver::gateway::rate::{AdaptiveRate, TokenBucket};
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::PriorityLabels;
 use std::sync::Arc;

@@ -1,10 +1,10 @@
 //! The workers that send the recorded Events: each takes the next from
-//! the bounded backlog ([`crate::apiserver::events`]) and sends it through the
+//! the bounded backlog ([`crate::apiserver::gateway::events`]) and sends it through the
 //! gateway at the lowest class, until the gateway is gone.
 
 use super::gone::Going;
 use super::{Gateway, Inner};
-use crate::apiserver::events::{self, Backlog, Pushed, Queued};
+use crate::apiserver::gateway::events::{self, Backlog, Pushed, Queued};
 use crate::apiserver::requests::Verb;
 use crate::reconcile;
 use crate::telemetry::metrics::Gone;

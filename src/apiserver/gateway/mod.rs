@@ -17,28 +17,32 @@
 //! Events, sent from their backlog at the lowest class.
 
 mod dispatch;
+pub mod event_recorder;
 mod event_workers;
+pub mod events;
 pub mod gone;
+pub mod queue;
+pub mod rate;
+pub mod retry;
 mod verbs;
 
 use super::deadline;
-use super::event_recorder::EventRecorder;
-use super::events;
 use super::failure::ApiFailure;
-use super::fenced_socket::WriteFence;
-use super::queue::Priority;
 use super::requests::Verb;
-use super::retry::{Backoff, Retry};
+use super::write_fence::WriteFence;
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{DroppedLabels, Gone, PriorityLabels, RequestLabels};
 pub use dispatch::Limits;
 use dispatch::{Pace, SharedQueue, Ticket, dispatch};
+use event_recorder::EventRecorder;
 use event_workers::{EventQueue, send_events};
 use futures::FutureExt as _;
 use futures::future::{self, Either};
 use gone::{Going, GoneNamespaces};
 use kube::Client;
 use kube::runtime::events::Reporter;
+use queue::Priority;
+use retry::{Backoff, Retry};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -232,8 +236,8 @@ impl Gateway {
     /// What waits now, class by class ([`FairQueue::census`]), and the
     /// gateway's rate (requests per second).
     ///
-    /// [`FairQueue::census`]: crate::apiserver::queue::FairQueue::census
-    pub fn queues(&self) -> (f64, Vec<crate::apiserver::queue::ClassCensus>) {
+    /// [`FairQueue::census`]: crate::apiserver::gateway::queue::FairQueue::census
+    pub fn queues(&self) -> (f64, Vec<crate::apiserver::gateway::queue::ClassCensus>) {
         let census = self
             .inner
             .queue

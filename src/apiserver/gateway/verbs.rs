@@ -184,7 +184,7 @@ impl JobRequests for Gateway {
     }
 
     /// Records an Event on a CronJob, without making the caller wait: the
-    /// event joins the bounded backlog ([`crate::apiserver::events`]), whose
+    /// event joins the bounded backlog ([`crate::apiserver::gateway::events`]), whose
     /// workers send it at the lowest class; a failure is logged, not
     /// returned.
     fn record(&self, regarding: ObjectReference, event: &reconcile::Event) {
