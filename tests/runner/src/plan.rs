@@ -308,4 +308,44 @@ mod tests {
             [SharedPlane::Plain, SharedPlane::BesideUpstream]
         );
     }
+
+    /// docs/testing.md's table of lanes says what the plan does: every
+    /// binary the plan knows to run a minute or more has a row, with the
+    /// plan's weight and control plane.
+    #[test]
+    fn the_docs_lane_table_matches_the_plan() {
+        let docs = include_str!("../../../docs/testing.md");
+        let rows: BTreeMap<&str, Vec<&str>> = docs
+            .lines()
+            .filter(|line| line.starts_with("| `"))
+            .filter_map(|line| {
+                let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+                let lane = cells.first()?.strip_prefix('`')?.split('`').next()?;
+                Some((lane, cells))
+            })
+            .collect();
+        for known in KNOWN.iter().filter(|known| known.seconds >= 60) {
+            let cells = rows
+                .get(known.lane)
+                .unwrap_or_else(|| panic!("docs/testing.md has no row for {}", known.lane));
+            assert_eq!(
+                cells.get(2).copied(),
+                Some(known.weight.to_string().as_str()),
+                "{}'s weight",
+                known.lane
+            );
+            let plane = match known.placement {
+                Placement::Own => "its own",
+                Placement::Shared(SharedPlane::Plain) => "plain",
+                Placement::Shared(SharedPlane::BesideUpstream) => "beside upstream",
+                Placement::Offline => "none",
+            };
+            assert!(
+                cells.get(1).is_some_and(|cell| cell.starts_with(plane)),
+                "{}'s control plane: the docs say {:?}, the plan {plane}",
+                known.lane,
+                cells.get(1)
+            );
+        }
+    }
 }
