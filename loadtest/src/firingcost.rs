@@ -89,18 +89,25 @@ fn counters(page: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
-/// The replica's requests (`shardcron_api_requests_total`, by series)
-/// between two of its `/metrics` pages.
-pub fn requests_between(before: &str, after: &str) -> BTreeMap<String, f64> {
+/// How much each of `COUNTERS`' series grew between two `/metrics` pages
+/// (those that grew).
+fn counters_between(before: &str, after: &str) -> BTreeMap<String, f64> {
     let before = counters(before);
     counters(after)
         .into_iter()
-        .filter(|(series, _)| series.starts_with("shardcron_api_requests_total"))
         .filter_map(|(series, value)| {
             let delta = value - before.get(&series).copied().unwrap_or(0.0);
             (delta > 0.0).then_some((series, delta))
         })
         .collect()
+}
+
+/// The replica's requests (`shardcron_api_requests_total`, by series)
+/// between two of its `/metrics` pages.
+pub fn requests_between(before: &str, after: &str) -> BTreeMap<String, f64> {
+    let mut grown = counters_between(before, after);
+    grown.retain(|series, _| series.starts_with("shardcron_api_requests_total"));
+    grown
 }
 
 /// One round's figures, in milliseconds of CPU per firing.
@@ -252,7 +259,7 @@ async fn run_on(
             };
             let before = replica
                 .as_ref()
-                .map(|r| counters(&r.metrics_text()))
+                .map(|r| r.metrics_text())
                 .unwrap_or_default();
             let (from, to) = observe::whole_minutes(LEAD_SECONDS, minutes);
             let window = Window {
@@ -269,12 +276,7 @@ async fn run_on(
                 observe::observe(&client, JobWatch::start(&client, &prefix), &window).await;
             let mut shardcron_counters = BTreeMap::new();
             if let Some(replica) = replica {
-                for (series, value) in counters(&replica.metrics_text()) {
-                    let delta = value - before.get(&series).copied().unwrap_or(0.0);
-                    if delta > 0.0 {
-                        shardcron_counters.insert(series, delta);
-                    }
-                }
+                shardcron_counters = counters_between(&before, &replica.metrics_text());
                 cluster::stop(replica).await?;
             }
             let observation = observation?;
