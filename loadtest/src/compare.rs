@@ -674,8 +674,9 @@ mod tests {
     #[test]
     fn a_kept_run_must_match_the_scenario_and_the_limits() {
         // A run from a committed report (S2 short: 1,000 CronJobs, 20/30).
+        let compressed = include_bytes!("../report/s2-short/report.json.zst");
         let report: serde_json::Value =
-            serde_json::from_str(include_str!("../report/s2-short/report.json")).unwrap();
+            serde_json::from_slice(&zstd::decode_all(&compressed[..]).unwrap()).unwrap();
         let dir = std::env::temp_dir().join(format!("kept-run-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("upstream.json");

@@ -433,7 +433,8 @@ fn line_chart(
     let points = || series.iter().flat_map(|(_, p)| p.iter());
     let x_max = points().map(|p| p.0).fold(1.0, f64::max) * 1.05;
     let y_max = points().map(|p| p.1).fold(1.0, f64::max) * 1.05;
-    let root = BitMapBackend::new(path, (900, 540)).into_drawing_area();
+    let mut rgb = vec![0u8; (PLOT_SIZE.0 * PLOT_SIZE.1 * 3) as usize];
+    let root = BitMapBackend::with_buffer(&mut rgb, PLOT_SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(plot_error)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 22))
@@ -464,9 +465,36 @@ fn line_chart(
         .border_style(BLACK)
         .draw()
         .map_err(plot_error)?;
-    root.present()
-        .map_err(plot_error)
-        .with_context(|| format!("writing {}", path.display()))
+    root.present().map_err(plot_error)?;
+    drop(chart);
+    drop(root);
+    write_indexed_png(path, &rgb, PLOT_SIZE).with_context(|| format!("writing {}", path.display()))
+}
+
+const PLOT_SIZE: (u32, u32) = (900, 540);
+
+/// Writes a plot with a palette of 6 levels a channel (216 colours): enough
+/// for a chart's few colours and its anti-aliased text, and about a
+/// fifteenth of an RGB PNG's bytes, so that the plots committed beside the
+/// reports stay small (tests/layers.rs keeps loadtest/report under 3 MB).
+fn write_indexed_png(path: &Path, rgb: &[u8], (width, height): (u32, u32)) -> anyhow::Result<()> {
+    let level = |channel: u8| (u16::from(channel) + 25) / 51;
+    let indices: Vec<u8> = rgb
+        .chunks_exact(3)
+        .map(|pixel| (level(pixel[0]) * 36 + level(pixel[1]) * 6 + level(pixel[2])) as u8)
+        .collect();
+    let palette: Vec<u8> = (0..216u16)
+        .flat_map(|index| [index / 36, index / 6 % 6, index % 6].map(|level| (level * 51) as u8))
+        .collect();
+    let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut encoder = png::Encoder::new(file, width, height);
+    encoder.set_color(png::ColorType::Indexed);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.set_palette(palette);
+    encoder.set_compression(png::Compression::Best);
+    encoder.set_filter(png::FilterType::NoFilter);
+    encoder.write_header()?.write_image_data(&indices)?;
+    Ok(())
 }
 
 fn plot_error<E: std::fmt::Debug>(error: E) -> anyhow::Error {
@@ -573,4 +601,40 @@ pub fn scaleout_markdown(scenario: &Scenario, runs: &[ScaleOutRun]) -> String {
 /// Writes S6's report.json and report.md.
 pub fn write_scaleout(out: &Path, scenario: &Scenario, runs: &[ScaleOutRun]) -> anyhow::Result<()> {
     write_runs(out, scenario, runs, &scaleout_markdown(scenario, runs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plot_is_written_with_a_palette_and_keeps_its_colours_near() {
+        let path = std::env::temp_dir().join(format!("plot-{}.png", std::process::id()));
+        // White, black, and a series' red: (200, 60, 40).
+        let rgb = [255, 255, 255, 0, 0, 0, 200, 60, 40, 255, 255, 255];
+        write_indexed_png(&path, &rgb, (2, 2)).expect("written");
+        let decoder = png::Decoder::new(std::fs::File::open(&path).expect("read back"));
+        let mut reader = decoder.read_info().expect("a PNG");
+        let palette = reader
+            .info()
+            .palette
+            .clone()
+            .expect("a palette")
+            .into_owned();
+        assert_eq!(palette.len(), 216 * 3);
+        let mut indices = vec![0; reader.output_buffer_size()];
+        reader.next_frame(&mut indices).expect("its pixels");
+        let colour = |i: usize| {
+            let at = usize::from(indices[i]) * 3;
+            (palette[at], palette[at + 1], palette[at + 2])
+        };
+        assert_eq!(colour(0), (255, 255, 255));
+        assert_eq!(colour(1), (0, 0, 0));
+        assert_eq!(
+            colour(2),
+            (204, 51, 51),
+            "the nearest of 6 levels a channel"
+        );
+        let _ = std::fs::remove_file(&path);
+    }
 }
