@@ -184,9 +184,9 @@ fn main() {
             default_zone: jiff::tz::TimeZone::UTC,
             slot_history: true,
             replica: "bench".into(),
-            clock: jiff::Timestamp::now,
+            clock: shardcron::clock::Clock::System,
         });
-        let wheel = TimerWheel::start(jiff::Timestamp::now);
+        let wheel = TimerWheel::start(shardcron::clock::Clock::System);
         let arbiters: Vec<Arbiter> = (0..2).map(|_| Arbiter::new()).collect();
         let dispatchers: Vec<Dispatcher<CronJobActor>> =
             arbiters.iter().map(|a| Dispatcher::start(&a.handle())).collect();

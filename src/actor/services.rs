@@ -3,6 +3,7 @@
 
 use super::feed::DecisionFeed;
 use crate::apiserver::gateway::Gateway;
+use crate::clock::Clock;
 use crate::telemetry::Metrics;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
@@ -38,7 +39,7 @@ pub struct ActorServices {
     pub replica: String,
     /// Where decisions are published while someone watches.
     pub feed: DecisionFeed,
-    /// The wall clock (`Timestamp::now`): every time the actor and its
-    /// decisions read. Tests pass one on tokio's paused time.
-    pub clock: fn() -> Timestamp,
+    /// The wall clock every time the actor and its decisions read (the
+    /// supervisor's, [`crate::clock`]).
+    pub clock: Clock,
 }

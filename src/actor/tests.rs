@@ -11,6 +11,7 @@ use crate::apiserver::gateway::{Gateway, Limits};
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::scripted::{self, Answer};
 use crate::apiserver::write_fence::WriteFence;
+use crate::clock::Clock;
 use crate::telemetry::Metrics;
 use actix::prelude::*;
 use jiff::{Timestamp, ToSpan};
@@ -97,12 +98,12 @@ fn start_with(
     fence: Fence,
     script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,
 ) -> Started {
-    start_on(Timestamp::now, cronjob, known_slot, fence, script)
+    start_on(Clock::System, cronjob, known_slot, fence, script)
 }
 
 /// [`start_with`], the actor reading `clock`.
 fn start_on(
-    clock: fn() -> Timestamp,
+    clock: Clock,
     cronjob: &LeanCronJob,
     known_slot: Option<Timestamp>,
     fence: Fence,
@@ -114,7 +115,7 @@ fn start_on(
 
 /// [`start_on`], arming its wake-ups on `wheel`.
 fn start_on_wheel(
-    clock: fn() -> Timestamp,
+    clock: Clock,
     wheel: TimerWheel<CronJobActor>,
     cronjob: &LeanCronJob,
     known_slot: Option<Timestamp>,
@@ -225,16 +226,10 @@ async fn started_it_creates_the_due_slots_job_records_it_in_status_and_reports_a
     );
 }
 
-/// 2024-03-01T09:29:30Z when first read in a test, then as tokio's clock
-/// (paused, it moves only when the test sleeps or everything waits).
-fn paused_clock() -> Timestamp {
-    thread_local! {
-        static START: std::cell::OnceCell<tokio::time::Instant> =
-            const { std::cell::OnceCell::new() };
-    }
-    let start = START.with(|s| *s.get_or_init(tokio::time::Instant::now));
-    let base: Timestamp = "2024-03-01T09:29:30Z".parse().expect("a time");
-    base.checked_add(start.elapsed()).expect("a time")
+/// 2024-03-01T09:29:30Z now, then as tokio's clock (paused, it moves only
+/// when the test sleeps or everything waits).
+fn paused_clock() -> Clock {
+    Clock::following_tokio("2024-03-01T09:29:30Z".parse().expect("a time"))
 }
 
 /// The Job creates asked so far.
@@ -249,11 +244,12 @@ fn creates(asked: &scripted::Asked) -> usize {
 #[actix::test]
 async fn on_a_paused_clock_the_next_slot_starts_at_its_time_and_not_before() {
     tokio::time::pause();
-    let begins = paused_clock();
+    let clock = paused_clock();
+    let begins = clock.now();
     // Created at 09:29:00: no slot is due; the first is 09:30:00, 30 s on.
     let created: Timestamp = "2024-03-01T09:29:00Z".parse().expect("a time");
     let (actor, asked, mut reports) = start_on(
-        paused_clock,
+        clock,
         &cronjob(created),
         None,
         Fence::default(),
@@ -266,7 +262,7 @@ async fn on_a_paused_clock_the_next_slot_starts_at_its_time_and_not_before() {
     assert_eq!(creates(&asked), 0, "before 09:30: {:?}", asked.paths());
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(creates(&asked), 1, "at 09:30: {:?}", asked.paths());
-    assert!(paused_clock().duration_since(begins) < jiff::SignedDuration::from_secs(32));
+    assert!(clock.now().duration_since(begins) < jiff::SignedDuration::from_secs(32));
     actor.do_send(Update::Stop);
 }
 
@@ -274,9 +270,10 @@ async fn on_a_paused_clock_the_next_slot_starts_at_its_time_and_not_before() {
 async fn an_idle_actor_holds_one_wake_up_on_the_wheel_and_takes_it_away_when_told_to_stop() {
     tokio::time::pause();
     let created: Timestamp = "2024-03-01T09:29:00Z".parse().expect("a time");
-    let wheel = TimerWheel::start(paused_clock);
+    let clock = paused_clock();
+    let wheel = TimerWheel::start(clock);
     let (actor, _, mut reports) = start_on_wheel(
-        paused_clock,
+        clock,
         wheel.clone(),
         &cronjob(created),
         None,

@@ -21,8 +21,9 @@
 //! replica's idle actors; at most one [`Woken`] in an actor's mailbox from
 //! here at a time (the entry is removed when it is sent).
 
-use super::runtime::{Actor, WeakAddress};
+use super::runtime::{CellActor, WeakAddress};
 use super::timer::{self, MAX_SLEEP, Wake};
+use crate::clock::Clock;
 use jiff::Timestamp;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -47,19 +48,19 @@ impl WakeKey {
 #[derive(Debug)]
 pub struct Woken(pub WakeKey);
 
-struct Entries<A: Actor> {
+struct Entries<A: CellActor> {
     by_time: BTreeMap<WakeKey, WeakAddress<A>>,
     next_seq: u64,
 }
 
-struct Wheel<A: Actor> {
+struct Wheel<A: CellActor> {
     entries: Mutex<Entries<A>>,
     /// Woken when a wake-up earlier than every other is armed.
     earlier: Notify,
-    clock: fn() -> Timestamp,
+    clock: Clock,
 }
 
-impl<A: Actor> Wheel<A> {
+impl<A: CellActor> Wheel<A> {
     fn lock(&self) -> MutexGuard<'_, Entries<A>> {
         // A panic elsewhere while holding it leaves a consistent map (every
         // change is one insert or remove).
@@ -72,11 +73,11 @@ impl<A: Actor> Wheel<A> {
 /// A handle on the replica's wheel for actors of type `A` (the CronJob
 /// actor), cheap to clone. The wheel's task ends (within [`MAX_SLEEP`])
 /// once every handle is dropped.
-pub struct TimerWheel<A: Actor> {
+pub struct TimerWheel<A: CellActor> {
     wheel: Arc<Wheel<A>>,
 }
 
-impl<A: Actor> Clone for TimerWheel<A> {
+impl<A: CellActor> Clone for TimerWheel<A> {
     fn clone(&self) -> Self {
         Self {
             wheel: self.wheel.clone(),
@@ -86,12 +87,12 @@ impl<A: Actor> Clone for TimerWheel<A> {
 
 impl<A> TimerWheel<A>
 where
-    A: Actor,
+    A: CellActor,
     A::Message: From<Woken>,
 {
     /// Starts the wheel's task on the current tokio runtime, reading the
-    /// wall clock with `clock` (tests pass one on tokio's paused time).
-    pub fn start(clock: fn() -> Timestamp) -> Self {
+    /// wall clock with `clock` (the supervisor's).
+    pub fn start(clock: Clock) -> Self {
         let wheel = Arc::new(Wheel {
             entries: Mutex::new(Entries {
                 by_time: BTreeMap::new(),
@@ -145,11 +146,11 @@ where
 /// most [`MAX_SLEEP`]) or until an earlier one is armed.
 async fn turn<A>(wheel: Weak<Wheel<A>>)
 where
-    A: Actor,
+    A: CellActor,
     A::Message: From<Woken>,
 {
     while let Some(wheel) = wheel.upgrade() {
-        let now = (wheel.clock)();
+        let now = wheel.clock.now();
         let (due, next) = take_due(&mut wheel.lock().by_time, now);
         for (key, actor) in due {
             if let Some(actor) = actor.upgrade() {

@@ -7,6 +7,7 @@
 //! taken as successful.
 
 use super::arguments::Output;
+use crate::clock::Clock;
 use crate::reconcile::{
     CronJobKind, CronJobView, DeleteReason, Finished, Input, JobLookup, JobSummary, LiveAnswers,
     LiveJob, Lookup, Plan, Requeue, StatusView, Step, ViewError, is_child_by_name, reconcile,
@@ -96,7 +97,7 @@ pub fn run(args: &ExplainArgs, out: &mut impl Write) -> Result<(), ExplainError>
         Some(path) => load_jobs(path)?,
         None => Vec::new(),
     };
-    let now = args.now.unwrap_or_else(Timestamp::now);
+    let now = args.now.unwrap_or_else(|| Clock::System.now());
     let template = cronjob_api.spec.job_template.clone();
     let explained = explain(&cronjob, &template, &jobs, now);
     match args.output {

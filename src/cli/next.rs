@@ -1,6 +1,7 @@
 //! `shardcron next`: when will this schedule run?
 
 use super::arguments::Output;
+use crate::clock::Clock;
 use crate::reconcile::{Options, SPREAD_ANNOTATION};
 use crate::schedule::{self, ScheduleZone, format_rfc3339, load_named_zone};
 use jiff::tz::TimeZone;
@@ -91,7 +92,7 @@ pub fn run(args: &NextArgs, out: &mut impl Write) -> Result<(), NextError> {
         ScheduleZone::Fixed(own) if !parsed.is_every() => own.clone(),
         _ => zone.clone(),
     };
-    let after = args.after.unwrap_or_else(Timestamp::now);
+    let after = args.after.unwrap_or_else(|| Clock::System.now());
     let once = args.fall_back == FallBackArg::Once;
     let offset = SignedDuration::from_secs(spread_offset(args)?);
     // A slot starts `offset` late: the first printed is the first whose

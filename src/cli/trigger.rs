@@ -8,6 +8,7 @@
 
 use super::arguments::Output;
 use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::clock::Clock;
 use crate::reconcile::{RUN_NOW_ANNOTATION, run_now_job_name};
 use jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
@@ -42,7 +43,7 @@ pub fn run(args: &TriggerArgs, out: &mut impl Write) -> Result<(), TriggerError>
     let (namespace, name) = super::arguments::namespaced_name(&args.target.cronjob)
         .ok_or_else(|| TriggerError::NotAName(args.target.cronjob.clone()))?;
     // Whole seconds: the request's time names its Job.
-    let requested = Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_default();
+    let requested = Timestamp::from_second(Clock::System.now().as_second()).unwrap_or_default();
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?

@@ -10,7 +10,7 @@
 //! right after a freeze must not let an actor that is still running (and
 //! whose CronJob a peer took over meanwhile) write again.
 
-use crate::boot_clock::BootInstant;
+use crate::clock::BootInstant;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 

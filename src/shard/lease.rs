@@ -14,10 +14,10 @@
 
 use super::fence::SharedFence;
 use super::membership::LeaseObservation;
-use crate::boot_clock::BootInstant;
+use crate::clock::BootInstant;
+use crate::clock::Clock;
 use actix::Recipient;
 use actix::prelude::Message;
-use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
@@ -200,12 +200,13 @@ pub fn start(
     }
 }
 
+/// A process's own random id: std seeds each `RandomState`'s keys from the
+/// operating system's randomness, so two processes (a restart under the same
+/// replica id included) differ.
 fn incarnation() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let seed = format!("{}-{nanos}", std::process::id());
-    format!("{:016x}", twox_hash::XxHash64::oneshot(0, seed.as_bytes()))
+    use std::hash::BuildHasher;
+    let keys = std::collections::hash_map::RandomState::new();
+    format!("{:016x}", keys.hash_one(std::process::id()))
 }
 
 /// The Lease requests the keeper makes: kube's `Api<Lease>` in the
@@ -298,7 +299,7 @@ enum RenewError {
 
 impl<A: LeaseRequests> State<A> {
     fn desired(&self, base: Option<&Lease>, holder: Option<&str>) -> Lease {
-        let now = MicroTime(Timestamp::now());
+        let now = MicroTime(Clock::System.now());
         let mut lease = base.cloned().unwrap_or_else(|| Lease {
             metadata: ObjectMeta {
                 name: Some(self.settings.lease_name()),

@@ -2,7 +2,7 @@
 //! CronJobs and Jobs fall in ([`crate::apiserver::bucket`]) to replicas ([`ring`]),
 //! membership judged on this replica's monotonic clock ([`membership`]),
 //! self-fencing on the own Lease ([`fence`]) judged on the boot clock
-//! ([`crate::boot_clock`], which counts a paused VM), the hand-off rule for owned
+//! ([`crate::clock::BootInstant`], which counts a paused VM), the hand-off rule for owned
 //! keys ([`handoff`]), the protocol that combines them as a state machine
 //! ([`ownership`], proven by a deterministic simulation in its tests), the
 //! Job index ([`jobs`]), re-list diffs ([`relist`]) and the slots started

@@ -22,6 +22,7 @@
 //! `aggregator_unavailable_apiservice`), and docs/admin-api.md says how to
 //! release the namespaces by hand.
 
+use crate::clock::Clock;
 use crate::shard::lease::RING_LABEL;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -176,7 +177,7 @@ pub async fn withdraw_if_last(
     // before it are seen.
     let selector = format!("{RING_LABEL}={ring}");
     let listed = within(leases.list(&ListParams::default().labels(&selector))).await?;
-    let others = other_live_holders(&listed.items, own, Timestamp::now());
+    let others = other_live_holders(&listed.items, own, Clock::System.now());
     if !others.is_empty() {
         return Ok(Withdrawal::PeersRemain(others));
     }

@@ -17,6 +17,7 @@
 //!   events with different messages apart (it counts only identical ones),
 //!   and so does this one: the key includes the note.
 
+use crate::clock::Clock;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
@@ -229,7 +230,7 @@ impl EventRecorder {
         event: &Event,
         regarding: &ObjectReference,
     ) -> Result<(), kube::Error> {
-        let now = Timestamp::now();
+        let now = Clock::System.now();
         let key = SeriesKey::of(event, regarding);
         let write = self.series().write_for(&key, now);
         let namespace = regarding.namespace.as_deref().unwrap_or("default");

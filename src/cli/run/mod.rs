@@ -243,6 +243,7 @@ async fn start(
             metrics: metrics.clone(),
             kinds: served.clone(),
         }),
+        clock: crate::clock::Clock::System,
     });
     let metrics_addr = metrics_listener.local_addr()?;
     let health_addr = health_listener.local_addr()?;

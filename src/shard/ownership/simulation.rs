@@ -37,7 +37,7 @@
 //! `SHARDCRON_SIM_SEEDS=N` runs N seeds instead of the default.
 
 use super::{Command, Flaw, Input, Ownership};
-use crate::boot_clock::BootInstant;
+use crate::clock::BootInstant;
 use crate::shard::fence::Fence;
 use crate::shard::lease::Publication;
 use crate::shard::membership::LeaseObservation;

@@ -44,7 +44,7 @@ use crate::actor::runtime::{Address, Dispatcher};
 use crate::actor::services::{ActorReport, ActorServices};
 use crate::actor::wheel::TimerWheel;
 use crate::apiserver::gateway::Gateway;
-use crate::boot_clock::BootInstant;
+use crate::clock::{BootInstant, Clock};
 use crate::telemetry::Metrics;
 use crate::telemetry::http::Readiness;
 use crate::telemetry::metrics::{OwnedLabels, OwnedState};
@@ -94,6 +94,8 @@ pub struct SupervisorParts {
     pub watches: Option<WatchSetup>,
     /// Where the actors publish their decisions (the admin API watches it).
     pub feed: crate::actor::feed::DecisionFeed,
+    /// The wall clock the supervisor hands to the wheel and every actor.
+    pub clock: Clock,
 }
 
 /// What the supervisor needs to take part in the ring.
@@ -166,7 +168,7 @@ impl Supervisor {
                 slot_history: parts.slot_history,
                 replica: parts.lease.replica_id.clone(),
                 feed: parts.feed.clone(),
-                clock: jiff::Timestamp::now,
+                clock: parts.clock,
             });
             let keeper = lease::start(
                 parts.client.clone(),

@@ -4,7 +4,7 @@
 use super::{Supervisor, now};
 use crate::actor::cronjob::CronJobActor;
 use crate::actor::runtime::Address;
-use crate::boot_clock::BootInstant;
+use crate::clock::BootInstant;
 use crate::shard::debug::{DebugShards, ShardReport};
 use actix::prelude::*;
 

@@ -162,6 +162,7 @@ impl Shell {
             scopes: vec![None],
             readiness: readiness.clone(),
             watches: None,
+            clock: crate::clock::Clock::System,
         });
         supervisor.do_send(LeaseWatch(Event::Init));
         supervisor.do_send(LeaseWatch(Event::InitDone));
