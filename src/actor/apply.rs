@@ -1,52 +1,54 @@
 //! One decision carried out: the pure decision core asks, this answers.
 //!
-//! [`decide_and_apply`] answers the decision's live GETs, performs its
-//! writes through the gateway (Replace's deletes, the create, the status,
-//! then the history deletes), records the events in upstream's order, and
-//! returns what the actor must remember
-//! and when it must look again. It holds no state of its own: the actor
-//! passes a snapshot in and applies the result.
+//! [`decide_and_apply`] answers the decision's live GETs (`lookups`),
+//! carries its plan out through the gateway, one step a module (Replace's
+//! deletes and the history deletes in `deletes`, then `create`, `status`,
+//! `annotations`, `release`), each returning what happened, records the
+//! events in upstream's order, and returns what the actor must remember
+//! and when it must look again ([`Setbacks::requeue`], one pure rule). It
+//! holds no state of its own: the actor passes a snapshot in and applies
+//! the result. The requests go through the
+//! [`JobRequests`](crate::apiserver::requests::JobRequests) seam: the
+//! gateway in the process, scripted answers in `tests`.
 
+mod annotations;
+mod create;
+mod deletes;
+mod lookups;
+mod release;
 mod setbacks;
+mod status;
 
+pub use create::{CREATED_BY_ANNOTATION, TRACEPARENT_ANNOTATION};
+pub use deletes::HISTORY_DELETES_MAX_WAIT;
 pub use setbacks::Setbacks;
 
 use super::feed::{DecisionFeed, DecisionRecord};
-use super::own_annotations::write_own_annotations;
 use super::services::ActorServices;
-use crate::apiserver::bucket::{self, Bucket};
-use crate::apiserver::failure::ApiFailure;
-use crate::apiserver::lean_cronjob::{CronJobWithTemplate, LeanCronJob};
-use crate::apiserver::requests::{DeleteFor, JobRequests, StatusFor};
+use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::apiserver::requests::JobRequests;
+use crate::clock::Clock;
 use crate::reconcile::{
-    self, CreateResult, CronJobKind, CronJobView, DeleteReason, Deletion, EffectResults, Input,
-    JobLookup, JobSummary, LiveAnswers, LiveJob, Lookup, Requeue, Step,
+    self, CreateResult, CronJobKind, CronJobView, Deletion, EffectResults, Input, JobSummary,
+    LiveAnswers, Requeue, Step,
 };
 use crate::telemetry::Metrics;
-use crate::telemetry::metrics::{
-    CreateLabels, CreateResultLabel, DeleteLabels, DeleteReasonLabel, OkLabel,
-};
 use crate::telemetry::traces;
+use annotations::{AnnotationsWrite, write_own_annotations};
+use create::{Creator, create_job};
+use deletes::{Deleted, delete_history};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use k8s_openapi::api::core::v1::ObjectReference;
-use std::sync::Arc;
+use lookups::answer;
+use release::release_held;
+use status::{StatusWrite, status_class, write_status};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 /// Upstream needs at most three rounds of GETs; one more guards against a
 /// decision that keeps asking.
 const MAX_LOOKUP_ROUNDS: usize = 4;
-
-/// Names the replica that created a Job: which replica acted on a slot is
-/// visible from the API server's own records (a departure from upstream,
-/// which has one controller and writes nothing of the kind).
-pub const CREATED_BY_ANNOTATION: &str = "shardcron.io/created-by";
-
-/// The W3C trace context of the firing that created a Job, so a user can go
-/// from the Job to its trace.
-pub const TRACEPARENT_ANNOTATION: &str = "shardcron.io/traceparent";
 
 /// The state a decision starts from.
 pub struct Snapshot {
@@ -157,7 +159,7 @@ struct DecisionServices<'a, R> {
     replica: &'a str,
     default_zone: &'a TimeZone,
     slot_history: bool,
-    clock: fn() -> Timestamp,
+    clock: Clock,
     feed: &'a DecisionFeed,
 }
 
@@ -211,8 +213,11 @@ async fn decide_with_lookups<R: JobRequests + Clone>(
     }
 }
 
-/// Carries a plan out: Replace's deletes, the create, the status write,
-/// history deletes, events.
+/// Carries a plan out, step by step (Replace's deletes, the create, the
+/// status write, the CronJob's own annotations, the history deletes, the
+/// releases, the events); each step says what happened and this records
+/// it, the next decision's time chosen once at the end by
+/// [`Setbacks::requeue`].
 async fn apply_plan<R: JobRequests + Clone>(
     services: &DecisionServices<'_, R>,
     snapshot: &Snapshot,
@@ -222,7 +227,7 @@ async fn apply_plan<R: JobRequests + Clone>(
 ) -> DecisionAftermath {
     tracing::Span::current().record("cronjob.decision", reconcile::slot_outcome(&plan.decisions));
     let gateway = services.requests;
-    let namespace = snapshot.cronjob.namespace();
+    let cronjob = &snapshot.cronjob;
     let mut results = EffectResults::new();
     let mut deleted = Vec::new();
     // Replace's deletes, then the create, then (below) the status and the
@@ -234,20 +239,26 @@ async fn apply_plan<R: JobRequests + Clone>(
         plan.deletes.iter().partition(|d| d.blocks_create());
     let mut replace_failed = false;
     for deletion in replaces {
-        match delete(services, deletion, &mut results, &mut deleted).await {
+        match deletes::delete(gateway, services.metrics, deletion).await {
             Deleted::Abandoned => return DecisionAftermath::abandoned(deleted),
-            Deleted::Failed => {
-                replace_failed = true;
-                break;
-            }
-            Deleted::Done => {}
+            outcome => replace_failed = !note_delete(deletion, outcome, &mut results, &mut deleted),
+        }
+        if replace_failed {
+            break;
         }
     }
     let mut created = None;
     if let Some(create) = plan.create.as_ref().filter(|_| !replace_failed)
         && let Some(job) = create.job.clone()
     {
-        let Some((result, job)) = create_job(services, namespace, create, job).await else {
+        let creator = Creator {
+            replica: services.replica,
+            metrics: services.metrics,
+            clock: services.clock,
+        };
+        let namespace = cronjob.namespace();
+        let Some((result, job)) = create_job(gateway, &creator, namespace, create, job).await
+        else {
             return DecisionAftermath::abandoned(deleted);
         };
         created = job;
@@ -279,24 +290,19 @@ async fn apply_plan<R: JobRequests + Clone>(
         // is stopping: the next owner must see the slot taken, even after
         // the Job itself is gone (history limit 0, ttlSecondsAfterFinished).
         let records_a_slot = applied.created.is_some() || moves_last_schedule;
+        let stopping = snapshot.stop.is_cancelled();
         let writer = if records_a_slot {
             Some(gateway.unabandoned())
-        } else if snapshot.stop.is_cancelled() {
+        } else if stopping {
             None
         } else {
             Some(gateway.clone())
         };
-        let why = status_class(records_a_slot, snapshot, plan);
         if let Some(writer) = writer {
-            write_status(
-                &writer,
-                snapshot,
-                status,
-                recorded.status,
-                why,
-                &mut applied,
-            )
-            .await;
+            let why = status_class(records_a_slot, stopping, plan);
+            let version = snapshot.resource_version.as_deref();
+            let written = write_status(&writer, cronjob, version, &status, why).await;
+            applied.note_status(written, recorded.status);
             // Not recorded: the Jobs that show the slot stay for the next try.
             keep_evidence = records_a_slot && applied.written_status.is_none();
         }
@@ -305,31 +311,66 @@ async fn apply_plan<R: JobRequests + Clone>(
     // The streak and the slot history before the history deletes, which
     // may remove the failed Jobs they count.
     let annotations_pending = match plan.cronjob_patch(services.slot_history) {
-        Some(patch) => write_annotations(gateway, snapshot, plan, &patch, &mut applied).await,
         None => false,
+        // Decided again from the re-read CronJob, which recomputes both.
+        Some(_) if applied.reread.is_some() => true,
+        Some(_) if applied.setbacks.gone => false,
+        Some(patch) => {
+            let version = match &applied.written_status {
+                Some((_, version)) => version.clone(),
+                None => snapshot.resource_version.as_deref().map(str::to_owned),
+            };
+            let pause = plan
+                .streak
+                .as_ref()
+                .and_then(|streak| streak.pause.as_ref());
+            let regarding = object_reference(cronjob);
+            let written = write_own_annotations(
+                gateway,
+                cronjob,
+                version.as_deref(),
+                &patch,
+                pause,
+                regarding,
+            )
+            .await;
+            applied.note_annotations(written, plan)
+        }
     };
-    let keep_evidence = keep_evidence || annotations_pending;
-    if !keep_evidence {
-        delete_history(services, &history, &mut applied, &mut results, &mut deleted).await;
-    } else {
+    if keep_evidence || annotations_pending {
         // The slot is not recorded yet: the Jobs that show it stay.
         for kept in &history {
             results.delete_not_sent(&kept.name);
         }
+    } else {
+        let requeue = applied.setbacks.requeue(&applied.requeue);
+        let now = services.clock.now();
+        let outcome = delete_history(gateway, services.metrics, &history, &requeue, now).await;
+        let sent = outcome.sent.len();
+        for (deletion, deleted_as) in history.iter().zip(outcome.sent) {
+            note_delete(deletion, deleted_as, &mut results, &mut deleted);
+        }
+        for unsent in &history[sent..] {
+            results.delete_not_sent(&unsent.name);
+        }
+        applied.setbacks.history_left = outcome.left;
     }
     applied.deleted = deleted;
-    release(services, plan, &mut applied).await;
+    let status_landed = applied.written_status.is_some();
+    if let Some(error) = release_held(gateway, plan, status_landed).await {
+        applied.setbacks.failed(error);
+    }
     // Upstream retries a create refused by a terminating namespace with
     // backoff; none can land there again, and the namespace's deletion
     // takes the CronJob with it.
     applied.setbacks.gone |= matches!(results.create, Some(CreateResult::NamespaceTerminating(_)));
     if applied.setbacks.gone {
-        tracing::debug!(cronjob = %snapshot.cronjob.key, "the CronJob or its namespace is gone: no retry");
+        tracing::debug!(cronjob = %cronjob.key, "the CronJob or its namespace is gone: no retry");
     }
     applied.requeue = applied.setbacks.requeue(&recorded.requeue);
 
     let outcome = reconcile::follow_up(input, live, &results);
-    let regarding = object_reference(&snapshot.cronjob);
+    let regarding = object_reference(cronjob);
     for event in &outcome.events {
         gateway.record(regarding.clone(), event);
     }
@@ -338,7 +379,6 @@ async fn apply_plan<R: JobRequests + Clone>(
     if plan.is_noop() && outcome.events.is_empty() {
         return applied;
     }
-    let cronjob = &snapshot.cronjob;
     services.feed.publish(DecisionRecord::of(
         cronjob.key.to_string(),
         input.now,
@@ -350,362 +390,63 @@ async fn apply_plan<R: JobRequests + Clone>(
     applied
 }
 
-/// The plan's create, its Job marked with the CronJob's bucket, this
-/// replica and the firing's trace; counted and timed. `None`: abandoned
-/// (the actor is stopping). An AlreadyExists is answered with a live read
-/// of the namesake, for the decision to tell its own Job from a foreign one.
-async fn create_job<R: JobRequests>(
-    services: &DecisionServices<'_, R>,
-    namespace: &str,
-    create: &reconcile::JobToCreate,
-    mut job: k8s_openapi::api::batch::v1::Job,
-) -> Option<(CreateResult, Option<JobSummary>)> {
-    let gateway = services.requests;
-    // The CronJob's bucket, so that only its owner's Job watch selects
-    // it (a label the template set under that key is overwritten).
-    if let Some(owner) = job
-        .metadata
-        .owner_references
-        .as_ref()
-        .and_then(|r| r.first())
-    {
-        job.metadata.labels.get_or_insert_default().insert(
-            bucket::LABEL.to_owned(),
-            Bucket::of(&owner.uid).label_value(),
-        );
-    }
-    let annotations = job.metadata.annotations.get_or_insert_default();
-    annotations.insert(
-        CREATED_BY_ANNOTATION.to_owned(),
-        services.replica.to_owned(),
-    );
-    if let Some(traceparent) = traces::current_traceparent() {
-        annotations.insert(TRACEPARENT_ANNOTATION.to_owned(), traceparent);
-    }
-    let mut created = None;
-    let (result, label) = match gateway.create_job(namespace, job).await {
-        Err(ApiFailure::Abandoned) => return None,
-        Ok(job) => {
-            let skew = (services.clock)().duration_since(create.ready.at);
-            tracing::Span::current().record("cronjob.skew_ms", skew.as_millis() as i64);
-            tracing::debug!(job = ?job.metadata.name, skew_ms = skew.as_millis() as i64, "created Job");
-            services.metrics.observe_skew(
-                skew.try_into().unwrap_or_default(),
-                traces::current_trace_id(),
-            );
-            if let Some(policy) = create.ready.waited {
-                let waited = create.ready.at.duration_since(create.start_at);
-                services
-                    .metrics
-                    .observe_policy_wait(policy.as_str(), waited.try_into().unwrap_or_default());
-            }
-            created = Some(JobSummary::from(&job));
-            (
-                CreateResult::Created(LiveJob::from(&job)),
-                CreateResultLabel::created,
-            )
-        }
-        Err(error) if error.is_already_exists() => {
-            let existing = gateway
-                .unabandoned()
-                .get_job(namespace, &create.name)
-                .await
-                .map(|job| LiveJob::from(&job))
-                .map_err(|e| e.to_api_error());
-            (
-                CreateResult::AlreadyExists(existing),
-                CreateResultLabel::already_exists,
-            )
-        }
-        // Terminating, or gone altogether (a NotFound of the namespace, or
-        // the gateway's memory of one): the same for the decision.
-        Err(error) if error.is_namespace_gone() => (
-            CreateResult::NamespaceTerminating(error.to_api_error()),
-            CreateResultLabel::namespace_terminating,
-        ),
-        Err(error) => (
-            CreateResult::Failed(error.to_api_error()),
-            CreateResultLabel::failed,
-        ),
-    };
-    services
-        .metrics
-        .jobs_created
-        .get_or_create(&CreateLabels { result: label })
-        .inc();
-    Some((result, created))
-}
-
-/// The streak of failed Jobs (and a pause) and the slot history on the
-/// CronJob, at the resourceVersion this decision's status write left;
-/// whether it is still to be written (the failed Jobs it counts must then
-/// stay). After a status conflict the decision is retried from the re-read
-/// CronJob, and both are recomputed then.
-async fn write_annotations<R: JobRequests>(
-    gateway: &R,
-    snapshot: &Snapshot,
-    plan: &reconcile::Plan,
-    patch: &reconcile::CronJobPatch,
-    applied: &mut DecisionAftermath,
-) -> bool {
-    if applied.reread.is_some() {
-        return true;
-    }
-    if applied.setbacks.gone {
-        return false;
-    }
-    let version = match &applied.written_status {
-        Some((_, version)) => version.clone(),
-        None => snapshot.resource_version.as_deref().map(str::to_owned),
-    };
-    let written = write_own_annotations(
-        gateway,
-        &snapshot.cronjob,
-        version.as_deref(),
-        patch,
-        plan.streak.as_ref().and_then(|s| s.pause.as_ref()),
-        object_reference(&snapshot.cronjob),
-    )
-    .await;
-    if written.cronjob.is_some() {
-        applied.reread = written.cronjob;
-    }
-    match written.backoff {
-        // The slot history alone is best effort: a write refused (an
-        // admission policy from before it) or failed must never hold a
-        // slot, nor the history deletes, back. What it would have told of
-        // the failed Jobs still there is told by the next write.
-        Some(_) if plan.streak.is_none() && applied.reread.is_none() => return false,
-        Some(error) => applied.setbacks.failed(error),
-        None => {}
-    }
-    !written.done
-}
-
-/// The history deletes, after the slot is recorded, within
-/// [`history_wait`]: those not sent by then (or when the actor stops) are
-/// left to the next decision, which `applied.setbacks` bring before the
-/// next slot.
-async fn delete_history<R: JobRequests>(
-    services: &DecisionServices<'_, R>,
-    history: &[&Deletion],
-    applied: &mut DecisionAftermath,
-    results: &mut EffectResults,
-    deleted: &mut Vec<String>,
-) {
-    let mut sent = 0;
-    let (wait, retry_at) = history_wait(
-        &applied.setbacks.requeue(&applied.requeue),
-        (services.clock)(),
-    );
-    let deletes = async {
-        for deletion in history {
-            if delete(services, deletion, results, deleted).await == Deleted::Abandoned {
-                break;
-            }
-            sent += 1;
-        }
-    };
-    if tokio::time::timeout(wait, deletes).await.is_err() {
-        // Out of time (a herd's backlog in the namespace): the next slot
-        // is not held back for them.
-        applied.setbacks.history_left = Some(retry_at);
-    }
-    for unsent in &history[sent..] {
-        results.delete_not_sent(&unsent.name);
-    }
-}
-
-/// The longest a decision waits for its history deletes, however far its
-/// next slot: they are the lowest write class, and a decision that waits
-/// holds its CronJob's next one back.
-pub const HISTORY_DELETES_MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// How long the history deletes may take, given the decision's `requeue`
-/// at `now`: until the next slot is due (so it starts at its time) and at
-/// most [`HISTORY_DELETES_MAX_WAIT`]; and the requeue to use when they run
-/// out of time (the slot, or the end of that wait if sooner).
-fn history_wait(requeue: &Requeue, now: Timestamp) -> (std::time::Duration, Requeue) {
-    let cap = jiff::SignedDuration::try_from(HISTORY_DELETES_MAX_WAIT).unwrap_or_default();
-    let latest = now.saturating_add(cap).unwrap_or(now);
-    match requeue {
-        Requeue::At(slot) if *slot <= latest => {
-            let until = slot.duration_since(now);
-            (
-                std::time::Duration::try_from(until).unwrap_or_default(),
-                requeue.clone(),
-            )
-        }
-        Requeue::Backoff(_) => (HISTORY_DELETES_MAX_WAIT, requeue.clone()),
-        Requeue::At(_) | Requeue::Never => (HISTORY_DELETES_MAX_WAIT, Requeue::At(latest)),
-    }
-}
-
-/// Last, the held Jobs whose slot is recorded lose their finalizer (one
-/// recorded only by this decision's status write, once that write has
-/// landed). A failed release is retried by the next decision, after a
-/// backoff: nothing else would look at a Job that only waits.
-async fn release<R: JobRequests>(
-    services: &DecisionServices<'_, R>,
-    plan: &reconcile::Plan,
-    applied: &mut DecisionAftermath,
-) {
-    let status_landed = applied.written_status.is_some();
-    for release in &plan.releases {
-        if release.after_status_write && !status_landed {
-            continue;
-        }
-        match services
-            .requests
-            .release_job(
-                &release.namespace,
-                &release.name,
-                &release.uid,
-                release.running,
-            )
-            .await
-        {
-            Ok(()) => {}
-            Err(ApiFailure::Abandoned) => return,
-            // Gone meanwhile, or a namesake with another UID: nothing held.
-            Err(error) if error.is_not_found() || error.is_conflict() => {}
-            Err(error) => {
-                tracing::debug!(job = %release.name, %error, "releasing the slot finalizer failed");
-                applied.setbacks.failed(error.to_api_error());
-            }
-        }
-    }
-}
-
-/// How urgently a status write goes out. One that records a slot waits
-/// behind a herd's creates only while the slot's new Job shows it
-/// meanwhile and cannot vanish before the slot is recorded (no
-/// `ttlSecondsAfterFinished`, or held by the slot finalizer), and no
-/// successor waits for it (not stopping). Otherwise the write is the
-/// slot's only lasting record: a lapse while it waited (minutes, behind a
-/// herd at the default QPS) would let the next owner start the slot again
-/// once the Job was gone, and a hand-off would wait for the queue.
-fn status_class(records_a_slot: bool, snapshot: &Snapshot, plan: &reconcile::Plan) -> StatusFor {
-    let created_job_lasts = plan
-        .create
-        .as_ref()
-        .and_then(|create| create.job.as_ref())
-        .is_some_and(|job| {
-            reconcile::is_held(&job.metadata)
-                || job
-                    .spec
-                    .as_ref()
-                    .is_some_and(|spec| spec.ttl_seconds_after_finished.is_none())
-        });
-    if records_a_slot && (snapshot.stop.is_cancelled() || !created_job_lasts) {
-        StatusFor::RecordSlot
-    } else {
-        StatusFor::Routine
-    }
-}
-
-/// Writes the status `status` (the API form of `view`) with the snapshot's
-/// resourceVersion as precondition, and notes the result in `applied`.
-async fn write_status<R: JobRequests>(
-    gateway: &R,
-    snapshot: &Snapshot,
-    status: k8s_openapi::api::batch::v1::CronJobStatus,
-    view: reconcile::StatusView,
-    why: StatusFor,
-    applied: &mut DecisionAftermath,
-) {
-    let namespace = snapshot.cronjob.namespace();
-    match gateway
-        .write_status(
-            snapshot.cronjob.kind,
-            namespace,
-            snapshot.cronjob.name(),
-            snapshot.resource_version.as_deref(),
-            &status,
-            why,
-        )
-        .await
-    {
-        Ok(written) => {
-            applied.written_status = Some((view, written.metadata.resource_version));
-        }
-        Err(error) if error.is_conflict() => {
-            // Someone else changed the CronJob: re-read and decide again
-            // from what is there, never overwrite it.
-            let kind = snapshot.cronjob.kind;
-            match gateway
-                .get_cronjob(kind, namespace, snapshot.cronjob.name())
-                .await
-            {
-                Ok(fresh) => {
-                    applied.reread = Some(fresh);
-                    applied.setbacks.failed(error.to_api_error());
-                }
-                Err(get_error) => applied.setbacks.failed(get_error.to_api_error()),
-            }
-        }
-        // Gone: nothing to retry (see `Setbacks::gone`).
-        Err(error) if error.is_not_found() || error.is_namespace_gone() => {
-            applied.setbacks.gone = true;
-        }
-        // Upstream: a failed status write is retried with backoff and the
-        // requeue is dropped.
-        Err(error) => applied.setbacks.failed(error.to_api_error()),
-    }
-}
-
-/// How one delete went.
-#[derive(Debug, PartialEq, Eq)]
-enum Deleted {
-    Done,
-    Failed,
-    /// Not sent: the actor is stopping.
-    Abandoned,
-}
-
-/// One delete of a plan, counted, its failure recorded in `results`.
-async fn delete<R: JobRequests>(
-    services: &DecisionServices<'_, R>,
+/// Records how a delete went: a deleted Job's UID, or its failure for the
+/// events. Whether it was done.
+fn note_delete(
     deletion: &Deletion,
+    outcome: Deleted,
     results: &mut EffectResults,
     deleted: &mut Vec<String>,
-) -> Deleted {
-    let (why, reason) = match deletion.why {
-        DeleteReason::Replace => (DeleteFor::Replace, DeleteReasonLabel::replace),
-        DeleteReason::HistoryLimit { .. } => (DeleteFor::History, DeleteReasonLabel::history),
-    };
-    let result = services
-        .requests
-        .delete_job(&deletion.namespace, &deletion.name, &deletion.uid, why)
-        .await;
-    if matches!(result, Err(ApiFailure::Abandoned)) {
-        return Deleted::Abandoned;
-    }
-    services
-        .metrics
-        .jobs_deleted
-        .get_or_create(&DeleteLabels {
-            reason,
-            result: if result.is_ok() {
-                OkLabel::ok
-            } else {
-                OkLabel::failed
-            },
-        })
-        .inc();
-    match result {
-        Ok(()) => {
+) -> bool {
+    match outcome {
+        Deleted::Done => {
             deleted.push(deletion.uid.clone());
-            Deleted::Done
+            true
         }
-        Err(error) => {
-            results.delete_failed(&deletion.name, error.to_api_error());
-            Deleted::Failed
+        Deleted::Failed(error) => {
+            results.delete_failed(&deletion.name, error);
+            false
+        }
+        Deleted::Abandoned => {
+            results.delete_not_sent(&deletion.name);
+            false
         }
     }
 }
 
 impl DecisionAftermath {
+    /// Records how the status write went (`view`: what it wrote).
+    fn note_status(&mut self, written: StatusWrite, view: reconcile::StatusView) {
+        match written {
+            StatusWrite::Written(version) => self.written_status = Some((view, version)),
+            StatusWrite::Reread { fresh, conflict } => {
+                self.reread = Some(*fresh);
+                self.setbacks.failed(conflict);
+            }
+            StatusWrite::Gone => self.setbacks.gone = true,
+            StatusWrite::Failed(error) => self.setbacks.failed(error),
+        }
+    }
+
+    /// Records how the annotations' write went; whether it is still to be
+    /// written (the failed Jobs it counts must then stay). The slot history
+    /// alone is best effort: a write refused (an admission policy from
+    /// before it) or failed never holds a slot, nor the history deletes,
+    /// back; what it would have told of the failed Jobs still there is
+    /// told by the next write.
+    fn note_annotations(&mut self, written: AnnotationsWrite, plan: &reconcile::Plan) -> bool {
+        let best_effort = plan.streak.is_none() && written.cronjob.is_none();
+        if written.cronjob.is_some() {
+            self.reread = written.cronjob;
+        }
+        match written.backoff {
+            Some(_) if best_effort => return false,
+            Some(error) => self.setbacks.failed(error),
+            None => {}
+        }
+        !written.done
+    }
+
     /// The actor stopped before the decision wrote anything but `deleted`:
     /// the CronJob's next owner decides again.
     fn abandoned(deleted: Vec<String>) -> Self {
@@ -731,66 +472,6 @@ impl DecisionAftermath {
             setbacks: Setbacks::default(),
         }
     }
-}
-
-/// Answers one of the decision's lookups; a CronJob is looked up as the
-/// decision's own kind.
-async fn answer(
-    gateway: &impl JobRequests,
-    cronjob: &CronJobView,
-    live: &mut LiveAnswers,
-    lookup: Lookup,
-) {
-    let kind = cronjob.kind;
-    match lookup {
-        Lookup::JobTemplate { namespace, name } => {
-            let answer = gateway
-                .get_job_template(kind, &namespace, &name)
-                .await
-                .map_err(|e| e.to_api_error())
-                .and_then(|fresh| template_of(cronjob, fresh));
-            live.set_template(answer);
-        }
-        Lookup::CronJob { namespace, name } => {
-            let answer = gateway
-                .get_cronjob(kind, &namespace, &name)
-                .await
-                .map_err(|e| e.to_api_error())
-                .and_then(|cronjob| {
-                    cronjob
-                        .view(Arc::new(cronjob.spec_view()))
-                        .map_err(|e| reconcile::ApiError::new(e.to_string()))
-                });
-            live.set_cronjob(answer);
-        }
-        Lookup::Job { namespace, name } => {
-            let answer = match gateway.get_job(&namespace, &name).await {
-                Ok(job) => JobLookup::Found(LiveJob::from(&job)),
-                Err(error) if error.is_not_found() => JobLookup::NotFound,
-                Err(error) => JobLookup::Failed(error.to_api_error()),
-            };
-            live.set_job(&namespace, &name, answer);
-        }
-    }
-}
-
-/// The Job template of `fresh`, the CronJob `held` read again, if it is
-/// still the same object (a namesake made since is another CronJob: its
-/// template is not this one's to run). A newer version's template is
-/// taken as it is: upstream too makes the Job from the newest template it
-/// has seen.
-fn template_of(
-    held: &CronJobView,
-    fresh: CronJobWithTemplate,
-) -> Result<JobTemplateSpec, reconcile::ApiError> {
-    if fresh.metadata.uid.as_deref() != Some(&*held.uid) {
-        return Err(reconcile::ApiError::new(format!(
-            "cronjob {}/{} was replaced by another of its name",
-            held.namespace(),
-            held.name()
-        )));
-    }
-    Ok(fresh.spec.job_template)
 }
 
 /// The CronJob as the regarding object of its events.

@@ -9,7 +9,7 @@
 //! (as upstream's work queue does for a key being processed).
 
 use super::apply::{self, DecisionAftermath, Snapshot};
-use super::runtime::{Actor, Context};
+use super::runtime::{CellActor, CellContext};
 use super::services::{ActorReport, ActorServices};
 use super::timer::{self, MAX_SLEEP, Wake};
 use super::wheel::{TimerWheel, WakeKey, Woken};
@@ -195,7 +195,7 @@ impl CronJobActor {
         }
     }
 
-    fn on_cronjob(&mut self, cronjob: &LeanCronJob, ctx: &mut Context<'_, Self>) {
+    fn on_cronjob(&mut self, cronjob: &LeanCronJob, ctx: &mut CellContext<'_, Self>) {
         let Some(old_spec) = self.absorb(cronjob) else {
             return;
         };
@@ -218,7 +218,7 @@ impl CronJobActor {
         }
     }
 
-    fn on_job(&mut self, job: JobSummary, relisted: bool, ctx: &mut Context<'_, Self>) {
+    fn on_job(&mut self, job: JobSummary, relisted: bool, ctx: &mut CellContext<'_, Self>) {
         self.know_slot(job.scheduled);
         match self.children.iter_mut().find(|c| c.uid == job.uid) {
             Some(known) if relisted && *known == job => return,
@@ -230,7 +230,7 @@ impl CronJobActor {
         }
     }
 
-    fn on_job_gone(&mut self, uid: &str, ctx: &mut Context<'_, Self>) {
+    fn on_job_gone(&mut self, uid: &str, ctx: &mut CellContext<'_, Self>) {
         let before = self.children.len();
         self.children.retain(|c| c.uid != uid);
         if !matches!(self.life, Life::NotStarted) && self.children.len() != before {
@@ -249,13 +249,13 @@ impl CronJobActor {
 
     /// The time on the actor's clock ([`ActorServices::clock`]).
     fn now(&self) -> Timestamp {
-        (self.services.clock)()
+        self.services.clock.now()
     }
 
     /// Runs a decision now, or right after the one in flight. `due`: the
     /// slot the timer fired for: that decision is a firing (`cronjob.fire`),
     /// others are reconciles.
-    fn decide(&mut self, ctx: &mut Context<'_, Self>, due: Option<Timestamp>) {
+    fn decide(&mut self, ctx: &mut CellContext<'_, Self>, due: Option<Timestamp>) {
         let first = match &mut self.life {
             Life::Deciding { again, .. } => {
                 *again = true;
@@ -289,7 +289,7 @@ impl CronJobActor {
             None => tracing::Span::none(),
         };
         let decision = async move {
-            let applied = apply::decide_and_apply(&services, &snapshot, (services.clock)()).await;
+            let applied = apply::decide_and_apply(&services, &snapshot, services.clock.now()).await;
             Mail::Decided(Box::new((applied, snapshot.resource_version)))
         }
         .instrument(span);
@@ -300,7 +300,7 @@ impl CronJobActor {
         &mut self,
         applied: DecisionAftermath,
         decided_at: Option<Box<str>>,
-        ctx: &mut Context<'_, Self>,
+        ctx: &mut CellContext<'_, Self>,
     ) {
         let (again, first, stopping) =
             match std::mem::replace(&mut self.life, Life::Idle { timer: None }) {
@@ -418,7 +418,7 @@ impl CronJobActor {
     /// Arms the timer for `at`, replacing any earlier arming.
     /// Only an idle actor has a timer: one deciding decides again after
     /// (and arms then), one stopping arms nothing.
-    fn arm(&mut self, at: Timestamp, ctx: &mut Context<'_, Self>) {
+    fn arm(&mut self, at: Timestamp, ctx: &mut CellContext<'_, Self>) {
         match &mut self.life {
             Life::Idle { .. } => self.disarm(),
             Life::Deciding { again, .. } => {
@@ -440,7 +440,7 @@ impl CronJobActor {
 
     /// Arms the timer for `at` unless it is armed for an earlier instant
     /// (upstream's `AddAfter` keeps the earlier time).
-    fn arm_no_later(&mut self, at: Timestamp, ctx: &mut Context<'_, Self>) {
+    fn arm_no_later(&mut self, at: Timestamp, ctx: &mut CellContext<'_, Self>) {
         match &self.life {
             Life::Idle { timer: Some(armed) } if armed.at() <= at => {}
             _ => self.arm(at, ctx),
@@ -448,10 +448,10 @@ impl CronJobActor {
     }
 }
 
-impl Actor for CronJobActor {
+impl CellActor for CronJobActor {
     type Message = Mail;
 
-    fn handle(&mut self, mail: Mail, ctx: &mut Context<'_, Self>) {
+    fn handle(&mut self, mail: Mail, ctx: &mut CellContext<'_, Self>) {
         match mail {
             Mail::Update(update) => self.on_update(update, ctx),
             Mail::Woken(Woken(key)) => self.on_woken(key, ctx),
@@ -485,7 +485,7 @@ impl Actor for CronJobActor {
 }
 
 impl CronJobActor {
-    fn on_update(&mut self, update: Update, ctx: &mut Context<'_, Self>) {
+    fn on_update(&mut self, update: Update, ctx: &mut CellContext<'_, Self>) {
         if matches!(self.life, Life::Stopping { .. }) {
             return;
         }
@@ -519,7 +519,7 @@ impl CronJobActor {
     /// arms again for the same instant, which decides now unless the wall
     /// clock was stepped back meanwhile. A key it no longer holds (armed
     /// again, or deciding) is stale.
-    fn on_woken(&mut self, key: WakeKey, ctx: &mut Context<'_, Self>) {
+    fn on_woken(&mut self, key: WakeKey, ctx: &mut CellContext<'_, Self>) {
         if let Life::Idle { timer } = &mut self.life
             && *timer == Some(key)
         {

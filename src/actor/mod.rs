@@ -8,7 +8,6 @@
 pub mod apply;
 pub mod cronjob;
 pub mod feed;
-mod own_annotations;
 pub mod runtime;
 pub mod services;
 pub mod timer;

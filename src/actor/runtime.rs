@@ -1,15 +1,16 @@
 //! The CronJob actors' own runtime: each actor is its state and its mailbox
-//! in one allocation, and each thread's one dispatcher task runs the actors
-//! that have mail, in turn.
+//! in one allocation (a cell: hence [`CellActor`] and [`CellContext`],
+//! apart from actix's `Actor` and `Context`), and each thread's one
+//! dispatcher task runs the actors that have mail, in turn.
 //!
-//! Why not actix's actors, which the supervisor and the gateway still are:
+//! Why not actix's actors, which the supervisor still is:
 //! an actix actor is a task of its own with a context, a channel and an
 //! address's sender state beside its struct, about 700 bytes of heap before
 //! the actor holds anything (`cargo bench --bench actors`, the bare actor),
 //! and at 10^6 CronJobs the idle actor's size is the replica's size. Here an
 //! idle actor is one allocation (its state, an empty mailbox, a handle on
 //! its thread's dispatcher) and no task: a task exists only while the actor
-//! has a request in flight ([`Context::spawn`]).
+//! has a request in flight ([`CellContext::spawn`]).
 //!
 //! What an actor is stays the same: its own state, touched only by its own
 //! handler, one message at a time, in the order they were sent; its own
@@ -36,12 +37,12 @@ use tokio::sync::{mpsc, oneshot};
 pub const TURN: usize = 32;
 
 /// An actor: its handler and its last words.
-pub trait Actor: Send + Sized + 'static {
+pub trait CellActor: Send + Sized + 'static {
     type Message: Send + 'static;
 
     /// Handles one message. Only this actor's thread calls it, one message
     /// at a time.
-    fn handle(&mut self, message: Self::Message, ctx: &mut Context<'_, Self>);
+    fn handle(&mut self, message: Self::Message, ctx: &mut CellContext<'_, Self>);
 
     /// Called once when the actor ends: it stopped itself, or the last
     /// address to it went (its thread ending, or its owner dropping it).
@@ -78,7 +79,7 @@ impl<M> Mailbox<M> {
     }
 }
 
-struct Cell<A: Actor> {
+struct Cell<A: CellActor> {
     mail: Mutex<Mailbox<A::Message>>,
     actor: Mutex<Option<A>>,
     dispatcher: mpsc::UnboundedSender<Arc<Cell<A>>>,
@@ -87,7 +88,7 @@ struct Cell<A: Actor> {
 /// The bytes of one actor's allocation, the `Arc`'s counts included (a test
 /// keeps the CronJob actor's within a size class of the allocator's).
 #[cfg(test)]
-pub(crate) const fn cell_size<A: Actor>() -> usize {
+pub(crate) const fn cell_size<A: CellActor>() -> usize {
     2 * std::mem::size_of::<usize>() + std::mem::size_of::<Cell<A>>()
 }
 
@@ -97,7 +98,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl<A: Actor> Cell<A> {
+impl<A: CellActor> Cell<A> {
     /// Queues `message`; false if the actor has stopped.
     fn deliver(self: &Arc<Self>, message: A::Message) -> bool {
         let mut mail = lock(&self.mail);
@@ -140,7 +141,7 @@ impl<A: Actor> Cell<A> {
             let Some(actor) = slot.as_mut() else {
                 return;
             };
-            let mut ctx = Context {
+            let mut ctx = CellContext {
                 cell: self,
                 stop: false,
             };
@@ -164,7 +165,7 @@ impl<A: Actor> Cell<A> {
     }
 }
 
-impl<A: Actor> Drop for Cell<A> {
+impl<A: CellActor> Drop for Cell<A> {
     fn drop(&mut self) {
         let actor = self
             .actor
@@ -178,12 +179,12 @@ impl<A: Actor> Drop for Cell<A> {
 }
 
 /// What a handler can do besides changing its actor's state.
-pub struct Context<'a, A: Actor> {
+pub struct CellContext<'a, A: CellActor> {
     cell: &'a Arc<Cell<A>>,
     stop: bool,
 }
 
-impl<A: Actor> Context<'_, A> {
+impl<A: CellActor> CellContext<'_, A> {
     pub fn address(&self) -> Address<A> {
         Address(self.cell.clone())
     }
@@ -225,21 +226,21 @@ pub struct Stopped;
 
 /// A strong address: the actor lives while one exists (or while it has
 /// mail or work in flight).
-pub struct Address<A: Actor>(Arc<Cell<A>>);
+pub struct Address<A: CellActor>(Arc<Cell<A>>);
 
-impl<A: Actor> Clone for Address<A> {
+impl<A: CellActor> Clone for Address<A> {
     fn clone(&self) -> Self {
         Self(self.0.clone())
     }
 }
 
-impl<A: Actor> std::fmt::Debug for Address<A> {
+impl<A: CellActor> std::fmt::Debug for Address<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Address")
     }
 }
 
-impl<A: Actor> Address<A> {
+impl<A: CellActor> Address<A> {
     /// Sends without waiting; false if the actor has stopped.
     pub fn do_send(&self, message: impl Into<A::Message>) -> bool {
         self.0.deliver(message.into())
@@ -264,26 +265,26 @@ impl<A: Actor> Address<A> {
 }
 
 /// An address that does not keep the actor alive (the timer wheel's).
-pub struct WeakAddress<A: Actor>(Weak<Cell<A>>);
+pub struct WeakAddress<A: CellActor>(Weak<Cell<A>>);
 
-impl<A: Actor> Clone for WeakAddress<A> {
+impl<A: CellActor> Clone for WeakAddress<A> {
     fn clone(&self) -> Self {
         Self(self.0.clone())
     }
 }
 
-impl<A: Actor> WeakAddress<A> {
+impl<A: CellActor> WeakAddress<A> {
     pub fn upgrade(&self) -> Option<Address<A>> {
         self.0.upgrade().map(Address)
     }
 }
 
 /// One thread's dispatcher: starts actors there and runs them.
-pub struct Dispatcher<A: Actor> {
+pub struct Dispatcher<A: CellActor> {
     queue: mpsc::UnboundedSender<Arc<Cell<A>>>,
 }
 
-impl<A: Actor> Clone for Dispatcher<A> {
+impl<A: CellActor> Clone for Dispatcher<A> {
     fn clone(&self) -> Self {
         Self {
             queue: self.queue.clone(),
@@ -291,7 +292,7 @@ impl<A: Actor> Clone for Dispatcher<A> {
     }
 }
 
-impl<A: Actor> Dispatcher<A> {
+impl<A: CellActor> Dispatcher<A> {
     /// Starts the dispatcher's task on `arbiter`'s thread; it ends with
     /// the thread.
     pub fn start(arbiter: &ArbiterHandle) -> Self {
@@ -338,10 +339,10 @@ mod tests {
         Later(u32),
     }
 
-    impl Actor for Recorder {
+    impl CellActor for Recorder {
         type Message = Message;
 
-        fn handle(&mut self, message: Message, ctx: &mut Context<'_, Self>) {
+        fn handle(&mut self, message: Message, ctx: &mut CellContext<'_, Self>) {
             match message {
                 Message::Number(0) => ctx.stop(),
                 Message::Number(n) => lock(&self.seen).push(n),

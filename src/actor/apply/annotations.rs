@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 
 /// How the write went, for the steps after it.
 #[derive(Debug)]
-pub(super) struct AnnotationsWrite {
+pub struct AnnotationsWrite {
     /// Written (or nothing to write): the failed Jobs it counts may go.
     /// Otherwise (refused, failed, stopping) they stay until a later
     /// decision counts them, so this decision deletes no history.
@@ -30,7 +30,7 @@ pub(super) struct AnnotationsWrite {
 /// re-reads the CronJob, as a status write's does; any failure retries the
 /// decision with backoff. A pausing decision started nothing, so until the
 /// pause lands nothing starts.
-pub(super) async fn write_own_annotations<R: JobRequests>(
+pub async fn write_own_annotations<R: JobRequests>(
     requests: &R,
     cronjob: &CronJobView,
     version: Option<&str>,

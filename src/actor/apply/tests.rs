@@ -2,9 +2,13 @@
 //! cannot be made to answer on cue (conflicts, failures, a stop that
 //! lands between two requests).
 
+use super::deletes::history_wait;
 use super::*;
+use crate::apiserver::failure::ApiFailure;
+use crate::apiserver::lean_cronjob::CronJobWithTemplate;
 use crate::apiserver::lean_cronjob::TemplateSpec;
 use crate::apiserver::lean_job::LeanJob;
+use crate::apiserver::requests::{DeleteFor, StatusFor};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -260,22 +264,26 @@ fn run(script: Script, snapshot: &Snapshot) -> (DecisionAftermath, Script, Strin
         unabandoned: false,
     };
     let metrics = Metrics::new();
-    let services = DecisionServices {
-        requests: &requests,
-        metrics: &metrics,
-        replica: "r0",
-        default_zone: &TimeZone::UTC,
-        slot_history: true,
-        clock: || "2024-03-01T09:30:06Z".parse().expect("a time"),
-        feed: &DecisionFeed::default(),
-    };
+    let feed = DecisionFeed::default();
     let now: Timestamp = "2024-03-01T09:30:05Z".parse().expect("a time");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .expect("a runtime");
-    let applied = runtime.block_on(decide_with_lookups(&services, snapshot, now));
+    let applied = runtime.block_on(async {
+        let services = DecisionServices {
+            requests: &requests,
+            metrics: &metrics,
+            replica: "r0",
+            default_zone: &TimeZone::UTC,
+            slot_history: true,
+            // A second after the decision's `now`, on the paused runtime.
+            clock: Clock::following_tokio("2024-03-01T09:30:06Z".parse().expect("a time")),
+            feed: &feed,
+        };
+        decide_with_lookups(&services, snapshot, now).await
+    });
     let script = std::mem::take(&mut *requests.script.borrow_mut());
     (applied, script, metrics.encode())
 }

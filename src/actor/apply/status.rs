@@ -1,0 +1,80 @@
+//! A decision's status write: how urgently it goes out, and how it went.
+
+use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::apiserver::requests::{JobRequests, StatusFor};
+use crate::reconcile::{self, ApiError, CronJobView};
+use k8s_openapi::api::batch::v1::CronJobStatus;
+
+/// How a status write went.
+#[derive(Debug)]
+pub enum StatusWrite {
+    /// On the server now, at this resourceVersion.
+    Written(Option<String>),
+    /// Someone else changed the CronJob (`conflict`): here it is as re-read,
+    /// to decide again from what is there, never overwrite it.
+    Reread {
+        fresh: Box<LeanCronJob>,
+        conflict: ApiError,
+    },
+    /// The CronJob or its namespace is gone: nothing to retry.
+    Gone,
+    /// Retry the decision with backoff (upstream drops the requeue too); a
+    /// conflict whose re-read failed is this re-read's error.
+    Failed(ApiError),
+}
+
+/// How urgently a status write goes out. One that records a slot waits
+/// behind a herd's creates only while the slot's new Job shows it
+/// meanwhile and cannot vanish before the slot is recorded (no
+/// `ttlSecondsAfterFinished`, or held by the slot finalizer), and no
+/// successor waits for it (not `stopping`). Otherwise the write is the
+/// slot's only lasting record: a lapse while it waited (minutes, behind a
+/// herd at the default QPS) would let the next owner start the slot again
+/// once the Job was gone, and a hand-off would wait for the queue.
+pub fn status_class(records_a_slot: bool, stopping: bool, plan: &reconcile::Plan) -> StatusFor {
+    let created_job_lasts = plan
+        .create
+        .as_ref()
+        .and_then(|create| create.job.as_ref())
+        .is_some_and(|job| {
+            reconcile::is_held(&job.metadata)
+                || job
+                    .spec
+                    .as_ref()
+                    .is_some_and(|spec| spec.ttl_seconds_after_finished.is_none())
+        });
+    if records_a_slot && (stopping || !created_job_lasts) {
+        StatusFor::RecordSlot
+    } else {
+        StatusFor::Routine
+    }
+}
+
+/// Writes `status` with `version` (the decision's snapshot's) as
+/// precondition.
+pub async fn write_status<R: JobRequests>(
+    requests: &R,
+    cronjob: &CronJobView,
+    version: Option<&str>,
+    status: &CronJobStatus,
+    why: StatusFor,
+) -> StatusWrite {
+    let (kind, namespace, name) = (cronjob.kind, cronjob.namespace(), cronjob.name());
+    match requests
+        .write_status(kind, namespace, name, version, status, why)
+        .await
+    {
+        Ok(written) => StatusWrite::Written(written.metadata.resource_version),
+        Err(error) if error.is_conflict() => {
+            match requests.get_cronjob(kind, namespace, name).await {
+                Ok(fresh) => StatusWrite::Reread {
+                    fresh: Box::new(fresh),
+                    conflict: error.to_api_error(),
+                },
+                Err(get_error) => StatusWrite::Failed(get_error.to_api_error()),
+            }
+        }
+        Err(error) if error.is_not_found() || error.is_namespace_gone() => StatusWrite::Gone,
+        Err(error) => StatusWrite::Failed(error.to_api_error()),
+    }
+}
