@@ -2,55 +2,17 @@
 //! the bounded backlog ([`crate::apiserver::gateway::events`]) and sends it through the
 //! gateway at the lowest class, until the gateway is gone.
 
+use super::events::Pushed;
 use super::gone::Going;
-use super::{Gateway, Inner};
-use crate::apiserver::gateway::events::{self, Backlog, Pushed, Queued};
+use super::handle::Gateway;
+use super::inner::{EventQueue, Inner, PendingEvent};
 use crate::apiserver::requests::Verb;
 use crate::reconcile;
 use crate::telemetry::metrics::Gone;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use tracing::Instrument as _;
-
-/// An event waiting in the backlog.
-struct PendingEvent {
-    namespace: String,
-    regarding: ObjectReference,
-    event: KubeEvent,
-    span: tracing::Span,
-}
-
-impl Queued for PendingEvent {
-    fn kind(&self) -> &str {
-        &self.event.reason
-    }
-
-    fn same_as(&self, other: &Self) -> bool {
-        self.regarding.uid == other.regarding.uid
-            && self.event.reason == other.event.reason
-            && self.event.note == other.event.note
-    }
-}
-
-/// The backlog and the signal its workers wait on.
-pub(super) struct EventQueue {
-    backlog: Mutex<Backlog<PendingEvent>>,
-    ready: tokio::sync::Notify,
-}
-
-impl EventQueue {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Backlog<PendingEvent>> {
-        self.backlog.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(super) fn new() -> Self {
-        EventQueue {
-            backlog: Mutex::new(Backlog::new(events::BACKLOG)),
-            ready: tokio::sync::Notify::new(),
-        }
-    }
-}
 
 impl Gateway {
     /// Queues an Event on a CronJob for the workers; counts one dropped.
@@ -173,12 +135,5 @@ pub(super) async fn send_events(queue: Arc<EventQueue>, gateway: Weak<Inner>) {
             None if gateway.strong_count() == 0 => return,
             None => ready.await,
         }
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // Wakes the event workers so they see the gateway gone and end.
-        self.events.ready.notify_waiters();
     }
 }

@@ -1,7 +1,51 @@
 //! What the write gateway does after a failed write: retry with bounded
 //! exponential backoff, re-read and re-decide, or give up. Pure.
 
+use super::gone::Going;
+use crate::apiserver::failure::ApiFailure;
 use std::time::Duration;
+
+/// What the gateway's request path does after an attempt failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// Send it again after this delay, taking a new turn.
+    Retry(Duration),
+    /// The answer says the namespace is going: the gateway remembers it
+    /// (nothing more is sent there meanwhile) and returns the failure.
+    NamespaceGoing(Going),
+    /// Return the failure to the caller.
+    GiveUp,
+}
+
+/// Judges attempt number `attempt` of a request for `namespace` (empty:
+/// cluster-scoped), which failed with `failure`: nothing is retried
+/// without this replica's Lease, after the process began to stop, or once
+/// the namespace is going; a conflict goes back to be re-read; the rest as
+/// [`Backoff::after_failure`] says.
+pub fn after_failure(
+    backoff: &Backoff,
+    failure: &ApiFailure,
+    namespace: &str,
+    attempt: u32,
+) -> AfterFailure {
+    if matches!(
+        failure,
+        ApiFailure::Fenced | ApiFailure::Closed | ApiFailure::Abandoned
+    ) {
+        return AfterFailure::GiveUp;
+    }
+    if failure.is_namespace_gone() && !namespace.is_empty() {
+        return AfterFailure::NamespaceGoing(if failure.is_namespace_terminating() {
+            Going::Terminating
+        } else {
+            Going::Gone
+        });
+    }
+    match backoff.after_failure(attempt, failure.code()) {
+        Retry::After(delay) => AfterFailure::Retry(delay),
+        Retry::Reread | Retry::GiveUp => AfterFailure::GiveUp,
+    }
+}
 
 /// The gateway's answer to a failed write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +102,71 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn status(code: u16, reason: &str, namespace_terminating: bool) -> ApiFailure {
+        ApiFailure::Status {
+            code,
+            reason: reason.to_owned(),
+            message: String::new(),
+            namespace_terminating,
+            namespace_missing: false,
+        }
+    }
+
+    #[test]
+    fn a_failed_attempt_is_retried_only_when_a_retry_can_land() {
+        let backoff = Backoff::default();
+        let first = Retry::After(Duration::from_millis(100));
+        let table = [
+            // (failure, namespace, what then)
+            (
+                ApiFailure::Transport("reset".into()),
+                "a",
+                AfterFailure::Retry(Duration::from_millis(100)),
+            ),
+            (
+                status(503, "ServiceUnavailable", false),
+                "a",
+                AfterFailure::Retry(Duration::from_millis(100)),
+            ),
+            (
+                status(429, "TooManyRequests", false),
+                "a",
+                AfterFailure::Retry(Duration::from_millis(100)),
+            ),
+            // No answer, but the Lease lapsed or the process stops: never again.
+            (ApiFailure::Fenced, "a", AfterFailure::GiveUp),
+            (ApiFailure::Closed, "a", AfterFailure::GiveUp),
+            (ApiFailure::Abandoned, "a", AfterFailure::GiveUp),
+            (status(409, "Conflict", false), "a", AfterFailure::GiveUp),
+            (status(422, "Invalid", false), "a", AfterFailure::GiveUp),
+            (
+                status(403, "Forbidden", true),
+                "a",
+                AfterFailure::NamespaceGoing(Going::Terminating),
+            ),
+            (
+                ApiFailure::namespace_gone("a"),
+                "a",
+                AfterFailure::NamespaceGoing(Going::Gone),
+            ),
+            // A cluster-scoped request has no namespace to remember.
+            (ApiFailure::namespace_gone(""), "", AfterFailure::GiveUp),
+        ];
+        assert_eq!(backoff.after_failure(1, None), first);
+        for (failure, namespace, expected) in table {
+            assert_eq!(
+                after_failure(&backoff, &failure, namespace, 1),
+                expected,
+                "{failure:?} in {namespace:?}"
+            );
+        }
+        assert_eq!(
+            after_failure(&backoff, &ApiFailure::Transport("reset".into()), "a", 5),
+            AfterFailure::GiveUp,
+            "the attempts are spent"
+        );
+    }
 
     #[test]
     fn transient_failures_back_off_exponentially_up_to_the_cap() {

@@ -2,12 +2,15 @@
 //! paused clock: what a stop does to requests still waiting for a turn.
 
 use super::*;
+use crate::apiserver::failure::ApiFailure;
 use crate::apiserver::lean_job::LeanJob;
 use crate::apiserver::requests::{JobRequests, StatusFor};
 use crate::apiserver::scripted::{self, Answer};
 use crate::reconcile::CronJobKind;
 use k8s_openapi::api::batch::v1::{CronJobStatus, Job};
 use serde_json::json;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// A fence that is always open.
 struct Open;

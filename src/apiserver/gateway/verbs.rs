@@ -1,7 +1,7 @@
 //! The requests a decision makes ([`JobRequests`]), as the gateway sends
 //! them: each through [`Gateway::request`] under its [`Verb`]'s terms.
 
-use super::Gateway;
+use super::handle::Gateway;
 use crate::apiserver::failure::ApiFailure;
 use crate::apiserver::lean_cronjob::{CronJobWithTemplate, LeanCronJob};
 use crate::apiserver::lean_job::LeanJob;
