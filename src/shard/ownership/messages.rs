@@ -12,7 +12,11 @@ use std::time::{Duration, Instant};
 /// Where the replica stands in the protocol.
 #[derive(Debug, Clone)]
 pub enum Phase {
-    Joining,
+    /// `valid_since`: when the fence was first judged valid in this join
+    /// ([`super::JOIN_GRACE`] runs from there).
+    Joining {
+        valid_since: Option<Instant>,
+    },
     Stopping {
         target: Arc<Ring>,
     },
@@ -45,7 +49,7 @@ impl Phase {
 
     pub fn name(&self) -> &'static str {
         match self {
-            Phase::Joining => "joining",
+            Phase::Joining { .. } => "joining",
             Phase::Stopping { .. } => "stopping",
             Phase::Serving { .. } => "serving",
             Phase::Leaving { .. } => "leaving",

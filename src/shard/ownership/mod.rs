@@ -75,10 +75,12 @@
 use super::fence::FenceState;
 use super::handoff::ViewRings;
 use super::membership::Membership;
+use loads::Loads;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod loads;
 mod messages;
 mod queries;
 #[cfg(test)]
@@ -119,8 +121,6 @@ pub struct Ownership {
     leases_listed: bool,
     /// The fence as last judged.
     fence: FenceState,
-    /// When the fence was first judged valid in this join ([`JOIN_GRACE`]).
-    valid_since: Option<Instant>,
     membership: Membership,
     rings: ViewRings,
     publications: u64,
@@ -139,19 +139,7 @@ pub struct Ownership {
     /// Actors told to stop that have not reported back: key -> the CronJob's
     /// UID and when the stop was asked.
     stopping: BTreeMap<Arc<str>, (Arc<str>, Instant)>,
-    loads_in_flight: usize,
-    /// Loads in flight whose Jobs are not all handed over yet: no waiting
-    /// key starts meanwhile (its actor must know its Jobs: a `Forbid`
-    /// CronJob with a Job running must not start another). Once none is,
-    /// a gained key starts as its CronJob's page arrives, not when the
-    /// whole load ends.
-    loads_loading_jobs: usize,
-    /// Waiting keys the watch showed during a load, before the load did: a
-    /// watch resumed after a ring change replays versions older than the
-    /// load's consistent read (without the previous owner's last
-    /// `lastScheduleTime`), so such a key starts once the load has shown
-    /// its CronJob too, or once no load is in flight. Emptied then.
-    unloaded: BTreeSet<Arc<str>>,
+    loads: Loads,
     /// A view was published since the last join ([`Self::may_publish`]).
     published_in_join: bool,
     /// The ring changed to leave out a live member that is leaving: the
@@ -174,11 +162,10 @@ impl Ownership {
         Self {
             me: me.into(),
             incarnation: incarnation.into(),
-            phase: Phase::Joining,
+            phase: Phase::Joining { valid_since: None },
             synced: false,
             leases_listed: false,
             fence: FenceState::Waiting,
-            valid_since: None,
             membership: Membership::default(),
             rings: ViewRings::default(),
             publications: 0,
@@ -186,9 +173,7 @@ impl Ownership {
             unarmed: BTreeSet::new(),
             waiting: BTreeMap::new(),
             stopping: BTreeMap::new(),
-            loads_in_flight: 0,
-            loads_loading_jobs: 0,
-            unloaded: BTreeSet::new(),
+            loads: Loads::default(),
             published_in_join: false,
             gains_from_leaving: false,
             drain: DRAIN,
@@ -262,7 +247,7 @@ impl Ownership {
                 }
             }
             Input::LoadJobsDone => {
-                self.loads_loading_jobs = self.loads_loading_jobs.saturating_sub(1);
+                self.loads.jobs_handed_over();
                 self.advance(now, &mut commands);
             }
             Input::LoadDone {
@@ -270,10 +255,7 @@ impl Ownership {
                 previous,
                 jobs_told,
             } => {
-                self.loads_in_flight = self.loads_in_flight.saturating_sub(1);
-                if !jobs_told {
-                    self.loads_loading_jobs = self.loads_loading_jobs.saturating_sub(1);
-                }
+                self.loads.ended(jobs_told);
                 if !ok && let Some(target) = self.phase.target() {
                     // Loads again what the failed load was to gain and is
                     // still owned (with what a later ring change gained,
@@ -284,10 +266,9 @@ impl Ownership {
                     let target = target.clone();
                     self.load(target, previous, LOAD_RETRY, &mut commands);
                 }
-                if self.loads_in_flight == 0 {
-                    // After the retry's decision: a key the watch showed
-                    // still waits for a retried load's copy.
-                    self.unloaded.clear();
+                // After the retry's decision: a key the watch showed still
+                // waits for a retried load's copy.
+                if self.loads.none_in_flight() {
                     self.advance(now, &mut commands);
                 }
             }
@@ -318,7 +299,7 @@ impl Ownership {
         out: &mut Vec<Command>,
     ) {
         if self.has(&key, &uid) {
-            if loaded && self.unloaded.remove(&key) {
+            if loaded && self.loads.shown_by_a_load(&key) {
                 self.start_waiting(Some(&key), now, out);
             }
             return;
@@ -332,8 +313,8 @@ impl Ownership {
         self.keys.insert(key.clone(), uid.clone());
         self.unarmed.insert(key.clone());
         self.waiting.insert(key.clone(), now);
-        if !loaded && self.loads_in_flight > 0 {
-            self.unloaded.insert(key.clone());
+        if !loaded {
+            self.loads.shown_by_the_watch(key.clone());
         }
         out.push(Command::Spawn {
             key: key.clone(),
@@ -347,7 +328,7 @@ impl Ownership {
         let (key, uid) = self.keys.remove_entry(key)?;
         self.unarmed.remove(&key);
         self.waiting.remove(&key);
-        self.unloaded.remove(&key);
+        self.loads.forget(&key);
         Some((key, uid))
     }
 

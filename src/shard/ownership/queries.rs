@@ -48,17 +48,19 @@ impl Ownership {
     }
 
     pub fn loads_in_flight(&self) -> usize {
-        self.loads_in_flight
+        self.loads.in_flight()
     }
 
     /// When the membership must be judged next, apart from the periodic
     /// [`Input::Tick`]: the instant the first live peer's Lease runs out,
     /// or the end of the [`JOIN_GRACE`] while joining.
     pub fn next_expiry(&self, now: Instant) -> Option<Instant> {
-        let grace_ends = self
-            .valid_since
-            .filter(|_| matches!(self.phase, Phase::Joining))
-            .map(|since| since + JOIN_GRACE);
+        let grace_ends = match self.phase {
+            Phase::Joining {
+                valid_since: Some(since),
+            } => Some(since + JOIN_GRACE),
+            _ => None,
+        };
         match (self.membership.next_expiry(now), grace_ends) {
             (Some(expiry), Some(grace)) => Some(expiry.min(grace)),
             (expiry, grace) => expiry.or(grace),
@@ -135,7 +137,7 @@ impl Ownership {
             waiting,
             waiting_for,
             stopping: self.stopping.len(),
-            loads_in_flight: self.loads_in_flight,
+            loads_in_flight: self.loads.in_flight(),
             jobs_remembered: 0,
             keys: keys.then(|| self.running_keys()),
         }

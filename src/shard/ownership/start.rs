@@ -48,7 +48,7 @@ impl Ownership {
             return;
         };
         let target = target.clone();
-        if !self.synced || self.loads_loading_jobs > 0 || self.waiting.is_empty() {
+        if !self.synced || self.loads.loading_jobs() || self.waiting.is_empty() {
             return;
         }
         let candidates: Vec<Arc<str>> = match only {
@@ -66,7 +66,7 @@ impl Ownership {
             let Some(uid) = self.keys.get(&key).cloned() else {
                 continue;
             };
-            if self.unloaded.contains(&key) {
+            if self.loads.awaits(&key) {
                 continue;
             }
             match handoff::decide(&self.me, &uid, &target, own_view.as_deref(), &peers) {

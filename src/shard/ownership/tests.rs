@@ -136,11 +136,11 @@ fn a_replica_joins_only_once_its_fence_is_open_and_the_leases_listed() {
         fence: FenceState::Waiting,
     };
     assert!(o.on(waiting, t0).is_empty(), "fence not open yet");
-    assert!(matches!(o.phase(), Phase::Joining));
+    assert!(matches!(o.phase(), Phase::Joining { .. }));
     // Open: it waits for peers starting with it, then chooses.
     assert!(o.on(VALID, t0).is_empty());
     assert!(o.on(VALID, t0 + JOIN_GRACE / 2).is_empty());
-    assert!(matches!(o.phase(), Phase::Joining));
+    assert!(matches!(o.phase(), Phase::Joining { .. }));
     // The shell is told when the grace ends, to judge it then.
     assert_eq!(o.next_expiry(t0), Some(t0 + JOIN_GRACE));
     o.on(VALID, t0 + JOIN_GRACE);
@@ -332,7 +332,7 @@ fn a_lapse_stops_everything_and_rejoins_once_stopped() {
         t0,
     );
     assert_eq!(commands, [Command::RejoinFence]);
-    assert!(matches!(o.phase(), Phase::Joining));
+    assert!(matches!(o.phase(), Phase::Joining { .. }));
     // It waits the grace again; the next publication is a new one (an old
     // echo cannot start keys), once it has loaded again (a warm join).
     assert!(o.on(VALID, t0).is_empty());

@@ -54,12 +54,11 @@ impl Ownership {
                 }
                 if self.stopping.is_empty() {
                     tracing::info!("every actor stopped; rejoining the ring");
-                    self.phase = Phase::Joining;
+                    self.phase = Phase::Joining { valid_since: None };
                     // The fence reopens at the next renewal; until it is
                     // judged again, it is not valid. The view is withdrawn
                     // with it (RejoinFence): a warm join again.
                     self.fence = FenceState::Waiting;
-                    self.valid_since = None;
                     self.published_in_join = false;
                     out.push(Command::RejoinFence);
                 }
@@ -71,8 +70,8 @@ impl Ownership {
         if !self.leases_listed {
             return;
         }
-        if matches!(self.phase, Phase::Joining) {
-            let valid_since = *self.valid_since.get_or_insert(now);
+        if let Phase::Joining { valid_since } = &mut self.phase {
+            let valid_since = *valid_since.get_or_insert(now);
             if now.duration_since(valid_since) < JOIN_GRACE {
                 return;
             }
@@ -193,8 +192,7 @@ impl Ownership {
         delay: Duration,
         out: &mut Vec<Command>,
     ) {
-        self.loads_in_flight += 1;
-        self.loads_loading_jobs += 1;
+        self.loads.asked();
         out.push(Command::Load {
             target,
             previous,
@@ -206,7 +204,7 @@ impl Ownership {
         if !self.ready
             && self.synced
             && self.phase.target().is_some()
-            && self.loads_in_flight == 0
+            && self.loads.in_flight() == 0
             && self.unarmed.is_empty()
         {
             tracing::info!(actors = self.keys.len(), "every owned actor armed; ready");

@@ -67,6 +67,6 @@ impl Ownership {
     /// once the first lists and every load are done.
     pub(super) fn may_publish(&self) -> bool {
         (self.published_in_join && !self.gains_from_leaving)
-            || (self.synced && self.loads_in_flight == 0)
+            || (self.synced && self.loads.in_flight() == 0)
     }
 }
