@@ -27,11 +27,14 @@ use support::fleet::*;
 /// none in about 1 run in 100 ((2/3)^12), and the test had nothing to fault.
 const CRONJOBS: usize = 24;
 
-/// Delay of a slot no fault touched: creationTimestamp has 1 s resolution,
-/// and the machine runs many tests at once (`cargo suite` runs this binary
-/// beside others whose slots fall due at the same second of each minute,
-/// on 2 cores: 4 s was seen).
-const UNDISTURBED: i64 = 5;
+/// Delay of a slot no fault touched. What it tells apart is a slot held by
+/// the fault, which waits for the faulted replica's Lease (15 s) at least;
+/// how late an undisturbed slot is on a loaded machine is the load test's
+/// figure, not this test's: `cargo suite` runs this binary beside others
+/// whose slots fall due at the same second of each minute, on 2 cores, and
+/// 6-7 s were seen on a fresh machine at a load average of 5.6
+/// (creationTimestamp has 1 s resolution).
+const UNDISTURBED: i64 = 10;
 
 fn max_delay<'a>(slots: impl IntoIterator<Item = &'a Slot>) -> i64 {
     slots.into_iter().map(Slot::delay).max().unwrap_or(0)

@@ -7,8 +7,10 @@
 //! the words; `cargo suite --list` prints the plan. Each binary's output
 //! goes to target/suite/LANE.log; a failed one's failures are printed.
 
+mod cpu;
 mod plan;
 
+use cpu::{CpuSampler, LANE_VARIABLE};
 use plan::{Placement, SharedPlane, TestBinary};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -63,7 +65,9 @@ fn run() -> anyhow::Result<bool> {
 
     let logs = repo_root().join("target/suite");
     std::fs::create_dir_all(&logs)?;
-    let planes = start_shared_planes(&plan::shared_planes(&binaries))?;
+    let sampler = CpuSampler::start();
+    let shared = plan::shared_planes(&binaries);
+    let planes = start_shared_planes(&shared)?;
     let planes_ready = started.elapsed();
 
     let budget = budget();
@@ -86,7 +90,7 @@ fn run() -> anyhow::Result<bool> {
         ) {
             let lane = waiting.remove(next);
             running += lane.weight;
-            lane.start(done.clone())?;
+            lane.start(done.clone(), sampler.clone())?;
         }
         if running == 0 {
             break;
@@ -106,6 +110,12 @@ fn run() -> anyhow::Result<bool> {
         _ => String::new(),
     };
     drop(planes);
+    print_weights(
+        &results,
+        &shared,
+        &sampler,
+        started.elapsed() - planes_ready,
+    );
 
     let failed: Vec<&Finished> = results.iter().filter(|r| !r.passed).collect();
     for result in &failed {
@@ -213,7 +223,8 @@ fn start_shared_planes(kinds: &[SharedPlane]) -> anyhow::Result<Vec<Plane>> {
             let dir = root.join(format!("suite-{}-{}", kind.label(), std::process::id()));
             std::thread::spawn(move || -> anyhow::Result<Plane> {
                 let mut up = Command::new(repo_root().join("deploy/local/up"));
-                up.arg("--dir")
+                up.env(LANE_VARIABLE, plane_lane(kind))
+                    .arg("--dir")
                     .arg(&dir)
                     .arg("--watch-pid")
                     .arg(std::process::id().to_string());
@@ -320,9 +331,10 @@ impl Lane {
     }
 
     /// Starts it; `done` hears when it ends.
-    fn start(mut self, done: mpsc::Sender<Finished>) -> anyhow::Result<()> {
+    fn start(mut self, done: mpsc::Sender<Finished>, sampler: CpuSampler) -> anyhow::Result<()> {
         let log = std::fs::File::create(&self.log)?;
         self.command
+            .env(LANE_VARIABLE, &self.name)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
@@ -334,10 +346,15 @@ impl Lane {
         std::thread::spawn(move || {
             let passed = child.wait().map(|s| s.success()).unwrap_or(false);
             let counts = Counts::of(&std::fs::read_to_string(&self.log).unwrap_or_default());
+            let took = started.elapsed();
+            // What its processes still running (a control plane going down)
+            // do from here is missed.
+            let cpu_seconds = sampler.seconds(&self.name);
             let _ = done.send(Finished {
                 lane: self.name,
                 passed,
-                took: started.elapsed(),
+                took,
+                cpu_seconds,
                 counts,
                 weight: self.weight,
                 log: self.log,
@@ -351,6 +368,8 @@ struct Finished {
     lane: String,
     passed: bool,
     took: Duration,
+    /// Its processes' CPU time ([`cpu`]).
+    cpu_seconds: f64,
     counts: Counts,
     weight: plan::Weight,
     log: PathBuf,
@@ -359,15 +378,47 @@ struct Finished {
 impl Finished {
     fn line(&self) -> String {
         format!(
-            "{:<6} {:<40} {:>5} s  {} passed, {} failed, {} ignored",
+            "{:<6} {:<40} {:>5} s  CPU {:>5.0} s  {} passed, {} failed, {} ignored",
             if self.passed { "ok" } else { "FAILED" },
             self.lane,
             self.took.as_secs(),
+            self.cpu_seconds,
             self.counts.passed,
             self.counts.failed,
             self.counts.ignored
         )
     }
+}
+
+/// How the shared control plane `kind` is named as a lane of [`cpu`].
+fn plane_lane(kind: SharedPlane) -> String {
+    format!("shared plane {}", kind.label())
+}
+
+/// Each lane's CPU beside the plan's weight, and the shared planes' over
+/// the tests.
+fn print_weights(
+    results: &[Finished],
+    shared: &[SharedPlane],
+    sampler: &CpuSampler,
+    tests: Duration,
+) {
+    let lanes = results.iter().map(|result| cpu::Row {
+        lane: result.lane.clone(),
+        wall: result.took,
+        cpu_seconds: result.cpu_seconds,
+        plan: Some(result.weight),
+    });
+    let planes = shared.iter().map(|&kind| {
+        let lane = plane_lane(kind);
+        cpu::Row {
+            cpu_seconds: sampler.seconds(&lane),
+            lane,
+            wall: tests,
+            plan: None,
+        }
+    });
+    cpu::print_table(lanes.chain(planes));
 }
 
 /// The sums of libtest's `test result:` lines.

@@ -133,6 +133,13 @@ const KNOWN: &[Known] = &[
     known("schedule_differential", Placement::Offline, 5, 10),
 ];
 
+/// The weight of `cpu_seconds` used over `wall`: tenths of a core, rounded
+/// up, at least 1.
+pub fn weight_of(cpu_seconds: f64, wall: std::time::Duration) -> Weight {
+    let cores = cpu_seconds / wall.as_secs_f64().max(1.0);
+    ((cores * 10.0).ceil() as Weight).max(1)
+}
+
 /// The weight of a binary not measured: a control plane of its own is
 /// busy starting.
 const UNKNOWN_WITH_A_PLANE: Weight = 3;
@@ -206,6 +213,19 @@ mod tests {
             executable: format!("/t/{target}").into(),
             directory: "/repo".into(),
         }
+    }
+
+    #[test]
+    fn a_measured_weight_is_tenths_of_a_core_rounded_up() {
+        let minute = std::time::Duration::from_secs(60);
+        assert_eq!(weight_of(60.0, minute), 10, "one core");
+        assert_eq!(weight_of(31.0, minute), 6, "0.52 cores");
+        assert_eq!(weight_of(0.0, minute), 1, "at least 1");
+        assert_eq!(
+            weight_of(5.0, std::time::Duration::ZERO),
+            50,
+            "a wall of at least a second"
+        );
     }
 
     #[test]
