@@ -24,36 +24,66 @@ use support::{eventually, repo_root};
 /// The alert meant to fire, and for what.
 const MEANT: (&str, &str) = ("ShardcronCronJobFailing", "flaky");
 
-/// The shipped rules with every `for` divided by 4 (not below a minute) and MissedSchedule's
-/// lateness with it.
+/// A duration of the rules (`10m`, `1h`, `90s`) divided by 4, never below
+/// a minute: a replica started again under its own name holds no valid
+/// Lease until its old one expires (15 s, which the soak does not scale)
+/// and it rejoins, a healthy look-alike that a 15 s LeaseInvalid would page
+/// for under the suite's load; and a range shorter than a minute holds too
+/// few scrapes.
+fn scaled(duration: &str) -> Option<String> {
+    let unit = match duration.chars().last()? {
+        's' => 1,
+        'm' => 60,
+        'h' => 3_600,
+        _ => return None,
+    };
+    let count: u64 = duration[..duration.len() - 1].parse().ok()?;
+    Some(format!("{}s", (count * unit / 4).max(60)))
+}
+
+/// Each range selector of `line` (`[10m]`) scaled as its `for`: a rule
+/// whose `for` outlasts its window (HighSkew's 15 m over 10 m, so that one
+/// late slot cannot fire it alone) keeps that order.
+fn scale_ranges(line: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find(']').map(|at| open + at) else {
+            break;
+        };
+        out.push_str(&rest[..=open]);
+        let inside = &rest[open + 1..close];
+        out.push_str(&scaled(inside).unwrap_or_else(|| inside.to_owned()));
+        out.push(']');
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The shipped rules with every `for` and range divided by 4 (not below a
+/// minute) and MissedSchedule's lateness with them.
 fn scaled_rules() -> String {
     let shipped = std::fs::read_to_string(repo_root().join("deploy/monitoring/alerts.yaml"))
         .expect("read deploy/monitoring/alerts.yaml");
-    let mut scaled = Vec::new();
+    let mut rules = Vec::new();
     for line in shipped.lines() {
         let line = match line.trim_start().strip_prefix("for: ") {
             Some(duration) => {
-                let minutes: u64 = duration
-                    .strip_suffix('m')
-                    .and_then(|m| m.parse().ok())
-                    .unwrap_or_else(|| panic!("a `for` in minutes: {line}"));
-                // Never below a minute: a replica started again under its
-                // own name holds no valid Lease until its old one expires
-                // (15 s, which the soak does not scale) and it rejoins, a
-                // healthy look-alike that a 15 s LeaseInvalid would page for
-                // under the suite's load.
-                line.replace(duration, &format!("{}s", (minutes * 60 / 4).max(60)))
+                let by_4 = scaled(duration).unwrap_or_else(|| panic!("a `for`: {line}"));
+                line.replace(duration, &by_4)
             }
-            None => line.replace(
+            None => scale_ranges(line).replace(
                 "(shardcron_cronjob_next_schedule_time_seconds) > 300",
                 "(shardcron_cronjob_next_schedule_time_seconds) > 75",
             ),
         };
-        scaled.push(line);
+        rules.push(line);
     }
-    let scaled = scaled.join("\n");
-    assert!(scaled.contains("> 75"), "MissedSchedule's lateness moved");
-    scaled
+    let rules = rules.join("\n");
+    assert!(rules.contains("> 75"), "MissedSchedule's lateness moved");
+    assert!(rules.contains("[150s]"), "HighSkew's 10 m window scaled");
+    rules
 }
 
 /// The demo's sample CronJobs, and the look-alikes the demo lacks.
@@ -192,4 +222,16 @@ impl Watcher<'_> {
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
     }
+}
+
+#[test]
+fn durations_and_ranges_scale_by_four_but_not_below_a_minute() {
+    assert_eq!(scaled("10m").as_deref(), Some("150s"));
+    assert_eq!(scaled("2m").as_deref(), Some("60s"), "never below a minute");
+    assert_eq!(scaled("1h").as_deref(), Some("900s"));
+    assert_eq!(scaled("soon"), None);
+    assert_eq!(
+        scale_ranges(r#"rate(x[10m]) > 30 and y{a="[b]"}"#),
+        r#"rate(x[150s]) > 30 and y{a="[b]"}"#
+    );
 }
