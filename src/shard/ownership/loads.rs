@@ -73,11 +73,13 @@ impl Loads {
         self.unloaded.remove(key);
     }
 
-    /// No load is in flight: nothing waits for one any more.
-    pub(super) fn none_in_flight(&mut self) -> bool {
-        if self.in_flight == 0 {
-            self.unloaded.clear();
-        }
+    /// No load is in flight.
+    pub(super) fn idle(&self) -> bool {
         self.in_flight == 0
+    }
+
+    /// Once no load is in flight, no key waits for a load's copy.
+    pub(super) fn stop_awaiting(&mut self) {
+        self.unloaded.clear();
     }
 }

@@ -268,7 +268,8 @@ impl Ownership {
                 }
                 // After the retry's decision: a key the watch showed still
                 // waits for a retried load's copy.
-                if self.loads.none_in_flight() {
+                if self.loads.idle() {
+                    self.loads.stop_awaiting();
                     self.advance(now, &mut commands);
                 }
             }

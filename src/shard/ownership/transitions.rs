@@ -204,7 +204,7 @@ impl Ownership {
         if !self.ready
             && self.synced
             && self.phase.target().is_some()
-            && self.loads.in_flight() == 0
+            && self.loads.idle()
             && self.unarmed.is_empty()
         {
             tracing::info!(actors = self.keys.len(), "every owned actor armed; ready");

@@ -66,7 +66,6 @@ impl Ownership {
     /// out a member that is leaving (which waits for it to let go); those
     /// once the first lists and every load are done.
     pub(super) fn may_publish(&self) -> bool {
-        (self.published_in_join && !self.gains_from_leaving)
-            || (self.synced && self.loads.in_flight() == 0)
+        (self.published_in_join && !self.gains_from_leaving) || (self.synced && self.loads.idle())
     }
 }
