@@ -78,6 +78,13 @@ async fn a_killed_replicas_cronjobs_resume_within_the_lease_duration() {
     let victim = 1;
     let at = at_second(50, Duration::from_secs(5)).await;
     let affected = fleet.keys_of(victim);
+    let survivors = [0, 2];
+    // Every CronJob a replica would gain if one peer died is on standby
+    // somewhere: the victim's are on the survivors'.
+    let on_standby: f64 = survivors
+        .iter()
+        .map(|&r| fleet.replicas[r].metric("shardcron_standby_cronjobs"))
+        .sum();
     let killed = Timestamp::now();
     fleet.replicas[victim].kill();
     let slot = next_minute(at);
@@ -109,6 +116,17 @@ async fn a_killed_replicas_cronjobs_resume_within_the_lease_duration() {
         "{spared:?}"
     );
     assert!(hit.iter().all(|s| s.created_by != "r1"));
+    // Every-minute CronJobs are all due at the take-over: the survivors
+    // read each on its own, ahead of the bulk load.
+    let read_alone: f64 = survivors
+        .iter()
+        .map(|&r| fleet.replicas[r].metric("shardcron_keys_read_alone_total"))
+        .sum();
+    fleet.figure(&format!(
+        "standby before the kill: {on_standby} on the survivors; read alone at the take-over: {read_alone}"
+    ));
+    assert!(on_standby >= affected.len() as f64, "{on_standby}");
+    assert!(read_alone >= affected.len() as f64, "{read_alone}");
     fleet.converged(Duration::from_secs(30)).await;
 }
 

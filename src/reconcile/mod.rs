@@ -84,6 +84,7 @@ mod job;
 mod kind;
 mod lateness;
 mod live;
+mod next_look;
 pub mod options;
 mod pause;
 mod release;
@@ -109,6 +110,7 @@ pub use job::{
 pub use kind::{CronJobKind, CronJobKinds};
 pub use lateness::{PolicyWait, Readiness, readiness};
 pub use live::{ApiError, CreateResult, EffectResults, JobLookup, LiveAnswers, LiveJob, Lookup};
+pub use next_look::{LookInput, next_look};
 pub use options::{
     CATCH_UP_ANNOTATION, FALL_BACK_ANNOTATION, FallBack, InvalidOption, Options,
     RUN_NOW_ANNOTATION, RUN_NOW_MIN_INTERVAL_SECONDS, SPREAD_ANNOTATION,

@@ -124,7 +124,7 @@ impl StatusView {
 
     /// Without a `lastScheduleTime` of its own, the one `meta`'s
     /// [`LAST_SCHEDULE_ANNOTATION`] carries, if it parses.
-    fn seeded(self, meta: &ObjectMeta) -> Self {
+    pub(super) fn seeded(self, meta: &ObjectMeta) -> Self {
         if self.last_schedule_time.is_some() {
             return self;
         }

@@ -21,5 +21,6 @@ pub mod membership;
 pub mod ownership;
 pub mod relist;
 pub mod ring;
+pub mod standby;
 pub mod supervisor;
 pub mod unrecorded;

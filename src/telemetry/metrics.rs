@@ -114,6 +114,8 @@ pub struct Metrics {
     pub owned: Family<OwnedLabels, Gauge>,
     pub rebalances: Counter,
     pub keys_moved: Family<MovedLabels, Counter>,
+    pub standby_cronjobs: Gauge,
+    pub keys_read_alone: Counter,
     pub handoff_wait: Histogram,
     pub handoff_publish: Histogram,
     pub lease_valid: Gauge,
@@ -333,6 +335,22 @@ impl Metrics {
             "CronJobs gained or lost by this replica in rebalances",
             keys_moved.clone(),
         );
+        let standby_cronjobs = Gauge::default();
+        register(
+            &mut registry,
+            &mut families,
+            "standby_cronjobs",
+            "CronJobs this replica would gain if one peer died, kept on standby (when each next falls due)",
+            standby_cronjobs.clone(),
+        );
+        let keys_read_alone = Counter::default();
+        register(
+            &mut registry,
+            &mut families,
+            "keys_read_alone",
+            "Gained CronJobs read on their own at a take-over, ahead of the bulk load, as they fall due first",
+            keys_read_alone.clone(),
+        );
         let handoff_wait = Histogram::new(millis_to_minute());
         register(
             &mut registry,
@@ -410,6 +428,8 @@ impl Metrics {
             owned,
             rebalances,
             keys_moved,
+            standby_cronjobs,
+            keys_read_alone,
             handoff_wait,
             handoff_publish,
             lease_valid,

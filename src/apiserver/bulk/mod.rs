@@ -347,37 +347,63 @@ where
         ..Loaded::default()
     })
     .await;
+    counts.cronjobs = load_cronjobs(
+        client,
+        namespaces,
+        &selectors.cronjobs,
+        selectors.streaming,
+        owned,
+        |cronjobs| {
+            deliver(Loaded {
+                cronjobs,
+                ..Loaded::default()
+            })
+        },
+    )
+    .await?;
+    Ok(counts)
+}
+
+/// Hands `deliver`, page by page, the CronJobs of `namespaces` (`None`:
+/// all) whose UID `keep` accepts, read by `lists` (each kind's, with its
+/// shard selector if any); returns how many it kept. The CronJob half of
+/// [`load`], and the whole of a standby load ([`crate::shard::standby`]).
+pub async fn load_cronjobs<Taken>(
+    client: Client,
+    namespaces: &[Option<String>],
+    lists: &[(CronJobKind, Option<String>)],
+    streaming: bool,
+    keep: impl Fn(&str) -> bool,
+    mut deliver: impl FnMut(Vec<LeanCronJob>) -> Taken,
+) -> Result<usize, LoadError>
+where
+    Taken: Future<Output = ()>,
+{
+    let mut kept_all = 0;
     for namespace in namespaces {
-        for (kind, shards) in &selectors.cronjobs {
+        for (kind, shards) in lists {
             let kind = *kind;
             let cronjob_client = match shards {
                 Some(selector) => super::sharded::client_with_shard_selector(&client, selector),
                 None => client.clone(),
             };
             let cronjobs = super::watch::cronjob_api(cronjob_client, kind, namespace.as_deref());
-            counts.cronjobs += read_list(
-                cronjobs,
-                None,
-                selectors.streaming,
-                |page: Vec<LeanCronJob>| {
-                    let cronjobs: Vec<LeanCronJob> = page
-                        .into_iter()
-                        .filter(|cronjob| cronjob.metadata.uid.as_deref().is_some_and(&owned))
-                        .map(|cronjob| LeanCronJob { kind, ..cronjob })
-                        .collect();
-                    let kept = cronjobs.len();
-                    let taken = deliver(Loaded {
-                        cronjobs,
-                        ..Loaded::default()
-                    });
-                    (kept, taken)
-                },
-            )
+            kept_all += read_list(cronjobs, None, streaming, |page: Vec<LeanCronJob>| {
+                let cronjobs: Vec<LeanCronJob> = page
+                    .into_iter()
+                    .filter(|cronjob| cronjob.metadata.uid.as_deref().is_some_and(&keep))
+                    .map(|cronjob| LeanCronJob { kind, ..cronjob })
+                    .collect();
+                let kept = cronjobs.len();
+                (kept, deliver(cronjobs))
+            })
             .await?;
         }
     }
-    Ok(counts)
+    Ok(kept_all)
 }
+
+pub mod narrow;
 
 #[cfg(test)]
 mod tests;

@@ -174,6 +174,13 @@ pub struct RunArgs {
     /// those 10 s within the pod's terminationGracePeriodSeconds.
     #[arg(long, default_value = "15s", value_parser = go_duration)]
     pub(super) shard_drain_timeout: Duration,
+    /// Keep, for the CronJobs this replica would gain if one peer died,
+    /// when each next falls due (about 100 bytes each; the CronJob watch
+    /// selects their buckets too), so that at a take-over those due first
+    /// are read on their own and start without waiting for the bulk load
+    /// (docs/sharding.md, "Standby"). `--shard-standby=false` keeps none.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "SHARDCRON_SHARD_STANDBY")]
+    pub(super) shard_standby: bool,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub(super) log_format: LogFormat,

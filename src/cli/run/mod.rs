@@ -244,6 +244,7 @@ async fn start(
             kinds: served.clone(),
         }),
         clock: crate::clock::Clock::System,
+        standby: args.shard_standby,
     });
     let metrics_addr = metrics_listener.local_addr()?;
     let health_addr = health_listener.local_addr()?;

@@ -20,6 +20,11 @@ pub(super) struct Loads {
     /// `lastScheduleTime`), so such a key starts once the load has shown
     /// its CronJob too, or once no load is in flight. Emptied then.
     unloaded: BTreeSet<Arc<str>>,
+    /// Waiting keys read on their own, with their Jobs (at a take-over,
+    /// those that fall due first: [`crate::shard::standby`]): they start
+    /// while the loads still hand over Jobs. Emptied once no load is in
+    /// flight.
+    read_alone: BTreeSet<Arc<str>>,
 }
 
 impl Loads {
@@ -64,6 +69,23 @@ impl Loads {
         self.unloaded.remove(key)
     }
 
+    /// `key` was read on its own, with its Jobs, after the ring changed.
+    pub(super) fn read_alone(&mut self, key: Arc<str>) {
+        self.unloaded.remove(&key);
+        self.read_alone.insert(key);
+    }
+
+    /// Whether `key` may start while loads still hand over Jobs: it was
+    /// read on its own, with its Jobs.
+    pub(super) fn knows_jobs_of(&self, key: &str) -> bool {
+        self.read_alone.contains(key)
+    }
+
+    /// The keys read on their own.
+    pub(super) fn read_alone_keys(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.read_alone.iter()
+    }
+
     /// Whether `key` waits for a load's copy.
     pub(super) fn awaits(&self, key: &str) -> bool {
         self.unloaded.contains(key)
@@ -71,6 +93,7 @@ impl Loads {
 
     pub(super) fn forget(&mut self, key: &str) {
         self.unloaded.remove(key);
+        self.read_alone.remove(key);
     }
 
     /// No load is in flight.
@@ -81,5 +104,6 @@ impl Loads {
     /// Once no load is in flight, no key waits for a load's copy.
     pub(super) fn stop_awaiting(&mut self) {
         self.unloaded.clear();
+        self.read_alone.clear();
     }
 }

@@ -90,6 +90,13 @@ pub enum Input {
         uid: Arc<str>,
         loaded: bool,
     },
+    /// A gained CronJob was read on its own, with its Jobs (consistent, after
+    /// the ring changed: [`crate::shard::standby`]); it may start while bulk
+    /// loads still hand over Jobs.
+    KeyRead {
+        key: Arc<str>,
+        uid: Arc<str>,
+    },
     /// A CronJob is gone (deleted, or missing from a re-list).
     CronJobGone {
         key: Arc<str>,

@@ -225,6 +225,13 @@ impl Ownership {
             Input::CronJobSeen { key, uid, loaded } => {
                 self.cronjob_seen(key, uid, loaded, now, &mut commands)
             }
+            Input::KeyRead { key, uid } => {
+                if self.owns(&uid) && !self.loads.idle() {
+                    self.loads.read_alone(key.clone());
+                }
+                self.cronjob_seen(key.clone(), uid, true, now, &mut commands);
+                self.start_waiting(Some(&key), now, &mut commands);
+            }
             Input::CronJobGone { key } => self.stop(&key, now, &mut commands),
             Input::SpawnFailed { key } => {
                 self.forget(&key);

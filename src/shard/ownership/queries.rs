@@ -4,6 +4,7 @@
 use super::{JOIN_GRACE, Ownership, Phase};
 use crate::shard::debug::{MemberReport, ShardReport};
 use crate::shard::handoff::{self, KeyDecision};
+use crate::shard::ring::Ring;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,6 +12,11 @@ use std::time::Instant;
 impl Ownership {
     pub fn phase(&self) -> &Phase {
         &self.phase
+    }
+
+    /// The ring this replica acts on, if any.
+    pub fn target(&self) -> Option<&Arc<Ring>> {
+        self.phase.target()
     }
 
     /// Whether this replica owns the CronJob with this UID under the ring

@@ -48,14 +48,23 @@ impl Ownership {
             return;
         };
         let target = target.clone();
-        if !self.synced || self.loads.loading_jobs() || self.waiting.is_empty() {
+        if !self.synced || self.waiting.is_empty() {
             return;
         }
+        // While a load hands over Jobs, only keys read on their own (with
+        // their Jobs) may start.
+        let jobs_pending = self.loads.loading_jobs();
         let candidates: Vec<Arc<str>> = match only {
             Some(key) => match self.waiting.get_key_value(key) {
                 Some((key, _)) => vec![key.clone()],
                 None => return,
             },
+            None if jobs_pending => self
+                .loads
+                .read_alone_keys()
+                .filter(|key| self.waiting.contains_key(&***key))
+                .cloned()
+                .collect(),
             None => self.waiting.keys().cloned().collect(),
         };
         if candidates.is_empty() {
@@ -66,7 +75,7 @@ impl Ownership {
             let Some(uid) = self.keys.get(&key).cloned() else {
                 continue;
             };
-            if self.loads.awaits(&key) {
+            if self.loads.awaits(&key) || (jobs_pending && !self.loads.knows_jobs_of(&key)) {
                 continue;
             }
             match handoff::decide(&self.me, &uid, &target, own_view.as_deref(), &peers) {

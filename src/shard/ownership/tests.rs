@@ -641,3 +641,49 @@ fn a_gained_key_starts_as_the_load_shows_its_cronjob_once_the_loads_jobs_are_tol
     assert!(started(&o.on(done, t1)).is_empty());
     assert_eq!(o.loads_in_flight(), 0);
 }
+
+/// At a take-over, a gained key read on its own with its Jobs (the standby
+/// CronJobs due first, `crate::shard::standby`) starts at once, before the
+/// bulk load has told its Jobs; the others still wait for that. A key read
+/// alone that the watch had shown first no longer waits for the load's copy:
+/// the read is as consistent as the load.
+#[test]
+fn a_gained_key_read_alone_starts_before_the_bulk_load_tells_its_jobs() {
+    let t0 = Instant::now();
+    let (mut o, _, _) = serving_beside_r1(t0);
+    let gained: Vec<String> = (0..300)
+        .map(|i| format!("ns/{}", crate::apiserver::bucket::test_uid(i)))
+        .filter(|k| Ring::new(["r0", "r1"]).owner(&format!("uid-{k}")) == Some("r1"))
+        .take(3)
+        .collect();
+    let read_alone = |key: &str| Input::KeyRead {
+        key: key.into(),
+        uid: format!("uid-{key}").into(),
+    };
+    let t1 = t0 + D + Duration::from_secs(5);
+    o.on(seen("r0", lease("r0", 4, None)), t1);
+    let own = published(&o.on(VALID, t1)).expect("published");
+    // Read alone before the own view is back: it waits for that (the
+    // hand-off rule is the same for every key).
+    assert!(started(&o.on(read_alone(&gained[0]), t1)).is_empty());
+    o.on(seen("r0", lease("r0", 5, Some(&own))), t1);
+    assert_eq!(
+        started(&o.on(VALID, t1)),
+        [gained[0].as_str()],
+        "read alone: starts, the load's Jobs not told"
+    );
+    // One the load shows waits for its Jobs as before.
+    assert!(started(&o.on(loaded_cronjob(&gained[1]), t1)).is_empty());
+    // One the watch showed first, then read alone: starts.
+    assert!(started(&o.on(seen_cronjob(&gained[2]), t1)).is_empty());
+    assert_eq!(
+        started(&o.on(read_alone(&gained[2]), t1)),
+        [gained[2].as_str()]
+    );
+    assert_eq!(
+        started(&o.on(Input::LoadJobsDone, t1)),
+        [gained[1].as_str()]
+    );
+    assert!(started(&o.on(load_done(true), t1)).is_empty());
+    assert_eq!(o.loads_in_flight(), 0);
+}

@@ -50,7 +50,9 @@ impl Supervisor {
                     if let Some(target) = &target {
                         let namespaces = self.namespaces();
                         let buckets = target.buckets_of(&self.setup.me);
-                        self.watches.reshape(buckets, &namespaces, &ctx.address());
+                        let standby = self.follow_ring_on_standby(target);
+                        self.watches
+                            .reshape(buckets, &standby, &namespaces, &ctx.address());
                     }
                     self.ring_changed(target, lost);
                 }
@@ -68,6 +70,9 @@ impl Supervisor {
                     previous,
                     delay,
                 } => {
+                    // The gained keys due first are read on their own at
+                    // once, a retried load or not.
+                    self.read_due(ctx);
                     if delay.is_zero() {
                         self.load(target, previous, ctx);
                     } else {

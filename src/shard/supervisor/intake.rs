@@ -126,23 +126,47 @@ pub(super) fn has_actor_in(
         .is_some_and(|running| CronJobKind::parse_key(&running.key).1 == namespace)
 }
 
+/// Where a CronJob the supervisor is handed comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Source {
+    /// A watch: may replay versions older than a load's after a ring change.
+    Watch,
+    /// A bulk load of gained keys: consistent, after the ring changed.
+    Load,
+    /// Read on its own with its Jobs ([`crate::shard::standby`]): as
+    /// consistent as a load, and its Jobs are known.
+    ReadAlone,
+}
+
+impl Source {
+    fn input(self, key: Arc<str>, uid: Arc<str>) -> Input {
+        match self {
+            Source::ReadAlone => Input::KeyRead { key, uid },
+            Source::Watch | Source::Load => Input::CronJobSeen {
+                key,
+                uid,
+                loaded: self == Source::Load,
+            },
+        }
+    }
+}
+
 impl Supervisor {
-    /// A CronJob from the watch, or from a bulk load (`loaded`).
+    /// A CronJob from the watch, a bulk load or a read of its own.
     pub(super) fn on_cronjob(
         &mut self,
         cronjob: LeanCronJob,
-        loaded: bool,
+        source: Source,
         now: Instant,
         ctx: &mut Context<Self>,
     ) {
         let key = cronjob.key();
         let uid = cronjob.metadata.uid.as_deref().unwrap_or_default();
+        if source == Source::Watch {
+            self.keep_on_standby(&key, &cronjob);
+        }
         if self.ownership.has(&key, uid) {
-            let seen = loaded.then(|| Input::CronJobSeen {
-                key: key.into(),
-                uid: uid.into(),
-                loaded,
-            });
+            let seen = (source != Source::Watch).then(|| source.input(key.into(), uid.into()));
             if let Some(running) = self.actors.get(uid) {
                 running.addr.do_send(Update::CronJob(Box::new(cronjob)));
             }
@@ -153,13 +177,8 @@ impl Supervisor {
             }
             return;
         }
-        let (key, uid) = (key.into(), uid.into());
-        self.step(
-            Input::CronJobSeen { key, uid, loaded },
-            now,
-            ctx,
-            Some(cronjob),
-        );
+        let input = source.input(key.into(), uid.into());
+        self.step(input, now, ctx, Some(cronjob));
     }
 
     fn on_cronjob_deleted(&mut self, cronjob: &LeanCronJob, now: Instant, ctx: &mut Context<Self>) {
@@ -171,8 +190,9 @@ impl Supervisor {
             // Its Events waiting to be sent are about nothing any more.
             self.actor_services.gateway.cronjob_deleted(uid);
         }
-        let key = cronjob.key().into();
-        self.step(Input::CronJobGone { key }, now, ctx, None);
+        let key = cronjob.key();
+        self.standby.index.forget(&key);
+        self.step(Input::CronJobGone { key: key.into() }, now, ctx, None);
     }
 
     pub(super) fn on_job(&mut self, mut job: JobFacts, relisted: bool, ctx: &mut Context<Self>) {
@@ -259,12 +279,12 @@ impl Handler<CronJobWatch> for Supervisor {
             return;
         };
         match event {
-            Event::Apply(cronjob) => self.on_cronjob(cronjob, false, now, ctx),
+            Event::Apply(cronjob) => self.on_cronjob(cronjob, Source::Watch, now, ctx),
             Event::Delete(cronjob) => self.on_cronjob_deleted(&cronjob, now, ctx),
             Event::Init => relist.begin(),
             Event::InitApply(cronjob) => {
                 relist.saw(&cronjob.key().into());
-                self.on_cronjob(cronjob, false, now, ctx);
+                self.on_cronjob(cronjob, Source::Watch, now, ctx);
             }
             Event::InitDone => {
                 let in_scope = &self.scopes[scope];

@@ -4,6 +4,7 @@
 //! and when the load is done.
 
 use super::Supervisor;
+use super::intake::Source;
 use crate::apiserver::bucket::{self, Bucket};
 use crate::apiserver::bulk::{self, LoadCounts, LoadSelectors, Loaded};
 use crate::shard::ownership::Input;
@@ -139,41 +140,14 @@ impl Supervisor {
 impl Handler<LoadPage> for Supervisor {
     type Result = ();
 
-    /// The Jobs' pages come first (a Job of a CronJob with no actor yet
-    /// is parked until its actor is spawned and claims it), then the page
-    /// that says they are all in (from then on the protocol starts each
-    /// gained key as it arrives), then the CronJobs' pages.
-    ///
-    /// A CronJob the watch delivered first is not necessarily newer than
-    /// the load's: a watch that comes back after a silence or a cut
-    /// replays the events it missed, in order, after the ring changed, so
-    /// it may spawn the actor from a version older than this consistent
-    /// list (without the previous owner's last `lastScheduleTime`). The
-    /// loaded version therefore goes to that actor too, which keeps the
-    /// newer of the two by resourceVersion ([`crate::actor::cronjob::Update::CronJob`]). Only a
-    /// CronJob whose UID differs from the actor's (deleted and re-created)
-    /// is left to the watch, which will tell the deletion.
+    /// The Jobs' pages come first, then the page that says they are all
+    /// in (from then on the protocol starts each gained key as it
+    /// arrives), then the CronJobs' pages ([`Supervisor::take_loaded`]).
     fn handle(&mut self, LoadPage(page): LoadPage, ctx: &mut Self::Context) {
-        let now = super::now();
-        for cronjob in page.cronjobs {
-            let uid = cronjob.metadata.uid.as_deref().unwrap_or_default();
-            if self.tombstones.contains(uid) {
-                continue;
-            }
-            // `on_cronjob` hands a known CronJob to its actor as the watch's
-            // versions are handed.
-            match self.ownership.uid_of(&cronjob.key()) {
-                Some(known) if **known != *uid && self.actors.contains_key(known) => {}
-                _ => self.on_cronjob(cronjob, true, now, ctx),
-            }
-        }
-        for job in page.jobs {
-            if !self.tombstones.contains(&job.uid) && !self.jobs.knows(&job.uid) {
-                self.on_job(job, false, ctx);
-            }
-        }
-        if page.jobs_done {
-            self.step(Input::LoadJobsDone, now, ctx, None);
+        let jobs_done = page.jobs_done;
+        self.take_loaded(page, Source::Load, ctx);
+        if jobs_done {
+            self.step(Input::LoadJobsDone, super::now(), ctx, None);
         }
     }
 }
@@ -223,6 +197,7 @@ impl Handler<LoadDone> for Supervisor {
         );
         if self.ownership.loads_in_flight() == 0 {
             self.tombstones.clear();
+            self.loads_idle_on_standby(ctx);
             crate::memory::release_free_pages();
         }
     }

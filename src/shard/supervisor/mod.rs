@@ -25,6 +25,7 @@ mod intake;
 mod load;
 mod orphans;
 mod queries;
+mod standby;
 #[cfg(test)]
 mod tests;
 mod watches;
@@ -96,6 +97,10 @@ pub struct SupervisorParts {
     pub feed: crate::actor::feed::DecisionFeed,
     /// The wall clock the supervisor hands to the wheel and every actor.
     pub clock: Clock,
+    /// Keep the CronJobs this replica would gain if a peer died on
+    /// standby, and read those due first at a take-over
+    /// (`--shard-standby`; [`crate::shard::standby`]).
+    pub standby: bool,
 }
 
 /// What the supervisor needs to take part in the ring.
@@ -108,6 +113,8 @@ struct ShardSetup {
     keeper: Keeper,
     /// For bulk loads.
     client: Client,
+    /// `--shard-standby`.
+    standby: bool,
 }
 
 /// An actor here, in [`Supervisor::actors`] under its CronJob's UID. Its
@@ -138,6 +145,8 @@ pub struct Supervisor {
     jobs: JobIndex,
     /// Slots started but not recorded, from stopped actors to their CronJobs' next.
     unrecorded: UnrecordedSlots,
+    /// The CronJobs this replica would gain if a peer died ([`standby`]).
+    standby: standby::StandbyState,
     /// UIDs (CronJobs and Jobs) the watch saw deleted while a load was in flight.
     tombstones: HashSet<String>,
     /// Held Jobs whose CronJob is being looked up (see [`orphans`]).
@@ -183,6 +192,7 @@ impl Supervisor {
                 fence: parts.fence,
                 keeper,
                 client: parts.client,
+                standby: parts.standby,
             };
             let watches = watches::Watches::new(parts.watches, parts.scopes.len());
             Supervisor::new(
@@ -205,6 +215,7 @@ impl Supervisor {
         setup: ShardSetup,
     ) -> Self {
         Self {
+            standby: standby::StandbyState::new(setup.standby),
             ownership: Ownership::new(setup.me.clone(), setup.keeper.incarnation())
                 .with_drain(setup.drain),
             wheel: TimerWheel::start(actor_services.clock),
@@ -246,6 +257,9 @@ impl Supervisor {
         let metrics = &self.actor_services.metrics;
         let (owned, waiting) = self.ownership.counts();
         metrics.actors.set(self.actors.len() as i64);
+        metrics
+            .standby_cronjobs
+            .set(self.standby.index.len() as i64);
         metrics
             .owned
             .get_or_create(&OwnedLabels {

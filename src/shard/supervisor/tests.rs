@@ -163,6 +163,7 @@ impl Shell {
             readiness: readiness.clone(),
             watches: None,
             clock: crate::clock::Clock::System,
+            standby: true,
         });
         supervisor.do_send(LeaseWatch(Event::Init));
         supervisor.do_send(LeaseWatch(Event::InitDone));

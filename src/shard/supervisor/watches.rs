@@ -83,8 +83,10 @@ struct ScopeWatches {
 pub(super) struct Watches {
     setup: Option<WatchSetup>,
     scopes: Vec<ScopeWatches>,
-    /// The buckets the current selectors name.
-    buckets: Option<Vec<Bucket>>,
+    /// The buckets the current selectors name: the owned ones (the Jobs'
+    /// label selector), and those with the standby ones (the CronJobs'
+    /// shard selector).
+    buckets: Option<(Vec<Bucket>, Vec<Bucket>)>,
 }
 
 /// Hands a Job watch's events to the supervisor, tagged.
@@ -277,25 +279,37 @@ impl Watches {
         }
     }
 
-    /// The owned buckets are now `buckets`: restarts the watches whose
-    /// selectors name them (none if the set is the same, or empty: a replica
+    /// The owned buckets are now `buckets`, and `standby` the buckets on
+    /// standby ([`crate::shard::standby`]): restarts the watches whose
+    /// selectors name them (the Jobs' the owned ones, the CronJobs' both;
+    /// none if the sets are the same, or nothing is owned: a replica
     /// owning nothing keeps what it had until it owns something).
     pub(super) fn reshape(
         &mut self,
         buckets: Vec<Bucket>,
+        standby: &crate::shard::standby::BucketSet,
         namespaces: &[Option<String>],
         to: &Addr<Supervisor>,
     ) {
         let Some(setup) = self.setup.clone() else {
             return;
         };
-        if buckets.is_empty() || self.buckets.as_ref() == Some(&buckets) {
+        let mut watched = buckets.clone();
+        watched.extend(standby.buckets());
+        watched.sort_unstable();
+        watched.dedup();
+        let shape = (buckets, watched);
+        if shape.0.is_empty() || self.buckets.as_ref() == Some(&shape) {
             return;
         }
-        let labels = bucket::label_selector(&buckets);
-        let shards = bucket::shard_selector(&buckets);
+        let owned_changed = self.buckets.as_ref().is_none_or(|(b, _)| *b != shape.0);
+        let watched_changed = self.buckets.as_ref().is_none_or(|(_, w)| *w != shape.1);
+        let (buckets, watched) = &shape;
+        let labels = bucket::label_selector(buckets);
+        let shards = bucket::shard_selector(watched);
         tracing::info!(
             buckets = buckets.len(),
+            standby_buckets = watched.len() - buckets.len(),
             label_selector_bytes = labels.len(),
             shard_selector_bytes = shards.as_ref().map_or(0, String::len),
             server_shards = ?setup.kinds,
@@ -304,22 +318,24 @@ impl Watches {
         let kinds = self.kinds();
         for (scope, namespace) in namespaces.iter().enumerate() {
             let watches = &mut self.scopes[scope];
-            restart(&mut watches.labelled_jobs, |generation, start| {
-                let mut send = send_jobs(to, scope, JobStream::Labelled, generation);
-                watch::jobs(
-                    setup.client.clone(),
-                    kinds,
-                    namespace.as_deref(),
-                    setup.strategy,
-                    &labels,
-                    start,
-                    "jobs",
-                    setup.metrics.clone(),
-                    move |event| send(event).map(drop),
-                )
-            });
+            if owned_changed {
+                restart(&mut watches.labelled_jobs, |generation, start| {
+                    let mut send = send_jobs(to, scope, JobStream::Labelled, generation);
+                    watch::jobs(
+                        setup.client.clone(),
+                        kinds,
+                        namespace.as_deref(),
+                        setup.strategy,
+                        &labels,
+                        start,
+                        "jobs",
+                        setup.metrics.clone(),
+                        move |event| send(event).map(drop),
+                    )
+                });
+            }
             for (served, running) in setup.kinds.iter().zip(&mut watches.cronjobs) {
-                if !served.server_shards {
+                if !served.server_shards || !watched_changed {
                     continue;
                 }
                 restart(running, |generation, start| {
@@ -337,6 +353,6 @@ impl Watches {
                 });
             }
         }
-        self.buckets = Some(buckets);
+        self.buckets = Some(shape);
     }
 }

@@ -1,0 +1,65 @@
+//! One gained CronJob read on its own, with its Jobs: at a take-over, the
+//! gained CronJobs that fall due first ([`crate::shard::standby`]) are
+//! read so, while the bulk load ([`super::load`]) brings the rest.
+//!
+//! As consistent as the bulk load: a GET without `resourceVersion` (a
+//! quorum read) and LISTs without one, all made after the ring changed, so
+//! never older than what the previous owner wrote before it let the key
+//! go. The Jobs first, then the CronJob, as in the bulk load: the actor
+//! then knows every Job the CronJob had when it was read (later ones come
+//! through the Job watch, which selects the gained buckets by then).
+
+use super::{LoadError, Loaded, list_all};
+use crate::apiserver::bucket::{self, Bucket};
+use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::apiserver::lean_job::LeanJob;
+use crate::apiserver::watch::{JobFacts, cronjob_api};
+use crate::reconcile::{CronJobKind, CronJobKinds};
+use kube::Client;
+use kube::api::Api;
+
+/// Reads the CronJob `key` (of bucket `bucket`) and the Jobs it controls:
+/// those labelled with its bucket and, with `unlabelled`, those without the
+/// label. `None` if the CronJob is gone (the watch tells its deletion).
+/// Each request within the list deadline.
+pub async fn load_key(
+    client: Client,
+    key: &str,
+    bucket: Bucket,
+    kinds: CronJobKinds,
+    unlabelled: bool,
+) -> Result<Option<Loaded>, LoadError> {
+    let (kind, namespace, name) = CronJobKind::parse_key(key);
+    let jobs_api: Api<LeanJob> = Api::namespaced(client.clone(), namespace);
+    let mut selectors = vec![format!("{}={}", bucket::LABEL, bucket.label_value())];
+    if unlabelled {
+        selectors.push(bucket::unlabelled_selector());
+    }
+    let mut jobs: Vec<JobFacts> = Vec::new();
+    for labels in &selectors {
+        list_all(jobs_api.clone(), Some(labels), |page: Vec<LeanJob>| {
+            jobs.extend(page.into_iter().map(|job| JobFacts::of(job, kinds)));
+            std::future::ready(())
+        })
+        .await?;
+    }
+    let cronjobs = cronjob_api(client, kind, Some(namespace));
+    let Some(cronjob) =
+        super::super::deadline::within(super::super::deadline::GET, cronjobs.get_opt(name))
+            .await
+            .map_err(LoadError::Deadline)??
+    else {
+        return Ok(None);
+    };
+    let cronjob = LeanCronJob {
+        kind,
+        ..crate::apiserver::watch::without_managed_fields(cronjob)
+    };
+    let uid = cronjob.metadata.uid.clone().unwrap_or_default();
+    jobs.retain(|job| job.owner_uid.as_deref() == Some(uid.as_str()));
+    Ok(Some(Loaded {
+        cronjobs: vec![cronjob],
+        jobs,
+        jobs_done: false,
+    }))
+}

@@ -1,0 +1,344 @@
+//! The standby CronJobs ([`crate::shard::standby`]) in the shell: kept
+//! from the CronJob watch (which, where the server shards, selects the
+//! standby buckets too) and from a standby load of the buckets newly on
+//! standby, once the replica's own loads are done; at a take-over, the
+//! gained CronJobs due first are read one by one
+//! ([`crate::apiserver::bulk::narrow`]), then again every
+//! [`standby::RESCAN`] while the bulk load runs.
+
+use super::Supervisor;
+use super::intake::Source;
+use crate::apiserver::bucket::Bucket;
+use crate::apiserver::bulk::{self, LoadError, Loaded, narrow};
+use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::reconcile::{LookInput, next_look};
+use crate::shard::ring::Ring;
+use crate::shard::standby::{self, BucketSet, Standby};
+use actix::prelude::*;
+use futures::{FutureExt as _, StreamExt as _};
+use std::sync::Arc;
+
+/// Gained CronJobs read one by one at once, at most.
+const NARROW_CONCURRENCY: usize = 16;
+
+/// After a failed standby load, the next try.
+const STANDBY_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What the supervisor keeps for the standby CronJobs.
+#[derive(Debug, Default)]
+pub(super) struct StandbyState {
+    /// Off (`--shard-standby=false`): no standby bucket, no read alone.
+    pub(super) enabled: bool,
+    pub(super) index: Standby,
+    /// Buckets newly on standby whose CronJobs are still to be read.
+    pending: BucketSet,
+    /// A standby load is in flight.
+    loading: bool,
+    /// A rescan of the gained keys is armed.
+    rescan_armed: bool,
+}
+
+impl StandbyState {
+    pub(super) fn new(enabled: bool) -> Self {
+        Self {
+            enabled,
+            ..Self::default()
+        }
+    }
+}
+
+/// A gained CronJob read on its own.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct KeyReadDone {
+    key: Arc<str>,
+    result: Result<Option<Loaded>, LoadError>,
+}
+
+/// A page of a standby load.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct StandbyPage(Vec<LeanCronJob>);
+
+/// A standby load of `buckets` ended.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct StandbyLoadDone {
+    buckets: BucketSet,
+    result: Result<usize, LoadError>,
+}
+
+impl Supervisor {
+    /// A CronJob the watch or a standby load showed: kept if its bucket is
+    /// on standby here and it is not owned.
+    pub(super) fn keep_on_standby(&mut self, key: &str, cronjob: &LeanCronJob) {
+        let Some(uid) = cronjob.metadata.uid.as_deref() else {
+            return;
+        };
+        let bucket = Bucket::of(uid);
+        if !self.standby.index.covers(bucket) || self.ownership.owns(uid) {
+            return;
+        }
+        let spec = &cronjob.spec;
+        let look = next_look(
+            LookInput {
+                meta: &cronjob.metadata,
+                schedule: &spec.schedule,
+                time_zone: spec.time_zone.as_deref(),
+                suspend: spec.suspend == Some(true),
+                starting_deadline_seconds: spec.starting_deadline_seconds,
+                status: cronjob.status.as_ref(),
+            },
+            self.actor_services.clock.now(),
+            &self.actor_services.default_zone,
+        );
+        self.standby.index.record(key, bucket, look);
+    }
+
+    /// The ring acted on is now `target`: the standby buckets follow it
+    /// (the gained buckets' entries stay until their load is done: their
+    /// urgent keys are read from them). Returns the standby buckets, which
+    /// the CronJob watch selects too.
+    pub(super) fn follow_ring_on_standby(&mut self, target: &Ring) -> BucketSet {
+        let me = self.setup.me.as_str();
+        let buckets = if self.standby.enabled {
+            standby::standby_buckets(target, me)
+        } else {
+            BucketSet::default()
+        };
+        let added = self
+            .standby
+            .index
+            .set_buckets(buckets.clone(), |b| target.owner_of(b) == Some(me));
+        let mut pending = BucketSet::default();
+        for bucket in self.standby.pending.buckets().into_iter().chain(added) {
+            if buckets.contains(bucket) {
+                pending.insert(bucket);
+            }
+        }
+        self.standby.pending = pending;
+        buckets
+    }
+
+    /// Reads on their own the gained keys that need their controller
+    /// within [`standby::HORIZON_SECONDS`], soonest first; looks again
+    /// every [`standby::RESCAN`] while a load of gained keys is in flight.
+    pub(super) fn read_due(&mut self, ctx: &mut Context<Self>) {
+        let Some(target) = self.ownership.target().cloned() else {
+            return;
+        };
+        let me = self.setup.me.clone();
+        let until = self
+            .actor_services
+            .clock
+            .now()
+            .saturating_add(jiff::SignedDuration::from_secs(standby::HORIZON_SECONDS))
+            .unwrap_or(jiff::Timestamp::MAX);
+        let due = self.standby.index.take_due(
+            |b| target.owner_of(b) == Some(me.as_str()),
+            until,
+            standby::MAX_NARROW_PER_ROUND,
+        );
+        if !due.is_empty() {
+            tracing::debug!(keys = due.len(), "reading the gained CronJobs due first");
+            let client = self.setup.client.clone();
+            let kinds = self.watches.kinds();
+            let unlabelled = self.watches.watches_unlabelled_jobs();
+            let to = ctx.address();
+            tokio::spawn(futures::stream::iter(due).for_each_concurrent(
+                NARROW_CONCURRENCY,
+                move |(key, bucket)| {
+                    let (client, to) = (client.clone(), to.clone());
+                    async move {
+                        let result =
+                            narrow::load_key(client, &key, bucket, kinds, unlabelled).await;
+                        // The supervisor gone: nothing to tell.
+                        let _ = to.send(KeyReadDone { key, result }).await;
+                    }
+                },
+            ));
+        }
+        if !self.standby.rescan_armed && self.ownership.loads_in_flight() > 0 {
+            self.standby.rescan_armed = true;
+            ctx.run_later(standby::RESCAN, |supervisor, ctx| {
+                supervisor.standby.rescan_armed = false;
+                if supervisor.ownership.loads_in_flight() > 0 {
+                    supervisor.read_due(ctx);
+                }
+            });
+        }
+    }
+
+    /// The loads of gained keys are done: their standby entries go (they
+    /// are actors here), and the buckets newly on standby are read.
+    pub(super) fn loads_idle_on_standby(&mut self, ctx: &mut Context<Self>) {
+        if let Some(target) = self.ownership.target().cloned() {
+            let me = self.setup.me.as_str();
+            self.standby
+                .index
+                .forget_owned(|b| target.owner_of(b) == Some(me));
+        }
+        self.load_standby(ctx);
+    }
+
+    /// Reads the CronJobs of the buckets newly on standby (one load at a
+    /// time, none while gained keys load: those come first).
+    fn load_standby(&mut self, ctx: &mut Context<Self>) {
+        if self.standby.loading
+            || self.standby.pending.is_empty()
+            || self.ownership.loads_in_flight() > 0
+        {
+            return;
+        }
+        let buckets = std::mem::take(&mut self.standby.pending);
+        let gained = buckets.buckets();
+        let per_list = bulk::buckets_per_list(
+            self.actors.len(),
+            self.ownership
+                .target()
+                .map_or(0, |t| t.buckets_of(&self.setup.me).len()),
+        );
+        let lists: Vec<_> = self
+            .watches
+            .served()
+            .iter()
+            .flat_map(|served| {
+                let lists: Vec<Option<String>> = if served.server_shards {
+                    gained
+                        .chunks(per_list)
+                        .map(crate::apiserver::bucket::shard_selector)
+                        .collect()
+                } else {
+                    vec![None]
+                };
+                lists.into_iter().map(|shards| (served.kind, shards))
+            })
+            .collect();
+        self.standby.loading = true;
+        let client = self.setup.client.clone();
+        let namespaces = self.namespaces();
+        let streaming = self.watches.streams();
+        let to = ctx.address();
+        let wanted = buckets.clone();
+        tokio::spawn(async move {
+            let result = bulk::load_cronjobs(
+                client,
+                &namespaces,
+                &lists,
+                streaming,
+                |uid| wanted.contains(Bucket::of(uid)),
+                |page| to.send(StandbyPage(page)).map(drop),
+            )
+            .await;
+            to.do_send(StandbyLoadDone { buckets, result });
+        });
+    }
+
+    /// A page of a bulk load, or a key read alone: the Jobs first (a Job of
+    /// a CronJob with no actor yet is parked until its actor is spawned and
+    /// claims it), then the CronJobs.
+    ///
+    /// A CronJob the watch delivered first is not necessarily newer than
+    /// the load's: a watch that comes back after a silence or a cut
+    /// replays the events it missed, in order, after the ring changed, so
+    /// it may spawn the actor from a version older than this consistent
+    /// read (without the previous owner's last `lastScheduleTime`). The
+    /// loaded version therefore goes to that actor too, which keeps the
+    /// newer of the two by resourceVersion ([`crate::actor::cronjob::Update::CronJob`]). Only a
+    /// CronJob whose UID differs from the actor's (deleted and re-created)
+    /// is left to the watch, which will tell the deletion.
+    pub(super) fn take_loaded(&mut self, page: Loaded, source: Source, ctx: &mut Context<Self>) {
+        let now = super::now();
+        for job in page.jobs {
+            if !self.tombstones.contains(&job.uid) && !self.jobs.knows(&job.uid) {
+                self.on_job(job, false, ctx);
+            }
+        }
+        for cronjob in page.cronjobs {
+            let uid = cronjob.metadata.uid.as_deref().unwrap_or_default();
+            if self.tombstones.contains(uid) {
+                continue;
+            }
+            let key = cronjob.key();
+            self.standby.index.forget(&key);
+            // `on_cronjob` hands a known CronJob to its actor as the watch's
+            // versions are handed.
+            match self.ownership.uid_of(&key) {
+                Some(known) if **known != *uid && self.actors.contains_key(known) => {}
+                _ => self.on_cronjob(cronjob, source, now, ctx),
+            }
+        }
+    }
+}
+
+impl Handler<KeyReadDone> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, KeyReadDone { key, result }: KeyReadDone, ctx: &mut Self::Context) {
+        match result {
+            Ok(Some(page)) => {
+                self.actor_services.metrics.keys_read_alone.inc();
+                self.take_loaded(page, Source::ReadAlone, ctx);
+            }
+            // Gone: the watch tells its deletion.
+            Ok(None) => {}
+            // The bulk load brings it.
+            Err(error) => {
+                tracing::debug!(cronjob = %key, %error, "reading a gained CronJob alone failed; it comes with the bulk load");
+            }
+        }
+    }
+}
+
+impl Handler<StandbyPage> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, StandbyPage(page): StandbyPage, _: &mut Self::Context) {
+        for cronjob in page {
+            if !self
+                .tombstones
+                .contains(cronjob.metadata.uid.as_deref().unwrap_or_default())
+            {
+                let key = cronjob.key();
+                self.keep_on_standby(&key, &cronjob);
+            }
+        }
+    }
+}
+
+impl Handler<StandbyLoadDone> for Supervisor {
+    type Result = ();
+
+    fn handle(
+        &mut self,
+        StandbyLoadDone { buckets, result }: StandbyLoadDone,
+        ctx: &mut Self::Context,
+    ) {
+        self.standby.loading = false;
+        match result {
+            Ok(count) => {
+                tracing::info!(
+                    buckets = buckets.len(),
+                    cronjobs = count,
+                    standby = self.standby.index.len(),
+                    "loaded the CronJobs newly on standby"
+                );
+            }
+            Err(error) => {
+                tracing::warn!(%error, "loading the CronJobs newly on standby failed; retrying");
+                // Those still on standby are read again.
+                for bucket in buckets.buckets() {
+                    if self.standby.index.covers(bucket) {
+                        self.standby.pending.insert(bucket);
+                    }
+                }
+                ctx.run_later(STANDBY_RETRY, |supervisor, ctx| {
+                    supervisor.load_standby(ctx)
+                });
+                return;
+            }
+        }
+        self.load_standby(ctx);
+        crate::memory::release_free_pages();
+    }
+}
