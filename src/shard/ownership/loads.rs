@@ -2,8 +2,16 @@
 //! runs while lost keys stop and while the view is published, and a ring
 //! change in the middle starts another.
 
+use crate::apiserver::bucket::{BUCKETS, Bucket};
+use crate::shard::ring::Ring;
 use std::collections::BTreeSet;
 use std::sync::Arc;
+
+/// A count of the ring changes a replica acted on: a read (a bulk load, a
+/// key read alone) carries the epoch it was asked for in, and counts for a
+/// key only if the key's bucket has been owned since then (see
+/// [`Loads::fresh`]).
+pub type Epoch = u64;
 
 #[derive(Debug, Default)]
 pub(super) struct Loads {
@@ -25,9 +33,59 @@ pub(super) struct Loads {
     /// while the loads still hand over Jobs. Emptied once no load is in
     /// flight.
     read_alone: BTreeSet<Arc<str>>,
+    /// The current epoch, and by bucket the epoch it was last gained in.
+    epoch: Epoch,
+    gained_in: Vec<Epoch>,
 }
 
 impl Loads {
+    /// The ring acted on changed from `previous` to `target` (`None`: no
+    /// ring, after a lapse): a new epoch, in which the buckets `target`
+    /// gives `me` and `previous` did not are gained.
+    pub(super) fn ring_changed(
+        &mut self,
+        target: Option<&Ring>,
+        previous: Option<&Ring>,
+        me: &str,
+    ) {
+        self.epoch += 1;
+        if self.gained_in.is_empty() {
+            self.gained_in = vec![0; usize::from(BUCKETS)];
+        }
+        let Some(target) = target else {
+            return;
+        };
+        for bucket in Bucket::all() {
+            if target.owner_of(bucket) == Some(me)
+                && previous.is_none_or(|p| p.owner_of(bucket) != Some(me))
+            {
+                self.gained_in[bucket.index()] = self.epoch;
+            }
+        }
+    }
+
+    /// The epoch a read asked for now is of.
+    pub(super) fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// Whether a copy of the CronJob `uid` read in `read_in` (`None`: the
+    /// watch's) is no older than the CronJob's latest gain: read after
+    /// the ring gave it here, so after its previous owner let it go (or,
+    /// dead, could write no more). A load asked for before the key was lost
+    /// and gained again is not (the simulation found one, seed 1937 of
+    /// 2026-11-29: a previous owner may have run a slot in between).
+    pub(super) fn fresh(&self, uid: &str, read_in: Option<Epoch>) -> bool {
+        read_in.is_some_and(|epoch| {
+            epoch
+                >= self
+                    .gained_in
+                    .get(Bucket::of(uid).index())
+                    .copied()
+                    .unwrap_or(0)
+        })
+    }
+
     /// A load was asked for.
     pub(super) fn asked(&mut self) {
         self.in_flight += 1;

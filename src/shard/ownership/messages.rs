@@ -2,6 +2,7 @@
 //! happens to it ([`Input`]) and what it asks of the supervisor
 //! ([`Command`]).
 
+pub use super::loads::Epoch;
 use crate::shard::fence::FenceState;
 use crate::shard::lease::Publication;
 use crate::shard::membership::LeaseObservation;
@@ -82,13 +83,15 @@ pub enum Input {
         fence: FenceState,
     },
     /// A CronJob was seen under `key` = `namespace/name`: by a bulk load
-    /// (`loaded`: a consistent read, no older than the ring change), or by
+    /// (`read_in`: a consistent read, no older than the ring change it was asked for after), or by
     /// the watch (which may replay versions older than that after a ring
     /// change).
     CronJobSeen {
         key: Arc<str>,
         uid: Arc<str>,
-        loaded: bool,
+        /// The epoch of the read that brought it (a bulk load, asked for
+        /// in [`Command::Load`]'s epoch); `None`: the watch.
+        read_in: Option<Epoch>,
     },
     /// A gained CronJob was read on its own, with its Jobs (consistent, after
     /// the ring changed: [`crate::shard::standby`]); it may start while bulk
@@ -96,6 +99,8 @@ pub enum Input {
     KeyRead {
         key: Arc<str>,
         uid: Arc<str>,
+        /// The epoch it was asked for in ([`super::Ownership::epoch`]).
+        read_in: Epoch,
     },
     /// A CronJob is gone (deleted, or missing from a re-list).
     CronJobGone {
@@ -164,6 +169,9 @@ pub enum Command {
         target: Arc<Ring>,
         previous: Option<Arc<Ring>>,
         delay: Duration,
+        /// The epoch its reads are of (each CronJob it shows is an
+        /// [`Input::CronJobSeen`] with this `read_in`).
+        epoch: Epoch,
     },
     /// Every actor stopped after a lapse: the fence may open again, and the
     /// view is withdrawn (it runs nothing now; its next view comes when it
@@ -188,4 +196,9 @@ pub enum Flaw {
     /// by the time its bytes reach the socket (the write gateway's client
     /// before `apiserver::fenced_socket`; only the simulation models it).
     NoFenceAtTheSocket,
+    /// Start a gained key from what the replica held before any consistent
+    /// read of it (as if a standby copy, or a watch's replay, were its
+    /// state): a key the watch shows starts without waiting for a load's
+    /// copy, or for the Jobs of the loads in flight.
+    StartFromStandby,
 }

@@ -91,7 +91,7 @@ mod tests;
 mod transitions;
 mod warm;
 
-pub use messages::{Command, Flaw, Input, Phase};
+pub use messages::{Command, Epoch, Flaw, Input, Phase};
 
 /// Before retrying a failed bulk load.
 pub const LOAD_RETRY: Duration = Duration::from_secs(2);
@@ -222,14 +222,18 @@ impl Ownership {
                 self.fence = fence;
                 self.advance(now, &mut commands);
             }
-            Input::CronJobSeen { key, uid, loaded } => {
-                self.cronjob_seen(key, uid, loaded, now, &mut commands)
+            Input::CronJobSeen { key, uid, read_in } => {
+                let fresh = self.loads.fresh(&uid, read_in);
+                self.cronjob_seen(key, uid, fresh, now, &mut commands)
             }
-            Input::KeyRead { key, uid } => {
-                if self.owns(&uid) && !self.loads.idle() {
+            Input::KeyRead { key, uid, read_in } => {
+                // A read asked for before the key was lost and gained again
+                // counts as the watch's copy.
+                let fresh = self.loads.fresh(&uid, Some(read_in));
+                if fresh && self.owns(&uid) && !self.loads.idle() {
                     self.loads.read_alone(key.clone());
                 }
-                self.cronjob_seen(key.clone(), uid, true, now, &mut commands);
+                self.cronjob_seen(key.clone(), uid, fresh, now, &mut commands);
                 self.start_waiting(Some(&key), now, &mut commands);
             }
             Input::CronJobGone { key } => self.stop(&key, now, &mut commands),
@@ -298,16 +302,19 @@ impl Ownership {
         commands
     }
 
+    /// `fresh`: its copy comes from a read made since the key's latest gain
+    /// ([`Loads::fresh`]); else (the watch's, or an older read) a gained
+    /// key waits for a load's copy while one is in flight.
     fn cronjob_seen(
         &mut self,
         key: Arc<str>,
         uid: Arc<str>,
-        loaded: bool,
+        fresh: bool,
         now: Instant,
         out: &mut Vec<Command>,
     ) {
         if self.has(&key, &uid) {
-            if loaded && self.loads.shown_by_a_load(&key) {
+            if fresh && self.loads.shown_by_a_load(&key) {
                 self.start_waiting(Some(&key), now, out);
             }
             return;
@@ -321,7 +328,7 @@ impl Ownership {
         self.keys.insert(key.clone(), uid.clone());
         self.unarmed.insert(key.clone());
         self.waiting.insert(key.clone(), now);
-        if !loaded {
+        if !fresh {
             self.loads.shown_by_the_watch(key.clone());
         }
         out.push(Command::Spawn {

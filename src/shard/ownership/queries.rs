@@ -14,6 +14,11 @@ impl Ownership {
         &self.phase
     }
 
+    /// The epoch a read asked for now is of ([`super::Epoch`]).
+    pub fn epoch(&self) -> super::Epoch {
+        self.loads.epoch()
+    }
+
     /// The ring this replica acts on, if any.
     pub fn target(&self) -> Option<&Arc<Ring>> {
         self.phase.target()

@@ -36,7 +36,7 @@
 //! A failure names its seed; [`replay`] runs one seed again, exactly.
 //! `SHARDCRON_SIM_SEEDS=N` runs N seeds instead of the default.
 
-use super::{Command, Flaw, Input, Ownership};
+use super::{Command, Epoch, Flaw, Input, Ownership};
 use crate::clock::BootInstant;
 use crate::shard::fence::Fence;
 use crate::shard::lease::Publication;
@@ -49,14 +49,17 @@ use std::time::{Duration, Instant};
 const REPLICAS: usize = 3;
 const KEYS: usize = 16;
 
-/// The bit of key `ns/<uid>-<i>`.
-fn key_bit(key: &str) -> u32 {
-    let index: u32 = key
-        .rsplit('-')
+/// The index of key `ns/<uid>-<i>`.
+fn key_index(key: &str) -> usize {
+    key.rsplit('-')
         .next()
         .and_then(|i| i.parse().ok())
-        .unwrap_or(0);
-    1 << index
+        .unwrap_or(0)
+}
+
+/// The bit of key `ns/<uid>-<i>`.
+fn key_bit(key: &str) -> u32 {
+    1 << key_index(key)
 }
 const LEASE_DURATION: Duration = Duration::from_secs(15);
 const RENEW_DEADLINE: Duration = Duration::from_secs(10);
@@ -135,10 +138,27 @@ enum Event {
         key: Arc<str>,
     },
     LoadJobsDone,
+    /// A bulk load of what `target` gains over `previous` ends; it read
+    /// at `read_at` (ms).
     LoadDone {
         ok: bool,
+        target: Arc<Ring>,
         previous: Option<Arc<Ring>>,
         jobs_told: bool,
+        read_at: u64,
+        epoch: Epoch,
+    },
+    /// A gained key read on its own at `read_at` (ms): the standby keys due
+    /// first (`crate::shard::standby`).
+    KeyRead {
+        key: usize,
+        read_at: u64,
+        epoch: Epoch,
+    },
+    /// The CronJob watch, restarted with the ring, shows the keys the ring
+    /// gives the replica: versions it may have had long before.
+    WatchShowsKeys {
+        target: Arc<Ring>,
     },
     /// Faults and their ends.
     Pause {
@@ -204,6 +224,11 @@ struct Process {
     writers: u32,
     /// Keys whose actor was told to stop, not yet stopped.
     stopping: u32,
+    /// Keys the ring it acts on gives it, by bit; and, by key index, when
+    /// it last gained each (ms) and when the copy it holds was read (ms).
+    owned: u32,
+    gained_at: [u64; KEYS],
+    read_at: [Option<u64>; KEYS],
     publication: Option<Publication>,
     /// The Lease write in flight: id, and when it was sent (boot clock).
     in_flight: Option<(u64, BootInstant)>,
@@ -377,6 +402,9 @@ impl World {
             fence: Fence::new(RENEW_DEADLINE),
             writers: 0,
             stopping: 0,
+            owned: 0,
+            gained_at: [0; KEYS],
+            read_at: [None; KEYS],
             publication: None,
             in_flight: None,
             acquired: false,
@@ -410,6 +438,32 @@ impl World {
         self.trace.as_deref().unwrap_or_default().join("\n")
     }
 
+    /// The keys (bits) `target` gives replica `name` and `previous` did not.
+    fn gains(&self, name: &str, target: Option<&Ring>, previous: Option<&Ring>) -> u32 {
+        let Some(target) = target else {
+            return 0;
+        };
+        self.keys
+            .iter()
+            .enumerate()
+            .filter(|(_, key)| {
+                let uid = format!("uid-{key}");
+                target.owner(&uid) == Some(name)
+                    && previous.is_none_or(|p| p.owner(&uid) != Some(name))
+            })
+            .fold(0, |bits, (i, _)| bits | 1 << i)
+    }
+
+    /// Replica `replica` receives a copy of key `i` read at `read_at`: its
+    /// actor keeps the newest copy, if it owns the key.
+    fn read(&mut self, replica: usize, i: usize, read_at: u64) {
+        if let Some(process) = self.replicas[replica].process.as_mut()
+            && process.owned & (1 << i) != 0
+        {
+            process.read_at[i] = Some(process.read_at[i].map_or(read_at, |r| r.max(read_at)));
+        }
+    }
+
     /// Feeds replica `replica`'s machine and carries out its commands.
     fn feed(&mut self, replica: usize, input: Input) {
         let now = self.mono(replica);
@@ -440,8 +494,38 @@ impl World {
             return;
         };
         match command {
-            Command::Spawn { .. } | Command::RingChanged { .. } | Command::SetReady => {}
+            Command::Spawn { .. } | Command::SetReady => {}
+            Command::RingChanged { target, .. } => {
+                let owned = self.gains(&name, target.as_deref(), None);
+                let process = self.replicas[replica]
+                    .process
+                    .as_mut()
+                    .expect("checked above");
+                for i in 0..KEYS {
+                    if owned & !process.owned & (1 << i) != 0 {
+                        process.gained_at[i] = self.now;
+                    }
+                }
+                process.owned = owned;
+                if let Some(target) = target {
+                    let after = self.rng.between(0, 3_000);
+                    self.schedule(replica, after, Event::WatchShowsKeys { target });
+                }
+            }
             Command::Start { key, .. } => {
+                // A gained key starts only from a consistent read made
+                // after it was gained (a load's, or its own): a standby
+                // entry, or a watch's replay, may be older than the
+                // previous owner's last write.
+                let i = key_index(&key);
+                if process.read_at[i].is_none_or(|read| read < process.gained_at[i])
+                    && self.violation.is_none()
+                {
+                    self.violation = Some(format!(
+                        "{name} started {key} from no read since it gained it at {} ms (its copy read at {:?} ms)",
+                        process.gained_at[i], process.read_at[i]
+                    ));
+                }
                 process.writers |= key_bit(&key);
                 let after = self.rng.between(1, 50);
                 self.schedule(replica, after, Event::ActorArmed { key });
@@ -477,8 +561,30 @@ impl World {
                 self.renew(replica);
             }
             Command::Load {
-                delay, previous, ..
+                delay,
+                previous,
+                target,
+                epoch,
             } => {
+                // The gained keys due first are read on their own at once
+                // (here: each now and then), and may fail while faults last.
+                let read_at = self.now + delay.as_millis() as u64;
+                let gained = self.gains(&name, Some(&target), previous.as_deref());
+                for key in (0..KEYS).filter(|i| gained & (1 << i) != 0) {
+                    if self.rng.chance(50) && (self.now >= FAULTS_UNTIL || !self.rng.chance(10)) {
+                        let after = self.rng.between(5, 500);
+                        let read_at = self.now;
+                        self.schedule(
+                            replica,
+                            after,
+                            Event::KeyRead {
+                                key,
+                                read_at,
+                                epoch,
+                            },
+                        );
+                    }
+                }
                 // The Jobs first, then the CronJobs; a failed load may
                 // fail before its Jobs are all told, or after.
                 let jobs_ms = delay.as_millis() as u64 + self.rng.between(10, 1_500);
@@ -493,8 +599,11 @@ impl World {
                     ms,
                     Event::LoadDone {
                         ok,
+                        target,
                         previous,
                         jobs_told,
+                        read_at,
+                        epoch,
                     },
                 );
             }
@@ -804,20 +913,60 @@ impl World {
             }
             Event::ActorArmed { key } => self.feed(replica, Input::ActorArmed { key }),
             Event::LoadJobsDone => self.feed(replica, Input::LoadJobsDone),
+            Event::KeyRead {
+                key,
+                read_at,
+                epoch,
+            } => {
+                self.read(replica, key, read_at);
+                let key = self.keys[key].clone();
+                let uid = format!("uid-{key}");
+                self.feed(
+                    replica,
+                    Input::KeyRead {
+                        key: key.into(),
+                        uid: uid.into(),
+                        read_in: epoch,
+                    },
+                );
+            }
+            Event::WatchShowsKeys { target } => {
+                let name = self.replicas[replica].name.clone();
+                let shown = self.gains(&name, Some(&target), None);
+                for i in (0..KEYS).filter(|i| shown & (1 << i) != 0) {
+                    let key = self.keys[i].clone();
+                    let uid = format!("uid-{key}");
+                    self.feed(
+                        replica,
+                        Input::CronJobSeen {
+                            key: key.into(),
+                            uid: uid.into(),
+                            read_in: None,
+                        },
+                    );
+                }
+            }
             Event::LoadDone {
                 ok,
+                target,
                 previous,
                 jobs_told,
+                read_at,
+                epoch,
             } => {
                 if ok {
-                    for key in self.keys.clone() {
+                    let name = self.replicas[replica].name.clone();
+                    let gained = self.gains(&name, Some(&target), previous.as_deref());
+                    for i in (0..KEYS).filter(|i| gained & (1 << i) != 0) {
+                        self.read(replica, i, read_at);
+                        let key = self.keys[i].clone();
                         let uid = format!("uid-{key}");
                         self.feed(
                             replica,
                             Input::CronJobSeen {
                                 key: key.into(),
                                 uid: uid.into(),
-                                loaded: true,
+                                read_in: Some(epoch),
                             },
                         );
                     }
@@ -1115,6 +1264,7 @@ fn a_planted_flaw_is_found() {
         (Flaw::PublishWhileStopping, "two writers"),
         (Flaw::IgnorePeers, "two writers"),
         (Flaw::NoFenceAtTheSocket, "after its Lease may have expired"),
+        (Flaw::StartFromStandby, "from no read since"),
     ] {
         let runs = seeds(10_000).min(1_000);
         let found = (0..runs)

@@ -54,12 +54,13 @@ impl Ownership {
         // While a load hands over Jobs, only keys read on their own (with
         // their Jobs) may start.
         let jobs_pending = self.loads.loading_jobs();
+        let from_standby = self.flawed(Flaw::StartFromStandby);
         let candidates: Vec<Arc<str>> = match only {
             Some(key) => match self.waiting.get_key_value(key) {
                 Some((key, _)) => vec![key.clone()],
                 None => return,
             },
-            None if jobs_pending => self
+            None if jobs_pending && !from_standby => self
                 .loads
                 .read_alone_keys()
                 .filter(|key| self.waiting.contains_key(&***key))
@@ -75,7 +76,9 @@ impl Ownership {
             let Some(uid) = self.keys.get(&key).cloned() else {
                 continue;
             };
-            if self.loads.awaits(&key) || (jobs_pending && !self.loads.knows_jobs_of(&key)) {
+            let unread =
+                self.loads.awaits(&key) || (jobs_pending && !self.loads.knows_jobs_of(&key));
+            if unread && !from_standby {
                 continue;
             }
             match handoff::decide(&self.me, &uid, &target, own_view.as_deref(), &peers) {

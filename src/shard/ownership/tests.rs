@@ -84,16 +84,16 @@ fn seen_cronjob(key: &str) -> Input {
     Input::CronJobSeen {
         key: key.into(),
         uid: format!("uid-{key}").into(),
-        loaded: false,
+        read_in: None,
     }
 }
 
-/// A CronJob a bulk load showed.
+/// A CronJob a bulk load asked for after every ring change so far showed.
 fn loaded_cronjob(key: &str) -> Input {
     Input::CronJobSeen {
         key: key.into(),
         uid: format!("uid-{key}").into(),
-        loaded: true,
+        read_in: Some(Epoch::MAX),
     }
 }
 
@@ -384,6 +384,7 @@ fn a_failed_load_is_retried_for_what_it_was_to_gain_not_for_everything_owned() {
             target,
             previous: Some(previous),
             delay: LOAD_RETRY,
+            ..
         },
     ] = commands.as_slice()
     else {
@@ -429,7 +430,7 @@ fn a_recreated_cronjob_replaces_its_actor_and_readiness_waits_for_arming() {
         Input::CronJobSeen {
             key: "ns/a".into(),
             uid: "other".into(),
-            loaded: false,
+            read_in: None,
         },
         t0,
     );
@@ -659,6 +660,7 @@ fn a_gained_key_read_alone_starts_before_the_bulk_load_tells_its_jobs() {
     let read_alone = |key: &str| Input::KeyRead {
         key: key.into(),
         uid: format!("uid-{key}").into(),
+        read_in: Epoch::MAX,
     };
     let t1 = t0 + D + Duration::from_secs(5);
     o.on(seen("r0", lease("r0", 4, None)), t1);
@@ -686,4 +688,37 @@ fn a_gained_key_read_alone_starts_before_the_bulk_load_tells_its_jobs() {
     );
     assert!(started(&o.on(load_done(true), t1)).is_empty());
     assert_eq!(o.loads_in_flight(), 0);
+}
+
+/// A read counts for a key only if asked for since the key's latest gain: a
+/// load asked for before the key was lost and gained again (a ring that
+/// flapped while it ran) is as good as the watch's copy, since the owner
+/// in between may have run a slot. The simulation found that (seed 1937).
+#[test]
+fn a_read_asked_for_before_the_key_was_lost_and_gained_again_is_not_fresh() {
+    let mut loads = super::loads::Loads::default();
+    let (alone, pair) = (Ring::new(["r0"]), Ring::new(["r0", "r1"]));
+    let uid = (0..100)
+        .map(crate::apiserver::bucket::test_uid)
+        .find(|uid| pair.owner(uid) == Some("r1"))
+        .expect("a key r1 takes");
+    loads.ring_changed(Some(&alone), None, "r0");
+    let first = loads.epoch();
+    assert!(loads.fresh(&uid, Some(first)));
+    assert!(!loads.fresh(&uid, None), "the watch's copy never is");
+    // r1 joins (the key goes), then leaves (it comes back).
+    loads.ring_changed(Some(&pair), Some(&alone), "r0");
+    loads.ring_changed(Some(&alone), Some(&pair), "r0");
+    assert!(!loads.fresh(&uid, Some(first)));
+    assert!(loads.fresh(&uid, Some(loads.epoch())));
+    // A key kept through the changes: the first read still counts.
+    let kept = (0..100)
+        .map(crate::apiserver::bucket::test_uid)
+        .find(|uid| pair.owner(uid) == Some("r0"))
+        .expect("a key r0 keeps");
+    assert!(loads.fresh(&kept, Some(first)));
+    // After a lapse everything is gained again.
+    loads.ring_changed(None, None, "r0");
+    loads.ring_changed(Some(&alone), None, "r0");
+    assert!(!loads.fresh(&kept, Some(first)));
 }

@@ -50,6 +50,7 @@ impl Ownership {
                     let lost = self.keys.len();
                     self.phase = Phase::Recovering;
                     self.stop_all(now, out);
+                    self.loads.ring_changed(None, None, &self.me);
                     out.push(Command::RingChanged { target: None, lost });
                 }
                 if self.stopping.is_empty() {
@@ -177,6 +178,8 @@ impl Ownership {
         for key in &lost {
             self.stop(key, now, out);
         }
+        self.loads
+            .ring_changed(Some(&target), previous.as_deref(), &self.me);
         out.push(Command::RingChanged {
             target: Some(target.clone()),
             lost: lost.len(),
@@ -197,6 +200,7 @@ impl Ownership {
             target,
             previous,
             delay,
+            epoch: self.loads.epoch(),
         });
     }
 

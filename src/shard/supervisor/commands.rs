@@ -51,8 +51,12 @@ impl Supervisor {
                         let namespaces = self.namespaces();
                         let buckets = target.buckets_of(&self.setup.me);
                         let standby = self.follow_ring_on_standby(target);
-                        self.watches
-                            .reshape(buckets, &standby, &namespaces, &ctx.address());
+                        if self
+                            .watches
+                            .reshape(buckets, &standby, &namespaces, &ctx.address())
+                        {
+                            self.standby.listed_by_the_watch();
+                        }
                     }
                     self.ring_changed(target, lost);
                 }
@@ -69,15 +73,16 @@ impl Supervisor {
                     target,
                     previous,
                     delay,
+                    epoch,
                 } => {
                     // The gained keys due first are read on their own at
                     // once, a retried load or not.
                     self.read_due(ctx);
                     if delay.is_zero() {
-                        self.load(target, previous, ctx);
+                        self.load(target, previous, epoch, ctx);
                     } else {
                         ctx.run_later(delay, move |supervisor, ctx| {
-                            supervisor.load(target, previous, ctx)
+                            supervisor.load(target, previous, epoch, ctx)
                         });
                     }
                 }

@@ -11,7 +11,7 @@ use crate::apiserver::watch::JobFacts;
 use crate::reconcile::{CronJobKind, CronJobKinds};
 use crate::shard::jobs::JobRoute;
 use crate::shard::membership::LeaseObservation;
-use crate::shard::ownership::Input;
+use crate::shard::ownership::{Epoch, Input};
 use crate::shard::relist::Relist;
 use actix::prelude::*;
 use kube::runtime::watcher::Event;
@@ -131,21 +131,27 @@ pub(super) fn has_actor_in(
 pub(super) enum Source {
     /// A watch: may replay versions older than a load's after a ring change.
     Watch,
-    /// A bulk load of gained keys: consistent, after the ring changed.
-    Load,
-    /// Read on its own with its Jobs ([`crate::shard::standby`]): as
-    /// consistent as a load, and its Jobs are known.
-    ReadAlone,
+    /// A bulk load of gained keys asked for in this epoch: consistent,
+    /// after the ring changed.
+    Load(Epoch),
+    /// Read on its own with its Jobs ([`crate::shard::standby`]), asked
+    /// for in this epoch: as consistent as a load, and its Jobs are known.
+    ReadAlone(Epoch),
 }
 
 impl Source {
     fn input(self, key: Arc<str>, uid: Arc<str>) -> Input {
         match self {
-            Source::ReadAlone => Input::KeyRead { key, uid },
-            Source::Watch | Source::Load => Input::CronJobSeen {
+            Source::ReadAlone(read_in) => Input::KeyRead { key, uid, read_in },
+            Source::Watch => Input::CronJobSeen {
                 key,
                 uid,
-                loaded: self == Source::Load,
+                read_in: None,
+            },
+            Source::Load(read_in) => Input::CronJobSeen {
+                key,
+                uid,
+                read_in: Some(read_in),
             },
         }
     }

@@ -7,7 +7,7 @@ use super::Supervisor;
 use super::intake::Source;
 use crate::apiserver::bucket::{self, Bucket};
 use crate::apiserver::bulk::{self, LoadCounts, LoadSelectors, Loaded};
-use crate::shard::ownership::Input;
+use crate::shard::ownership::{Epoch, Input};
 use crate::shard::ring::Ring;
 use crate::telemetry::metrics::{MoveDirection, MovedLabels};
 use actix::prelude::*;
@@ -15,10 +15,10 @@ use futures::FutureExt as _;
 use std::sync::Arc;
 use tracing::Instrument as _;
 
-/// A page of a bulk load.
+/// A page of a bulk load asked for in an epoch.
 #[derive(Message)]
 #[rtype(result = "()")]
-struct LoadPage(Loaded);
+struct LoadPage(Loaded, Epoch);
 
 /// A bulk load finished; the ring its gains were counted from, and
 /// whether its page that says the Jobs are done was delivered.
@@ -37,6 +37,7 @@ impl Supervisor {
         &mut self,
         target: Arc<Ring>,
         previous: Option<Arc<Ring>>,
+        epoch: Epoch,
         ctx: &mut Context<Self>,
     ) {
         let me = self.setup.me.clone();
@@ -68,7 +69,7 @@ impl Supervisor {
                 let mut jobs_told = false;
                 let deliver = |page: Loaded| {
                     jobs_told |= page.jobs_done;
-                    to.send(LoadPage(page)).map(drop)
+                    to.send(LoadPage(page, epoch)).map(drop)
                 };
                 let result = bulk::load(client, &namespaces, &selectors, gained, deliver).await;
                 if let Ok(counts) = &result {
@@ -143,9 +144,9 @@ impl Handler<LoadPage> for Supervisor {
     /// The Jobs' pages come first, then the page that says they are all
     /// in (from then on the protocol starts each gained key as it
     /// arrives), then the CronJobs' pages ([`Supervisor::take_loaded`]).
-    fn handle(&mut self, LoadPage(page): LoadPage, ctx: &mut Self::Context) {
+    fn handle(&mut self, LoadPage(page, epoch): LoadPage, ctx: &mut Self::Context) {
         let jobs_done = page.jobs_done;
-        self.take_loaded(page, Source::Load, ctx);
+        self.take_loaded(page, Source::Load(epoch), ctx);
         if jobs_done {
             self.step(Input::LoadJobsDone, super::now(), ctx, None);
         }

@@ -12,6 +12,7 @@ use crate::apiserver::bucket::Bucket;
 use crate::apiserver::bulk::{self, LoadError, Loaded, narrow};
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::reconcile::{LookInput, next_look};
+use crate::shard::ownership::Epoch;
 use crate::shard::ring::Ring;
 use crate::shard::standby::{self, BucketSet, Standby};
 use actix::prelude::*;
@@ -45,6 +46,14 @@ impl StandbyState {
             ..Self::default()
         }
     }
+
+    /// The CronJob watch lists every standby bucket (a first ring): no
+    /// standby load is needed. At 10^6 CronJobs a standby load beside that
+    /// list read 250,000 CronJobs more per replica while the replicas came
+    /// up (ready 195 s, was 180 s).
+    pub(super) fn listed_by_the_watch(&mut self) {
+        self.pending = BucketSet::default();
+    }
 }
 
 /// A gained CronJob read on its own.
@@ -52,6 +61,8 @@ impl StandbyState {
 #[rtype(result = "()")]
 struct KeyReadDone {
     key: Arc<str>,
+    /// The epoch it was asked for in.
+    epoch: Epoch,
     result: Result<Option<Loaded>, LoadError>,
 }
 
@@ -145,6 +156,7 @@ impl Supervisor {
             let kinds = self.watches.kinds();
             let unlabelled = self.watches.watches_unlabelled_jobs();
             let to = ctx.address();
+            let epoch = self.ownership.epoch();
             tokio::spawn(futures::stream::iter(due).for_each_concurrent(
                 NARROW_CONCURRENCY,
                 move |(key, bucket)| {
@@ -153,7 +165,7 @@ impl Supervisor {
                         let result =
                             narrow::load_key(client, &key, bucket, kinds, unlabelled).await;
                         // The supervisor gone: nothing to tell.
-                        let _ = to.send(KeyReadDone { key, result }).await;
+                        let _ = to.send(KeyReadDone { key, epoch, result }).await;
                     }
                 },
             ));
@@ -274,11 +286,11 @@ impl Supervisor {
 impl Handler<KeyReadDone> for Supervisor {
     type Result = ();
 
-    fn handle(&mut self, KeyReadDone { key, result }: KeyReadDone, ctx: &mut Self::Context) {
+    fn handle(&mut self, KeyReadDone { key, epoch, result }: KeyReadDone, ctx: &mut Self::Context) {
         match result {
             Ok(Some(page)) => {
                 self.actor_services.metrics.keys_read_alone.inc();
-                self.take_loaded(page, Source::ReadAlone, ctx);
+                self.take_loaded(page, Source::ReadAlone(epoch), ctx);
             }
             // Gone: the watch tells its deletion.
             Ok(None) => {}

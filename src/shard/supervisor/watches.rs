@@ -284,15 +284,18 @@ impl Watches {
     /// selectors name them (the Jobs' the owned ones, the CronJobs' both;
     /// none if the sets are the same, or nothing is owned: a replica
     /// owning nothing keeps what it had until it owns something).
+    /// Returns whether the CronJob watches list every watched bucket again
+    /// (every served kind sharded by the server, and no watch to resume:
+    /// the first ring), so that nothing more need be read for them.
     pub(super) fn reshape(
         &mut self,
         buckets: Vec<Bucket>,
         standby: &crate::shard::standby::BucketSet,
         namespaces: &[Option<String>],
         to: &Addr<Supervisor>,
-    ) {
+    ) -> bool {
         let Some(setup) = self.setup.clone() else {
-            return;
+            return false;
         };
         let mut watched = buckets.clone();
         watched.extend(standby.buckets());
@@ -300,7 +303,7 @@ impl Watches {
         watched.dedup();
         let shape = (buckets, watched);
         if shape.0.is_empty() || self.buckets.as_ref() == Some(&shape) {
-            return;
+            return false;
         }
         let owned_changed = self.buckets.as_ref().is_none_or(|(b, _)| *b != shape.0);
         let watched_changed = self.buckets.as_ref().is_none_or(|(_, w)| *w != shape.1);
@@ -316,8 +319,13 @@ impl Watches {
             "watching the owned buckets"
         );
         let kinds = self.kinds();
+        let mut all_list = watched_changed && setup.kinds.iter().all(|k| k.server_shards);
         for (scope, namespace) in namespaces.iter().enumerate() {
             let watches = &mut self.scopes[scope];
+            all_list &= watches
+                .cronjobs
+                .iter()
+                .all(|running| running.as_ref().is_none_or(|r| r.position.get().is_none()));
             if owned_changed {
                 restart(&mut watches.labelled_jobs, |generation, start| {
                     let mut send = send_jobs(to, scope, JobStream::Labelled, generation);
@@ -354,5 +362,6 @@ impl Watches {
             }
         }
         self.buckets = Some(shape);
+        all_list
     }
 }
