@@ -454,6 +454,12 @@ impl World {
             .fold(0, |bits, (i, _)| bits | 1 << i)
     }
 
+    /// Key `i` and its CronJob's UID.
+    fn key_and_uid(&self, i: usize) -> (Arc<str>, Arc<str>) {
+        let key = &self.keys[i];
+        (key.as_str().into(), format!("uid-{key}").into())
+    }
+
     /// Replica `replica` receives a copy of key `i` read at `read_at`: its
     /// actor keeps the newest copy, if it owns the key.
     fn read(&mut self, replica: usize, i: usize, read_at: u64) {
@@ -919,13 +925,12 @@ impl World {
                 epoch,
             } => {
                 self.read(replica, key, read_at);
-                let key = self.keys[key].clone();
-                let uid = format!("uid-{key}");
+                let (key, uid) = self.key_and_uid(key);
                 self.feed(
                     replica,
                     Input::KeyRead {
-                        key: key.into(),
-                        uid: uid.into(),
+                        key,
+                        uid,
                         read_in: epoch,
                     },
                 );
@@ -934,16 +939,9 @@ impl World {
                 let name = self.replicas[replica].name.clone();
                 let shown = self.gains(&name, Some(&target), None);
                 for i in (0..KEYS).filter(|i| shown & (1 << i) != 0) {
-                    let key = self.keys[i].clone();
-                    let uid = format!("uid-{key}");
-                    self.feed(
-                        replica,
-                        Input::CronJobSeen {
-                            key: key.into(),
-                            uid: uid.into(),
-                            read_in: None,
-                        },
-                    );
+                    let (key, uid) = self.key_and_uid(i);
+                    let read_in = None;
+                    self.feed(replica, Input::CronJobSeen { key, uid, read_in });
                 }
             }
             Event::LoadDone {
@@ -959,16 +957,9 @@ impl World {
                     let gained = self.gains(&name, Some(&target), previous.as_deref());
                     for i in (0..KEYS).filter(|i| gained & (1 << i) != 0) {
                         self.read(replica, i, read_at);
-                        let key = self.keys[i].clone();
-                        let uid = format!("uid-{key}");
-                        self.feed(
-                            replica,
-                            Input::CronJobSeen {
-                                key: key.into(),
-                                uid: uid.into(),
-                                read_in: Some(epoch),
-                            },
-                        );
+                        let (key, uid) = self.key_and_uid(i);
+                        let read_in = Some(epoch);
+                        self.feed(replica, Input::CronJobSeen { key, uid, read_in });
                     }
                 }
                 self.feed(

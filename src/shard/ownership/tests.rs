@@ -579,6 +579,15 @@ fn a_leaving_peer_is_out_of_the_ring_and_its_keys_start_once_it_lets_go() {
     assert_eq!(started(&o.on(VALID, t0)), [gained.as_str()]);
 }
 
+/// Three keys the ring of r0 and r1 gives r1 (r0 gains them when r1 goes).
+fn three_keys_of_r1() -> Vec<String> {
+    (0..300)
+        .map(|i| format!("ns/{}", crate::apiserver::bucket::test_uid(i)))
+        .filter(|k| Ring::new(["r0", "r1"]).owner(&format!("uid-{k}")) == Some("r1"))
+        .take(3)
+        .collect()
+}
+
 /// A peer's Lease runs out: the keys gained from it load, the Jobs first;
 /// none starts before the load has told its Jobs, and then each starts as
 /// the load shows its CronJob, before the load ends. A gained key the
@@ -588,11 +597,7 @@ fn a_leaving_peer_is_out_of_the_ring_and_its_keys_start_once_it_lets_go() {
 fn a_gained_key_starts_as_the_load_shows_its_cronjob_once_the_loads_jobs_are_told() {
     let t0 = Instant::now();
     let (mut o, _, _) = serving_beside_r1(t0);
-    let gained: Vec<String> = (0..300)
-        .map(|i| format!("ns/{}", crate::apiserver::bucket::test_uid(i)))
-        .filter(|k| Ring::new(["r0", "r1"]).owner(&format!("uid-{k}")) == Some("r1"))
-        .take(3)
-        .collect();
+    let gained = three_keys_of_r1();
     // r1 renews no more; r0 does.
     let t1 = t0 + D + Duration::from_secs(5);
     o.on(seen("r0", lease("r0", 4, None)), t1);
@@ -652,11 +657,7 @@ fn a_gained_key_starts_as_the_load_shows_its_cronjob_once_the_loads_jobs_are_tol
 fn a_gained_key_read_alone_starts_before_the_bulk_load_tells_its_jobs() {
     let t0 = Instant::now();
     let (mut o, _, _) = serving_beside_r1(t0);
-    let gained: Vec<String> = (0..300)
-        .map(|i| format!("ns/{}", crate::apiserver::bucket::test_uid(i)))
-        .filter(|k| Ring::new(["r0", "r1"]).owner(&format!("uid-{k}")) == Some("r1"))
-        .take(3)
-        .collect();
+    let gained = three_keys_of_r1();
     let read_alone = |key: &str| Input::KeyRead {
         key: key.into(),
         uid: format!("uid-{key}").into(),

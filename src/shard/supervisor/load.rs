@@ -7,6 +7,7 @@ use super::Supervisor;
 use super::intake::Source;
 use crate::apiserver::bucket::{self, Bucket};
 use crate::apiserver::bulk::{self, LoadCounts, LoadSelectors, Loaded};
+use crate::reconcile::CronJobKind;
 use crate::shard::ownership::{Epoch, Input};
 use crate::shard::ring::Ring;
 use crate::telemetry::metrics::{MoveDirection, MovedLabels};
@@ -110,22 +111,7 @@ impl Supervisor {
             previous.map_or(0, |p| p.buckets_of(me).len()),
         );
         Some(LoadSelectors {
-            cronjobs: self
-                .watches
-                .served()
-                .iter()
-                .flat_map(|served| {
-                    let lists: Vec<Option<String>> = if served.server_shards {
-                        gained
-                            .chunks(per_list)
-                            .map(bucket::shard_selector)
-                            .collect()
-                    } else {
-                        vec![None]
-                    };
-                    lists.into_iter().map(|shards| (served.kind, shards))
-                })
-                .collect(),
+            cronjobs: self.cronjob_lists(&gained, per_list),
             jobs: std::iter::once(bucket::label_selector(&gained))
                 .chain(
                     self.watches
@@ -135,6 +121,33 @@ impl Supervisor {
                 .collect(),
             streaming: self.watches.streams(),
         })
+    }
+}
+
+impl Supervisor {
+    /// The lists that read the CronJobs of `buckets` (sorted): for each
+    /// served kind, where the server shards its lists, `per_list` buckets'
+    /// hash ranges a list; else one list of every CronJob of the kind.
+    pub(super) fn cronjob_lists(
+        &self,
+        buckets: &[Bucket],
+        per_list: usize,
+    ) -> Vec<(CronJobKind, Option<String>)> {
+        self.watches
+            .served()
+            .iter()
+            .flat_map(|served| {
+                let lists: Vec<Option<String>> = if served.server_shards {
+                    buckets
+                        .chunks(per_list)
+                        .map(bucket::shard_selector)
+                        .collect()
+                } else {
+                    vec![None]
+                };
+                lists.into_iter().map(|shards| (served.kind, shards))
+            })
+            .collect()
     }
 }
 

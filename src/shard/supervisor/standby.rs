@@ -210,22 +210,7 @@ impl Supervisor {
                 .target()
                 .map_or(0, |t| t.buckets_of(&self.setup.me).len()),
         );
-        let lists: Vec<_> = self
-            .watches
-            .served()
-            .iter()
-            .flat_map(|served| {
-                let lists: Vec<Option<String>> = if served.server_shards {
-                    gained
-                        .chunks(per_list)
-                        .map(crate::apiserver::bucket::shard_selector)
-                        .collect()
-                } else {
-                    vec![None]
-                };
-                lists.into_iter().map(|shards| (served.kind, shards))
-            })
-            .collect();
+        let lists = self.cronjob_lists(&gained, per_list);
         self.standby.loading = true;
         let client = self.setup.client.clone();
         let namespaces = self.namespaces();
