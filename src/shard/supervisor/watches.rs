@@ -1,6 +1,7 @@
 //! The CronJob and Job watches of each scope, shaped by the ring: a
 //! replica receives the Jobs of the buckets it owns (a label selector) and,
-//! where the API server shards watches, only those buckets' CronJobs.
+//! where the API server shards watches, only the CronJobs of those buckets
+//! and of its standby ones ([`crate::shard::standby`]).
 //!
 //! Each scope runs three watches:
 //! - Jobs labelled with an owned bucket (`shardcron.io/bucket in (...)`),
@@ -9,9 +10,9 @@
 //!   with a CronJob as controller), unfiltered: every replica reads them
 //!   and routes them by their controller's UID, as before (only where
 //!   batch/v1 CronJobs are served: see [`Watches::watches_unlabelled_jobs`]);
-//! - CronJobs, one watch per served kind: sharded by the server and
-//!   restarted with the ring where it can ([`crate::apiserver::sharded`]), all
-//!   of them otherwise.
+//! - CronJobs, one watch per served kind: sharded by the server (the owned
+//!   and the standby buckets) and restarted with the ring where it can
+//!   ([`crate::apiserver::sharded`]), all of them otherwise.
 //!
 //! A restarted watch starts from where the watch it replaces had delivered
 //! (`crate::apiserver::resume`: the changes since then under the new
