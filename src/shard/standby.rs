@@ -72,6 +72,16 @@ impl BucketSet {
     }
 }
 
+impl FromIterator<Bucket> for BucketSet {
+    fn from_iter<I: IntoIterator<Item = Bucket>>(buckets: I) -> Self {
+        let mut set = BucketSet::default();
+        for bucket in buckets {
+            set.insert(bucket);
+        }
+        set
+    }
+}
+
 /// The buckets `me` would gain if one member of `ring` left it (died,
 /// expired, or left): for each other member, the ring without it. With
 /// the ring's capacity, a leave may also move a few buckets between
@@ -244,9 +254,7 @@ mod tests {
     fn the_soonest_due_are_taken_first_and_only_once() {
         let (b1, b2) = (bucket(1), bucket(2));
         let mut standby = Standby::default();
-        let mut both = BucketSet::default();
-        both.insert(b1);
-        both.insert(b2);
+        let both: BucketSet = [b1, b2].into_iter().collect();
         assert_eq!(standby.set_buckets(both, |_| false), vec![b1, b2]);
         standby.record("late", b1, Some(at(100)));
         standby.record("soon", b1, Some(at(10)));
@@ -279,14 +287,11 @@ mod tests {
     fn buckets_no_longer_covered_drop_their_entries_unless_kept() {
         let (b1, b2) = (bucket(1), bucket(2));
         let mut standby = Standby::default();
-        let mut both = BucketSet::default();
-        both.insert(b1);
-        both.insert(b2);
+        let both: BucketSet = [b1, b2].into_iter().collect();
         standby.set_buckets(both, |_| false);
         standby.record("k1", b1, Some(at(1)));
         standby.record("k2", b2, Some(at(1)));
-        let mut only_b1 = BucketSet::default();
-        only_b1.insert(b1);
+        let only_b1: BucketSet = [b1].into_iter().collect();
         // b2 now owned and loading: kept for its urgent reads.
         assert!(standby.set_buckets(only_b1.clone(), |b| b == b2).is_empty());
         assert_eq!(standby.len(), 2);

@@ -11,6 +11,7 @@
 
 use super::{LoadError, Loaded, list_all};
 use crate::apiserver::bucket::{self, Bucket};
+use crate::apiserver::deadline;
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::lean_job::LeanJob;
 use crate::apiserver::watch::{JobFacts, cronjob_api};
@@ -31,7 +32,7 @@ pub async fn load_key(
 ) -> Result<Option<Loaded>, LoadError> {
     let (kind, namespace, name) = CronJobKind::parse_key(key);
     let jobs_api: Api<LeanJob> = Api::namespaced(client.clone(), namespace);
-    let mut selectors = vec![format!("{}={}", bucket::LABEL, bucket.label_value())];
+    let mut selectors = vec![bucket::label_selector(&[bucket])];
     if unlabelled {
         selectors.push(bucket::unlabelled_selector());
     }
@@ -44,10 +45,9 @@ pub async fn load_key(
         .await?;
     }
     let cronjobs = cronjob_api(client, kind, Some(namespace));
-    let Some(cronjob) =
-        super::super::deadline::within(super::super::deadline::GET, cronjobs.get_opt(name))
-            .await
-            .map_err(LoadError::Deadline)??
+    let Some(cronjob) = deadline::within(deadline::GET, cronjobs.get_opt(name))
+        .await
+        .map_err(LoadError::Deadline)??
     else {
         return Ok(None);
     };

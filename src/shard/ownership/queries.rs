@@ -2,6 +2,7 @@
 //! what runs and waits, what `/debug/shards` shows.
 
 use super::{JOIN_GRACE, Ownership, Phase};
+use crate::apiserver::bucket::Bucket;
 use crate::shard::debug::{MemberReport, ShardReport};
 use crate::shard::handoff::{self, KeyDecision};
 use crate::shard::ring::Ring;
@@ -27,9 +28,14 @@ impl Ownership {
     /// Whether this replica owns the CronJob with this UID under the ring
     /// it acts on.
     pub fn owns(&self, uid: &str) -> bool {
+        self.owns_bucket(Bucket::of(uid))
+    }
+
+    /// Whether this replica owns `bucket` under the ring it acts on.
+    pub fn owns_bucket(&self, bucket: Bucket) -> bool {
         self.phase
             .target()
-            .is_some_and(|ring| ring.owner(uid) == Some(self.me.as_str()))
+            .is_some_and(|ring| ring.owner_of(bucket) == Some(self.me.as_str()))
     }
 
     /// The replica that owns the CronJob with this UID under the ring this

@@ -121,13 +121,10 @@ impl Supervisor {
             .standby
             .index
             .set_buckets(buckets.clone(), |b| target.owner_of(b) == Some(me));
-        let mut pending = BucketSet::default();
-        for bucket in self.standby.pending.buckets().into_iter().chain(added) {
-            if buckets.contains(bucket) {
-                pending.insert(bucket);
-            }
-        }
-        self.standby.pending = pending;
+        self.standby.pending = (self.standby.pending.buckets().into_iter())
+            .chain(added)
+            .filter(|b| buckets.contains(*b))
+            .collect();
         buckets
     }
 
@@ -135,18 +132,18 @@ impl Supervisor {
     /// within [`standby::HORIZON_SECONDS`], soonest first; looks again
     /// every [`standby::RESCAN`] while a load of gained keys is in flight.
     pub(super) fn read_due(&mut self, ctx: &mut Context<Self>) {
-        let Some(target) = self.ownership.target().cloned() else {
+        if self.ownership.target().is_none() {
             return;
-        };
-        let me = self.setup.me.clone();
+        }
         let until = self
             .actor_services
             .clock
             .now()
             .saturating_add(jiff::SignedDuration::from_secs(standby::HORIZON_SECONDS))
             .unwrap_or(jiff::Timestamp::MAX);
+        let ownership = &self.ownership;
         let due = self.standby.index.take_due(
-            |b| target.owner_of(b) == Some(me.as_str()),
+            |b| ownership.owns_bucket(b),
             until,
             standby::MAX_NARROW_PER_ROUND,
         );
@@ -184,12 +181,10 @@ impl Supervisor {
     /// The loads of gained keys are done: their standby entries go (they
     /// are actors here), and the buckets newly on standby are read.
     pub(super) fn loads_idle_on_standby(&mut self, ctx: &mut Context<Self>) {
-        if let Some(target) = self.ownership.target().cloned() {
-            let me = self.setup.me.as_str();
-            self.standby
-                .index
-                .forget_owned(|b| target.owner_of(b) == Some(me));
-        }
+        let ownership = &self.ownership;
+        self.standby
+            .index
+            .forget_owned(|b| ownership.owns_bucket(b));
         self.load_standby(ctx);
     }
 
