@@ -75,6 +75,20 @@ const TAKEOVER_SLACK: u64 = 5;
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_replicas_cronjobs_resume_within_the_lease_duration() {
     let mut fleet = Fleet::new("shard-sigkill", 3, CRONJOBS).await;
+    // Each replica's first watches started at the versions it read at
+    // start, its loads reading its share: no CronJob or Job list through
+    // them (one re-list after a watch error is let pass).
+    let listed: f64 = ["cronjobs", "jobs"]
+        .iter()
+        .flat_map(|resource| {
+            fleet.replicas.iter().map(move |replica| {
+                replica.metric(&format!(
+                    "shardcron_watch_relists_total{{resource=\"{resource}\"}}"
+                ))
+            })
+        })
+        .sum();
+    assert!(listed <= 1.0, "the first watches listed {listed} times");
     let victim = 1;
     let at = at_second(50, Duration::from_secs(5)).await;
     let affected = fleet.keys_of(victim);

@@ -100,6 +100,9 @@ where
     K: Resource + Clone + DeserializeOwned + Debug,
     Delivered: Future<Output = ()>,
 {
+    // It stands where it starts: a watch that replaces it before the first
+    // change or bookmark starts there too, rather than listing.
+    position.delivered(Some(&from));
     let mut version = from;
     loop {
         let stream = match api.watch(params, &version).await {

@@ -265,6 +265,65 @@ where
     })
 }
 
+/// The resourceVersion of a consistent read of `api` (a list of one
+/// object's metadata, no `resourceVersion`: the latest), if the server
+/// gives one: a watch started from it misses no change made after any read
+/// asked for later.
+async fn latest_version<K>(api: &Api<K>) -> Result<Option<String>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let list = api
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await?;
+    Ok(list.metadata.resource_version.filter(|v| !v.is_empty()))
+}
+
+/// The latest resourceVersions of the CronJobs of each kind in `kinds` and
+/// of the Jobs, read in `namespace` (or all): where a replica's first
+/// watches start, instead of listing what its first bulk loads read
+/// anyway. A kind whose version cannot be read is left out (its watch
+/// lists).
+pub async fn latest_versions(
+    client: &Client,
+    kinds: &[CronJobKind],
+    namespace: Option<&str>,
+) -> LatestVersions {
+    let mut versions = LatestVersions::default();
+    for &kind in kinds {
+        match latest_version(&cronjob_api(client.clone(), kind, namespace)).await {
+            Ok(Some(version)) => versions.cronjobs.push((kind, version)),
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(%error, ?kind, "could not read the CronJobs' latest resourceVersion; the first watch lists")
+            }
+        }
+    }
+    match latest_version(&api::<LeanJob>(client.clone(), namespace)).await {
+        Ok(version) => versions.jobs = version,
+        Err(error) => {
+            tracing::warn!(%error, "could not read the Jobs' latest resourceVersion; the first watch lists")
+        }
+    }
+    versions
+}
+
+/// Where first watches may start ([`latest_versions`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LatestVersions {
+    pub cronjobs: Vec<(CronJobKind, String)>,
+    pub jobs: Option<String>,
+}
+
+impl LatestVersions {
+    pub fn cronjobs(&self, kind: CronJobKind) -> Option<String> {
+        self.cronjobs
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, version)| version.clone())
+    }
+}
+
 /// `client`, its response bytes counted as `resource`'s
 /// (`shardcron_watch_bytes_total`).
 fn counting(client: &Client, metrics: &Metrics, resource: &'static str) -> Client {

@@ -183,3 +183,37 @@ async fn the_lease_watch_selects_the_ring_and_asks_the_server_to_end_it_soon() {
     assert!(watching.contains(&format!("timeoutSeconds={LEASE_WATCH_TIMEOUT_SECONDS}")));
     watch.abort();
 }
+
+#[tokio::test]
+async fn the_first_versions_are_consistent_reads_of_one_object_and_a_failure_leaves_a_kind_out() {
+    let (client, asked) = scripted::client(|request| {
+        let version = if request.uri.contains("/cronjobs") {
+            "500"
+        } else if request.uri.contains("/jobs") {
+            return scripted::status(503, "ServiceUnavailable");
+        } else {
+            "0"
+        };
+        Answer::Json(
+            200,
+            json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                   "metadata": {"resourceVersion": version}, "items": []}),
+        )
+    });
+    let versions = latest_versions(&client, &[CronJobKind::Batch], Some("team-a")).await;
+    assert_eq!(
+        versions.cronjobs(CronJobKind::Batch).as_deref(),
+        Some("500")
+    );
+    assert_eq!(versions.cronjobs(CronJobKind::Shardcron), None);
+    assert_eq!(versions.jobs, None, "the Jobs' watch lists");
+    for uri in asked.all() {
+        assert!(uri.contains("limit=1"), "{}", uri);
+        assert!(
+            !uri.contains("resourceVersion"),
+            "a consistent read names no version: {}",
+            uri
+        );
+        assert!(uri.contains("/namespaces/team-a/"), "{}", uri);
+    }
+}

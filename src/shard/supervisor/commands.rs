@@ -51,11 +51,25 @@ impl Supervisor {
                         let namespaces = self.namespaces();
                         let buckets = target.buckets_of(&self.setup.me);
                         let standby = self.follow_ring_on_standby(target);
-                        if self
-                            .watches
-                            .reshape(buckets, &standby, &namespaces, &ctx.address())
-                        {
+                        let reshaped =
+                            self.watches
+                                .reshape(buckets, &standby, &namespaces, &ctx.address());
+                        if reshaped.lists_every_watched_bucket {
                             self.standby.listed_by_the_watch();
+                        }
+                        if reshaped.labelled_jobs_at_first_version
+                            || !reshaped.cronjobs_at_first_version.is_empty()
+                        {
+                            for scope in &mut self.scopes {
+                                scope.started_without_list(
+                                    reshaped.labelled_jobs_at_first_version,
+                                    &reshaped.cronjobs_at_first_version,
+                                );
+                            }
+                            // After this step's commands (its load among them).
+                            ctx.run_later(std::time::Duration::ZERO, |supervisor, ctx| {
+                                supervisor.maybe_sync(super::now(), ctx)
+                            });
                         }
                     }
                     self.ring_changed(target, lost);

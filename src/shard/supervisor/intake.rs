@@ -101,6 +101,15 @@ impl ScopeState {
             && self.unlabelled_jobs_listed
     }
 
+    /// Watches that started at a version rather than with a list (the
+    /// first ring's: [`super::watches::Reshaped`]) count as listed.
+    pub(super) fn started_without_list(&mut self, labelled_jobs: bool, kinds: &[CronJobKind]) {
+        self.labelled_jobs_listed |= labelled_jobs;
+        for (kind, _, listed) in &mut self.cronjobs {
+            *listed |= kinds.contains(kind);
+        }
+    }
+
     fn covers(&self, namespace: &str) -> bool {
         self.namespace.as_deref().is_none_or(|n| n == namespace)
     }
@@ -248,7 +257,7 @@ impl Supervisor {
 
     /// Once every scope has listed CronJobs and Jobs, the protocol may
     /// start actors.
-    fn maybe_sync(&mut self, now: Instant, ctx: &mut Context<Self>) {
+    pub(super) fn maybe_sync(&mut self, now: Instant, ctx: &mut Context<Self>) {
         if self.scopes.iter().all(ScopeState::listed) {
             // Again after each restarted watch's list (the ring changed):
             // logged the first time only.

@@ -330,6 +330,14 @@ impl Actor for Supervisor {
     fn started(&mut self, ctx: &mut Self::Context) {
         let namespaces = self.namespaces();
         self.watches.start(&namespaces, &ctx.address());
+        // Nothing else is handled until they are read (a request each,
+        // bounded by the client's deadlines): the first ring must find them.
+        if let Some(read) = self.watches.read_first_versions(&namespaces) {
+            ctx.wait(
+                read.into_actor(self)
+                    .map(|versions, supervisor, _| supervisor.watches.set_first_versions(versions)),
+            );
+        }
         ctx.run_interval(TICK, |supervisor, ctx| supervisor.tick(ctx));
     }
 }

@@ -18,7 +18,10 @@
 //! (`crate::apiserver::resume`: the changes since then under the new
 //! selector; the gained buckets' objects come with the bulk load), or lists
 //! again if that watch had delivered nothing since its list, or the server
-//! no longer has that version. Its events carry a generation, and the
+//! no longer has that version. The first ring's sharded watches start at
+//! the latest versions read when the replica started, before any load
+//! ([`Watches::read_first_versions`]): the first loads read the owned
+//! buckets, a standby load the standby ones, and nothing is read twice. Its events carry a generation, and the
 //! supervisor drops those of a watch it has replaced (the old watch may
 //! still have events in the mailbox, a re-list's end among them, which
 //! would otherwise count the new list's objects as deleted). A restart
@@ -31,7 +34,7 @@ use super::intake::{CronJobWatch, JobStream, JobWatch};
 use crate::apiserver::bucket::{self, Bucket};
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::resume::Position;
-use crate::apiserver::watch::{self, JobFacts, ListStrategy};
+use crate::apiserver::watch::{self, JobFacts, LatestVersions, ListStrategy};
 use crate::reconcile::{CronJobKind, CronJobKinds};
 use crate::telemetry::Metrics;
 use actix::dev::Request;
@@ -88,6 +91,23 @@ pub(super) struct Watches {
     /// label selector), and those with the standby ones (the CronJobs'
     /// shard selector).
     buckets: Option<(Vec<Bucket>, Vec<Bucket>)>,
+    /// Where the first ring's watches start, if read before it came
+    /// ([`Watches::read_first_versions`]); taken by the first reshape.
+    first_versions: Option<LatestVersions>,
+}
+
+/// What a reshape started.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Reshaped {
+    /// The CronJob watches list every watched bucket again (every served
+    /// kind sharded by the server, and no watch to resume), so that nothing
+    /// more need be read for the standby buckets.
+    pub(super) lists_every_watched_bucket: bool,
+    /// The first ring's watches that started at versions read before any
+    /// load (the labelled Jobs', the CronJobs' of these kinds): they list
+    /// nothing, and count as listed (the loads read what they would have).
+    pub(super) labelled_jobs_at_first_version: bool,
+    pub(super) cronjobs_at_first_version: Vec<CronJobKind>,
 }
 
 /// Hands a Job watch's events to the supervisor, tagged.
@@ -131,10 +151,18 @@ fn current(running: &Option<Running>) -> u64 {
 }
 
 /// Ends `old` and starts the next generation with `start(generation,
-/// where)`: from where `old` had delivered, if it had (else with a list).
-fn restart(old: &mut Option<Running>, start: impl FnOnce(u64, watch::Start) -> JoinHandle<()>) {
+/// where)`: from where `old` had delivered, if it had; the first one (no
+/// `old`) from `first`, if given; else with a list.
+fn restart(
+    old: &mut Option<Running>,
+    first: Option<String>,
+    start: impl FnOnce(u64, watch::Start) -> JoinHandle<()>,
+) {
     let generation = current(old) + 1;
-    let from = old.as_ref().and_then(|running| running.position.get());
+    let from = match old {
+        Some(running) => running.position.get(),
+        None => first,
+    };
     if let Some(old) = old.take() {
         old.task.abort();
     }
@@ -159,6 +187,37 @@ impl Watches {
             setup,
             scopes: (0..scopes).map(|_| ScopeWatches::default()).collect(),
             buckets: None,
+            first_versions: None,
+        }
+    }
+
+    /// Reads where the first ring's watches will start (the latest
+    /// resourceVersions of the CronJobs the server shards and of the Jobs),
+    /// so that they list nothing: at 10^6 CronJobs each replica read its
+    /// share twice at start, in its bulk load and in its watches' lists
+    /// (docs/performance.md, S7). Read before the supervisor handles
+    /// anything, so that the first loads read after these versions. `None`
+    /// without a setup.
+    pub(super) fn read_first_versions(
+        &self,
+        namespaces: &[Option<String>],
+    ) -> Option<impl Future<Output = LatestVersions> + 'static> {
+        let setup = self.setup.clone()?;
+        let namespace = namespaces.first().cloned().flatten();
+        let sharded: Vec<CronJobKind> = (setup.kinds.iter())
+            .filter(|k| k.server_shards)
+            .map(|k| k.kind)
+            .collect();
+        Some(
+            async move { watch::latest_versions(&setup.client, &sharded, namespace.as_deref()).await },
+        )
+    }
+
+    /// Keeps `versions` for the first ring's watches, unless they started.
+    pub(super) fn set_first_versions(&mut self, versions: LatestVersions) {
+        if self.buckets.is_none() {
+            tracing::info!(?versions, "the first watches will start at these versions");
+            self.first_versions = Some(versions);
         }
     }
 
@@ -285,18 +344,17 @@ impl Watches {
     /// selectors name them (the Jobs' the owned ones, the CronJobs' both;
     /// none if the sets are the same, or nothing is owned: a replica
     /// owning nothing keeps what it had until it owns something).
-    /// Returns whether the CronJob watches list every watched bucket again
-    /// (every served kind sharded by the server, and no watch to resume:
-    /// the first ring), so that nothing more need be read for them.
+    /// The first ring's watches start at the first versions, if read
+    /// ([`Self::read_first_versions`]).
     pub(super) fn reshape(
         &mut self,
         buckets: Vec<Bucket>,
         standby: &crate::shard::standby::BucketSet,
         namespaces: &[Option<String>],
         to: &Addr<Supervisor>,
-    ) -> bool {
+    ) -> Reshaped {
         let Some(setup) = self.setup.clone() else {
-            return false;
+            return Reshaped::default();
         };
         let mut watched = buckets.clone();
         watched.extend(standby.buckets());
@@ -304,8 +362,10 @@ impl Watches {
         watched.dedup();
         let shape = (buckets, watched);
         if shape.0.is_empty() || self.buckets.as_ref() == Some(&shape) {
-            return false;
+            return Reshaped::default();
         }
+        let first = self.first_versions.take().unwrap_or_default();
+        let mut reshaped = Reshaped::default();
         let owned_changed = self.buckets.as_ref().is_none_or(|(b, _)| *b != shape.0);
         let watched_changed = self.buckets.as_ref().is_none_or(|(_, w)| *w != shape.1);
         let (buckets, watched) = &shape;
@@ -328,7 +388,10 @@ impl Watches {
                 .iter()
                 .all(|running| running.as_ref().is_none_or(|r| r.position.get().is_none()));
             if owned_changed {
-                restart(&mut watches.labelled_jobs, |generation, start| {
+                let first = first.jobs.clone();
+                reshaped.labelled_jobs_at_first_version =
+                    first.is_some() && watches.labelled_jobs.is_none();
+                restart(&mut watches.labelled_jobs, first, |generation, start| {
                     let mut send = send_jobs(to, scope, JobStream::Labelled, generation);
                     watch::jobs(
                         setup.client.clone(),
@@ -347,7 +410,12 @@ impl Watches {
                 if !served.server_shards || !watched_changed {
                     continue;
                 }
-                restart(running, |generation, start| {
+                let first = first.cronjobs(served.kind);
+                all_list &= running.is_some() || first.is_none();
+                if first.is_some() && running.is_none() && scope == 0 {
+                    reshaped.cronjobs_at_first_version.push(served.kind);
+                }
+                restart(running, first, |generation, start| {
                     let mut send = send_cronjobs(to, scope, served.kind, generation);
                     watch::cronjobs(
                         setup.client.clone(),
@@ -363,6 +431,7 @@ impl Watches {
             }
         }
         self.buckets = Some(shape);
-        all_list
+        reshaped.lists_every_watched_bucket = all_list;
+        reshaped
     }
 }
