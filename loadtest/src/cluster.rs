@@ -238,6 +238,11 @@ impl LocalCluster {
 
 /// SIGTERM; the replica must exit 0 within [`STOP_WITHIN`].
 pub async fn stop(mut replica: Replica) -> anyhow::Result<()> {
+    stop_gracefully(&mut replica).await
+}
+
+/// [`stop`], the replica kept (to be launched again).
+pub async fn stop_gracefully(replica: &mut Replica) -> anyhow::Result<()> {
     match replica.stop(STOP_WITHIN).await? {
         Some(status) if !status.success() => {
             bail!("{} exited with {status} after SIGTERM", replica.id())

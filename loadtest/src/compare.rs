@@ -321,6 +321,9 @@ pub struct Settings {
     pub attacks: bool,
     /// Every CronJob spread over this many seconds (`shardcron.io/spread`).
     pub spread_seconds: u32,
+    /// S7: after the kill and the rejoin, every replica restarted
+    /// gracefully, one at a time.
+    pub rolling_restart: bool,
 }
 
 /// Runs `scenario` against each variant in turn, saying each run's

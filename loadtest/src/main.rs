@@ -147,6 +147,11 @@ enum Command {
         /// manager ignores); skew then counts from each CronJob's offset.
         #[arg(long, value_parser = spread_seconds)]
         spread: Option<u32>,
+        /// S7 without its rolling restart (every replica stopped by
+        /// SIGTERM and started again, one at a time, after the kill and
+        /// the rejoin).
+        #[arg(long)]
+        no_rolling_restart: bool,
     },
     /// Tracing overhead: CPU per firing of a replica exporting every span
     /// versus one with tracing off, side by side on one control plane
@@ -300,6 +305,7 @@ async fn main() -> anyhow::Result<()> {
             no_flood,
             no_attacks,
             spread,
+            no_rolling_restart,
         } => {
             let mut scenario = Scenario::new(scenario, mode);
             if let Some(minutes) = minutes {
@@ -335,6 +341,7 @@ async fn main() -> anyhow::Result<()> {
                 flood: !no_flood,
                 attacks: !no_attacks,
                 spread_seconds: spread.unwrap_or(0),
+                rolling_restart: !no_rolling_restart,
             };
             if scenario.name == ScenarioName::S6 {
                 let runs = scaleout::run(&scenario, &controllers, &settings, report::scaleout_line)

@@ -11,7 +11,9 @@
 //! join of a quarter): how long until it runs its share, the fewest
 //! CronJobs running at any moment sampled meanwhile (a warm join keeps its
 //! share running on the survivors while it loads), and its CronJobs' slots
-//! from then on.
+//! from then on. Then (unless `--no-rolling-restart`) a rolling restart:
+//! each replica in turn stopped by SIGTERM and started again, the next
+//! only once it runs its share, and every CronJob's slots meanwhile.
 //! Per replica, over the minutes before the kill: objects and bytes its
 //! watches received, CPU, resident memory and the CronJobs it owned.
 //! Beside them, what the control plane itself holds: kube-apiserver's and
@@ -66,6 +68,34 @@ pub struct Handover {
     /// The victim started again once the survivors ran everything.
     #[serde(default)]
     pub rejoin: Option<Rejoin>,
+    /// Then every replica restarted gracefully, one after the other.
+    #[serde(default)]
+    pub rolling: Option<RollingRestart>,
+}
+
+/// Every replica stopped by SIGTERM and started again, one at a time, each
+/// running its share again before the next is stopped.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RollingRestart {
+    /// The first SIGTERM and the last replica's return (unix seconds).
+    pub started_at: i64,
+    pub ended_at: i64,
+    pub steps: Vec<RestartStep>,
+    /// Every CronJob's slots from the first one after the first SIGTERM to
+    /// the last one before the end, plus a minute.
+    pub slots: SlotSummary,
+}
+
+/// One replica's turn in a rolling restart.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RestartStep {
+    pub replica: String,
+    /// From SIGTERM until it exited (0).
+    pub stop_seconds: f64,
+    /// From its start until it ran its share ([`wait_for_share`]); `None`:
+    /// not within [`REARM_WITHIN`].
+    pub back_seconds: Option<f64>,
+    pub fewest_running: usize,
 }
 
 /// The victim's return: a join of about a quarter of the CronJobs.
@@ -267,7 +297,14 @@ async fn run_on(
         )
         .await?;
     let ready_seconds = started.elapsed().as_secs_f64();
-    let outcome = watch_and_kill(cluster, scenario, &mut replicas, ready_seconds).await;
+    let outcome = watch_and_kill(
+        cluster,
+        scenario,
+        &mut replicas,
+        ready_seconds,
+        settings.rolling_restart,
+    )
+    .await;
     let mut stopped = Ok(());
     for replica in replicas.into_iter().filter(Replica::is_running) {
         stopped = stopped.and(cluster::stop(replica).await);
@@ -323,6 +360,10 @@ async fn run_on(
                 let first_slot = (rejoin.started_at / 60 + 1) * 60;
                 rejoin.slots = slots::summarize(&theirs, &their_jobs, first_slot, run.window_to)?;
             }
+            if let Some(rolling) = &mut kill.handover.rolling {
+                let (from, to) = rolling_window(rolling);
+                rolling.slots = slots::summarize(&cronjobs, &jobs, from, to)?;
+            }
             let victim =
                 |namespace: &str, name: &str| kill.keys.contains(&format!("{namespace}/{name}"));
             let (victims, others): (Vec<CronJobSeen>, Vec<CronJobSeen>) = cronjobs
@@ -360,6 +401,7 @@ async fn watch_and_kill(
     scenario: &Scenario,
     replicas: &mut [Replica],
     ready_seconds: f64,
+    rolling: bool,
 ) -> anyhow::Result<(MillionRun, Option<Kill>)> {
     tokio::time::sleep(SETTLE).await;
     let (window_from, window_to) = observe::whole_minutes(5, scenario.minutes);
@@ -456,6 +498,14 @@ async fn watch_and_kill(
     let (rejoin, rejoin_keys) = rejoin(replicas, scenario.count).await?;
     // The slots after the kill, and a minute for the late ones.
     observe::sleep_until_ms((window_to + 60) * 1000).await;
+    let rolling = if rolling {
+        let restart = rolling_restart(replicas, scenario.count).await?;
+        // Its last minute's slots, and a minute for the late ones.
+        observe::sleep_until_ms(rolling_window(&restart).1 * 1000 + 60_000).await;
+        Some(restart)
+    } else {
+        None
+    };
     let handover = Handover {
         victim,
         victim_cronjobs: victim_keys.len(),
@@ -466,6 +516,7 @@ async fn watch_and_kill(
         others_slots: SlotSummary::default(),
         terminated_watchers,
         rejoin: Some(rejoin),
+        rolling,
     };
     Ok((
         run,
@@ -485,6 +536,44 @@ fn shards_of(replicas: &[Replica]) -> Option<Vec<ShardCounts>> {
         .collect()
 }
 
+/// Follows every replica's `/debug/shards` until `replicas[i]` (just
+/// started) runs its share: it runs CronJobs, every CronJob runs once in
+/// all, and no replica has a key waiting. Returns how long that took
+/// (`None`: not within [`REARM_WITHIN`]) and the fewest CronJobs running
+/// at any sample meanwhile.
+async fn wait_for_share(replicas: &[Replica], i: usize, count: usize) -> (Option<f64>, usize) {
+    let started = Instant::now();
+    let mut fewest_running = usize::MAX;
+    while started.elapsed() < REARM_WITHIN {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        // The others must answer; the started one's debug port comes later.
+        let others: Vec<&Replica> = (replicas.iter().enumerate())
+            .filter(|(j, _)| *j != i)
+            .map(|(_, r)| r)
+            .collect();
+        let Some(others) = others
+            .iter()
+            .map(|r| r.debug_json::<ShardCounts>("/debug/shards"))
+            .collect::<Option<Vec<_>>>()
+        else {
+            continue;
+        };
+        let back: Option<ShardCounts> = replicas[i].debug_json("/debug/shards");
+        let running = others.iter().map(|s| s.running).sum::<usize>()
+            + back.as_ref().map_or(0, |b| b.running);
+        fewest_running = fewest_running.min(running);
+        if back
+            .as_ref()
+            .is_some_and(|b| b.running > 0 && b.waiting == 0)
+            && running == count
+            && others.iter().all(|s| s.waiting == 0)
+        {
+            return (Some(started.elapsed().as_secs_f64()), fewest_running);
+        }
+    }
+    (None, fewest_running)
+}
+
 /// Starts the killed replica (`replicas[0]`) again and follows every
 /// replica's `/debug/shards` until it runs its share; returns the figures
 /// (slots not yet summarized) and the keys it ran at the end.
@@ -494,29 +583,7 @@ async fn rejoin(
 ) -> anyhow::Result<(Rejoin, HashSet<String>)> {
     let started_at = observe::unix_ms() / 1000;
     replicas[0].launch()?;
-    let started = Instant::now();
-    let mut fewest_running = usize::MAX;
-    let mut seconds = None;
-    while started.elapsed() < REARM_WITHIN {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        // The survivors must answer; the victim's debug port comes later.
-        let Some(survivors) = shards_of(&replicas[1..]) else {
-            continue;
-        };
-        let back: Option<ShardCounts> = replicas[0].debug_json("/debug/shards");
-        let running = survivors.iter().map(|s| s.running).sum::<usize>()
-            + back.as_ref().map_or(0, |b| b.running);
-        fewest_running = fewest_running.min(running);
-        if back
-            .as_ref()
-            .is_some_and(|b| b.running > 0 && b.waiting == 0)
-            && running == count
-            && survivors.iter().all(|s| s.waiting == 0)
-        {
-            seconds = Some(started.elapsed().as_secs_f64());
-            break;
-        }
-    }
+    let (seconds, fewest_running) = wait_for_share(replicas, 0, count).await;
     eprintln!(
         "million: {} ran its share again after {seconds:?} s (fewest running meanwhile {fewest_running})",
         replicas[0].id()
@@ -535,6 +602,48 @@ async fn rejoin(
         slots: SlotSummary::default(),
     };
     Ok((rejoin, keys))
+}
+
+/// The slots a rolling restart is judged on (unix seconds, both
+/// included): from the first after its first SIGTERM to the first after
+/// its end.
+fn rolling_window(rolling: &RollingRestart) -> (i64, i64) {
+    (
+        (rolling.started_at / 60 + 1) * 60,
+        (rolling.ended_at / 60 + 1) * 60,
+    )
+}
+
+/// Restarts every replica gracefully, one after the other (SIGTERM, exit
+/// 0, started again), each running its share again before the next is
+/// stopped, as a Deployment's rolling update with `maxUnavailable: 1`
+/// does; slots not yet summarized.
+async fn rolling_restart(replicas: &mut [Replica], count: usize) -> anyhow::Result<RollingRestart> {
+    let started_at = observe::unix_ms() / 1000;
+    let mut steps = Vec::new();
+    for i in 0..replicas.len() {
+        let stopping = Instant::now();
+        cluster::stop_gracefully(&mut replicas[i]).await?;
+        let stop_seconds = stopping.elapsed().as_secs_f64();
+        replicas[i].launch()?;
+        let (back_seconds, fewest_running) = wait_for_share(replicas, i, count).await;
+        eprintln!(
+            "million: rolling restart: {} stopped in {stop_seconds:.1} s, ran its share again after {back_seconds:?} s (fewest running meanwhile {fewest_running})",
+            replicas[i].id()
+        );
+        steps.push(RestartStep {
+            replica: replicas[i].id().to_owned(),
+            stop_seconds,
+            back_seconds,
+            fewest_running,
+        });
+    }
+    Ok(RollingRestart {
+        started_at,
+        ended_at: observe::unix_ms() / 1000,
+        steps,
+        slots: SlotSummary::default(),
+    })
 }
 
 /// kube-apiserver's and etcd's memory, etcd's database size.
@@ -706,6 +815,37 @@ pub fn markdown(scenario: &Scenario, runs: &[MillionRun]) -> String {
             r.slots.duplicates,
             skew(&r.slots),
         );
+    }
+    for run in runs {
+        let Some(rolling) = run.handover.as_ref().and_then(|h| h.rolling.as_ref()) else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "\nA rolling restart of the {} replicas (SIGTERM, back, the next), {} s: {} slots, {} missed, {} duplicates, skew p50 / p99 / max {} s\n",
+            run.replicas,
+            rolling.ended_at - rolling.started_at,
+            rolling.slots.expected,
+            rolling.slots.missed,
+            rolling.slots.duplicates,
+            skew(&rolling.slots),
+        );
+        out.push_str(
+            "| replica | stopped in s | ran its share again after s | fewest running meanwhile |\n",
+        );
+        out.push_str("|---|---:|---:|---:|\n");
+        for step in &rolling.steps {
+            let _ = writeln!(
+                out,
+                "| {} | {:.1} | {} | {} of {} |",
+                step.replica,
+                step.stop_seconds,
+                step.back_seconds
+                    .map_or_else(|| "not within 900".to_owned(), |s| format!("{s:.1}")),
+                step.fewest_running,
+                run.cronjobs,
+            );
+        }
     }
     for run in runs {
         let Some(h) = run.handover.as_ref().filter(|h| !h.steps.is_empty()) else {
