@@ -220,7 +220,7 @@ where
     tokio::spawn(async move {
         let received = metrics.watch_events.get_or_create(&labels).clone();
         if let Some(from) = from {
-            tracing::info!(resource, %from, "resuming a watch from where the one it replaces was");
+            tracing::info!(resource, %from, "watching from a resourceVersion, without a list (where the watch it replaces was, or the first version read)");
             let params = WatchParams {
                 label_selector: config.label_selector.clone(),
                 field_selector: config.field_selector.clone(),

@@ -110,6 +110,7 @@ impl Supervisor {
                     // the start (each actor's first mail, decision and
                     // status read) is over, and what it freed goes back.
                     crate::memory::release_free_pages();
+                    self.load_standby(ctx);
                 }
                 Command::ReleaseAndExit => {
                     tracing::info!("every actor stopped; releasing the Lease");

@@ -1,7 +1,7 @@
 //! The standby CronJobs ([`crate::shard::standby`]) in the shell: kept
 //! from the CronJob watch (which, where the server shards, selects the
 //! standby buckets too) and from a standby load of the buckets newly on
-//! standby, once the replica's own loads are done; at a take-over, the
+//! standby, once the replica is ready and its own loads are done; at a take-over, the
 //! gained CronJobs due first are read one by one
 //! ([`crate::apiserver::bulk::narrow`]), then again every
 //! [`standby::RESCAN`] while the bulk load runs.
@@ -189,11 +189,15 @@ impl Supervisor {
     }
 
     /// Reads the CronJobs of the buckets newly on standby (one load at a
-    /// time, none while gained keys load: those come first).
-    fn load_standby(&mut self, ctx: &mut Context<Self>) {
+    /// time, none while gained keys load: those come first; none before
+    /// the replica is ready: at 10^6 CronJobs a standby load beside the
+    /// first decisions of a replica's quarter of a million actors slowed
+    /// them, and the server cut its lists).
+    pub(super) fn load_standby(&mut self, ctx: &mut Context<Self>) {
         if self.standby.loading
             || self.standby.pending.is_empty()
             || self.ownership.loads_in_flight() > 0
+            || !self.readiness.is_ready()
         {
             return;
         }
