@@ -16,9 +16,9 @@ use tokio::process::{Child, Command};
 /// How long a replica may take to be ready (S3 arms 10^5 CronJobs first).
 pub const READY_WITHIN: Duration = Duration::from_secs(600);
 /// How long a replica may take to exit after SIGTERM: its drain while the
-/// peers load its CronJobs (`--shard-drain-timeout`, 15 s), its stop (10 s
+/// peers load its CronJobs (`--shard-drain-timeout`, 60 s), its stop (10 s
 /// at most), and a margin.
-const STOP_WITHIN: Duration = Duration::from_secs(40);
+const STOP_WITHIN: Duration = Duration::from_secs(80);
 
 /// The client settings every controller of a comparison gets.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How long a start or a graceful stop may take.
-const WITHIN: Duration = Duration::from_secs(60);
+const WITHIN: Duration = Duration::from_secs(80);
 
 /// The controller's kubeconfig from deploy/ (applied once per test binary),
 /// written to DIR/controller.kubeconfig; a copy for each replica, which a

@@ -171,8 +171,9 @@ pub struct RunArgs {
     /// On SIGTERM, how long the replica keeps running its CronJobs at most
     /// while its peers load them, so that they start them at once when it
     /// lets go (then it stops its actors: at most 10 s more). Keep it and
-    /// those 10 s within the pod's terminationGracePeriodSeconds.
-    #[arg(long, default_value = "15s", value_parser = go_duration)]
+    /// those 10 s within the pod's terminationGracePeriodSeconds (80 s in
+    /// deploy/).
+    #[arg(long, default_value = "60s", value_parser = go_duration)]
     pub(super) shard_drain_timeout: Duration,
     /// Keep, for the CronJobs this replica would gain if one peer died,
     /// when each next falls due (about 100 bytes each; the CronJob watch

@@ -460,9 +460,20 @@ fn a_recreated_cronjob_replaces_its_actor_and_readiness_waits_for_arming() {
 /// "r0" serving in a ring of {r0, r1} (r1 published it too), with "ns/k"
 /// one of r0's keys, running; and r1's publication.
 fn serving_beside_r1(t0: Instant) -> (Ownership, String, Publication) {
-    let key = (0..100)
+    serving_beside_r1_with(t0, |_| true)
+}
+
+/// [`serving_beside_r1`], with a key whose UID is also `also`'s.
+fn serving_beside_r1_with(
+    t0: Instant,
+    also: impl Fn(&str) -> bool,
+) -> (Ownership, String, Publication) {
+    let key = (0..1000)
         .map(|i| format!("ns/{}", crate::apiserver::bucket::test_uid(i)))
-        .find(|k| Ring::new(["r0", "r1"]).owner(&format!("uid-{k}")) == Some("r0"))
+        .find(|k| {
+            let uid = format!("uid-{k}");
+            Ring::new(["r0", "r1"]).owner(&uid) == Some("r0") && also(&uid)
+        })
         .expect("some key is r0's");
     let mut o = Ownership::new("r0", "i1");
     o.on(Input::ListsSynced, t0);
@@ -513,6 +524,57 @@ fn a_graceful_stop_runs_its_keys_until_the_peer_has_loaded_them() {
         },
         t0,
     );
+    assert_eq!(commands, [Command::ReleaseAndExit]);
+}
+
+/// SIGTERM in the middle of a ring change (in a rolling restart, the next
+/// replica stopped as the last one comes back): the keys are not dropped;
+/// once the lost ones have stopped, the view of the new ring is published
+/// marked leaving, and the replica leaves as from serving.
+#[test]
+fn a_graceful_stop_during_a_ring_change_leaves_once_the_lost_keys_have_stopped() {
+    let t0 = Instant::now();
+    let (mut o, key, _) = serving_beside_r1_with(t0, |uid| {
+        Ring::new(["r0", "r1", "r2"]).owner(uid) == Some("r2")
+    });
+    let r2 = Publication {
+        view: "r0,r1,r2".into(),
+        id: "k1.1".into(),
+        leaving: false,
+    };
+    o.on(seen("r2", lease("r2", 5, Some(&r2))), t0);
+    let commands = o.on(VALID, t0);
+    assert!(commands.contains(&stop(&key)), "{commands:?}");
+    assert!(matches!(o.phase(), Phase::Stopping { .. }));
+    let commands = o.on(Input::Shutdown, t0);
+    assert!(
+        commands.iter().all(|c| !matches!(
+            c,
+            Command::Stop { .. } | Command::Publish(_) | Command::ReleaseAndExit
+        )),
+        "{commands:?}"
+    );
+    let commands = o.on(
+        Input::ActorStopped {
+            key: key.as_str().into(),
+            uid: format!("uid-{key}").into(),
+        },
+        t0 + Duration::from_secs(1),
+    );
+    let published: Vec<&Publication> = commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::Publish(p) => Some(p),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        matches!(published.as_slice(), [p] if p.leaving && p.view == "r0,r1,r2"),
+        "{commands:?}"
+    );
+    assert!(matches!(o.phase(), Phase::Leaving { .. }));
+    // Its drain counts from SIGTERM.
+    let commands = o.on(VALID, t0 + DRAIN);
     assert_eq!(commands, [Command::ReleaseAndExit]);
 }
 

@@ -40,6 +40,11 @@ impl Ownership {
             }
             _ => {}
         }
+        if let Some(asked) = self.leave_asked {
+            // Neither a new ring nor a rejoin: it is on its way out.
+            self.leave_when_stopped(asked, now, out);
+            return;
+        }
         match self.fence {
             FenceState::Lapsed => {
                 if !matches!(self.phase, Phase::Recovering) {
@@ -127,6 +132,35 @@ impl Ownership {
         }
         self.start_waiting(None, now, out);
         self.check_ready(out);
+    }
+
+    /// SIGTERM came at `asked` during a ring change: once the lost keys'
+    /// actors have stopped, the view is published marked leaving and the
+    /// replica leaves as from serving (its drain counted from `asked`); it
+    /// starts nothing meanwhile. If the drain is over first, or the fence
+    /// is not valid, it shuts down.
+    fn leave_when_stopped(&mut self, asked: Instant, now: Instant, out: &mut Vec<Command>) {
+        let target = match &self.phase {
+            Phase::Stopping { target }
+                if now.saturating_duration_since(asked) < self.drain
+                    && self.fence == FenceState::Valid =>
+            {
+                target.clone()
+            }
+            _ => {
+                self.shut_down(now, out);
+                return;
+            }
+        };
+        if !self.stopping.is_empty() {
+            return;
+        }
+        self.publish(&target, true, now, out);
+        self.phase = Phase::Leaving {
+            target,
+            since: asked,
+        };
+        self.advance(now, out);
     }
 
     /// A new publication of `target`'s view (`leaving`: it says so).
