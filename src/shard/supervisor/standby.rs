@@ -33,8 +33,11 @@ pub(super) struct StandbyState {
     pub(super) index: Standby,
     /// Buckets newly on standby whose CronJobs are still to be read.
     pending: BucketSet,
-    /// A standby load is in flight.
-    loading: bool,
+    /// The standby load in flight, if any.
+    loading: Option<StandbyLoad>,
+    /// Standby loads asked for, to tell the current one's end from an
+    /// aborted one's.
+    loads_asked: u64,
     /// A rescan of the gained keys is armed.
     rescan_armed: bool,
 }
@@ -56,6 +59,14 @@ impl StandbyState {
     }
 }
 
+/// A standby load in flight: its number, its buckets, its task.
+#[derive(Debug)]
+struct StandbyLoad {
+    id: u64,
+    buckets: BucketSet,
+    task: tokio::task::JoinHandle<()>,
+}
+
 /// A gained CronJob read on its own.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -71,11 +82,11 @@ struct KeyReadDone {
 #[rtype(result = "()")]
 struct StandbyPage(Vec<LeanCronJob>);
 
-/// A standby load of `buckets` ended.
+/// Standby load number `id` ended.
 #[derive(Message)]
 #[rtype(result = "()")]
 struct StandbyLoadDone {
-    buckets: BucketSet,
+    id: u64,
     result: Result<usize, LoadError>,
 }
 
@@ -194,7 +205,7 @@ impl Supervisor {
     /// first decisions of a replica's quarter of a million actors slowed
     /// them, and the server cut its lists).
     pub(super) fn load_standby(&mut self, ctx: &mut Context<Self>) {
-        if self.standby.loading
+        if self.standby.loading.is_some()
             || self.standby.pending.is_empty()
             || self.ownership.loads_in_flight() > 0
             || !self.readiness.is_ready()
@@ -210,13 +221,14 @@ impl Supervisor {
                 .map_or(0, |t| t.buckets_of(&self.setup.me).len()),
         );
         let lists = self.cronjob_lists(&gained, per_list);
-        self.standby.loading = true;
+        self.standby.loads_asked += 1;
+        let id = self.standby.loads_asked;
         let client = self.setup.client.clone();
         let namespaces = self.namespaces();
         let streaming = self.watches.streams();
         let to = ctx.address();
         let wanted = buckets.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let result = bulk::load_cronjobs(
                 client,
                 &namespaces,
@@ -226,8 +238,35 @@ impl Supervisor {
                 |page| to.send(StandbyPage(page)).map(drop),
             )
             .await;
-            to.do_send(StandbyLoadDone { buckets, result });
+            to.do_send(StandbyLoadDone { id, result });
         });
+        self.standby.loading = Some(StandbyLoad { id, buckets, task });
+    }
+
+    /// A load of gained keys is asked for: a standby load in flight is
+    /// abandoned (its buckets read again after), so that the gained keys'
+    /// lists have the server to themselves. In S7's rolling restart, three
+    /// standby loads of 160,000-180,000 CronJobs beside the peers' loads of
+    /// a leaver's keys made those take 45-65 s.
+    pub(super) fn preempt_standby_load(&mut self) {
+        let Some(load) = self.standby.loading.take() else {
+            return;
+        };
+        load.task.abort();
+        tracing::info!(
+            buckets = load.buckets.len(),
+            "a standby load gives way to a load of gained CronJobs"
+        );
+        self.requeue_standby(&load.buckets);
+    }
+
+    /// `buckets`' CronJobs are read again, those still on standby.
+    fn requeue_standby(&mut self, buckets: &BucketSet) {
+        for bucket in buckets.buckets() {
+            if self.standby.index.covers(bucket) {
+                self.standby.pending.insert(bucket);
+            }
+        }
     }
 
     /// A page of a bulk load, or a key read alone: the Jobs first (a Job of
@@ -305,12 +344,12 @@ impl Handler<StandbyPage> for Supervisor {
 impl Handler<StandbyLoadDone> for Supervisor {
     type Result = ();
 
-    fn handle(
-        &mut self,
-        StandbyLoadDone { buckets, result }: StandbyLoadDone,
-        ctx: &mut Self::Context,
-    ) {
-        self.standby.loading = false;
+    fn handle(&mut self, StandbyLoadDone { id, result }: StandbyLoadDone, ctx: &mut Self::Context) {
+        // An abandoned load's end (its buckets were queued again).
+        let Some(load) = self.standby.loading.take_if(|load| load.id == id) else {
+            return;
+        };
+        let buckets = load.buckets;
         match result {
             Ok(count) => {
                 tracing::info!(
@@ -322,12 +361,7 @@ impl Handler<StandbyLoadDone> for Supervisor {
             }
             Err(error) => {
                 tracing::warn!(%error, "loading the CronJobs newly on standby failed; retrying");
-                // Those still on standby are read again.
-                for bucket in buckets.buckets() {
-                    if self.standby.index.covers(bucket) {
-                        self.standby.pending.insert(bucket);
-                    }
-                }
+                self.requeue_standby(&buckets);
                 ctx.run_later(STANDBY_RETRY, |supervisor, ctx| {
                     supervisor.load_standby(ctx)
                 });
