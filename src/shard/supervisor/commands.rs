@@ -92,15 +92,6 @@ impl Supervisor {
                     // The gained keys due first are read on their own at
                     // once, a retried load or not.
                     self.read_due(ctx);
-                    let me = self.setup.me.as_str();
-                    let gains = target.buckets_of(me).into_iter().any(|bucket| {
-                        previous
-                            .as_ref()
-                            .is_none_or(|p| p.owner_of(bucket) != Some(me))
-                    });
-                    if gains {
-                        self.preempt_standby_load();
-                    }
                     if delay.is_zero() {
                         self.load(target, previous, epoch, ctx);
                     } else {

@@ -53,6 +53,7 @@ impl Supervisor {
             });
             return;
         };
+        self.preempt_standby_load();
         let to = ctx.address();
         let span = tracing::info_span!(
             "shard.load",

@@ -243,7 +243,7 @@ impl Supervisor {
         self.standby.loading = Some(StandbyLoad { id, buckets, task });
     }
 
-    /// A load of gained keys is asked for: a standby load in flight is
+    /// A load of gained keys starts: a standby load in flight is
     /// abandoned (its buckets read again after), so that the gained keys'
     /// lists have the server to themselves. In S7's rolling restart, three
     /// standby loads of 160,000-180,000 CronJobs beside the peers' loads of
