@@ -32,14 +32,19 @@
 //! ends streaming lists"). A load is therefore split by buckets into
 //! lists of about [`LIST_TARGET`] CronJobs (where the
 //! server shards CronJob lists), so that a cut costs one list's re-read,
-//! not the whole load's, and a list the server cut is read again, up to
-//! [`LIST_ATTEMPTS`] times.
+//! not the whole load's. A list of several buckets the server cut is read
+//! again as two lists of half its buckets each, after [`CUT_PAUSE`] (the
+//! server is busy: a shorter list is likelier to end before the next cut);
+//! a list of one bucket (or of every CronJob) up to [`LIST_ATTEMPTS`]
+//! times. In S7's rolling restart a peer's whole load failed after three
+//! cuts of one list of ten buckets and was read again from its Jobs: its
+//! slots waited 40-45 s (loadtest/report/HISTORY.md).
 //!
 //! The list and the watch race each other; the supervisor lets a watch copy
 //! win over a listed one and ignores listed objects the watch saw deleted
 //! meanwhile.
 
-use super::bucket::BUCKETS;
+use super::bucket::{self, BUCKETS, Bucket};
 use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
 use super::watch::JobFacts;
@@ -59,9 +64,25 @@ const PAGE: u32 = 500;
 /// cluster's load stays one list.
 pub const LIST_TARGET: usize = 10_000;
 
-/// Reads of one list, the first included, when the server cuts a streaming
-/// list before its end; then the load fails (and the supervisor retries it).
+/// Reads of one list that cannot be split (one bucket's, every CronJob's,
+/// the Jobs'), the first included, when the server cuts a streaming list
+/// before its end; then the load fails (and the supervisor retries it).
+/// A list of one load reads at most `2b - 1 + b (LIST_ATTEMPTS - 1)` times
+/// for its `b` buckets.
 pub const LIST_ATTEMPTS: u32 = 3;
+
+/// Before a list the server cut is read again (split or not).
+pub const CUT_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// One list of CronJobs of a load: a served kind's, of some buckets (where
+/// the server shards that kind's lists) or of every CronJob of the kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CronJobList {
+    pub kind: CronJobKind,
+    /// Sorted, so that a list's buckets are few hash ranges; `None`: every
+    /// CronJob of the kind.
+    pub buckets: Option<Vec<Bucket>>,
+}
 
 /// How many buckets' CronJobs one list of a load asks for, from the
 /// density the replica knows (`cronjobs` over `buckets`, both what it owns
@@ -109,10 +130,10 @@ pub enum LoadError {
 #[derive(Debug, Clone)]
 pub struct LoadSelectors {
     /// The lists of CronJobs: for each served kind, where the server shards
-    /// that kind's lists ([`super::sharded`]), the gained buckets' hash
-    /// ranges, [`buckets_per_list`] buckets a list; else one list of every
-    /// CronJob of the kind (`None`).
-    pub cronjobs: Vec<(CronJobKind, Option<String>)>,
+    /// that kind's lists ([`super::sharded`]), the gained buckets,
+    /// [`buckets_per_list`] buckets a list; else one list of every CronJob
+    /// of the kind.
+    pub cronjobs: Vec<CronJobList>,
     /// One list of Jobs per label selector ([`super::bucket`]: the gained
     /// buckets, and the unlabelled); empty: one list of every Job.
     pub jobs: Vec<String>,
@@ -309,7 +330,7 @@ where
     Taken: Future<Output = ()>,
 {
     let mut counts = LoadCounts::default();
-    let kinds = CronJobKinds::of(selectors.cronjobs.iter().map(|(kind, _)| *kind));
+    let kinds = CronJobKinds::of(selectors.cronjobs.iter().map(|list| list.kind));
     let job_selectors: Vec<Option<&str>> = if selectors.jobs.is_empty() {
         vec![None]
     } else {
@@ -365,13 +386,14 @@ where
 }
 
 /// Hands `deliver`, page by page, the CronJobs of `namespaces` (`None`:
-/// all) whose UID `keep` accepts, read by `lists` (each kind's, with its
-/// shard selector if any); returns how many it kept. The CronJob half of
-/// [`load`], and the whole of a standby load ([`crate::shard::standby`]).
+/// all) whose UID `keep` accepts, read by `lists`; returns how many it
+/// kept. A list the server cut is split ([`CUT_PAUSE`], [`split_on_cut`]).
+/// The CronJob half of [`load`], and the whole of a standby load
+/// ([`crate::shard::standby`]).
 pub async fn load_cronjobs<Taken>(
     client: Client,
     namespaces: &[Option<String>],
-    lists: &[(CronJobKind, Option<String>)],
+    lists: &[CronJobList],
     streaming: bool,
     keep: impl Fn(&str) -> bool,
     mut deliver: impl FnMut(Vec<LeanCronJob>) -> Taken,
@@ -381,26 +403,72 @@ where
 {
     let mut kept_all = 0;
     for namespace in namespaces {
-        for (kind, shards) in lists {
-            let kind = *kind;
-            let cronjob_client = match shards {
-                Some(selector) => super::sharded::client_with_shard_selector(&client, selector),
+        // Last in, first out: a cut list's halves are read before the
+        // lists after it, in bucket order.
+        let mut to_read: Vec<(CronJobList, u32)> =
+            lists.iter().rev().map(|list| (list.clone(), 1)).collect();
+        while let Some((list, attempt)) = to_read.pop() {
+            let kind = list.kind;
+            let cronjob_client = match list.buckets.as_deref().and_then(bucket::shard_selector) {
+                Some(selector) => super::sharded::client_with_shard_selector(&client, &selector),
                 None => client.clone(),
             };
             let cronjobs = super::watch::cronjob_api(cronjob_client, kind, namespace.as_deref());
-            kept_all += read_list(cronjobs, None, streaming, |page: Vec<LeanCronJob>| {
+            let mut kept = 0;
+            let read = read_all(cronjobs, None, streaming, |page: Vec<LeanCronJob>| {
                 let cronjobs: Vec<LeanCronJob> = page
                     .into_iter()
                     .filter(|cronjob| cronjob.metadata.uid.as_deref().is_some_and(&keep))
                     .map(|cronjob| LeanCronJob { kind, ..cronjob })
                     .collect();
-                let kept = cronjobs.len();
-                (kept, deliver(cronjobs))
+                kept += cronjobs.len();
+                deliver(cronjobs)
             })
-            .await?;
+            .await;
+            match read {
+                Ok(()) => kept_all += kept,
+                Err(LoadError::EndedEarly) => {
+                    let again = split_on_cut(list, attempt).ok_or(LoadError::EndedEarly)?;
+                    tracing::info!(
+                        attempt,
+                        delivered = kept,
+                        lists = again.len(),
+                        "the server cut a streaming list of CronJobs before its end; reading it again"
+                    );
+                    tokio::time::sleep(CUT_PAUSE).await;
+                    to_read.extend(again.into_iter().rev());
+                }
+                Err(error) => return Err(error),
+            }
         }
     }
     Ok(kept_all)
+}
+
+/// What to read instead of `list`, cut by the server at its read number
+/// `attempt`: its two halves, each a first read, if it has several
+/// buckets; else itself again, if it has reads left ([`LIST_ATTEMPTS`]);
+/// else nothing (`None`: the load fails).
+pub fn split_on_cut(list: CronJobList, attempt: u32) -> Option<Vec<(CronJobList, u32)>> {
+    match list.buckets {
+        Some(buckets) if buckets.len() >= 2 => {
+            let (first, second) = buckets.split_at(buckets.len() / 2);
+            Some(
+                [first, second]
+                    .into_iter()
+                    .map(|half| {
+                        let half = CronJobList {
+                            kind: list.kind,
+                            buckets: Some(half.to_vec()),
+                        };
+                        (half, 1)
+                    })
+                    .collect(),
+            )
+        }
+        _ if attempt < LIST_ATTEMPTS => Some(vec![(list, attempt + 1)]),
+        _ => None,
+    }
 }
 
 pub mod narrow;

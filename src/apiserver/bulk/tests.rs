@@ -87,7 +87,10 @@ async fn load_streaming_or_not(
         client,
         &[None],
         &LoadSelectors {
-            cronjobs: vec![(CronJobKind::Batch, None)],
+            cronjobs: vec![CronJobList {
+                kind: CronJobKind::Batch,
+                buckets: None,
+            }],
             jobs: Vec::new(),
             streaming,
         },
@@ -206,7 +209,7 @@ async fn a_streaming_load_is_a_consistent_watch_read_to_its_end_bookmark() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_streaming_list_cut_before_its_bookmark_is_read_again_then_fails() {
     let (result, _, asked) = load_streaming_or_not(true, |_| {
         Answer::Events(vec![added(cronjob("a", "keep-1"))])
@@ -216,7 +219,7 @@ async fn a_streaming_list_cut_before_its_bookmark_is_read_again_then_fails() {
     assert_eq!(asked.len(), LIST_ATTEMPTS as usize, "{asked:?}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_streaming_list_cut_once_counts_only_the_read_that_reached_its_end() {
     let cronjob_lists = std::sync::atomic::AtomicUsize::new(0);
     let (result, pages, asked) = load_streaming_or_not(true, move |request| {
@@ -239,6 +242,92 @@ async fn a_streaming_list_cut_once_counts_only_the_read_that_reached_its_end() {
     // would come twice: the supervisor keeps the newer copy).
     assert_eq!(delivered(&pages).0, vec!["keep-1", "keep-2"]);
     assert_eq!(asked.len(), 3, "{asked:?}");
+}
+
+#[test]
+fn a_cut_list_of_several_buckets_is_read_again_in_halves_and_one_bucket_three_times() {
+    let buckets: Vec<Bucket> = Bucket::all().take(5).collect();
+    let list = |buckets: &[Bucket]| CronJobList {
+        kind: CronJobKind::Batch,
+        buckets: Some(buckets.to_vec()),
+    };
+    let every = CronJobList {
+        kind: CronJobKind::Batch,
+        buckets: None,
+    };
+    for (cut, attempt, again) in [
+        // Halves, each a first read, whatever the attempt.
+        (
+            list(&buckets),
+            1,
+            Some(vec![(list(&buckets[..2]), 1), (list(&buckets[2..]), 1)]),
+        ),
+        (
+            list(&buckets[..2]),
+            1,
+            Some(vec![(list(&buckets[..1]), 1), (list(&buckets[1..2]), 1)]),
+        ),
+        // One bucket, or every CronJob: itself, until its reads are spent.
+        (list(&buckets[..1]), 1, Some(vec![(list(&buckets[..1]), 2)])),
+        (list(&buckets[..1]), 2, Some(vec![(list(&buckets[..1]), 3)])),
+        (list(&buckets[..1]), LIST_ATTEMPTS, None),
+        (every.clone(), 1, Some(vec![(every.clone(), 2)])),
+        (every, LIST_ATTEMPTS, None),
+    ] {
+        assert_eq!(
+            split_on_cut(cut.clone(), attempt),
+            again,
+            "{cut:?} at {attempt}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cut_list_is_read_again_as_two_shorter_lists_after_a_pause() {
+    let buckets: Vec<Bucket> = Bucket::all().take(4).collect();
+    let reads = std::sync::atomic::AtomicUsize::new(0);
+    let (client, asked) = scripted::client(move |_| {
+        // The first read is cut after one CronJob; the halves end.
+        let mut events = vec![added(cronjob("a", "keep-1"))];
+        if reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed) > 0 {
+            events.push(bookmark(true));
+        }
+        Answer::Events(events)
+    });
+    let started = tokio::time::Instant::now();
+    let mut pages = Vec::new();
+    let kept = load_cronjobs(
+        client,
+        &[None],
+        &[CronJobList {
+            kind: CronJobKind::Batch,
+            buckets: Some(buckets.clone()),
+        }],
+        true,
+        |uid| uid.starts_with("uid-keep"),
+        |page| {
+            pages.push(page);
+            async {}
+        },
+    )
+    .await
+    .expect("the halves reach their ends");
+    // Counted once for each half that reached its end.
+    assert_eq!(kept, 2);
+    assert_eq!(started.elapsed(), CUT_PAUSE);
+    let asked = asked.all();
+    let selector = |buckets: &[Bucket]| {
+        form_urlencoded::Serializer::new(String::new())
+            .append_pair("shardSelector", &bucket::shard_selector(buckets).unwrap())
+            .finish()
+    };
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    for (query, buckets) in asked
+        .iter()
+        .zip([&buckets[..], &buckets[..2], &buckets[2..]])
+    {
+        assert!(query.contains(&selector(buckets)), "{query}");
+    }
 }
 
 #[test]

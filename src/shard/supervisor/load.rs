@@ -6,8 +6,7 @@
 use super::Supervisor;
 use super::intake::Source;
 use crate::apiserver::bucket::{self, Bucket};
-use crate::apiserver::bulk::{self, LoadCounts, LoadSelectors, Loaded};
-use crate::reconcile::CronJobKind;
+use crate::apiserver::bulk::{self, CronJobList, LoadCounts, LoadSelectors, Loaded};
 use crate::shard::ownership::{Epoch, Input};
 use crate::shard::ring::Ring;
 use crate::telemetry::metrics::{MoveDirection, MovedLabels};
@@ -127,26 +126,29 @@ impl Supervisor {
 
 impl Supervisor {
     /// The lists that read the CronJobs of `buckets` (sorted): for each
-    /// served kind, where the server shards its lists, `per_list` buckets'
-    /// hash ranges a list; else one list of every CronJob of the kind.
-    pub(super) fn cronjob_lists(
-        &self,
-        buckets: &[Bucket],
-        per_list: usize,
-    ) -> Vec<(CronJobKind, Option<String>)> {
+    /// served kind, where the server shards its lists, `per_list` buckets
+    /// a list; else one list of every CronJob of the kind.
+    pub(super) fn cronjob_lists(&self, buckets: &[Bucket], per_list: usize) -> Vec<CronJobList> {
         self.watches
             .served()
             .iter()
             .flat_map(|served| {
-                let lists: Vec<Option<String>> = if served.server_shards {
+                let kind = served.kind;
+                let lists: Vec<CronJobList> = if served.server_shards {
                     buckets
                         .chunks(per_list)
-                        .map(bucket::shard_selector)
+                        .map(|chunk| CronJobList {
+                            kind,
+                            buckets: Some(chunk.to_vec()),
+                        })
                         .collect()
                 } else {
-                    vec![None]
+                    vec![CronJobList {
+                        kind,
+                        buckets: None,
+                    }]
                 };
-                lists.into_iter().map(|shards| (served.kind, shards))
+                lists
             })
             .collect()
     }
