@@ -50,6 +50,9 @@ fn run() -> anyhow::Result<bool> {
         .filter(|b| wanted(&b.lane()))
         .collect();
     let doc_tests = wanted(DOC_TESTS);
+    if !list && binaries.iter().any(|b| b.lane() == IMAGE_LANE) {
+        build_image()?;
+    }
     let built = started.elapsed();
     if list {
         for binary in &binaries {
@@ -146,6 +149,24 @@ fn run() -> anyhow::Result<bool> {
         println!("suite: FAILED: {}", names.join(", "));
     }
     Ok(failed.is_empty())
+}
+
+/// The lane of the image's run test (tests/image.rs), which runs the image
+/// `deploy/image/build` makes.
+const IMAGE_LANE: &str = "image";
+
+/// `deploy/image/build`, before any lane starts: its static release build
+/// of the controller is the suite's longest compile after the tests' own,
+/// and on two cores beside the lanes it would slow their timers (the test
+/// builds the image again, finding everything built).
+fn build_image() -> anyhow::Result<()> {
+    let status = Command::new(repo_root().join("deploy/image/build"))
+        .stdout(Stdio::null())
+        .status()?;
+    if !status.success() {
+        anyhow::bail!("deploy/image/build failed (above)");
+    }
+    Ok(())
 }
 
 /// `cargo test --workspace --locked --no-run`, and the test binaries it

@@ -140,6 +140,9 @@ const KNOWN: &[Known] = &[
     // timing-bound lanes ran beside it on an overloaded machine).
     known("shardcron (lib)", Placement::Offline, 130, 18),
     known("deploy_rbac", PLAIN, 1, 1),
+    // The image (built before the lanes start) run as a kubelet would:
+    // one replica, one Job.
+    known("image", PLAIN, 100, 2),
     known("control_plane", PLAIN, 60, 1),
     // promtool's rule tests: measured 0.3 of a core.
     known("monitoring", Placement::Offline, 10, 3),
