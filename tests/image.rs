@@ -94,10 +94,10 @@ fn assert_the_dockerfile_agrees(config: &ImageConfig) {
             .collect()
     };
     assert_eq!(values("ENV "), config.env, "the Dockerfile's ENV");
-    assert_eq!(values("USER "), [config.user.clone()], "its USER");
+    assert_eq!(values("USER "), [config.user.as_str()], "its USER");
     assert_eq!(
         values("WORKDIR "),
-        [config.working_dir.clone()],
+        [config.working_dir.as_str()],
         "its WORKDIR"
     );
     assert_eq!(
