@@ -64,6 +64,15 @@ impl Ownership {
         self.keys.contains_key(key) && !self.waiting.contains_key(key)
     }
 
+    /// Whether a live peer has published a view at `now`: a join now is a
+    /// warm one (a restart among serving peers), not a fleet starting
+    /// together.
+    pub fn peers_serve(&self, now: Instant) -> bool {
+        self.membership
+            .live_views(now)
+            .any(|(holder, lease)| holder != self.me && lease.view.is_some())
+    }
+
     pub fn loads_in_flight(&self) -> usize {
         self.loads.in_flight()
     }
