@@ -163,33 +163,6 @@ fn a_peer_starting_with_it_is_in_its_first_ring() {
     assert_eq!(loaded(&mut o, t0 + JOIN_GRACE).view, "r0,r1");
 }
 
-/// A join among peers that serve (a restart in a rolling update) is told
-/// from a fleet starting together (no peer has published), and a dead
-/// peer's old view does not count: the warm join reads its standby
-/// buckets with its first load.
-#[test]
-fn a_join_is_warm_when_a_live_peer_has_published_a_view() {
-    let t0 = Instant::now();
-    let mut o = Ownership::new("r0", "i1");
-    assert!(!o.peers_serve(t0), "no peer");
-    o.on(seen("r1", lease("r1", 1, None)), t0);
-    assert!(!o.peers_serve(t0), "a peer starting with it");
-    let view = Publication {
-        view: "r1".into(),
-        id: "j1.1".into(),
-        leaving: false,
-    };
-    o.on(seen("r1", lease("r1", 2, Some(&view))), t0);
-    assert!(o.peers_serve(t0), "a peer serving");
-    assert!(
-        !o.peers_serve(t0 + D + Duration::from_secs(1)),
-        "its Lease ran out"
-    );
-    let mut alone = Ownership::new("r0", "i1");
-    alone.on(seen("r0", lease("r0", 1, Some(&view))), t0);
-    assert!(!alone.peers_serve(t0), "its own Lease is no peer");
-}
-
 /// A joiner (a live peer with no view yet) takes no key from a serving
 /// replica until it has loaded and published: the keys keep running here
 /// meanwhile, then move in one step.

@@ -9,12 +9,10 @@ use crate::apiserver::bucket::{self, Bucket};
 use crate::apiserver::bulk::{self, CronJobList, LoadCounts, LoadSelectors, Loaded};
 use crate::shard::ownership::{Epoch, Input};
 use crate::shard::ring::Ring;
-use crate::shard::standby::BucketSet;
 use crate::telemetry::metrics::{MoveDirection, MovedLabels};
 use actix::prelude::*;
 use futures::FutureExt as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use tracing::Instrument as _;
 
 /// A page of a bulk load asked for in an epoch.
@@ -22,18 +20,14 @@ use tracing::Instrument as _;
 #[rtype(result = "()")]
 struct LoadPage(Loaded, Epoch);
 
-/// A bulk load finished; the ring its gains were counted from, whether
-/// its page that says the Jobs are done was delivered, and the standby
-/// buckets it read too (a warm join's) with how many CronJobs it kept of
-/// them.
+/// A bulk load finished; the ring its gains were counted from, and
+/// whether its page that says the Jobs are done was delivered.
 #[derive(Message)]
 #[rtype(result = "()")]
 struct LoadDone {
     result: Result<LoadCounts, bulk::LoadError>,
     previous: Option<Arc<Ring>>,
     jobs_told: bool,
-    standby: BucketSet,
-    standby_kept: usize,
 }
 
 impl Supervisor {
@@ -49,15 +43,12 @@ impl Supervisor {
         let me = self.setup.me.clone();
         let client = self.setup.client.clone();
         let namespaces = self.namespaces();
-        let standby = self.standby_with_join(previous.is_none());
-        let Some(selectors) = self.load_selectors(&target, previous.as_deref(), &standby) else {
+        let Some(selectors) = self.load_selectors(&target, previous.as_deref()) else {
             // Nothing gained: nothing to list.
             ctx.notify(LoadDone {
                 result: Ok(LoadCounts::default()),
                 previous,
                 jobs_told: false,
-                standby,
-                standby_kept: 0,
             });
             return;
         };
@@ -70,30 +61,19 @@ impl Supervisor {
         );
         tokio::spawn(
             async move {
-                let standby_kept = AtomicUsize::new(0);
                 let gained = |uid: &str| {
-                    let gained = target.owner(uid) == Some(me.as_str())
+                    target.owner(uid) == Some(me.as_str())
                         && previous
                             .as_ref()
-                            .is_none_or(|p| p.owner(uid) != Some(me.as_str()));
-                    let on_standby = !gained && standby.contains(Bucket::of(uid));
-                    if on_standby {
-                        standby_kept.fetch_add(1, Ordering::Relaxed);
-                    }
-                    gained || on_standby
+                            .is_none_or(|p| p.owner(uid) != Some(me.as_str()))
                 };
                 let mut jobs_told = false;
                 let deliver = |page: Loaded| {
                     jobs_told |= page.jobs_done;
                     to.send(LoadPage(page, epoch)).map(drop)
                 };
-                let mut result = bulk::load(client, &namespaces, &selectors, gained, deliver).await;
-                let standby_kept = standby_kept.into_inner();
-                if let Ok(counts) = &mut result {
-                    // Those kept of the standby buckets are not gained
-                    // (the count is of the lists that reached their end;
-                    // standby's, of every read).
-                    counts.cronjobs = counts.cronjobs.saturating_sub(standby_kept);
+                let result = bulk::load(client, &namespaces, &selectors, gained, deliver).await;
+                if let Ok(counts) = &result {
                     let span = tracing::Span::current();
                     span.record("shard.cronjobs_gained", counts.cronjobs);
                     span.record("shard.jobs_gained", counts.jobs);
@@ -102,43 +82,19 @@ impl Supervisor {
                     result,
                     previous,
                     jobs_told,
-                    standby,
-                    standby_kept,
                 });
             }
             .instrument(span),
         );
     }
 
-    /// The standby buckets a join's first load reads too: at a warm join
-    /// (peers serve) the buckets pending on standby, which the replica
-    /// then holds before it publishes its first view, so that when the
-    /// next replica of a rolling restart leaves, this one reads the
-    /// leaver's CronJobs due first on their own as its peers do. Read after
-    /// ready instead, a restarted replica had none when the next one left:
-    /// the keys it gained waited for its load of them, 25-37 s past their
-    /// slot in S7 (loadtest/report/HISTORY.md, `s7-full-rolling-split`).
-    /// Not at a fleet's first start, where it would delay every replica's
-    /// readiness (the standby load runs after ready).
-    fn standby_with_join(&mut self, join: bool) -> BucketSet {
-        if !join || !self.standby.enabled || !self.ownership.peers_serve(super::now()) {
-            return BucketSet::default();
-        }
-        self.take_pending_standby()
-    }
-
     /// What to ask the server for when loading what `target` gives this
     /// replica and `previous` did not: the gained buckets' Jobs and the
     /// unlabelled ones, and each served kind's CronJobs (where the server
-    /// shards that kind's lists, only the gained buckets' and `standby`'s,
-    /// in lists of about [`bulk::LIST_TARGET`] by the density this replica
-    /// knows). `None` if nothing is gained.
-    fn load_selectors(
-        &self,
-        target: &Ring,
-        previous: Option<&Ring>,
-        standby: &BucketSet,
-    ) -> Option<LoadSelectors> {
+    /// shards that kind's lists, only the gained buckets', in lists of
+    /// about [`bulk::LIST_TARGET`] by the density this replica knows).
+    /// `None` if nothing is gained.
+    fn load_selectors(&self, target: &Ring, previous: Option<&Ring>) -> Option<LoadSelectors> {
         let me = self.setup.me.as_str();
         let mut gained: Vec<Bucket> = target
             .buckets_of(me)
@@ -150,15 +106,12 @@ impl Supervisor {
         }
         // Sorted, so that a list's buckets are few hash ranges.
         gained.sort_unstable();
-        let mut listed: Vec<Bucket> = gained.iter().copied().chain(standby.buckets()).collect();
-        listed.sort_unstable();
-        listed.dedup();
         let per_list = bulk::buckets_per_list(
             self.actors.len(),
             previous.map_or(0, |p| p.buckets_of(me).len()),
         );
         Some(LoadSelectors {
-            cronjobs: self.cronjob_lists(&listed, per_list),
+            cronjobs: self.cronjob_lists(&gained, per_list),
             jobs: std::iter::once(bucket::label_selector(&gained))
                 .chain(
                     self.watches
@@ -207,18 +160,8 @@ impl Handler<LoadPage> for Supervisor {
     /// The Jobs' pages come first, then the page that says they are all
     /// in (from then on the protocol starts each gained key as it
     /// arrives), then the CronJobs' pages ([`Supervisor::take_loaded`]).
-    fn handle(&mut self, LoadPage(mut page, epoch): LoadPage, ctx: &mut Self::Context) {
+    fn handle(&mut self, LoadPage(page, epoch): LoadPage, ctx: &mut Self::Context) {
         let jobs_done = page.jobs_done;
-        // A warm join's standby CronJobs: kept on standby, not started.
-        let ownership = &self.ownership;
-        let (standby, gained): (Vec<_>, Vec<_>) = std::mem::take(&mut page.cronjobs)
-            .into_iter()
-            .partition(|cronjob| {
-                let uid = cronjob.metadata.uid.as_deref().unwrap_or_default();
-                !ownership.owns(uid) && self.standby.index.covers(Bucket::of(uid))
-            });
-        page.cronjobs = gained;
-        self.keep_loaded_on_standby(standby);
         self.take_loaded(page, Source::Load(epoch), ctx);
         if jobs_done {
             self.step(Input::LoadJobsDone, super::now(), ctx, None);
@@ -235,8 +178,6 @@ impl Handler<LoadDone> for Supervisor {
             result,
             previous,
             jobs_told,
-            standby,
-            standby_kept,
         }: LoadDone,
         ctx: &mut Self::Context,
     ) {
@@ -245,8 +186,6 @@ impl Handler<LoadDone> for Supervisor {
                 tracing::info!(
                     cronjobs = counts.cronjobs,
                     jobs = counts.jobs,
-                    standby_buckets = standby.len(),
-                    standby_cronjobs = standby_kept,
                     "loaded gained CronJobs"
                 );
                 self.actor_services
@@ -260,7 +199,6 @@ impl Handler<LoadDone> for Supervisor {
             }
             Err(error) => {
                 tracing::warn!(%error, "bulk load of gained CronJobs failed; retrying");
-                self.requeue_standby(&standby);
                 false
             }
         };

@@ -117,20 +117,6 @@ impl Supervisor {
         self.standby.index.record(key, bucket, look);
     }
 
-    /// CronJobs a load read for the standby buckets (a standby load's, a
-    /// warm join's): kept, but those deleted meanwhile.
-    pub(super) fn keep_loaded_on_standby(&mut self, cronjobs: Vec<LeanCronJob>) {
-        for cronjob in cronjobs {
-            if !self
-                .tombstones
-                .contains(cronjob.metadata.uid.as_deref().unwrap_or_default())
-            {
-                let key = cronjob.key();
-                self.keep_on_standby(&key, &cronjob);
-            }
-        }
-    }
-
     /// The ring acted on is now `target`: the standby buckets follow it
     /// (the gained buckets' entries stay until their load is done: their
     /// urgent keys are read from them). Returns the standby buckets, which
@@ -274,14 +260,8 @@ impl Supervisor {
         self.requeue_standby(&load.buckets);
     }
 
-    /// The buckets pending on standby, taken to be read by a join's load
-    /// (queued again if it fails: [`Self::requeue_standby`]).
-    pub(super) fn take_pending_standby(&mut self) -> BucketSet {
-        std::mem::take(&mut self.standby.pending)
-    }
-
     /// `buckets`' CronJobs are read again, those still on standby.
-    pub(super) fn requeue_standby(&mut self, buckets: &BucketSet) {
+    fn requeue_standby(&mut self, buckets: &BucketSet) {
         for bucket in buckets.buckets() {
             if self.standby.index.covers(bucket) {
                 self.standby.pending.insert(bucket);
@@ -349,7 +329,15 @@ impl Handler<StandbyPage> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, StandbyPage(page): StandbyPage, _: &mut Self::Context) {
-        self.keep_loaded_on_standby(page);
+        for cronjob in page {
+            if !self
+                .tombstones
+                .contains(cronjob.metadata.uid.as_deref().unwrap_or_default())
+            {
+                let key = cronjob.key();
+                self.keep_on_standby(&key, &cronjob);
+            }
+        }
     }
 }
 
