@@ -170,6 +170,84 @@ async fn any_credential_reads_the_admin_api_through_the_api_server() {
     let ring: Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(ring["status"]["ring"], ns.as_str(), "{ring}");
 
+    // `kubectl get`: both replicas' CronJobs in one list, printed from the
+    // Table the API answers; -A adds the namespace; -o yaml the objects.
+    let get = |kubeconfig: Option<&std::path::Path>, args: &[&str]| {
+        let mut get = match kubeconfig {
+            Some(path) => cluster.kubectl_as(path).expect("kubectl"),
+            None => kubectl(),
+        };
+        get.arg("get").args(args);
+        run(get)
+    };
+    let mut names = fleet.names.clone();
+    names.sort();
+    let (ok, out, err) = get(None, &["cronjobs.admin.shardcron.io", "-n", &ns]);
+    assert!(ok, "{err}");
+    eprintln!("kubectl get cronjobs.admin.shardcron.io -n {ns}:\n{out}");
+    let mut lines = out.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "OWNER",
+            "PHASE",
+            "NEXT",
+            "WAKE-UP",
+            "LAST",
+            "SCHEDULE",
+            "ACTIVE",
+            "SUSPENDED"
+        ],
+        "{out}"
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
+    let listed: Vec<&str> = rows.iter().filter_map(|row| row.first().copied()).collect();
+    assert_eq!(listed, names, "{out}");
+    let row_owners: BTreeSet<&str> = rows.iter().filter_map(|row| row.get(1).copied()).collect();
+    assert_eq!(row_owners.len(), 2, "each replica's share: {out}");
+    let (ok, out, err) = get(None, &["cronjobs.admin.shardcron.io", "-A"]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("NAMESPACE "), "{out}");
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.starts_with(&format!("{ns} ")))
+            .count(),
+        names.len(),
+        "{out}"
+    );
+    let (ok, out, err) = get(
+        None,
+        &[
+            "cronjobs.admin.shardcron.io",
+            &names[0],
+            "-n",
+            &ns,
+            "-o",
+            "yaml",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("kind: CronJobState") && out.contains("nextWakeup:"),
+        "{out}"
+    );
+    for (args, rows) in [
+        (vec!["rings.admin.shardcron.io", ns.as_str()], 1),
+        (vec!["rings.admin.shardcron.io"], 1),
+        (vec!["queues.admin.shardcron.io"], 2),
+    ] {
+        let (ok, out, err) = get(None, &args);
+        assert!(ok, "{args:?}: {err}");
+        assert!(out.starts_with("NAME "), "{out}");
+        assert_eq!(out.lines().count(), rows + 1, "{args:?}: {out}");
+    }
+
     // A tenant: `view` in its namespace (which aggregates
     // shardcron-admin-cronjobs), nothing elsewhere.
     let admin = cluster.admin().await;
@@ -188,6 +266,14 @@ async fn any_credential_reads_the_admin_api_through_the_api_server() {
     );
     assert!(!ok && err.contains("forbidden"), "{err}");
     let (ok, _, err) = raw(Some(&reader), &format!("{API}/rings/{ns}"));
+    assert!(!ok && err.contains("forbidden"), "{err}");
+    // `view` lists its namespace's, and no other's.
+    let (ok, out, err) = get(Some(&reader), &["cronjobs.admin.shardcron.io", "-n", &ns]);
+    assert!(ok && out.lines().count() == names.len() + 1, "{out}{err}");
+    let (ok, _, err) = get(
+        Some(&reader),
+        &["cronjobs.admin.shardcron.io", "-n", &other.name],
+    );
     assert!(!ok && err.contains("forbidden"), "{err}");
     for (namespace, expected) in [(ns.as_str(), "yes"), (other.name.as_str(), "no")] {
         let mut can = cluster.kubectl_as(&reader).expect("kubectl");
@@ -289,6 +375,53 @@ async fn any_credential_reads_the_admin_api_through_the_api_server() {
     .await;
     fleet.replicas[0].stop().await;
     assert!(apiservice().is_none(), "withdrawn again");
+
+    // Why deploy/admin-api stays opt-in: replicas that all crash leave the
+    // APIService registered with no one to serve it, and every namespace
+    // deletion in the cluster waits (docs/admin-api.md, "Opt-in").
+    fleet.replicas[0].restart().await;
+    eventually(
+        "the APIService registered again",
+        Duration::from_secs(30),
+        || async { apiservice().map(drop) },
+    )
+    .await;
+    fleet.replicas[0].kill();
+    assert!(apiservice().is_some(), "a crash withdrew the APIService");
+    let held = cluster.namespace("aggregated-held").await;
+    let mut delete = kubectl();
+    delete.args(["delete", "namespace", &held.name, "--wait=false"]);
+    assert!(run(delete).0, "deleting a namespace");
+    let condition = || {
+        let mut get = kubectl();
+        get.args(["get", "namespace", &held.name, "-o", "json"]);
+        let (ok, out, _) = run(get);
+        let namespace: Value = serde_json::from_str(&out).unwrap_or_default();
+        let conditions = namespace["status"]["conditions"].as_array().cloned();
+        (ok, conditions.unwrap_or_default())
+    };
+    eventually(
+        "the deletion held by the group's stale discovery",
+        Duration::from_secs(60),
+        || async {
+            let (_, conditions) = condition();
+            conditions
+                .iter()
+                .any(|c| c["type"] == "NamespaceDeletionDiscoveryFailure" && c["status"] == "True")
+                .then_some(())
+        },
+    )
+    .await;
+    // What the alert's runbook says to do: delete the APIService.
+    let mut withdraw = kubectl();
+    withdraw.args(["delete", "apiservice", "v1alpha1.admin.shardcron.io"]);
+    assert!(run(withdraw).0, "deleting the APIService");
+    eventually(
+        "the namespace deleted once the APIService is gone",
+        Duration::from_secs(60),
+        || async { (!condition().0).then_some(()) },
+    )
+    .await;
 }
 
 fn run_with_input(mut command: Command, input: &str) -> (bool, String, String) {

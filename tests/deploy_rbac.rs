@@ -258,3 +258,45 @@ async fn lease_traffic_is_served_at_leader_election_priority() {
     );
     assert_ne!(Some(&other_level), level_uid.as_ref());
 }
+
+/// deploy/ registers no aggregated API (deploy/admin-api is opt-in,
+/// docs/admin-api.md): applied as an operator would, with every replica
+/// down (none runs here), discovery has no admin.shardcron.io group and a
+/// namespace is deleted at once. With the overlay, replicas that all crash
+/// hold every namespace deletion (tests/aggregated.rs).
+#[tokio::test]
+async fn deploy_alone_serves_no_aggregated_api_and_holds_no_namespace_deletion() {
+    let cluster = Cluster::shared();
+    let dir = cluster.dir().join(format!("deploy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory");
+    cluster
+        .controller_kubeconfig(&dir.join("controller.kubeconfig"))
+        .await
+        .expect("kubectl apply -k deploy/, the StatefulSet at 0 replicas");
+    let admin = cluster.admin().await;
+    let groups: serde_json::Value = admin
+        .request(
+            http::Request::get("/apis")
+                .body(Vec::new())
+                .expect("a request"),
+        )
+        .await
+        .expect("discovery");
+    let names: Vec<&str> = groups["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|group| group["name"].as_str())
+        .collect();
+    assert!(names.contains(&"batch"), "{names:?}");
+    assert!(!names.contains(&"admin.shardcron.io"), "{names:?}");
+    let gone = cluster.namespace("deploy-alone").await;
+    let mut delete = cluster.kubectl().expect("kubectl");
+    delete.args(["delete", "namespace", &gone.name, "--timeout=60s"]);
+    let output = delete.output().expect("kubectl delete namespace");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -31,22 +31,29 @@ pub enum Action {
     ReadQueues,
     /// Read one CronJob's live state: `get` on `cronjobs` in its namespace.
     ReadCronJob { namespace: String, name: String },
+    /// Read the live state of the CronJobs of a namespace (`None`: of
+    /// every namespace): `list` on `cronjobs` there.
+    ListCronJobs { namespace: Option<String> },
 }
 
 impl Action {
     /// The SubjectAccessReview's attributes for it.
     pub fn attributes(&self) -> ResourceAttributes {
-        let (resource, namespace, name) = match self {
-            Action::ReadRing => ("rings", None, None),
-            Action::ReadQueues => ("queues", None, None),
-            Action::ReadCronJob { namespace, name } => {
-                ("cronjobs", Some(namespace.clone()), Some(name.clone()))
-            }
+        let (verb, resource, namespace, name) = match self {
+            Action::ReadRing => ("get", "rings", None, None),
+            Action::ReadQueues => ("get", "queues", None, None),
+            Action::ReadCronJob { namespace, name } => (
+                "get",
+                "cronjobs",
+                Some(namespace.clone()),
+                Some(name.clone()),
+            ),
+            Action::ListCronJobs { namespace } => ("list", "cronjobs", namespace.clone(), None),
         };
         ResourceAttributes {
             group: Some(GROUP.to_owned()),
             resource: Some(resource.to_owned()),
-            verb: Some("get".to_owned()),
+            verb: Some(verb.to_owned()),
             namespace,
             name,
             ..ResourceAttributes::default()
@@ -60,6 +67,12 @@ impl Action {
             Action::ReadQueues => format!("get queues.{GROUP}"),
             Action::ReadCronJob { namespace, name } => {
                 format!("get cronjobs.{GROUP} {name:?} in namespace {namespace:?}")
+            }
+            Action::ListCronJobs {
+                namespace: Some(namespace),
+            } => format!("list cronjobs.{GROUP} in namespace {namespace:?}"),
+            Action::ListCronJobs { namespace: None } => {
+                format!("list cronjobs.{GROUP} in every namespace")
             }
         }
     }

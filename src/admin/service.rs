@@ -6,8 +6,9 @@ use super::access::{Access, Action, Caller, GROUP};
 use super::proto::admin_service_server::AdminService;
 use super::proto::{
     ActorPhase, CronJobKind as ProtoKind, Decision, GetCronJobRequest, GetCronJobResponse,
-    GetQueuesRequest, GetQueuesResponse, GetRingRequest, GetRingResponse, Member, NamespaceQueue,
-    QueueClass, QueuedRequest, WatchDecisionsRequest, WatchDecisionsResponse,
+    GetQueuesRequest, GetQueuesResponse, GetRingRequest, GetRingResponse, ListCronJobsRequest,
+    ListCronJobsResponse, ListedCronJob, Member, NamespaceQueue, QueueClass, QueuedRequest,
+    WatchDecisionsRequest, WatchDecisionsResponse,
 };
 use super::streams::{REAUTHORIZE_EVERY, STREAM_LIFETIME, StreamSlots};
 use crate::actor::cronjob::{ActorState, Mail};
@@ -17,7 +18,7 @@ use crate::apiserver::gateway::queue::ClassCensus;
 use crate::apiserver::watch::cronjob_api;
 use crate::reconcile::CronJobKind;
 use crate::shard::debug::{DebugShards, ShardReport};
-use crate::shard::supervisor::{Locate, Located};
+use crate::shard::supervisor::{ListOwned, Locate, Located};
 use actix::Recipient;
 use kube::Client;
 use std::collections::HashMap;
@@ -35,6 +36,7 @@ pub struct Admin {
     pub access: Access,
     pub report: Recipient<DebugShards>,
     pub locate: Recipient<Locate>,
+    pub list: Recipient<ListOwned>,
     /// For the one read a call may make: the CronJob's UID, to name its
     /// owner when the actor is not here.
     pub client: Client,
@@ -54,6 +56,14 @@ const STREAM_BUFFER: usize = 64;
 /// owned here; once it is not, the stream ends (NOT_OWNER).
 const OWNERSHIP_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// At most this many CronJobs a replica lists in one `ListCronJobs`
+/// answer (each is its actor's state, asked of the actor); more are
+/// counted as truncated.
+pub const LIST_LIMIT: usize = 500;
+
+/// Actors asked for their state at once by `ListCronJobs`.
+const LIST_CONCURRENCY: usize = 16;
+
 /// At most this many namespaces are named per class by `GetQueues`.
 pub const QUEUE_NAMESPACES: usize = 20;
 
@@ -70,12 +80,16 @@ fn target(namespace: &str, name: &str, kind: i32) -> Result<(CronJobKind, String
     if namespace.is_empty() || name.is_empty() {
         return Err(Status::invalid_argument("namespace and name are required"));
     }
-    let kind = match ProtoKind::try_from(kind) {
-        Ok(ProtoKind::Unspecified | ProtoKind::Batch) => CronJobKind::Batch,
-        Ok(ProtoKind::Shardcron) => CronJobKind::Shardcron,
-        Err(_) => return Err(Status::invalid_argument("unknown CronJob kind")),
-    };
+    let kind = kind_of(kind)?;
     Ok((kind, kind.key(namespace, name)))
+}
+
+fn kind_of(kind: i32) -> Result<CronJobKind, Status> {
+    match ProtoKind::try_from(kind) {
+        Ok(ProtoKind::Unspecified | ProtoKind::Batch) => Ok(CronJobKind::Batch),
+        Ok(ProtoKind::Shardcron) => Ok(CronJobKind::Shardcron),
+        Err(_) => Err(Status::invalid_argument("unknown CronJob kind")),
+    }
 }
 
 fn gone(error: impl std::fmt::Display) -> Status {
@@ -117,6 +131,13 @@ impl AdminService for Admin {
         request: Request<WatchDecisionsRequest>,
     ) -> Result<Response<Self::WatchDecisionsStream>, Status> {
         self.watch(request).await
+    }
+
+    async fn list_cron_jobs(
+        &self,
+        request: Request<ListCronJobsRequest>,
+    ) -> Result<Response<ListCronJobsResponse>, Status> {
+        self.list(request).await
     }
 
     async fn get_cron_job(
@@ -179,6 +200,77 @@ impl AdminService for Admin {
                 Err(not_owner(&self.replica, owner.as_deref()))
             }
         }
+    }
+}
+
+impl Admin {
+    /// `ListCronJobs`: the CronJobs owned here in the namespace asked for,
+    /// each actor asked for its state ([`LIST_CONCURRENCY`] at once), at
+    /// most [`LIST_LIMIT`].
+    async fn list(
+        &self,
+        request: Request<ListCronJobsRequest>,
+    ) -> Result<Response<ListCronJobsResponse>, Status> {
+        use futures::StreamExt as _;
+        let call = request.get_ref();
+        let kind = kind_of(call.kind)?;
+        let namespace = (!call.namespace.is_empty()).then(|| call.namespace.clone());
+        if namespace
+            .as_deref()
+            .is_some_and(|ns| !crate::admin::is_object_name(ns))
+        {
+            return Err(Status::invalid_argument("not a namespace's name"));
+        }
+        self.access
+            .check(
+                &Caller::of(&request),
+                &Action::ListCronJobs {
+                    namespace: namespace.clone(),
+                },
+            )
+            .await?;
+        let limit = match call.limit as usize {
+            0 => LIST_LIMIT,
+            asked => asked.min(LIST_LIMIT),
+        };
+        let owned = self
+            .list
+            .send(ListOwned {
+                kind,
+                namespace,
+                limit,
+            })
+            .await
+            .map_err(gone)?;
+        let replica = self.replica.as_str();
+        let items: Vec<Option<ListedCronJob>> = futures::stream::iter(owned.keys)
+            .map(|(key, located)| async move {
+                let state = match located {
+                    Located::Running(actor) => {
+                        running(replica, actor.ask(Mail::Inspect).await.ok()?)
+                    }
+                    _ => GetCronJobResponse {
+                        owner: replica.to_owned(),
+                        phase: ActorPhase::Waiting.into(),
+                        waiting_for: "its previous owner to let go".to_owned(),
+                        ..GetCronJobResponse::default()
+                    },
+                };
+                let (_, namespace, name) = CronJobKind::parse_key(&key);
+                Some(ListedCronJob {
+                    namespace: namespace.to_owned(),
+                    name: name.to_owned(),
+                    state: Some(state),
+                })
+            })
+            .buffered(LIST_CONCURRENCY)
+            .collect()
+            .await;
+        Ok(Response::new(ListCronJobsResponse {
+            // An actor stopped meanwhile: no longer owned here.
+            items: items.into_iter().flatten().collect(),
+            truncated: owned.truncated,
+        }))
     }
 }
 

@@ -5,7 +5,7 @@
 //! with the caller's identity ([`requestheader`]); the replica answers the
 //! path ([`routes`]) from its admin service, which authorizes the caller
 //! with a SubjectAccessReview, or from the peer that knows ([`peers`]):
-//! [`serve`]. The APIService itself exists while replicas run
+//! [`serve`], as JSON or as the Tables `kubectl get` prints ([`table`]). The APIService itself exists while replicas run
 //! ([`registration`]). docs/admin-api.md.
 
 pub mod peers;
@@ -13,6 +13,7 @@ pub mod registration;
 pub mod requestheader;
 pub mod routes;
 pub mod serve;
+pub mod table;
 
 use rustls::pki_types::CertificateDer;
 

@@ -8,6 +8,7 @@
 use crate::admin::proto::admin_service_client::AdminServiceClient;
 use crate::admin::proto::{
     GetCronJobRequest, GetCronJobResponse, GetQueuesRequest, GetQueuesResponse,
+    ListCronJobsRequest, ListCronJobsResponse,
 };
 use crate::admin::{ADDRESS_ANNOTATION, CALL_DEADLINE, tls::CERT_ANNOTATION};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -81,6 +82,16 @@ impl Peers {
     ) -> Result<GetCronJobResponse, Status> {
         let mut peer = self.dial(owner).await?;
         Ok(peer.get_cron_job(self.call(request)?).await?.into_inner())
+    }
+
+    /// The CronJobs `replica` owns, as `request` asks.
+    pub async fn list_cron_jobs(
+        &self,
+        replica: &str,
+        request: ListCronJobsRequest,
+    ) -> Result<ListCronJobsResponse, Status> {
+        let mut peer = self.dial(replica).await?;
+        Ok(peer.list_cron_jobs(self.call(request)?).await?.into_inner())
     }
 
     /// `replica`'s write gateway queues.

@@ -20,10 +20,17 @@ pub enum Route {
     Discovery(Discovery),
     /// One CronJob's live state, from its owner.
     CronJob { namespace: String, name: String },
+    /// The CronJobs of a namespace (`None`: of every namespace), from every
+    /// replica.
+    CronJobs { namespace: Option<String> },
     /// The ring of that name, as this replica sees it.
     Ring(String),
+    /// The ring this replica serves (a list of one).
+    Rings,
     /// That replica's write gateway queues.
     Queues(String),
+    /// Every replica's queues.
+    AllQueues,
     /// Anything else: 404.
     Unknown,
 }
@@ -47,12 +54,18 @@ pub fn route(path: &str) -> Route {
         }
         ["apis", group, version, rest @ ..] if *group == GROUP && *version == VERSION => match rest
         {
+            ["cronjobs"] => Route::CronJobs { namespace: None },
+            ["namespaces", namespace, "cronjobs"] if valid(namespace) => Route::CronJobs {
+                namespace: Some((*namespace).to_owned()),
+            },
             ["namespaces", namespace, "cronjobs", name] if valid(namespace) && valid(name) => {
                 Route::CronJob {
                     namespace: (*namespace).to_owned(),
                     name: (*name).to_owned(),
                 }
             }
+            ["rings"] => Route::Rings,
+            ["queues"] => Route::AllQueues,
             ["rings", ring] if valid(ring) => Route::Ring((*ring).to_owned()),
             ["queues", replica] if valid(replica) => Route::Queues((*replica).to_owned()),
             _ => Route::Unknown,
@@ -83,11 +96,11 @@ pub fn discovery(level: Discovery) -> Value {
             "groupVersion": group_version(),
             "resources": [
                 {"name": "cronjobs", "singularName": "cronjob", "namespaced": true,
-                 "kind": "CronJobState", "verbs": ["get"]},
+                 "kind": "CronJobState", "verbs": ["get", "list"]},
                 {"name": "rings", "singularName": "ring", "namespaced": false,
-                 "kind": "Ring", "verbs": ["get"]},
+                 "kind": "Ring", "verbs": ["get", "list"]},
                 {"name": "queues", "singularName": "queues", "namespaced": false,
-                 "kind": "Queues", "verbs": ["get"]},
+                 "kind": "Queues", "verbs": ["get", "list"]},
             ],
         }),
     }
@@ -124,8 +137,20 @@ mod tests {
                 format!("{base}/queues/shardcron-0"),
                 Route::Queues("shardcron-0".into()),
             ),
-            // Lists are not served (each CronJob lives on its owner).
-            (format!("{base}/namespaces/team-a/cronjobs"), Route::Unknown),
+            // Lists: every replica's owned CronJobs, merged.
+            (
+                format!("{base}/namespaces/team-a/cronjobs"),
+                Route::CronJobs {
+                    namespace: Some("team-a".into()),
+                },
+            ),
+            (
+                format!("{base}/cronjobs"),
+                Route::CronJobs { namespace: None },
+            ),
+            (format!("{base}/namespaces/Team-A/cronjobs"), Route::Unknown),
+            (format!("{base}/rings"), Route::Rings),
+            (format!("{base}/queues"), Route::AllQueues),
             (
                 format!("{base}/namespaces/Team-A/cronjobs/x"),
                 Route::Unknown,

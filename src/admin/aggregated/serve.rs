@@ -10,11 +10,13 @@ use super::peers::Peers;
 use super::registration::{self, ServiceRef};
 use super::requestheader::{NotForwarded, RequestHeaderSettings, caller};
 use super::routes::{Route, discovery, group_version, route};
+use super::table;
 use crate::admin::access::ForwardedUser;
 use crate::admin::json::{queues_json, ring_json, status_json};
 use crate::admin::proto::admin_service_server::AdminService;
 use crate::admin::proto::{
     CronJobKind as ProtoKind, GetCronJobRequest, GetQueuesRequest, GetRingRequest,
+    ListCronJobsRequest, ListCronJobsResponse,
 };
 use crate::admin::service::{Admin, NOT_OWNER};
 use axum::Router;
@@ -94,8 +96,13 @@ impl AggregatedApi {
             (Route::CronJob { namespace, name }, Some(user)) => {
                 self.cronjob(user, namespace, name, kind, format).await
             }
+            (Route::CronJobs { namespace }, Some(user)) => {
+                self.cronjobs(user, namespace, kind, format).await
+            }
             (Route::Ring(ring), Some(user)) => self.ring(user, ring, format).await,
+            (Route::Rings, Some(user)) => self.rings(user, format).await,
             (Route::Queues(replica), Some(user)) => self.queues(user, replica, format).await,
+            (Route::AllQueues, Some(user)) => self.all_queues(user, format).await,
             (Route::Unknown, _) | (_, None) => {
                 return refusal(
                     StatusCode::NOT_FOUND,
@@ -144,7 +151,73 @@ impl AggregatedApi {
             let status = status_json(&cronjob, &answer);
             object("CronJobState", &name, Some(&namespace), status)
         };
-        Ok(format.render(json, &answer))
+        let rows = || table::cronjobs_table(vec![table::cronjob_row(&namespace, &name, &answer)]);
+        Ok(format.render(json, rows, &answer))
+    }
+
+    /// The CronJobs of a namespace (or of all) on every replica of the
+    /// view this one acts on: its own, authorized for the caller, then each
+    /// peer's (asked as the controller, at once), merged in name order. A
+    /// peer that cannot answer fails the list (503): a list missing a
+    /// replica's share would look complete.
+    async fn cronjobs(
+        &self,
+        user: UserInfo,
+        namespace: Option<String>,
+        kind: ProtoKind,
+        format: Format,
+    ) -> Result<Response, Status> {
+        let asked = ListCronJobsRequest {
+            namespace: namespace.unwrap_or_default(),
+            kind: kind.into(),
+            limit: 0,
+        };
+        let mut merged: ListCronJobsResponse = self
+            .admin
+            .list_cron_jobs(forwarded(asked.clone(), user))
+            .await?
+            .into_inner();
+        let peers = self.peers_in_view().await?;
+        let answers = futures::future::join_all(
+            peers
+                .iter()
+                .map(|peer| self.peers.list_cron_jobs(peer, asked.clone())),
+        )
+        .await;
+        for answer in answers {
+            let answer = answer?;
+            merged.items.extend(answer.items);
+            merged.truncated |= answer.truncated;
+        }
+        merged
+            .items
+            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        let states = || {
+            merged
+                .items
+                .iter()
+                .filter_map(|item| Some((item, item.state.as_ref()?)))
+        };
+        let json = || {
+            table::list(
+                "CronJobState",
+                states()
+                    .map(|(item, state)| {
+                        let cronjob = format!("{}/{}", item.namespace, item.name);
+                        let status = status_json(&cronjob, state);
+                        object("CronJobState", &item.name, Some(&item.namespace), status)
+                    })
+                    .collect(),
+            )
+        };
+        let rows = || {
+            table::cronjobs_table(
+                states()
+                    .map(|(item, state)| table::cronjob_row(&item.namespace, &item.name, state))
+                    .collect(),
+            )
+        };
+        Ok(format.render(json, rows, &merged))
     }
 
     async fn ring(&self, user: UserInfo, ring: String, format: Format) -> Result<Response, Status> {
@@ -160,7 +233,7 @@ impl AggregatedApi {
             )));
         }
         let json = || object("Ring", &ring, None, ring_json(&answer));
-        Ok(format.render(json, &answer))
+        Ok(format.render(json, || table::ring_table(&answer), &answer))
     }
 
     async fn queues(
@@ -181,36 +254,106 @@ impl AggregatedApi {
             self.peers.get_queues(&replica).await?
         };
         let json = || object("Queues", &replica, None, queues_json(&answer));
-        Ok(format.render(json, &answer))
+        let rows = || table::queues_table(std::slice::from_ref(&answer));
+        Ok(format.render(json, rows, &answer))
+    }
+
+    /// The other members of the view this replica acts on.
+    async fn peers_in_view(&self) -> Result<Vec<String>, Status> {
+        let report = self
+            .admin
+            .report
+            .send(crate::shard::debug::DebugShards { keys: false })
+            .await
+            .map_err(|e| Status::unavailable(format!("the replica is shutting down: {e}")))?;
+        Ok(report
+            .view
+            .into_iter()
+            .filter(|member| *member != self.admin.replica)
+            .collect())
+    }
+
+    /// The ring this replica serves, as a list of one (`kubectl get
+    /// rings.admin.shardcron.io`); authorized as a `get` of it.
+    async fn rings(&self, user: UserInfo, format: Format) -> Result<Response, Status> {
+        let answer = self
+            .admin
+            .get_ring(forwarded(GetRingRequest::default(), user))
+            .await?
+            .into_inner();
+        let json = || {
+            let ring = object("Ring", &answer.ring, None, ring_json(&answer));
+            table::list("Ring", vec![ring])
+        };
+        Ok(format.render(json, || table::ring_table(&answer), &answer))
+    }
+
+    /// Every replica's queues (`kubectl get queues.admin.shardcron.io`):
+    /// this one's, authorized as a `get`, then each peer's of its view, at
+    /// once; a peer that cannot answer fails the list (503).
+    async fn all_queues(&self, user: UserInfo, format: Format) -> Result<Response, Status> {
+        let here = self
+            .admin
+            .get_queues(forwarded(GetQueuesRequest::default(), user))
+            .await?
+            .into_inner();
+        let peers = self.peers_in_view().await?;
+        let theirs =
+            futures::future::join_all(peers.iter().map(|peer| self.peers.get_queues(peer))).await;
+        let mut replicas = vec![here];
+        for answer in theirs {
+            replicas.push(answer?);
+        }
+        replicas.sort_by(|a, b| a.replica.cmp(&b.replica));
+        let json = || {
+            let items = replicas
+                .iter()
+                .map(|q| object("Queues", &q.replica, None, queues_json(q)))
+                .collect();
+            table::list("Queues", items)
+        };
+        let rows = || table::queues_table(&replicas);
+        // The gRPC message of a list of queues: this replica's (the command
+        // line asks each replica itself).
+        Ok(format.render(json, rows, &replicas[0]))
     }
 }
 
-/// What the caller asked for (`Accept`): JSON, or the gRPC API's own
-/// message ([`super::PROTOBUF`]), which the command line decodes and
-/// prints as it prints a direct answer.
+/// What the caller asked for (`Accept`): JSON, a Table (`kubectl get`:
+/// [`table`]), or the gRPC API's own message ([`super::PROTOBUF`]), which
+/// the command line decodes and prints as it prints a direct answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
     Json,
+    Table,
     Protobuf,
 }
 
 impl Format {
     fn asked(headers: &HeaderMap) -> Format {
-        let accepts = headers
+        let accepts: Vec<&str> = headers
             .get_all(header::ACCEPT)
             .iter()
             .filter_map(|value| value.to_str().ok())
-            .any(|value| value.contains(super::PROTOBUF));
-        if accepts {
+            .collect();
+        if accepts.iter().any(|value| value.contains(super::PROTOBUF)) {
             Format::Protobuf
+        } else if accepts.iter().any(|value| table::wants_table(value)) {
+            Format::Table
         } else {
             Format::Json
         }
     }
 
-    fn render(self, json: impl FnOnce() -> Value, message: &impl prost::Message) -> Response {
+    fn render(
+        self,
+        json: impl FnOnce() -> Value,
+        table: impl FnOnce() -> Value,
+        message: &impl prost::Message,
+    ) -> Response {
         match self {
             Format::Json => (StatusCode::OK, axum::Json(json())).into_response(),
+            Format::Table => (StatusCode::OK, axum::Json(table())).into_response(),
             Format::Protobuf => (
                 StatusCode::OK,
                 [(header::CONTENT_TYPE, super::PROTOBUF)],

@@ -272,6 +272,7 @@ async fn start(
         access: Access::new(client.clone(), args.admin_token_audiences.clone()),
         report: supervisor.clone().recipient(),
         locate: supervisor.clone().recipient(),
+        list: supervisor.clone().recipient(),
         client: client.clone(),
         replica: settings.replica_id.clone(),
         feed,

@@ -59,18 +59,23 @@ impl Ownership {
         self.keys.get(key).is_some_and(|owned| **owned == *uid)
     }
 
+    /// The owned keys that start with `prefix`, in key order, each with
+    /// its CronJob's UID.
+    pub fn keys_from<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = (&'a Arc<str>, &'a Arc<str>)> + 'a {
+        self.keys
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(move |(key, _)| key.starts_with(prefix))
+    }
+
     /// Whether the actor of `key` has been started.
     pub fn is_running(&self, key: &str) -> bool {
         self.keys.contains_key(key) && !self.waiting.contains_key(key)
-    }
-
-    /// Whether a live peer has published a view at `now`: a join now is a
-    /// warm one (a restart among serving peers), not a fleet starting
-    /// together.
-    pub fn peers_serve(&self, now: Instant) -> bool {
-        self.membership
-            .live_views(now)
-            .any(|(holder, lease)| holder != self.me && lease.view.is_some())
     }
 
     pub fn loads_in_flight(&self) -> usize {

@@ -31,7 +31,7 @@ mod tests;
 mod watches;
 
 pub use intake::{CronJobWatch, JobStream, JobWatch, LeaseWatch};
-pub use queries::{Locate, Located};
+pub use queries::{ListOwned, Locate, Located, OwnedList};
 pub use watches::{ServedKind, WatchSetup};
 
 use super::fence::{FenceState, SharedFence};

@@ -1,10 +1,12 @@
 //! What others ask the supervisor: where a CronJob's actor is (the admin
-//! API's [`Locate`]) and the ring as this replica sees it (`/debug/shards`).
+//! API's [`Locate`]), the CronJobs it owns in a namespace ([`ListOwned`]),
+//! and the ring as this replica sees it (`/debug/shards`).
 
 use super::{Supervisor, now};
 use crate::actor::cronjob::CronJobActor;
 use crate::actor::runtime::Address;
 use crate::clock::BootInstant;
+use crate::reconcile::CronJobKind;
 use crate::shard::debug::{DebugShards, ShardReport};
 use actix::prelude::*;
 
@@ -48,6 +50,52 @@ impl Handler<Locate> for Supervisor {
             .and_then(|uid| self.ownership.owner_of(uid))
             .map(str::to_owned);
         MessageResult(Located::Elsewhere { owner })
+    }
+}
+
+/// The CronJobs of one kind this replica owns in a namespace (`None`:
+/// every namespace), at most `limit`, in key order.
+#[derive(Message)]
+#[rtype(result = "OwnedList")]
+pub struct ListOwned {
+    pub kind: CronJobKind,
+    pub namespace: Option<String>,
+    pub limit: usize,
+}
+
+/// What [`ListOwned`] answers: each key with where it stands (running or
+/// waiting), and whether more were owned than listed.
+#[derive(Debug, Default)]
+pub struct OwnedList {
+    pub keys: Vec<(String, Located)>,
+    pub truncated: bool,
+}
+
+impl Handler<ListOwned> for Supervisor {
+    type Result = MessageResult<ListOwned>;
+
+    fn handle(&mut self, message: ListOwned, _: &mut Self::Context) -> Self::Result {
+        let prefix = match (&message.namespace, message.kind) {
+            (Some(namespace), kind) => kind.key(namespace, ""),
+            (None, CronJobKind::Batch) => String::new(),
+            (None, kind) => format!("{}/", kind.group()),
+        };
+        let mut owned = self
+            .ownership
+            .keys_from(&prefix)
+            .filter(|(key, _)| CronJobKind::parse_key(key).0 == message.kind)
+            .map(|(key, uid)| {
+                let located = match self.actors.get(uid) {
+                    Some(running) if !self.ownership.is_waiting(key) => {
+                        Located::Running(running.addr.clone())
+                    }
+                    _ => Located::Waiting,
+                };
+                (key.to_string(), located)
+            });
+        let keys: Vec<(String, Located)> = owned.by_ref().take(message.limit).collect();
+        let truncated = owned.next().is_some();
+        MessageResult(OwnedList { keys, truncated })
     }
 }
 
