@@ -366,13 +366,15 @@ async fn any_credential_reads_the_admin_api_through_the_api_server() {
         support::stderr(&out)
     );
     // A replica back registers it again; gone, withdraws it again.
+    let registered_again = || {
+        eventually(
+            "the APIService registered again",
+            Duration::from_secs(30),
+            || async { apiservice().map(drop) },
+        )
+    };
     fleet.replicas[0].restart().await;
-    eventually(
-        "the APIService registered again",
-        Duration::from_secs(30),
-        || async { apiservice().map(drop) },
-    )
-    .await;
+    registered_again().await;
     fleet.replicas[0].stop().await;
     assert!(apiservice().is_none(), "withdrawn again");
 
@@ -380,12 +382,7 @@ async fn any_credential_reads_the_admin_api_through_the_api_server() {
     // APIService registered with no one to serve it, and every namespace
     // deletion in the cluster waits (docs/admin-api.md, "Opt-in").
     fleet.replicas[0].restart().await;
-    eventually(
-        "the APIService registered again",
-        Duration::from_secs(30),
-        || async { apiservice().map(drop) },
-    )
-    .await;
+    registered_again().await;
     fleet.replicas[0].kill();
     assert!(apiservice().is_some(), "a crash withdrew the APIService");
     let held = cluster.namespace("aggregated-held").await;
