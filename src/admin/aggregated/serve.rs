@@ -300,6 +300,9 @@ impl AggregatedApi {
         let peers = self.peers_in_view().await?;
         let theirs =
             futures::future::join_all(peers.iter().map(|peer| self.peers.get_queues(peer))).await;
+        // The gRPC message of a list of queues is this replica's own (the
+        // command line asks each replica itself).
+        let own = here.clone();
         let mut replicas = vec![here];
         for answer in theirs {
             replicas.push(answer?);
@@ -313,9 +316,7 @@ impl AggregatedApi {
             table::list("Queues", items)
         };
         let rows = || table::queues_table(&replicas);
-        // The gRPC message of a list of queues: this replica's (the command
-        // line asks each replica itself).
-        Ok(format.render(json, rows, &replicas[0]))
+        Ok(format.render(json, rows, &own))
     }
 }
 
