@@ -90,11 +90,20 @@ pub struct RollingRestart {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RestartStep {
     pub replica: String,
+    /// When it was sent SIGTERM (unix seconds; 0 in runs before 2026-11-29).
+    #[serde(default)]
+    pub stopped_at: i64,
     /// From SIGTERM until it exited (0).
     pub stop_seconds: f64,
     /// From its start until it ran its share ([`wait_for_share`]); `None`:
     /// not within [`REARM_WITHIN`].
     pub back_seconds: Option<f64>,
+    /// From its start until its `/readyz` answered 200, which a rollout
+    /// waits for before it stops the next replica (the share armed and,
+    /// joining serving peers, the standby entries loaded); `None`: not
+    /// within [`REARM_WITHIN`], or not measured (runs before 2026-11-29).
+    #[serde(default)]
+    pub ready_seconds: Option<f64>,
     pub fewest_running: usize,
 }
 
@@ -623,18 +632,30 @@ async fn rolling_restart(replicas: &mut [Replica], count: usize) -> anyhow::Resu
     let mut steps = Vec::new();
     for i in 0..replicas.len() {
         let stopping = Instant::now();
+        let stopped_at = observe::unix_ms() / 1000;
         cluster::stop_gracefully(&mut replicas[i]).await?;
         let stop_seconds = stopping.elapsed().as_secs_f64();
+        let launched = Instant::now();
         replicas[i].launch()?;
         let (back_seconds, fewest_running) = wait_for_share(replicas, i, count).await;
+        // As a rollout: the next replica is stopped once this one is ready.
+        let ready_seconds = match replicas[i].wait_ready(REARM_WITHIN).await {
+            Ok(_) => Some(launched.elapsed().as_secs_f64()),
+            Err(error) => {
+                eprintln!("million: rolling restart: {error:#}");
+                None
+            }
+        };
         eprintln!(
-            "million: rolling restart: {} stopped in {stop_seconds:.1} s, ran its share again after {back_seconds:?} s (fewest running meanwhile {fewest_running})",
+            "million: rolling restart: {} stopped in {stop_seconds:.1} s, ran its share again after {back_seconds:?} s, ready after {ready_seconds:?} s (fewest running meanwhile {fewest_running})",
             replicas[i].id()
         );
         steps.push(RestartStep {
             replica: replicas[i].id().to_owned(),
+            stopped_at,
             stop_seconds,
             back_seconds,
+            ready_seconds,
             fewest_running,
         });
     }
@@ -831,19 +852,38 @@ pub fn markdown(scenario: &Scenario, runs: &[MillionRun]) -> String {
             skew(&rolling.slots),
         );
         out.push_str(
-            "| replica | stopped in s | ran its share again after s | fewest running meanwhile |\n",
+            "| replica | stopped in s | ran its share again after s | ready after s | fewest running meanwhile |\n",
         );
-        out.push_str("|---|---:|---:|---:|\n");
+        out.push_str("|---|---:|---:|---:|---:|\n");
+        let seconds = |s: Option<f64>| s.map_or_else(|| "-".to_owned(), |s| format!("{s:.1}"));
         for step in &rolling.steps {
             let _ = writeln!(
                 out,
-                "| {} | {:.1} | {} | {} of {} |",
+                "| {} | {:.1} | {} | {} | {} of {} |",
                 step.replica,
                 step.stop_seconds,
-                step.back_seconds
-                    .map_or_else(|| "not within 900".to_owned(), |s| format!("{s:.1}")),
+                seconds(step.back_seconds),
+                seconds(step.ready_seconds),
                 step.fewest_running,
                 run.cronjobs,
+            );
+        }
+        if let Some(start) = rolling.steps.first().map(|s| s.stopped_at) {
+            let stops: Vec<String> = (rolling.steps.iter())
+                .map(|s| format!("{} at +{} s", s.replica, s.stopped_at - start))
+                .collect();
+            let _ = writeln!(
+                out,
+                "\nSIGTERM: {}. Latest slots (slot in unix seconds): {}",
+                stops.join(", "),
+                rolling
+                    .slots
+                    .latest_examples
+                    .iter()
+                    .take(8)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; ")
             );
         }
     }

@@ -53,7 +53,15 @@ pub struct SlotSummary {
     pub skews_ms: Vec<i64>,
     /// Up to 20 missed slots, for the report.
     pub missed_examples: Vec<String>,
+    /// The 20 latest answered slots, latest first, as
+    /// `namespace/name@slot +skew ms`: which CronJobs and when, to tell
+    /// which hand-off kept them waiting.
+    #[serde(default)]
+    pub latest_examples: Vec<String>,
 }
+
+/// How many of the latest slots [`SlotSummary::latest_examples`] names.
+const LATEST_EXAMPLES: usize = 20;
 
 /// Every slot of every CronJob due in `[from, to]`.
 pub fn expected_slots(
@@ -107,6 +115,7 @@ pub fn summarize(
         .iter()
         .map(|c| ((c.namespace.as_str(), c.name.as_str()), c.spread_offset))
         .collect();
+    let mut latest: Vec<(i64, String)> = Vec::new();
     for ((namespace, name, scheduled), found) in &answers {
         let offset = offsets
             .get(&(namespace.as_str(), name.as_str()))
@@ -116,7 +125,9 @@ pub fn summarize(
             Some(first) => {
                 summary.answered += 1;
                 summary.duplicates += found.len() - 1;
-                summary.skews_ms.push(first - (scheduled + offset) * 1000);
+                let skew = first - (scheduled + offset) * 1000;
+                summary.skews_ms.push(skew);
+                latest.push((skew, format!("{namespace}/{name}@{scheduled} +{skew} ms")));
             }
             None => {
                 summary.missed += 1;
@@ -129,6 +140,10 @@ pub fn summarize(
         }
     }
     summary.skews_ms.sort_unstable();
+    latest.sort_unstable_by(|a, b| b.cmp(a));
+    summary.latest_examples = (latest.into_iter().take(LATEST_EXAMPLES))
+        .map(|(_, slot)| slot)
+        .collect();
     Ok(summary)
 }
 

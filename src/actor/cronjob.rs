@@ -115,8 +115,12 @@ enum Life {
         first: bool,
     },
     /// Told to stop: ends when the decision in flight (if any) does; takes
-    /// no more updates.
-    Stopping { first: bool },
+    /// no more updates. `next_look`: when it would next have needed its
+    /// controller, for its stop report ([`ActorReport::Stopped`]).
+    Stopping {
+        first: bool,
+        next_look: Option<Timestamp>,
+    },
 }
 
 impl CronJobActor {
@@ -305,7 +309,7 @@ impl CronJobActor {
         let (again, first, stopping) =
             match std::mem::replace(&mut self.life, Life::Idle { timer: None }) {
                 Life::Deciding { again, first, .. } => (again, first, false),
-                Life::Stopping { first } => (false, first, true),
+                Life::Stopping { first, .. } => (false, first, true),
                 Life::NotStarted | Life::Idle { .. } => (false, false, false),
             };
         // A CronJob event that came in meanwhile is newer than what we wrote.
@@ -344,7 +348,15 @@ impl CronJobActor {
         }
         if stopping {
             // Nothing more to arm or decide: the actor ends here.
-            self.life = Life::Stopping { first: false };
+            let next_look = match applied.requeue {
+                Requeue::At(at) => Some(at),
+                Requeue::Never => None,
+                Requeue::Backoff(_) => Some(self.now()),
+            };
+            self.life = Life::Stopping {
+                first: false,
+                next_look,
+            };
             ctx.stop();
             return;
         }
@@ -467,6 +479,11 @@ impl CellActor for CronJobActor {
     }
 
     fn stopped(&mut self) {
+        let next_look = match &self.life {
+            Life::Stopping { next_look, .. } => *next_look,
+            Life::Idle { timer } => timer.as_ref().map(WakeKey::at),
+            Life::NotStarted | Life::Deciding { .. } => Some(self.now()),
+        };
         // Stopped otherwise than by `Update::Stop` (its thread ending), too.
         self.disarm();
         let status = &self.cronjob.status;
@@ -480,6 +497,7 @@ impl CellActor for CronJobActor {
             key: self.key().clone(),
             uid: self.cronjob.uid.clone(),
             unrecorded,
+            next_look,
         });
     }
 }
@@ -501,14 +519,26 @@ impl CronJobActor {
             Update::Stop => match &self.life {
                 Life::Deciding { stop, first, .. } => {
                     stop.cancel();
-                    self.life = Life::Stopping { first: *first };
+                    // Replaced by the decision's own requeue when it ends.
+                    self.life = Life::Stopping {
+                        first: *first,
+                        next_look: Some(self.now()),
+                    };
                 }
-                _ => {
+                life => {
+                    let next_look = match life {
+                        Life::Idle { timer } => timer.as_ref().map(WakeKey::at),
+                        // Not decided yet: due as far as anyone knows.
+                        _ => Some(self.now()),
+                    };
                     // Its wake-up goes now: `stopped` sees it Stopping, and
                     // the wheel would keep a dead actor's entry until its
                     // instant (days, for a weekly CronJob).
                     self.disarm();
-                    self.life = Life::Stopping { first: false };
+                    self.life = Life::Stopping {
+                        first: false,
+                        next_look,
+                    };
                     ctx.stop();
                 }
             },

@@ -18,11 +18,15 @@ pub enum ActorReport {
     /// It has stopped. `unrecorded`: the latest slot a Job of its CronJob
     /// is known to have been made for, when the status it last saw does not
     /// record it (a status write lost after a create): the supervisor hands
-    /// it to the CronJob's next actor in this process.
+    /// it to the CronJob's next actor in this process. `next_look`: when
+    /// it would next have needed its controller (`None`: not until its
+    /// CronJob changes), which the supervisor keeps as a standby entry
+    /// when the key went to a peer ([`crate::shard::standby`]).
     Stopped {
         key: Arc<str>,
         uid: Arc<str>,
         unrecorded: Option<Timestamp>,
+        next_look: Option<Timestamp>,
     },
 }
 

@@ -267,7 +267,8 @@ async fn on_a_paused_clock_the_next_slot_starts_at_its_time_and_not_before() {
 }
 
 #[actix::test]
-async fn an_idle_actor_holds_one_wake_up_on_the_wheel_and_takes_it_away_when_told_to_stop() {
+async fn an_idle_actor_holds_one_wake_up_on_the_wheel_and_takes_it_away_when_told_to_stop_and_reports_it()
+ {
     tokio::time::pause();
     let created: Timestamp = "2024-03-01T09:29:00Z".parse().expect("a time");
     let clock = paused_clock();
@@ -285,8 +286,11 @@ async fn an_idle_actor_holds_one_wake_up_on_the_wheel_and_takes_it_away_when_tol
     assert_eq!(wheel.len(), 1, "armed for 09:30");
     actor.do_send(Update::Stop);
     let report = tokio::time::timeout(Duration::from_secs(5), reports.recv()).await;
+    // Its next look goes with its stop report: the supervisor keeps it as
+    // a standby entry when the key went to a peer.
+    let nine_thirty: Timestamp = "2024-03-01T09:30:00Z".parse().expect("a time");
     assert!(
-        matches!(report, Ok(Some(ActorReport::Stopped { .. }))),
+        matches!(report, Ok(Some(ActorReport::Stopped { next_look: Some(at), .. })) if at == nine_thirty),
         "{report:?}"
     );
     assert!(wheel.is_empty(), "a stopped actor leaves no wake-up behind");

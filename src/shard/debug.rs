@@ -3,7 +3,8 @@
 //! `GET /debug/shards` reports the members (every Lease of the ring with
 //! its holder, whether it is live on this replica's clock and the digest of
 //! the view it published), this replica's view, how many CronJobs it owns,
-//! runs and waits for, and what it waits for. `?keys=true` adds the keys of
+//! runs and waits for, and what it waits for, and its standby entries.
+//! `?keys=true` adds the keys of
 //! the CronJobs whose actors run here (sorted), which the fault tests use
 //! to check that every CronJob runs on exactly one replica.
 
@@ -62,7 +63,21 @@ pub struct ShardReport {
     pub stopping: usize,
     pub loads_in_flight: usize,
     pub jobs_remembered: usize,
+    /// The standby CronJobs kept (see `shard::standby`).
+    #[serde(default)]
+    pub standby: StandbyReport,
     pub keys: Option<Vec<String>>,
+}
+
+/// What a replica keeps of the CronJobs it would gain if a peer died.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct StandbyReport {
+    /// Standby entries kept.
+    pub entries: usize,
+    /// Standby buckets whose CronJobs are still to be read, or being read.
+    pub buckets_to_read: usize,
+    /// A standby load is in flight.
+    pub loading: bool,
 }
 
 #[derive(Debug, Deserialize)]

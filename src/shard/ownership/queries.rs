@@ -170,6 +170,7 @@ impl Ownership {
             stopping: self.stopping.len(),
             loads_in_flight: self.loads.in_flight(),
             jobs_remembered: 0,
+            standby: Default::default(),
             keys: keys.then(|| self.running_keys()),
         }
     }

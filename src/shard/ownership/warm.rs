@@ -39,6 +39,14 @@ impl Ownership {
             })
     }
 
+    /// Whether a live peer has published a view: it is serving, so this
+    /// replica is joining a running ring, not starting with it.
+    pub fn peers_serving(&self, now: Instant) -> bool {
+        self.membership
+            .live_views(now)
+            .any(|(member, lease)| member != self.me && lease.view.is_some())
+    }
+
     /// The members of the ring to act on: this replica and the live peers,
     /// but not a peer that is leaving ([warm leaves](self#warm-leaves)),
     /// nor a joiner still loading (no view published) that is not in the

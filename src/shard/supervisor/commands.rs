@@ -105,12 +105,11 @@ impl Supervisor {
                     self.setup.fence.lock().rejoin();
                 }
                 Command::SetReady => {
-                    self.readiness.set_ready();
                     // Every actor's first decision is done: the burst of
                     // the start (each actor's first mail, decision and
                     // status read) is over, and what it freed goes back.
                     crate::memory::release_free_pages();
-                    self.load_standby(ctx);
+                    self.share_armed(ctx);
                 }
                 Command::ReleaseAndExit => {
                     tracing::info!("every actor stopped; releasing the Lease");

@@ -352,11 +352,13 @@ impl Handler<ActorReport> for Supervisor {
                 key,
                 uid,
                 unrecorded,
+                next_look,
             } => {
                 if let Some(slot) = unrecorded {
                     tracing::warn!(cronjob = %key, %slot, "a started slot is not recorded in the CronJob's status yet; remembered for its next actor here");
                     self.unrecorded.remember(&uid, slot);
                 }
+                self.keep_stopped_on_standby(&key, &uid, next_look);
                 Input::ActorStopped { key, uid }
             }
         };

@@ -108,6 +108,7 @@ impl Handler<DebugShards> for Supervisor {
         MessageResult(ShardReport {
             ring: self.setup.ring_name.clone(),
             jobs_remembered: self.jobs.len(),
+            standby: self.standby_report(),
             ..report
         })
     }

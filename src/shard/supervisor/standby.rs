@@ -25,6 +25,11 @@ const NARROW_CONCURRENCY: usize = 16;
 /// After a failed standby load, the next try.
 const STANDBY_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How long readiness waits for the standby load after the share is armed,
+/// at most ([`Supervisor::ready_once_on_standby`]): a standby load of a
+/// quarter of 10^6 CronJobs takes about a minute on the S7 machine.
+pub(super) const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(180);
+
 /// What the supervisor keeps for the standby CronJobs.
 #[derive(Debug, Default)]
 pub(super) struct StandbyState {
@@ -33,6 +38,22 @@ pub(super) struct StandbyState {
     pub(super) index: Standby,
     /// Buckets newly on standby whose CronJobs are still to be read.
     pending: BucketSet,
+    /// Owned buckets whose every CronJob has had an actor here since the
+    /// last loads ended: when such a bucket goes to a peer and stays on
+    /// standby here, its stopping actors' reports fill its entries
+    /// ([`Supervisor::keep_stopped_on_standby`]) and it is not read again.
+    /// In a rolling restart every peer gives back, as a replica returns,
+    /// the quarter it held while that replica was away: read again, it was
+    /// a standby load of about 80,000 CronJobs per peer at 10^6, still in
+    /// flight (and given way) when the next replica left.
+    with_actors: BucketSet,
+    /// Every owned actor has made its first decision (the protocol's
+    /// readiness): standby loads may run.
+    share_armed: bool,
+    /// Whether, at its first ring, a live peer had published a view: this
+    /// replica joined peers that were serving (a restart, a scale-out),
+    /// and its readiness waits for its standby load ([`READY_WAIT`]).
+    joined_serving: Option<bool>,
     /// The standby load in flight, if any.
     loading: Option<StandbyLoad>,
     /// Standby loads asked for, to tell the current one's end from an
@@ -132,11 +153,41 @@ impl Supervisor {
             .standby
             .index
             .set_buckets(buckets.clone(), |b| target.owner_of(b) == Some(me));
+        let with_actors = &self.standby.with_actors;
         self.standby.pending = (self.standby.pending.buckets().into_iter())
-            .chain(added)
+            .chain(added.into_iter().filter(|b| !with_actors.contains(*b)))
             .filter(|b| buckets.contains(*b))
             .collect();
+        self.standby.with_actors = (self.standby.with_actors.buckets().into_iter())
+            .filter(|b| target.owner_of(*b) == Some(me))
+            .collect();
+        let serving = self.ownership.peers_serving(super::now());
+        self.standby.joined_serving.get_or_insert(serving);
         buckets
+    }
+
+    pub(super) fn standby_report(&self) -> crate::shard::debug::StandbyReport {
+        let loading = self.standby.loading.as_ref();
+        crate::shard::debug::StandbyReport {
+            entries: self.standby.index.len(),
+            buckets_to_read: self.standby.pending.len() + loading.map_or(0, |l| l.buckets.len()),
+            loading: loading.is_some(),
+        }
+    }
+
+    /// An actor stopped: when its key went to a peer and is on standby
+    /// here, the instant it would next have needed its controller is kept
+    /// (not for a deleted CronJob: its entry went with the delete).
+    pub(super) fn keep_stopped_on_standby(
+        &mut self,
+        key: &str,
+        uid: &str,
+        next_look: Option<jiff::Timestamp>,
+    ) {
+        if self.ownership.owns(uid) || self.deleted_cronjobs.contains(uid) {
+            return;
+        }
+        self.standby.index.record(key, Bucket::of(uid), next_look);
     }
 
     /// Reads on their own the gained keys that need their controller
@@ -196,7 +247,44 @@ impl Supervisor {
         self.standby
             .index
             .forget_owned(|b| ownership.owns_bucket(b));
+        self.standby.with_actors = Bucket::all()
+            .filter(|b| ownership.owns_bucket(*b))
+            .collect();
         self.load_standby(ctx);
+    }
+
+    /// Every owned actor is armed (the protocol's readiness): the standby
+    /// load starts, and the replica is ready now or once it is done.
+    pub(super) fn share_armed(&mut self, ctx: &mut Context<Self>) {
+        self.standby.share_armed = true;
+        self.load_standby(ctx);
+        self.ready_once_on_standby();
+        ctx.run_later(READY_WAIT, |supervisor, _| {
+            if !supervisor.readiness.is_ready() {
+                tracing::warn!(wait = ?READY_WAIT, "the standby load is not done; ready without it");
+                supervisor.readiness.set_ready();
+            }
+        });
+    }
+
+    /// Ready (`/readyz`, which a rollout waits for before it stops the
+    /// next replica) once the own share is armed and, when this replica
+    /// joined peers that were serving, its standby entries are loaded: a
+    /// rolling restart that stopped the next replica at once found the
+    /// one just back with none, and the slots of the leaver's keys that
+    /// fell on it waited for its bulk load (S7). A first start of the
+    /// whole ring arms every key first and loads standby after.
+    pub(super) fn ready_once_on_standby(&mut self) {
+        let standby = &self.standby;
+        let waits = standby.joined_serving == Some(true)
+            && (standby.loading.is_some() || !standby.pending.is_empty());
+        if standby.share_armed && !waits && !self.readiness.is_ready() {
+            tracing::info!(
+                standby = standby.index.len(),
+                "the share is armed and the standby entries loaded; ready"
+            );
+            self.readiness.set_ready();
+        }
     }
 
     /// Reads the CronJobs of the buckets newly on standby (one load at a
@@ -208,7 +296,7 @@ impl Supervisor {
         if self.standby.loading.is_some()
             || self.standby.pending.is_empty()
             || self.ownership.loads_in_flight() > 0
-            || !self.readiness.is_ready()
+            || !self.standby.share_armed
         {
             return;
         }
@@ -369,6 +457,7 @@ impl Handler<StandbyLoadDone> for Supervisor {
             }
         }
         self.load_standby(ctx);
+        self.ready_once_on_standby();
         crate::memory::release_free_pages();
     }
 }

@@ -25,8 +25,12 @@ struct LeaseStore {
     lease: Option<Value>,
     version: u64,
     /// What the bulk load of the gained keys lists, and how late.
-    listed: Value,
+    listed: Vec<Value>,
     list_delay: Duration,
+    /// CronJob lists answered so far, and from which one on (counting
+    /// from 0) each is answered this much later instead.
+    lists: usize,
+    later_lists: Option<(usize, Duration)>,
 }
 
 impl Default for LeaseStore {
@@ -36,8 +40,10 @@ impl Default for LeaseStore {
         LeaseStore {
             lease: None,
             version: 0,
-            listed: cronjob_json("team-a", "nightly"),
+            listed: vec![cronjob_json("team-a", "nightly")],
             list_delay: Duration::ZERO,
+            lists: 0,
+            later_lists: None,
         }
     }
 }
@@ -52,8 +58,13 @@ impl LeaseStore {
             )
         };
         if request.method == "GET" && request.uri.starts_with("/apis/batch/v1/cronjobs?") {
-            let listed = list("CronJobList", vec![self.listed.clone()]);
-            return Answer::Late(self.list_delay, Box::new(listed));
+            let listed = list("CronJobList", self.listed.clone());
+            let delay = match self.later_lists {
+                Some((from, delay)) if self.lists >= from => delay,
+                _ => self.list_delay,
+            };
+            self.lists += 1;
+            return Answer::Late(delay, Box::new(listed));
         }
         if request.method == "GET" && request.uri.starts_with("/apis/batch/v1/jobs?") {
             return list("JobList", vec![]);
@@ -116,6 +127,11 @@ impl Shell {
     /// Starts the shell and feeds it the first lists: no Lease of the ring
     /// yet, the CronJobs `listed`, no Job.
     fn start(store: LeaseStore, listed: Vec<LeanCronJob>) -> Shell {
+        Self::start_among(store, listed, vec![])
+    }
+
+    /// As [`Self::start`], with the peers' Leases `peers` listed first.
+    fn start_among(store: LeaseStore, listed: Vec<LeanCronJob>, peers: Vec<Lease>) -> Shell {
         let store = Arc::new(Mutex::new(store));
         let server = store.clone();
         let (client, asked) = scripted::client(move |request| {
@@ -166,6 +182,9 @@ impl Shell {
             standby: true,
         });
         supervisor.do_send(LeaseWatch(Event::Init));
+        for peer in peers {
+            supervisor.do_send(LeaseWatch(Event::InitApply(lease::observe(&peer))));
+        }
         supervisor.do_send(LeaseWatch(Event::InitDone));
         let cronjobs = listed.into_iter().map(Event::InitApply);
         for event in std::iter::once(Event::Init)
@@ -288,7 +307,7 @@ async fn a_gained_key_decides_on_the_load_when_the_watch_replays_an_older_versio
     let recorded = version("5", json!({"lastScheduleTime": slot}));
     let replayed: LeanCronJob = serde_json::from_value(version("3", json!({}))).expect("a CronJob");
     let store = LeaseStore {
-        listed: recorded,
+        listed: vec![recorded],
         list_delay: Duration::from_millis(500),
         ..LeaseStore::default()
     };
@@ -326,4 +345,108 @@ async fn a_gained_key_decides_on_the_load_when_the_watch_replays_an_older_versio
         .filter(|a| !a.starts_with("GET") && !a.contains("/leases"))
         .collect();
     assert_eq!(writes, Vec::<String>::new(), "the slot started again");
+}
+
+/// A peer's Lease, renewed now, with `view` published on it.
+fn peer_lease(name: &str, view: &str) -> Lease {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("ring.{name}"), "namespace": "shardcron-system", "resourceVersion": "1",
+                     "annotations": {VIEW_ANNOTATION: view}},
+        "spec": {"holderIdentity": name, "leaseDurationSeconds": 15},
+    }))
+    .expect("a Lease")
+}
+
+/// A replica that joins peers already serving (a restart in a rollout, a
+/// scale-out) is ready only once its standby entries are loaded: a rollout
+/// stops the next replica as soon as this one is ready, and the leaver's
+/// keys that fall on it are read first from them. Its own keys run before.
+#[actix::test]
+async fn joining_serving_peers_it_is_ready_once_its_standby_entries_are_loaded() {
+    // The first CronJob list is its own share's load; the next, the
+    // standby load, is answered 2 s late.
+    let store = LeaseStore {
+        later_lists: Some((1, Duration::from_secs(2))),
+        ..LeaseStore::default()
+    };
+    let shell = Shell::start_among(
+        store,
+        vec![cronjob("team-a", "nightly")],
+        vec![peer_lease("r1", "r0,r1")],
+    );
+    let written = shell.published().await;
+    shell
+        .supervisor
+        .do_send(LeaseWatch(Event::Apply(lease::observe(&written))));
+    let report = shell
+        .report_once("the standby load", |r| r.standby.loading)
+        .await;
+    assert_eq!(report.view, ["r0", "r1"]);
+    assert_eq!(report.waiting, 0, "its own share runs: {report:?}");
+    assert!(
+        shell.readiness.readiness().is_err(),
+        "ready before its standby entries are loaded"
+    );
+    eventually("readiness once the standby load is done", || {
+        shell.readiness.readiness().ok()
+    })
+    .await;
+    let report = shell.report().await;
+    assert!(
+        !report.standby.loading && report.standby.buckets_to_read == 0,
+        "{report:?}"
+    );
+}
+
+/// The keys a joining peer takes stay on standby here, from their actors'
+/// last wake-ups: no standby load reads them again (in a rolling restart
+/// every peer gives a returning replica back the share it held meanwhile).
+#[actix::test]
+async fn keys_given_to_a_peer_stay_on_standby_from_their_actors_without_a_read() {
+    // UUID-like UIDs, spread over the buckets as the server's are.
+    let listed: Vec<Value> = (0..16)
+        .map(|i| {
+            let mut cronjob = cronjob_json("team-a", &format!("yearly-{i}"));
+            cronjob["metadata"]["uid"] = json!(format!("{i:x}7c2e9a1-5e6f-4a1b-9c2d-{i:012x}"));
+            cronjob
+        })
+        .collect();
+    let store = LeaseStore {
+        listed: listed.clone(),
+        ..LeaseStore::default()
+    };
+    let watched = listed
+        .into_iter()
+        .map(|json| serde_json::from_value(json).expect("a CronJob"));
+    let shell = Shell::start(store, watched.collect());
+    let written = shell.published().await;
+    shell
+        .supervisor
+        .do_send(LeaseWatch(Event::Apply(lease::observe(&written))));
+    eventually("readiness alone", || shell.readiness.readiness().ok()).await;
+    shell.report_once("its 16 keys", |r| r.running == 16).await;
+    let lists = shell.store.lock().unwrap_or_else(|e| e.into_inner()).lists;
+
+    shell
+        .supervisor
+        .do_send(LeaseWatch(Event::Apply(lease::observe(&peer_lease(
+            "r1", "r0,r1",
+        )))));
+    let report = shell
+        .report_once("the keys r1 took stopped", |r| {
+            r.view == ["r0", "r1"] && r.stopping == 0 && r.owned < 16
+        })
+        .await;
+    assert!(report.owned > 0, "the hash gave r1 every key: {report:?}");
+    assert_eq!(report.standby.entries, 16 - report.owned, "{report:?}");
+    assert_eq!(report.standby.buckets_to_read, 0, "{report:?}");
+    // Time for a standby load to start, had it one to make.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let store = shell.store.lock().unwrap_or_else(|e| e.into_inner());
+    assert_eq!(
+        store.lists,
+        lists,
+        "a standby list: {:?}",
+        shell.asked.paths()
+    );
 }
