@@ -1,20 +1,21 @@
-//! CPU per firing against upstream's, measured like with like (issue 41's
-//! method): one control plane, one set of every-minute CronJobs, and
-//! phases that take turns on it:
+//! CPU per firing against upstream's, measured like with like: one control
+//! plane, one set of every-minute CronJobs, kube-controller-manager running
+//! only its Job controller throughout, and phases that take turns on it:
 //!
-//! - **upstream**: kube-controller-manager running only its Job and CronJob
-//!   controllers;
-//! - **shardcron**: kube-controller-manager running only its Job controller,
-//!   beside one shardcron replica.
+//! - **upstream**: a second kube-controller-manager running only the
+//!   CronJob controller (its own process, its own informers);
+//! - **shardcron**: one shardcron replica.
 //!
-//! Upstream's cost per firing is kube-controller-manager's CPU per firing
-//! in its phase less that in shardcron's phase of the same round (the Job
-//! controller, its pods and its shared Job informer are in both);
-//! shardcron's is its whole process's CPU per firing (against nothing).
-//! Rounds alternate the order (AB, BA, ...) so that a drift over the run
-//! (pods piling up: no garbage collector runs) falls on both sides.
-//! kube-controller-manager restarts at each phase, so its informers' start
-//! is before the window, as shardcron's is.
+//! Each side's cost per firing is its whole process's CPU over the slots
+//! it answered: no difference of two phases (until 2026-11-29 upstream's
+//! figure was kube-controller-manager with both controllers less it with
+//! the Job controller alone, and that difference moved from 7.5 to 4.3 ms
+//! per firing between two runs, more than the gap being measured). Rounds
+//! alternate the order (AB, BA, ...) so that a drift over the run (pods
+//! piling up: no garbage collector runs) falls on both sides, and the
+//! report gives the rounds' spread and a 95 % confidence interval of the
+//! ratio ([`Spread`]). Both sides' processes start with their phase, so
+//! their informers' start is before the window.
 
 use crate::cluster::{self, ClientLimits, LocalCluster};
 use crate::mix::{self, Mix};
@@ -26,15 +27,18 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-/// kube-controller-manager's `--controllers` in each phase (up's `%q`).
-const UPSTREAM_CONTROLLERS: &str = r"job-controller\,cronjob-controller";
+/// kube-controller-manager's `--controllers`: the Job controller all along,
+/// the CronJob controller in a second process in upstream's phases.
 const JOB_CONTROLLER_ONLY: &str = "job-controller";
+const CRONJOB_CONTROLLER_ONLY: &str = "cronjob-controller";
 /// Seconds from a phase's start (its processes started) to its first slot.
 const LEAD_SECONDS: i64 = 20;
 /// Late Jobs still count this long after the last slot.
 const TAIL: Duration = Duration::from_secs(30);
 /// CronJobs per namespace.
 const PER_NAMESPACE: usize = 50;
+/// The process name of the second kube-controller-manager in the report.
+const CRONJOB_KCM: &str = "kube-controller-manager (CronJob controller)";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -50,8 +54,14 @@ pub struct PhaseCpu {
     pub side: Side,
     /// Slots answered in the window.
     pub firings: usize,
-    /// kube-controller-manager's CPU seconds over the window.
+    /// kube-controller-manager's CPU seconds over the window: its Job
+    /// controller alone since 2026-11-29 (before, with the CronJob
+    /// controller in upstream's phases).
     pub kcm_cpu_seconds: f64,
+    /// The second kube-controller-manager's, running only the CronJob
+    /// controller (upstream's phases; 0 in shardcron's).
+    #[serde(default)]
+    pub cronjob_kcm_cpu_seconds: f64,
     /// shardcron's (0 in upstream's phase).
     pub shardcron_cpu_seconds: f64,
 }
@@ -114,10 +124,10 @@ pub fn requests_between(before: &str, after: &str) -> BTreeMap<String, f64> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoundCost {
     pub round: usize,
-    /// kube-controller-manager with the CronJob controller, less without.
+    /// kube-controller-manager running only the CronJob controller.
     pub upstream_ms: f64,
     pub shardcron_ms: f64,
-    /// kube-controller-manager's Job controller alone (both phases' base).
+    /// kube-controller-manager's Job controller (both phases' base).
     pub kcm_base_ms: f64,
     pub ratio: f64,
 }
@@ -132,7 +142,63 @@ pub struct FiringCostReport {
     pub upstream_ms: f64,
     pub shardcron_ms: f64,
     pub ratio: f64,
+    /// The rounds' ratios: their spread and confidence interval.
+    #[serde(default)]
+    pub spread: Spread,
     pub note: String,
+}
+
+/// How far apart the rounds' ratios are.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub rounds: usize,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Half the width of the 95 % confidence interval of the mean
+    /// (Student's t over the rounds; 0 with one round).
+    pub ci95: f64,
+}
+
+/// Student's t at 97.5 % for 1 to 10 degrees of freedom (beyond: 2.2 to
+/// 1.96, taken as 2.2).
+const T975: [f64; 10] = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+];
+
+impl Spread {
+    /// The spread of `values` (pure).
+    pub fn of(values: &[f64]) -> Spread {
+        let n = values.len();
+        if n == 0 {
+            return Spread::default();
+        }
+        let mean = values.iter().sum::<f64>() / n as f64;
+        let ci95 = if n < 2 {
+            0.0
+        } else {
+            let variance =
+                values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+            let t = T975.get(n - 2).copied().unwrap_or(2.2);
+            t * (variance / n as f64).sqrt()
+        };
+        Spread {
+            rounds: n,
+            mean,
+            min: values.iter().copied().fold(f64::INFINITY, f64::min),
+            max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            ci95,
+        }
+    }
+
+    /// The interval's half-width as a share of the mean.
+    pub fn relative(&self) -> f64 {
+        if self.mean == 0.0 {
+            0.0
+        } else {
+            self.ci95 / self.mean
+        }
+    }
 }
 
 /// Pairs each round's two phases (pure: the report's arithmetic).
@@ -164,7 +230,7 @@ pub fn overall(phases: &[PhaseCpu]) -> RoundCost {
         1000.0 * sum(side, f) / sum(side, PhaseCpu::firings).max(1.0)
     };
     let kcm_base_ms = ms_per_firing(Side::Shardcron, |p| p.kcm_cpu_seconds);
-    let upstream_ms = ms_per_firing(Side::Upstream, |p| p.kcm_cpu_seconds) - kcm_base_ms;
+    let upstream_ms = ms_per_firing(Side::Upstream, |p| p.cronjob_kcm_cpu_seconds);
     let shardcron_ms = ms_per_firing(Side::Shardcron, |p| p.shardcron_cpu_seconds);
     RoundCost {
         round: phases.iter().map(|p| p.round + 1).max().unwrap_or(0),
@@ -234,17 +300,33 @@ async fn run_on(
     for round in 0..rounds {
         for side in order(round) {
             eprintln!("firing-cost: round {round}, {side:?}");
-            let controllers = match side {
-                Side::Upstream => UPSTREAM_CONTROLLERS,
-                Side::Shardcron => JOB_CONTROLLER_ONLY,
-            };
             let kcm = Process {
                 name: "kube-controller-manager".into(),
-                pid: cluster.restart_kcm(&[("--controllers", controllers)])?,
+                pid: cluster.restart_kcm(&[("--controllers", JOB_CONTROLLER_ONLY)])?,
             };
             let mut processes = vec![kcm];
+            let mut cronjob_kcm = None;
             let replica = match side {
-                Side::Upstream => None,
+                Side::Upstream => {
+                    let log = cluster
+                        .dir()
+                        .join(format!("kube-controller-manager-cronjob-round{round}.log"));
+                    let child = cluster.start_kcm_standby(
+                        &[
+                            ("--controllers", CRONJOB_CONTROLLER_ONLY),
+                            ("--leader-elect", "false"),
+                        ],
+                        &log,
+                    )?;
+                    processes.push(Process {
+                        name: CRONJOB_KCM.into(),
+                        pid: child
+                            .id()
+                            .context("the CronJob controller's kube-controller-manager exited")?,
+                    });
+                    cronjob_kcm = Some(child);
+                    None
+                }
                 Side::Shardcron => {
                     let mut started = cluster
                         .start_shardcron(bin, 1, &credentials, limits, &format!("-round{round}"))
@@ -279,6 +361,9 @@ async fn run_on(
                 shardcron_counters = counters_between(&before, &replica.metrics_text());
                 cluster::stop(replica).await?;
             }
+            if let Some(mut child) = cronjob_kcm {
+                child.kill().await?;
+            }
             let observation = observation?;
             let cpu = |name: &str| {
                 observation
@@ -295,6 +380,7 @@ async fn run_on(
                     side,
                     firings: observation.slots.answered,
                     kcm_cpu_seconds: cpu("kube-controller-manager"),
+                    cronjob_kcm_cpu_seconds: cpu(CRONJOB_KCM),
                     shardcron_cpu_seconds: cpu("shardcron"),
                 },
                 observation,
@@ -303,12 +389,13 @@ async fn run_on(
             let s = &phase.observation.slots;
             eprintln!(
                 "firing-cost: round {round}, {side:?}: {} of {} slots answered, {} missed, {} duplicates; \
-                 kube-controller-manager {:.2} s, shardcron {:.2} s",
+                 Job controller {:.2} s, CronJob controller {:.2} s, shardcron {:.2} s",
                 s.answered,
                 s.expected,
                 s.missed,
                 s.duplicates,
                 phase.cpu.kcm_cpu_seconds,
+                phase.cpu.cronjob_kcm_cpu_seconds,
                 phase.cpu.shardcron_cpu_seconds
             );
             phases.push(phase);
@@ -316,19 +403,22 @@ async fn run_on(
     }
     let cpu: Vec<PhaseCpu> = phases.iter().map(|p| p.cpu.clone()).collect();
     let overall = overall(&cpu);
+    let rounds = costs(&cpu);
+    let ratios: Vec<f64> = rounds.iter().map(|r| r.ratio).collect();
     Ok(FiringCostReport {
         cronjobs: count,
         minutes,
         phases,
-        rounds: costs(&cpu),
+        rounds,
         upstream_ms: overall.upstream_ms,
         shardcron_ms: overall.shardcron_ms,
         ratio: overall.ratio,
+        spread: Spread::of(&ratios),
         note: "CPU per firing = user+system CPU from a phase's first slot to 30 s after its last, \
-               over the slots answered. Upstream: kube-controller-manager with only its Job and \
-               CronJob controllers, less kube-controller-manager with only its Job controller (the \
-               shardcron phase of the same round). shardcron: its whole process. Phases alternate \
-               on one control plane with the same CronJobs; each phase restarts kube-controller-manager."
+               over the slots answered. Upstream: a kube-controller-manager running only its \
+               CronJob controller, whole process. shardcron: its whole process. Beside both, \
+               kube-controller-manager with only its Job controller (restarted each phase). \
+               Phases alternate on one control plane with the same CronJobs."
             .into(),
     })
 }
@@ -350,13 +440,23 @@ pub fn markdown(report: &FiringCostReport) -> String {
         "| all | {:.2} | {:.2} | **{:.2}x** | |\n\n",
         report.upstream_ms, report.shardcron_ms, report.ratio
     ));
-    text.push_str("| round | side | slots | answered | missed | duplicates | kube-controller-manager CPU s | shardcron CPU s | the CronJob controller's requests per firing |\n|---|---|---|---|---|---|---|---|---|\n");
+    let spread = &report.spread;
+    text.push_str(&format!(
+        "The rounds' ratios: mean {:.3}x, 95 % confidence interval ±{:.3} (±{:.1} %), from {:.3}x to {:.3}x over {} rounds.\n\n",
+        spread.mean,
+        spread.ci95,
+        100.0 * spread.relative(),
+        spread.min,
+        spread.max,
+        spread.rounds
+    ));
+    text.push_str("| round | side | slots | answered | missed | duplicates | Job controller CPU s | CronJob controller CPU s | shardcron CPU s | the CronJob controller's requests per firing |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for p in &report.phases {
         let s = &p.observation.slots;
         let schema = apimetrics::schema_of(p.cpu.side == Side::Upstream);
         let requests = p.observation.api.get(schema).map_or(0.0, |l| l.requests);
         text.push_str(&format!(
-            "| {} | {:?} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} |\n",
+            "| {} | {:?} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
             p.cpu.round,
             p.cpu.side,
             s.expected,
@@ -364,6 +464,7 @@ pub fn markdown(report: &FiringCostReport) -> String {
             s.missed,
             s.duplicates,
             p.cpu.kcm_cpu_seconds,
+            p.cpu.cronjob_kcm_cpu_seconds,
             p.cpu.shardcron_cpu_seconds,
             requests / p.cpu.firings()
         ));
@@ -400,13 +501,17 @@ mod tests {
         );
     }
 
-    fn phase(round: usize, side: Side, firings: usize, kcm: f64, shardcron: f64) -> PhaseCpu {
+    /// `controller`: the CronJob controller's process (upstream) or
+    /// shardcron's, beside the Job controller's 3 s.
+    fn phase(round: usize, side: Side, firings: usize, controller: f64) -> PhaseCpu {
+        let upstream = side == Side::Upstream;
         PhaseCpu {
             round,
             side,
             firings,
-            kcm_cpu_seconds: kcm,
-            shardcron_cpu_seconds: shardcron,
+            kcm_cpu_seconds: 3.0,
+            cronjob_kcm_cpu_seconds: if upstream { controller } else { 0.0 },
+            shardcron_cpu_seconds: if upstream { 0.0 } else { controller },
         }
     }
 
@@ -418,15 +523,15 @@ mod tests {
     }
 
     #[test]
-    fn upstream_pays_what_kube_controller_manager_spends_beyond_its_job_controller() {
+    fn each_side_pays_its_own_process_per_firing() {
         let phases = [
-            // 1,000 firings each: KCM 5 s with the CronJob controller, 3 s
-            // without; shardcron 1 s.
-            phase(0, Side::Upstream, 1000, 5.0, 0.0),
-            phase(0, Side::Shardcron, 1000, 3.0, 1.0),
+            // 1,000 firings each: the CronJob controller's process 2 s,
+            // shardcron 1 s.
+            phase(0, Side::Upstream, 1000, 2.0),
+            phase(0, Side::Shardcron, 1000, 1.0),
             // Second round, fewer firings answered by upstream: per firing.
-            phase(1, Side::Shardcron, 1000, 3.0, 1.5),
-            phase(1, Side::Upstream, 500, 2.5, 0.0),
+            phase(1, Side::Shardcron, 1000, 1.5),
+            phase(1, Side::Upstream, 500, 1.0),
         ];
         let rounds = costs(&phases);
         assert_eq!(rounds.len(), 2);
@@ -438,13 +543,26 @@ mod tests {
         assert_eq!(rounds[1].ratio, 0.75);
         let all = overall(&phases);
         assert_eq!(all.round, 2);
-        // (5 + 2.5) s over 1,500 firings less 6 s over 2,000.
+        // 3 s over 1,500 firings; 2.5 s over 2,000.
         assert!((all.upstream_ms - 2.0).abs() < 1e-9);
         assert!((all.shardcron_ms - 1.25).abs() < 1e-9);
     }
 
     #[test]
+    fn the_spread_of_the_rounds_is_their_range_and_a_t_interval() {
+        assert_eq!(Spread::of(&[]), Spread::default());
+        let one = Spread::of(&[0.5]);
+        assert_eq!((one.mean, one.ci95, one.min, one.max), (0.5, 0.0, 0.5, 0.5));
+        // Mean 0.5, sample deviation 0.1, three rounds: t(2) = 4.303.
+        let three = Spread::of(&[0.4, 0.5, 0.6]);
+        assert!((three.mean - 0.5).abs() < 1e-12);
+        assert!((three.ci95 - 4.303 * 0.1 / 3f64.sqrt()).abs() < 1e-9);
+        assert_eq!((three.min, three.max), (0.4, 0.6));
+        assert!((three.relative() - three.ci95 / 0.5).abs() < 1e-12);
+    }
+
+    #[test]
     fn a_round_without_both_sides_gives_no_figure() {
-        assert!(costs(&[phase(0, Side::Upstream, 10, 1.0, 0.0)]).is_empty());
+        assert!(costs(&[phase(0, Side::Upstream, 10, 1.0)]).is_empty());
     }
 }
