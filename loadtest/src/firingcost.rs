@@ -7,7 +7,12 @@
 //! - **shardcron**: one shardcron replica.
 //!
 //! Each side's cost per firing is its whole process's CPU over the slots
-//! it answered: no difference of two phases (until 2026-11-29 upstream's
+//! it answered. Upstream's is also given less a third
+//! kube-controller-manager beside it with only a Job informer (the
+//! TTL-after-finished controller, idle here), in the same minutes: the
+//! CronJob controller's cost where it shares its Job informer with the Job
+//! controller, as in one kube-controller-manager. No figure is a
+//! difference of two phases (until 2026-11-29 upstream's
 //! figure was kube-controller-manager with both controllers less it with
 //! the Job controller alone, and that difference moved from 7.5 to 4.3 ms
 //! per firing between two runs, more than the gap being measured). Rounds
@@ -31,6 +36,12 @@ use std::time::Duration;
 /// the CronJob controller in a second process in upstream's phases.
 const JOB_CONTROLLER_ONLY: &str = "job-controller";
 const CRONJOB_CONTROLLER_ONLY: &str = "cronjob-controller";
+/// A kube-controller-manager whose only controller keeps a Job informer and
+/// does nothing with these Jobs (none has a TTL): what the CronJob
+/// controller's process pays for being a process with its own Job informer,
+/// which inside one kube-controller-manager it shares with the Job
+/// controller.
+const JOB_INFORMER_ONLY: &str = "ttl-after-finished-controller";
 /// Seconds from a phase's start (its processes started) to its first slot.
 const LEAD_SECONDS: i64 = 20;
 /// Late Jobs still count this long after the last slot.
@@ -39,6 +50,7 @@ const TAIL: Duration = Duration::from_secs(30);
 const PER_NAMESPACE: usize = 50;
 /// The process name of the second kube-controller-manager in the report.
 const CRONJOB_KCM: &str = "kube-controller-manager (CronJob controller)";
+const JOB_INFORMER_KCM: &str = "kube-controller-manager (a Job informer)";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -62,6 +74,10 @@ pub struct PhaseCpu {
     /// controller (upstream's phases; 0 in shardcron's).
     #[serde(default)]
     pub cronjob_kcm_cpu_seconds: f64,
+    /// A third one beside it in upstream's phases, with only a Job informer
+    /// ([`JOB_INFORMER_ONLY`]).
+    #[serde(default)]
+    pub job_informer_kcm_cpu_seconds: f64,
     /// shardcron's (0 in upstream's phase).
     pub shardcron_cpu_seconds: f64,
 }
@@ -126,10 +142,18 @@ pub struct RoundCost {
     pub round: usize,
     /// kube-controller-manager running only the CronJob controller.
     pub upstream_ms: f64,
+    /// That less a kube-controller-manager with only a Job informer (the
+    /// same minutes): the CronJob controller's cost inside a
+    /// kube-controller-manager that runs it beside the Job controller.
+    #[serde(default)]
+    pub upstream_marginal_ms: f64,
     pub shardcron_ms: f64,
     /// kube-controller-manager's Job controller (both phases' base).
     pub kcm_base_ms: f64,
     pub ratio: f64,
+    /// shardcron against `upstream_marginal_ms`.
+    #[serde(default)]
+    pub ratio_marginal: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -142,9 +166,15 @@ pub struct FiringCostReport {
     pub upstream_ms: f64,
     pub shardcron_ms: f64,
     pub ratio: f64,
+    #[serde(default)]
+    pub upstream_marginal_ms: f64,
+    #[serde(default)]
+    pub ratio_marginal: f64,
     /// The rounds' ratios: their spread and confidence interval.
     #[serde(default)]
     pub spread: Spread,
+    #[serde(default)]
+    pub spread_marginal: Spread,
     pub note: String,
 }
 
@@ -231,6 +261,8 @@ pub fn overall(phases: &[PhaseCpu]) -> RoundCost {
     };
     let kcm_base_ms = ms_per_firing(Side::Shardcron, |p| p.kcm_cpu_seconds);
     let upstream_ms = ms_per_firing(Side::Upstream, |p| p.cronjob_kcm_cpu_seconds);
+    let upstream_marginal_ms = upstream_ms
+        - ms_per_firing(Side::Upstream, |p| p.job_informer_kcm_cpu_seconds);
     let shardcron_ms = ms_per_firing(Side::Shardcron, |p| p.shardcron_cpu_seconds);
     RoundCost {
         round: phases.iter().map(|p| p.round + 1).max().unwrap_or(0),
@@ -238,6 +270,8 @@ pub fn overall(phases: &[PhaseCpu]) -> RoundCost {
         shardcron_ms,
         kcm_base_ms,
         ratio: shardcron_ms / upstream_ms,
+        upstream_marginal_ms,
+        ratio_marginal: shardcron_ms / upstream_marginal_ms,
     }
 }
 
@@ -305,26 +339,26 @@ async fn run_on(
                 pid: cluster.restart_kcm(&[("--controllers", JOB_CONTROLLER_ONLY)])?,
             };
             let mut processes = vec![kcm];
-            let mut cronjob_kcm = None;
+            let mut extra_kcms = Vec::new();
             let replica = match side {
                 Side::Upstream => {
-                    let log = cluster
-                        .dir()
-                        .join(format!("kube-controller-manager-cronjob-round{round}.log"));
-                    let child = cluster.start_kcm_standby(
-                        &[
-                            ("--controllers", CRONJOB_CONTROLLER_ONLY),
-                            ("--leader-elect", "false"),
-                        ],
-                        &log,
-                    )?;
-                    processes.push(Process {
-                        name: CRONJOB_KCM.into(),
-                        pid: child
-                            .id()
-                            .context("the CronJob controller's kube-controller-manager exited")?,
-                    });
-                    cronjob_kcm = Some(child);
+                    for (name, controllers, file) in [
+                        (CRONJOB_KCM, CRONJOB_CONTROLLER_ONLY, "cronjob"),
+                        (JOB_INFORMER_KCM, JOB_INFORMER_ONLY, "job-informer"),
+                    ] {
+                        let log = cluster
+                            .dir()
+                            .join(format!("kube-controller-manager-{file}-round{round}.log"));
+                        let child = cluster.start_kcm_standby(
+                            &[("--controllers", controllers), ("--leader-elect", "false")],
+                            &log,
+                        )?;
+                        processes.push(Process {
+                            name: name.into(),
+                            pid: child.id().with_context(|| format!("{name} exited"))?,
+                        });
+                        extra_kcms.push(child);
+                    }
                     None
                 }
                 Side::Shardcron => {
@@ -361,7 +395,7 @@ async fn run_on(
                 shardcron_counters = counters_between(&before, &replica.metrics_text());
                 cluster::stop(replica).await?;
             }
-            if let Some(mut child) = cronjob_kcm {
+            for mut child in extra_kcms {
                 child.kill().await?;
             }
             let observation = observation?;
@@ -381,6 +415,7 @@ async fn run_on(
                     firings: observation.slots.answered,
                     kcm_cpu_seconds: cpu("kube-controller-manager"),
                     cronjob_kcm_cpu_seconds: cpu(CRONJOB_KCM),
+                    job_informer_kcm_cpu_seconds: cpu(JOB_INFORMER_KCM),
                     shardcron_cpu_seconds: cpu("shardcron"),
                 },
                 observation,
@@ -389,13 +424,14 @@ async fn run_on(
             let s = &phase.observation.slots;
             eprintln!(
                 "firing-cost: round {round}, {side:?}: {} of {} slots answered, {} missed, {} duplicates; \
-                 Job controller {:.2} s, CronJob controller {:.2} s, shardcron {:.2} s",
+                 Job controller {:.2} s, CronJob controller {:.2} s, a Job informer {:.2} s, shardcron {:.2} s",
                 s.answered,
                 s.expected,
                 s.missed,
                 s.duplicates,
                 phase.cpu.kcm_cpu_seconds,
                 phase.cpu.cronjob_kcm_cpu_seconds,
+                phase.cpu.job_informer_kcm_cpu_seconds,
                 phase.cpu.shardcron_cpu_seconds
             );
             phases.push(phase);
@@ -405,6 +441,7 @@ async fn run_on(
     let overall = overall(&cpu);
     let rounds = costs(&cpu);
     let ratios: Vec<f64> = rounds.iter().map(|r| r.ratio).collect();
+    let marginal: Vec<f64> = rounds.iter().map(|r| r.ratio_marginal).collect();
     Ok(FiringCostReport {
         cronjobs: count,
         minutes,
@@ -413,10 +450,16 @@ async fn run_on(
         upstream_ms: overall.upstream_ms,
         shardcron_ms: overall.shardcron_ms,
         ratio: overall.ratio,
+        upstream_marginal_ms: overall.upstream_marginal_ms,
+        ratio_marginal: overall.ratio_marginal,
         spread: Spread::of(&ratios),
+        spread_marginal: Spread::of(&marginal),
         note: "CPU per firing = user+system CPU from a phase's first slot to 30 s after its last, \
                over the slots answered. Upstream: a kube-controller-manager running only its \
-               CronJob controller, whole process. shardcron: its whole process. Beside both, \
+               CronJob controller, whole process; its marginal cost: that less a \
+               kube-controller-manager running only the TTL-after-finished controller (a Job \
+               informer with nothing to do) in the same minutes. shardcron: its whole process. \
+               Beside both, \
                kube-controller-manager with only its Job controller (restarted each phase). \
                Phases alternate on one control plane with the same CronJobs."
             .into(),
@@ -426,37 +469,51 @@ async fn run_on(
 pub fn markdown(report: &FiringCostReport) -> String {
     let mut text = format!(
         "# CPU per firing against upstream's\n\n{} CronJobs firing every minute, {} minutes per phase.\n\n\
-         | round | upstream (ms per firing) | shardcron (ms per firing) | shardcron / upstream | Job controller alone (ms per firing) |\n\
-         |---|---|---|---|---|\n",
+         | round | upstream, its own process (ms per firing) | upstream less a Job informer (ms per firing) | shardcron (ms per firing) | shardcron / upstream | shardcron / upstream less a Job informer | Job controller (ms per firing) |\n\
+         |---|---|---|---|---|---|---|\n",
         report.cronjobs, report.minutes
     );
     for r in &report.rounds {
         text.push_str(&format!(
-            "| {} | {:.2} | {:.2} | {:.2}x | {:.2} |\n",
-            r.round, r.upstream_ms, r.shardcron_ms, r.ratio, r.kcm_base_ms
+            "| {} | {:.2} | {:.2} | {:.2} | {:.2}x | {:.2}x | {:.2} |\n",
+            r.round,
+            r.upstream_ms,
+            r.upstream_marginal_ms,
+            r.shardcron_ms,
+            r.ratio,
+            r.ratio_marginal,
+            r.kcm_base_ms
         ));
     }
     text.push_str(&format!(
-        "| all | {:.2} | {:.2} | **{:.2}x** | |\n\n",
-        report.upstream_ms, report.shardcron_ms, report.ratio
+        "| all | {:.2} | {:.2} | {:.2} | **{:.2}x** | **{:.2}x** | |\n\n",
+        report.upstream_ms,
+        report.upstream_marginal_ms,
+        report.shardcron_ms,
+        report.ratio,
+        report.ratio_marginal
     ));
-    let spread = &report.spread;
-    text.push_str(&format!(
-        "The rounds' ratios: mean {:.3}x, 95 % confidence interval ±{:.3} (±{:.1} %), from {:.3}x to {:.3}x over {} rounds.\n\n",
-        spread.mean,
-        spread.ci95,
-        100.0 * spread.relative(),
-        spread.min,
-        spread.max,
-        spread.rounds
-    ));
-    text.push_str("| round | side | slots | answered | missed | duplicates | Job controller CPU s | CronJob controller CPU s | shardcron CPU s | the CronJob controller's requests per firing |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    for (what, spread) in [
+        ("shardcron / upstream", &report.spread),
+        ("shardcron / upstream less a Job informer", &report.spread_marginal),
+    ] {
+        text.push_str(&format!(
+            "The rounds' {what}: mean {:.3}x, 95 % confidence interval ±{:.3} (±{:.1} %), from {:.3}x to {:.3}x over {} rounds.\n\n",
+            spread.mean,
+            spread.ci95,
+            100.0 * spread.relative(),
+            spread.min,
+            spread.max,
+            spread.rounds
+        ));
+    }
+    text.push_str("| round | side | slots | answered | missed | duplicates | Job controller CPU s | CronJob controller CPU s | a Job informer CPU s | shardcron CPU s | the CronJob controller's requests per firing |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     for p in &report.phases {
         let s = &p.observation.slots;
         let schema = apimetrics::schema_of(p.cpu.side == Side::Upstream);
         let requests = p.observation.api.get(schema).map_or(0.0, |l| l.requests);
         text.push_str(&format!(
-            "| {} | {:?} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
+            "| {} | {:?} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
             p.cpu.round,
             p.cpu.side,
             s.expected,
@@ -465,6 +522,7 @@ pub fn markdown(report: &FiringCostReport) -> String {
             s.duplicates,
             p.cpu.kcm_cpu_seconds,
             p.cpu.cronjob_kcm_cpu_seconds,
+            p.cpu.job_informer_kcm_cpu_seconds,
             p.cpu.shardcron_cpu_seconds,
             requests / p.cpu.firings()
         ));
@@ -501,8 +559,9 @@ mod tests {
         );
     }
 
-    /// `controller`: the CronJob controller's process (upstream) or
-    /// shardcron's, beside the Job controller's 3 s.
+    /// `controller`: the CronJob controller's process (upstream; a Job
+    /// informer's process beside it a quarter of that) or shardcron's,
+    /// beside the Job controller's 3 s.
     fn phase(round: usize, side: Side, firings: usize, controller: f64) -> PhaseCpu {
         let upstream = side == Side::Upstream;
         PhaseCpu {
@@ -511,6 +570,7 @@ mod tests {
             firings,
             kcm_cpu_seconds: 3.0,
             cronjob_kcm_cpu_seconds: if upstream { controller } else { 0.0 },
+            job_informer_kcm_cpu_seconds: if upstream { controller / 4.0 } else { 0.0 },
             shardcron_cpu_seconds: if upstream { 0.0 } else { controller },
         }
     }
@@ -541,6 +601,9 @@ mod tests {
         assert_eq!(rounds[0].ratio, 0.5);
         assert_eq!(rounds[1].upstream_ms, 2.0);
         assert_eq!(rounds[1].ratio, 0.75);
+        // Less the Job informer's quarter: 1.5 ms.
+        assert_eq!(rounds[0].upstream_marginal_ms, 1.5);
+        assert!((rounds[0].ratio_marginal - 1.0 / 1.5).abs() < 1e-12);
         let all = overall(&phases);
         assert_eq!(all.round, 2);
         // 3 s over 1,500 firings; 2.5 s over 2,000.

@@ -1,7 +1,9 @@
 //! The standby CronJobs ([`crate::shard::standby`]) in the shell: kept
 //! from the CronJob watch (which, where the server shards, selects the
-//! standby buckets too) and from a standby load of the buckets newly on
-//! standby, once the replica is ready and its own loads are done; at a take-over, the
+//! standby buckets too), from the stop reports of actors whose keys went
+//! to a peer, and from a standby load of the other buckets newly on
+//! standby, once the share is armed and its own loads are done (readiness
+//! waits for it when joining serving peers); at a take-over, the
 //! gained CronJobs due first are read one by one
 //! ([`crate::apiserver::bulk::narrow`]), then again every
 //! [`standby::RESCAN`] while the bulk load runs.
@@ -26,8 +28,9 @@ const NARROW_CONCURRENCY: usize = 16;
 const STANDBY_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long readiness waits for the standby load after the share is armed,
-/// at most ([`Supervisor::ready_once_on_standby`]): a standby load of a
-/// quarter of 10^6 CronJobs takes about a minute on the S7 machine.
+/// at most ([`Supervisor::ready_once_on_standby`]): a standby load of
+/// about 250,000 CronJobs took 100-140 s in S7's rolling restart, beside
+/// the other replicas' loads.
 pub(super) const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(180);
 
 /// What the supervisor keeps for the standby CronJobs.
@@ -289,7 +292,7 @@ impl Supervisor {
 
     /// Reads the CronJobs of the buckets newly on standby (one load at a
     /// time, none while gained keys load: those come first; none before
-    /// the replica is ready: at 10^6 CronJobs a standby load beside the
+    /// the share is armed: at 10^6 CronJobs a standby load beside the
     /// first decisions of a replica's quarter of a million actors slowed
     /// them, and the server cut its lists).
     pub(super) fn load_standby(&mut self, ctx: &mut Context<Self>) {
