@@ -207,8 +207,7 @@ impl Spread {
         let ci95 = if n < 2 {
             0.0
         } else {
-            let variance =
-                values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+            let variance = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
             let t = T975.get(n - 2).copied().unwrap_or(2.2);
             t * (variance / n as f64).sqrt()
         };
@@ -261,8 +260,8 @@ pub fn overall(phases: &[PhaseCpu]) -> RoundCost {
     };
     let kcm_base_ms = ms_per_firing(Side::Shardcron, |p| p.kcm_cpu_seconds);
     let upstream_ms = ms_per_firing(Side::Upstream, |p| p.cronjob_kcm_cpu_seconds);
-    let upstream_marginal_ms = upstream_ms
-        - ms_per_firing(Side::Upstream, |p| p.job_informer_kcm_cpu_seconds);
+    let upstream_marginal_ms =
+        upstream_ms - ms_per_firing(Side::Upstream, |p| p.job_informer_kcm_cpu_seconds);
     let shardcron_ms = ms_per_firing(Side::Shardcron, |p| p.shardcron_cpu_seconds);
     RoundCost {
         round: phases.iter().map(|p| p.round + 1).max().unwrap_or(0),
@@ -495,7 +494,10 @@ pub fn markdown(report: &FiringCostReport) -> String {
     ));
     for (what, spread) in [
         ("shardcron / upstream", &report.spread),
-        ("shardcron / upstream less a Job informer", &report.spread_marginal),
+        (
+            "shardcron / upstream less a Job informer",
+            &report.spread_marginal,
+        ),
     ] {
         text.push_str(&format!(
             "The rounds' {what}: mean {:.3}x, 95 % confidence interval ±{:.3} (±{:.1} %), from {:.3}x to {:.3}x over {} rounds.\n\n",

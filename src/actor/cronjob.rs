@@ -479,11 +479,7 @@ impl CellActor for CronJobActor {
     }
 
     fn stopped(&mut self) {
-        let next_look = match &self.life {
-            Life::Stopping { next_look, .. } => *next_look,
-            Life::Idle { timer } => timer.as_ref().map(WakeKey::at),
-            Life::NotStarted | Life::Deciding { .. } => Some(self.now()),
-        };
+        let next_look = self.next_look();
         // Stopped otherwise than by `Update::Stop` (its thread ending), too.
         self.disarm();
         let status = &self.cronjob.status;
@@ -522,15 +518,11 @@ impl CronJobActor {
                     // Replaced by the decision's own requeue when it ends.
                     self.life = Life::Stopping {
                         first: *first,
-                        next_look: Some(self.now()),
+                        next_look: self.next_look(),
                     };
                 }
-                life => {
-                    let next_look = match life {
-                        Life::Idle { timer } => timer.as_ref().map(WakeKey::at),
-                        // Not decided yet: due as far as anyone knows.
-                        _ => Some(self.now()),
-                    };
+                _ => {
+                    let next_look = self.next_look();
                     // Its wake-up goes now: `stopped` sees it Stopping, and
                     // the wheel would keep a dead actor's entry until its
                     // instant (days, for a weekly CronJob).
@@ -542,6 +534,16 @@ impl CronJobActor {
                     ctx.stop();
                 }
             },
+        }
+    }
+
+    /// When it would next need its controller, as far as it knows: its
+    /// armed wake-up; now while it decides or before its first decision.
+    fn next_look(&self) -> Option<Timestamp> {
+        match &self.life {
+            Life::Stopping { next_look, .. } => *next_look,
+            Life::Idle { timer } => timer.as_ref().map(WakeKey::at),
+            Life::NotStarted | Life::Deciding { .. } => Some(self.now()),
         }
     }
 
