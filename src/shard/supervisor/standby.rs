@@ -250,8 +250,8 @@ impl Supervisor {
         self.standby
             .index
             .forget_owned(|b| ownership.owns_bucket(b));
-        self.standby.with_actors = Bucket::all()
-            .filter(|b| ownership.owns_bucket(*b))
+        self.standby.with_actors = (ownership.target().into_iter())
+            .flat_map(|ring| ring.buckets_of(&self.setup.me))
             .collect();
         self.load_standby(ctx);
     }
