@@ -203,6 +203,15 @@ impl Standby {
             .collect()
     }
 
+    /// Whether a key of a bucket `owned` names needs its controller by
+    /// `until` (not taken out yet).
+    pub fn any_due(&self, owned: impl Fn(Bucket) -> bool, until: Timestamp) -> bool {
+        let until = until.as_second();
+        self.entries
+            .values()
+            .any(|entry| entry.next_look <= until && owned(entry.bucket))
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }

@@ -64,6 +64,11 @@ impl Loads {
         }
     }
 
+    /// Whether the latest ring change gained `bucket`.
+    pub(super) fn gained_now(&self, bucket: Bucket) -> bool {
+        self.gained_in.get(bucket.index()) == Some(&self.epoch)
+    }
+
     /// The epoch a read asked for now is of.
     pub(super) fn epoch(&self) -> Epoch {
         self.epoch

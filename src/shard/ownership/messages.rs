@@ -102,6 +102,15 @@ pub enum Input {
         /// The epoch it was asked for in ([`super::Ownership::epoch`]).
         read_in: Epoch,
     },
+    /// Every gained CronJob that needs its controller within the standby
+    /// horizon has been read on its own ([`Input::KeyRead`]), asked for in
+    /// `epoch`, and the standby entries covered every bucket gained since
+    /// the loads were last idle ([`crate::shard::standby`]): a ring that
+    /// gains from a leaving peer may publish before its bulk loads end
+    /// ([warm leaves](super#warm-leaves)).
+    DueKeysRead {
+        epoch: Epoch,
+    },
     /// A CronJob is gone (deleted, or missing from a re-list).
     CronJobGone {
         key: Arc<str>,

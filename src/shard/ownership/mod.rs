@@ -62,8 +62,9 @@
 //! On SIGTERM a replica with live peers publishes its view again, marked
 //! leaving, and runs its keys on. Its peers leave it out of their rings at
 //! once, load what they gain from it, and publish the view that leaves it
-//! out only once that is loaded; its view still claims the keys, so they
-//! wait. When every live peer's view leaves it out (or the drain time is
+//! out only once that is loaded, or once the gained keys due soon have
+//! been read on their own (standby; the rest start as the loads bring
+//! them); its view still claims the keys, so they wait. When every live peer's view leaves it out (or the drain time is
 //! over), it stops its actors and releases its Lease, and the peers start
 //! the keys when they see the release. A change of the live peers that
 //! leaves the ring as it is publishes the view again: nothing starts on
@@ -150,6 +151,10 @@ pub struct Ownership {
     /// next view is published once its keys are loaded here
     /// ([`Self::may_publish`]).
     gains_from_leaving: bool,
+    /// The epoch of the last [`Input::DueKeysRead`]: in the current one,
+    /// a ring gaining from a leaving peer publishes with its loads in
+    /// flight ([`Self::may_publish`]).
+    due_read_in: Option<Epoch>,
     /// How long a graceful stop may keep running keys ([`DRAIN`]).
     drain: Duration,
     /// SIGTERM came while a ring change was under way (stopping): the
@@ -183,6 +188,7 @@ impl Ownership {
             loads: Loads::default(),
             published_in_join: false,
             gains_from_leaving: false,
+            due_read_in: None,
             drain: DRAIN,
             leave_asked: None,
             published_live: BTreeSet::new(),
@@ -243,6 +249,10 @@ impl Ownership {
                 }
                 self.cronjob_seen(key.clone(), uid, fresh, now, &mut commands);
                 self.start_waiting(Some(&key), now, &mut commands);
+            }
+            Input::DueKeysRead { epoch } => {
+                self.due_read_in = Some(epoch);
+                self.advance(now, &mut commands);
             }
             Input::CronJobGone { key } => self.stop(&key, now, &mut commands),
             Input::SpawnFailed { key } => {

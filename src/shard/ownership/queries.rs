@@ -38,6 +38,11 @@ impl Ownership {
             .is_some_and(|ring| ring.owner_of(bucket) == Some(self.me.as_str()))
     }
 
+    /// Whether the ring change acted on last gave `bucket` to this replica.
+    pub fn gained_now(&self, bucket: Bucket) -> bool {
+        self.loads.gained_now(bucket)
+    }
+
     /// The replica that owns the CronJob with this UID under the ring this
     /// one acts on (`None` before it has one).
     pub fn owner_of(&self, uid: &str) -> Option<&str> {

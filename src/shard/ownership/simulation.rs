@@ -155,6 +155,11 @@ enum Event {
         read_at: u64,
         epoch: Epoch,
     },
+    /// The gained keys due first have all been read on their own (their
+    /// reads asked for in `epoch`).
+    DueKeysRead {
+        epoch: Epoch,
+    },
     /// The CronJob watch, restarted with the ring, shows the keys the ring
     /// gives the replica: versions it may have had long before.
     WatchShowsKeys {
@@ -576,9 +581,11 @@ impl World {
                 // (here: each now and then), and may fail while faults last.
                 let read_at = self.now + delay.as_millis() as u64;
                 let gained = self.gains(&name, Some(&target), previous.as_deref());
+                let mut reads_done = 0;
                 for key in (0..KEYS).filter(|i| gained & (1 << i) != 0) {
                     if self.rng.chance(50) && (self.now >= FAULTS_UNTIL || !self.rng.chance(10)) {
                         let after = self.rng.between(5, 500);
+                        reads_done = reads_done.max(after);
                         let read_at = self.now;
                         self.schedule(
                             replica,
@@ -590,6 +597,12 @@ impl World {
                             },
                         );
                     }
+                }
+                // Reported once they are all back (now and then never:
+                // a read failed, or a herd was due).
+                if self.rng.chance(70) {
+                    let after = reads_done + self.rng.between(0, 100);
+                    self.schedule(replica, after, Event::DueKeysRead { epoch });
                 }
                 // The Jobs first, then the CronJobs; a failed load may
                 // fail before its Jobs are all told, or after.
@@ -935,6 +948,7 @@ impl World {
                     },
                 );
             }
+            Event::DueKeysRead { epoch } => self.feed(replica, Input::DueKeysRead { epoch }),
             Event::WatchShowsKeys { target } => {
                 let name = self.replicas[replica].name.clone();
                 let shown = self.gains(&name, Some(&target), None);

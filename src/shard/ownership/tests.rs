@@ -641,6 +641,70 @@ fn a_leaving_peer_is_out_of_the_ring_and_its_keys_start_once_it_lets_go() {
     assert_eq!(started(&o.on(VALID, t0)), [gained.as_str()]);
 }
 
+/// A peer leaves, and the keys gained from it that fall due first are read
+/// on their own: the view that leaves it out is published then, its bulk
+/// load still in flight (not for a report of an older epoch's reads). When
+/// the leaver lets go, a key read alone starts; one the load has not shown
+/// yet waits for it.
+#[test]
+fn leaving_out_a_leaver_publishes_once_the_gained_keys_due_first_are_read() {
+    let t0 = Instant::now();
+    let (mut o, _, r1) = serving_beside_r1(t0);
+    let gained = three_keys_of_r1();
+    let leaving = Publication {
+        id: "j1.2".into(),
+        leaving: true,
+        ..r1
+    };
+    o.on(seen("r1", lease("r1", 4, Some(&leaving))), t0);
+    let commands = o.on(VALID, t0);
+    let Some(Command::Load { epoch, .. }) =
+        commands.iter().find(|c| matches!(c, Command::Load { .. }))
+    else {
+        panic!("no load: {commands:?}");
+    };
+    let epoch = *epoch;
+    assert!(
+        published(&commands).is_none(),
+        "not before the due keys are read"
+    );
+    let read_alone = Input::KeyRead {
+        key: gained[0].as_str().into(),
+        uid: format!("uid-{}", gained[0]).into(),
+        read_in: epoch,
+    };
+    assert!(started(&o.on(read_alone, t0)).is_empty());
+    let stale = o.on(Input::DueKeysRead { epoch: epoch - 1 }, t0);
+    assert!(
+        published(&stale).is_none(),
+        "an older epoch's reads: {stale:?}"
+    );
+    let own = published(&o.on(Input::DueKeysRead { epoch }, t0))
+        .expect("published with the load in flight");
+    assert_eq!((own.view.as_str(), o.loads_in_flight()), ("r0", 1));
+    o.on(seen("r0", lease("r0", 5, Some(&own))), t0);
+    o.on(seen_cronjob(&gained[1]), t0);
+    assert!(started(&o.on(VALID, t0)).is_empty(), "r1 still runs them");
+    // r1 lets go; the view is published again and comes back.
+    let released = LeaseObservation {
+        holder: None,
+        ..lease("r1", 6, None)
+    };
+    o.on(seen("r1", released), t0);
+    let again = published(&o.on(VALID, t0)).expect("published again");
+    o.on(seen("r0", lease("r0", 7, Some(&again))), t0);
+    assert_eq!(
+        started(&o.on(VALID, t0)),
+        [gained[0].as_str()],
+        "the one read alone; the other waits for the load"
+    );
+    assert!(started(&o.on(Input::LoadJobsDone, t0)).is_empty());
+    assert_eq!(
+        started(&o.on(loaded_cronjob(&gained[1]), t0)),
+        [gained[1].as_str()]
+    );
+}
+
 /// Three keys the ring of r0 and r1 gives r1 (r0 gains them when r1 goes).
 fn three_keys_of_r1() -> Vec<String> {
     (0..300)

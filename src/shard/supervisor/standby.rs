@@ -64,6 +64,15 @@ pub(super) struct StandbyState {
     loads_asked: u64,
     /// A rescan of the gained keys is armed.
     rescan_armed: bool,
+    /// Gained keys being read on their own.
+    narrow_in_flight: usize,
+    /// The entries cannot tell every gained key due soon, until the loads
+    /// of gained keys are idle again: a bucket gained since had none
+    /// loaded (its standby load pending or in flight), or a read alone
+    /// failed. Nothing is reported read then ([`Supervisor::tell_due_read`]).
+    due_unknown: bool,
+    /// The epoch whose due keys were last reported read.
+    due_told: Option<Epoch>,
 }
 
 impl StandbyState {
@@ -152,6 +161,17 @@ impl Supervisor {
         } else {
             BucketSet::default()
         };
+        // Before the entries follow the ring: were the gained buckets'
+        // entries all loaded?
+        let standby = &self.standby;
+        let loading = standby.loading.as_ref().map(|load| &load.buckets);
+        let ownership = &self.ownership;
+        self.standby.due_unknown |= target.buckets_of(me).into_iter().any(|b| {
+            ownership.gained_now(b)
+                && (!standby.index.covers(b)
+                    || standby.pending.contains(b)
+                    || loading.is_some_and(|l| l.contains(b)))
+        });
         let added = self
             .standby
             .index
@@ -200,18 +220,14 @@ impl Supervisor {
         if self.ownership.target().is_none() {
             return;
         }
-        let until = self
-            .actor_services
-            .clock
-            .now()
-            .saturating_add(jiff::SignedDuration::from_secs(standby::HORIZON_SECONDS))
-            .unwrap_or(jiff::Timestamp::MAX);
+        let until = self.horizon();
         let ownership = &self.ownership;
         let due = self.standby.index.take_due(
             |b| ownership.owns_bucket(b),
             until,
             standby::MAX_NARROW_PER_ROUND,
         );
+        self.standby.narrow_in_flight += due.len();
         if !due.is_empty() {
             tracing::debug!(keys = due.len(), "reading the gained CronJobs due first");
             let client = self.setup.client.clone();
@@ -232,6 +248,7 @@ impl Supervisor {
                 },
             ));
         }
+        self.tell_due_read(ctx);
         if !self.standby.rescan_armed && self.ownership.loads_in_flight() > 0 {
             self.standby.rescan_armed = true;
             ctx.run_later(standby::RESCAN, |supervisor, ctx| {
@@ -243,9 +260,44 @@ impl Supervisor {
         }
     }
 
+    /// Tells the protocol, once per epoch, that every gained key due within
+    /// [`standby::HORIZON_SECONDS`] has been read on its own while loads
+    /// are in flight: a ring leaving out a leaver may publish then, and
+    /// the leaver let go ([`crate::shard::ownership::Input::DueKeysRead`]).
+    /// Not when the entries cannot tell (`due_unknown`, standby off).
+    fn tell_due_read(&mut self, ctx: &mut Context<Self>) {
+        let epoch = self.ownership.epoch();
+        let standby = &self.standby;
+        if !standby.enabled
+            || standby.due_unknown
+            || standby.narrow_in_flight > 0
+            || standby.due_told == Some(epoch)
+            || self.ownership.loads_in_flight() == 0
+        {
+            return;
+        }
+        let until = self.horizon();
+        let ownership = &self.ownership;
+        if standby.index.any_due(|b| ownership.owns_bucket(b), until) {
+            return;
+        }
+        self.standby.due_told = Some(epoch);
+        ctx.notify(DueKeysRead(epoch));
+    }
+
+    /// The end of the window in which gained keys are read on their own.
+    fn horizon(&self) -> jiff::Timestamp {
+        self.actor_services
+            .clock
+            .now()
+            .saturating_add(jiff::SignedDuration::from_secs(standby::HORIZON_SECONDS))
+            .unwrap_or(jiff::Timestamp::MAX)
+    }
+
     /// The loads of gained keys are done: their standby entries go (they
     /// are actors here), and the buckets newly on standby are read.
     pub(super) fn loads_idle_on_standby(&mut self, ctx: &mut Context<Self>) {
+        self.standby.due_unknown = false;
         let ownership = &self.ownership;
         self.standby
             .index
@@ -401,6 +453,7 @@ impl Handler<KeyReadDone> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, KeyReadDone { key, epoch, result }: KeyReadDone, ctx: &mut Self::Context) {
+        self.standby.narrow_in_flight = self.standby.narrow_in_flight.saturating_sub(1);
         match result {
             Ok(Some(page)) => {
                 self.actor_services.metrics.keys_read_alone.inc();
@@ -408,11 +461,31 @@ impl Handler<KeyReadDone> for Supervisor {
             }
             // Gone: the watch tells its deletion.
             Ok(None) => {}
-            // The bulk load brings it.
+            // The bulk load brings it (and a leave waits for that).
             Err(error) => {
+                self.standby.due_unknown = true;
                 tracing::debug!(cronjob = %key, %error, "reading a gained CronJob alone failed; it comes with the bulk load");
             }
         }
+        self.tell_due_read(ctx);
+    }
+}
+
+/// Every gained key due soon has been read on its own, in this epoch.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct DueKeysRead(Epoch);
+
+impl Handler<DueKeysRead> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, DueKeysRead(epoch): DueKeysRead, ctx: &mut Self::Context) {
+        self.step(
+            crate::shard::ownership::Input::DueKeysRead { epoch },
+            super::now(),
+            ctx,
+            None,
+        );
     }
 }
 

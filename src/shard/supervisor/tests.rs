@@ -450,3 +450,67 @@ async fn keys_given_to_a_peer_stay_on_standby_from_their_actors_without_a_read()
         shell.asked.paths()
     );
 }
+
+/// A peer leaves: the keys gained from it fall due in no less than a
+/// month (standby says so), so none is read alone and the view that
+/// leaves it out is published at once, its bulk load still in flight:
+/// the leaver lets go without waiting for the load.
+#[actix::test]
+async fn leaving_out_a_leaver_it_publishes_before_its_load_when_nothing_is_due_soon() {
+    let listed: Vec<Value> = (0..16)
+        .map(|i| {
+            let mut cronjob = cronjob_json("team-a", &format!("yearly-{i}"));
+            cronjob["metadata"]["uid"] = json!(format!("{i:x}7c2e9a1-5e6f-4a1b-9c2d-{i:012x}"));
+            cronjob
+        })
+        .collect();
+    // Lists: its own share's load, the standby load, then the load of the
+    // leaver's keys, answered 10 s late.
+    let store = LeaseStore {
+        listed: listed.clone(),
+        later_lists: Some((2, Duration::from_secs(10))),
+        ..LeaseStore::default()
+    };
+    let watched = listed
+        .into_iter()
+        .map(|json| serde_json::from_value(json).expect("a CronJob"));
+    let shell = Shell::start_among(store, watched.collect(), vec![peer_lease("r1", "r0,r1")]);
+    let written = shell.published().await;
+    shell
+        .supervisor
+        .do_send(LeaseWatch(Event::Apply(lease::observe(&written))));
+    eventually("readiness with standby", || {
+        shell.readiness.readiness().ok()
+    })
+    .await;
+    let report = shell.report().await;
+    assert!(
+        report.standby.entries > 0 && report.owned < 16,
+        "the hash gave r1 no key: {report:?}"
+    );
+
+    let mut leaving = peer_lease("r1", "r0,r1");
+    leaving
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(lease::LEAVING_ANNOTATION.into(), "true".into());
+    shell
+        .supervisor
+        .do_send(LeaseWatch(Event::Apply(lease::observe(&leaving))));
+    let report = shell
+        .report_once("the view without the leaver", |r| {
+            r.view == ["r0"] && r.published
+        })
+        .await;
+    assert_eq!(report.loads_in_flight, 1, "{report:?}");
+    let on_the_lease = shell.published().await;
+    assert_eq!(
+        on_the_lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(VIEW_ANNOTATION)),
+        Some(&"r0".to_owned())
+    );
+}
