@@ -203,6 +203,18 @@ impl Standby {
             .collect()
     }
 
+    /// `key` (of the owned `bucket`), taken out by [`Self::take_due`], is
+    /// due again now: its read alone failed.
+    pub fn due_again(&mut self, key: Arc<str>, bucket: Bucket) {
+        self.entries.insert(
+            key,
+            Entry {
+                bucket,
+                next_look: i64::MIN,
+            },
+        );
+    }
+
     /// Whether a key of a bucket `owned` names needs its controller by
     /// `until` (not taken out yet).
     pub fn any_due(&self, owned: impl Fn(Bucket) -> bool, until: Timestamp) -> bool {
@@ -307,5 +319,28 @@ mod tests {
         assert!(!standby.covers(b2));
         standby.set_buckets(only_b1, |_| false);
         assert_eq!(standby.len(), 1);
+    }
+
+    /// A key whose read alone failed is due again, first, and vouched for
+    /// by no "nothing due" until it is read.
+    #[test]
+    fn a_key_whose_read_failed_is_due_again_first() {
+        let b1 = bucket(1);
+        let mut standby = Standby::default();
+        standby.set_buckets([b1].into_iter().collect(), |_| false);
+        standby.record("later", b1, Some(at(20)));
+        standby.record("failed", b1, Some(at(10)));
+        let owned = |b: Bucket| b == b1;
+        let taken = standby.take_due(owned, at(15), 10);
+        assert_eq!(taken.len(), 1);
+        assert!(!standby.any_due(owned, at(15)));
+        let (key, bucket) = taken.into_iter().next().unwrap();
+        standby.due_again(key, bucket);
+        assert!(standby.any_due(owned, at(0)));
+        let again = standby.take_due(owned, at(30), 10);
+        assert_eq!(
+            again.iter().map(|(k, _)| &**k).collect::<Vec<_>>(),
+            ["failed", "later"]
+        );
     }
 }

@@ -122,6 +122,10 @@ pub enum LoadError {
     Deadline(super::deadline::Elapsed),
     #[error("the streaming list ended before its initial-events-end bookmark")]
     EndedEarly,
+    /// A read's task panicked (a bug): told as a failed read, so that
+    /// what counts the reads in flight still hears of it.
+    #[error("the read panicked")]
+    Panicked,
 }
 
 /// What a load lists, and what the server is asked to filter it by (the

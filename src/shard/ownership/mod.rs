@@ -34,7 +34,7 @@
 //!   the key to that peer ([`super::handoff::decide`]).
 //! - **Leaving**: SIGTERM with live peers: runs its keys on under a view
 //!   marked leaving and starts nothing, until its peers have loaded them
-//!   ([warm leaves](self#warm-leaves)).
+//!   or read those due first ([warm leaves](self#warm-leaves)).
 //! - **Recovering**: the fence lapsed (the Lease was not renewed within the
 //!   renew deadline): every actor stops; then the fence is reopened and the
 //!   replica joins from scratch.
@@ -148,8 +148,8 @@ pub struct Ownership {
     /// A view was published since the last join ([`Self::may_publish`]).
     published_in_join: bool,
     /// The ring changed to leave out a live member that is leaving: the
-    /// next view is published once its keys are loaded here
-    /// ([`Self::may_publish`]).
+    /// next view is published once its keys are loaded here, or those due
+    /// first read ([`Self::may_publish`]).
     gains_from_leaving: bool,
     /// The epoch of the last [`Input::DueKeysRead`]: in the current one,
     /// a ring gaining from a leaving peer publishes with its loads in
@@ -250,10 +250,13 @@ impl Ownership {
                 self.cronjob_seen(key.clone(), uid, fresh, now, &mut commands);
                 self.start_waiting(Some(&key), now, &mut commands);
             }
-            Input::DueKeysRead { epoch } => {
+            // An older epoch's report (messages may pass each other) says
+            // nothing of this one's gains, nor undoes this one's.
+            Input::DueKeysRead { epoch } if epoch == self.loads.epoch() => {
                 self.due_read_in = Some(epoch);
                 self.advance(now, &mut commands);
             }
+            Input::DueKeysRead { .. } => {}
             Input::CronJobGone { key } => self.stop(&key, now, &mut commands),
             Input::SpawnFailed { key } => {
                 self.forget(&key);

@@ -38,6 +38,12 @@ impl Ownership {
             .is_some_and(|ring| ring.owner_of(bucket) == Some(self.me.as_str()))
     }
 
+    /// The buckets of the keys whose actors were told to stop and have not
+    /// reported back (one per such key).
+    pub fn stopping_buckets(&self) -> impl Iterator<Item = Bucket> + '_ {
+        self.stopping.values().map(|(uid, _)| Bucket::of(uid))
+    }
+
     /// Whether the ring change acted on last gave `bucket` to this replica.
     pub fn gained_now(&self, bucket: Bucket) -> bool {
         self.loads.gained_now(bucket)

@@ -93,7 +93,8 @@ impl Ownership {
         });
         if changed {
             // A member that is leaving still runs the keys this ring gains
-            // from it: publish once they are loaded here (it waits for that).
+            // from it: publish once they are loaded here, or those due
+            // first read (it waits for that).
             let leaving = self.leaving_peers(now);
             self.gains_from_leaving |= self
                 .phase

@@ -25,8 +25,9 @@ impl Ownership {
     }
 
     /// Whether every live peer that is not leaving has published a view
-    /// that leaves this replica out: they have loaded its keys
-    /// ([`Self::may_publish`]) and wait only for it to let go.
+    /// that leaves this replica out: they have loaded its keys, or read
+    /// those due first ([`Self::may_publish`]), and wait only for it to
+    /// let go.
     pub(super) fn peers_took_over(&self, now: Instant) -> bool {
         self.membership
             .live_views(now)

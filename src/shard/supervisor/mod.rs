@@ -398,7 +398,7 @@ impl Handler<Shutdown> for Supervisor {
         tracing::info!(
             actors = self.actors.len(),
             drain = ?self.setup.drain,
-            "stopping: running every actor until the peers have loaded them or the drain is over, then stopping them"
+            "stopping: running every actor until the peers have taken them over or the drain is over, then stopping them"
         );
         // Stopping actors report back; the Lease is released once all have.
         ctx.run_later(self.setup.drain + STOP_GRACE, |_, _| {

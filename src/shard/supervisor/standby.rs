@@ -68,8 +68,9 @@ pub(super) struct StandbyState {
     narrow_in_flight: usize,
     /// The entries cannot tell every gained key due soon, until the loads
     /// of gained keys are idle again: a bucket gained since had none
-    /// loaded (its standby load pending or in flight), or a read alone
-    /// failed. Nothing is reported read then ([`Supervisor::tell_due_read`]).
+    /// loaded (its standby load pending or in flight, its actors' stop
+    /// reports not all in, the watch's list under way). Nothing is
+    /// reported read then ([`Supervisor::tell_due_read`]).
     due_unknown: bool,
     /// The epoch whose due keys were last reported read.
     due_told: Option<Epoch>,
@@ -86,9 +87,11 @@ impl StandbyState {
     /// The CronJob watch lists every standby bucket (a first ring): no
     /// standby load is needed. At 10^6 CronJobs a standby load beside that
     /// list read 250,000 CronJobs more per replica while the replicas came
-    /// up (ready 195 s, was 180 s).
+    /// up (ready 195 s, was 180 s). Its entries arrive with the list, so
+    /// until the loads are next idle they cannot tell the keys due soon.
     pub(super) fn listed_by_the_watch(&mut self) {
         self.pending = BucketSet::default();
+        self.due_unknown = true;
     }
 }
 
@@ -105,6 +108,7 @@ struct StandbyLoad {
 #[rtype(result = "()")]
 struct KeyReadDone {
     key: Arc<str>,
+    bucket: Bucket,
     /// The epoch it was asked for in.
     epoch: Epoch,
     result: Result<Option<Loaded>, LoadError>,
@@ -162,15 +166,19 @@ impl Supervisor {
             BucketSet::default()
         };
         // Before the entries follow the ring: were the gained buckets'
-        // entries all loaded?
+        // entries all loaded? Not if a standby load of one is pending or in
+        // flight, nor if one was owned and its actors' stop reports (its
+        // entries) are not all in: gained back, they are dropped.
         let standby = &self.standby;
         let loading = standby.loading.as_ref().map(|load| &load.buckets);
         let ownership = &self.ownership;
+        let stopping: BucketSet = ownership.stopping_buckets().collect();
         self.standby.due_unknown |= target.buckets_of(me).into_iter().any(|b| {
             ownership.gained_now(b)
                 && (!standby.index.covers(b)
                     || standby.pending.contains(b)
-                    || loading.is_some_and(|l| l.contains(b)))
+                    || loading.is_some_and(|l| l.contains(b))
+                    || stopping.contains(b))
         });
         let added = self
             .standby
@@ -240,10 +248,21 @@ impl Supervisor {
                 move |(key, bucket)| {
                     let (client, to) = (client.clone(), to.clone());
                     async move {
-                        let result =
-                            narrow::load_key(client, &key, bucket, kinds, unlabelled).await;
+                        let read = narrow::load_key(client, &key, bucket, kinds, unlabelled);
+                        // Told even if the read panicked: the reads in
+                        // flight are counted.
+                        let result = std::panic::AssertUnwindSafe(read)
+                            .catch_unwind()
+                            .await
+                            .unwrap_or(Err(LoadError::Panicked));
                         // The supervisor gone: nothing to tell.
-                        let _ = to.send(KeyReadDone { key, epoch, result }).await;
+                        let done = KeyReadDone {
+                            key,
+                            bucket,
+                            epoch,
+                            result,
+                        };
+                        let _ = to.send(done).await;
                     }
                 },
             ));
@@ -452,7 +471,13 @@ impl Supervisor {
 impl Handler<KeyReadDone> for Supervisor {
     type Result = ();
 
-    fn handle(&mut self, KeyReadDone { key, epoch, result }: KeyReadDone, ctx: &mut Self::Context) {
+    fn handle(&mut self, done: KeyReadDone, ctx: &mut Self::Context) {
+        let KeyReadDone {
+            key,
+            bucket,
+            epoch,
+            result,
+        } = done;
         self.standby.narrow_in_flight = self.standby.narrow_in_flight.saturating_sub(1);
         match result {
             Ok(Some(page)) => {
@@ -461,10 +486,15 @@ impl Handler<KeyReadDone> for Supervisor {
             }
             // Gone: the watch tells its deletion.
             Ok(None) => {}
-            // The bulk load brings it (and a leave waits for that).
+            // Read again at the next rescan, unless the bulk load has
+            // brought it by then (a leave waits for it meanwhile). In S7
+            // three slots of a killed replica's, whose reads alone were
+            // not retried, waited 52-56 s for the bulk load.
             Err(error) => {
-                self.standby.due_unknown = true;
-                tracing::debug!(cronjob = %key, %error, "reading a gained CronJob alone failed; it comes with the bulk load");
+                if self.ownership.loads_in_flight() > 0 {
+                    self.standby.index.due_again(key.clone(), bucket);
+                }
+                tracing::debug!(cronjob = %key, %error, "reading a gained CronJob alone failed; reading it again at the next rescan");
             }
         }
         self.tell_due_read(ctx);

@@ -451,16 +451,17 @@ async fn keys_given_to_a_peer_stay_on_standby_from_their_actors_without_a_read()
     );
 }
 
-/// A peer leaves: the keys gained from it fall due in no less than a
-/// month (standby says so), so none is read alone and the view that
-/// leaves it out is published at once, its bulk load still in flight:
-/// the leaver lets go without waiting for the load.
+/// A peer leaves: the keys gained from it are suspended (standby says
+/// they never fall due), so none is read alone and the view that leaves
+/// it out is published at once, its bulk load still in flight: the
+/// leaver lets go without waiting for the load.
 #[actix::test]
 async fn leaving_out_a_leaver_it_publishes_before_its_load_when_nothing_is_due_soon() {
     let listed: Vec<Value> = (0..16)
         .map(|i| {
-            let mut cronjob = cronjob_json("team-a", &format!("yearly-{i}"));
+            let mut cronjob = cronjob_json("team-a", &format!("suspended-{i}"));
             cronjob["metadata"]["uid"] = json!(format!("{i:x}7c2e9a1-5e6f-4a1b-9c2d-{i:012x}"));
+            cronjob["spec"]["suspend"] = json!(true);
             cronjob
         })
         .collect();
