@@ -599,13 +599,7 @@ fn a_graceful_stop_waits_for_its_peer_no_longer_than_the_drain() {
 fn a_leaving_peer_is_out_of_the_ring_and_its_keys_start_once_it_lets_go() {
     let t0 = Instant::now();
     let (mut o, _, r1) = serving_beside_r1(t0);
-    let leaving = Publication {
-        id: "j1.2".into(),
-        leaving: true,
-        ..r1
-    };
-    o.on(seen("r1", lease("r1", 4, Some(&leaving))), t0);
-    let commands = o.on(VALID, t0);
+    let commands = r1_leaves(&mut o, r1, t0);
     assert!(
         matches!(&commands[..], [Command::RingChanged { target: Some(ring), .. }, Command::Load { .. }]
             if ring.members().len() == 1),
@@ -651,13 +645,7 @@ fn leaving_out_a_leaver_publishes_once_the_gained_keys_due_first_are_read() {
     let t0 = Instant::now();
     let (mut o, _, r1) = serving_beside_r1(t0);
     let gained = three_keys_of_r1();
-    let leaving = Publication {
-        id: "j1.2".into(),
-        leaving: true,
-        ..r1
-    };
-    o.on(seen("r1", lease("r1", 4, Some(&leaving))), t0);
-    let commands = o.on(VALID, t0);
+    let commands = r1_leaves(&mut o, r1, t0);
     let Some(Command::Load { epoch, .. }) =
         commands.iter().find(|c| matches!(c, Command::Load { .. }))
     else {
@@ -703,6 +691,18 @@ fn leaving_out_a_leaver_publishes_once_the_gained_keys_due_first_are_read() {
         started(&o.on(loaded_cronjob(&gained[1]), t0)),
         [gained[1].as_str()]
     );
+}
+
+/// r1, serving beside r0 under `r1`, publishes its view again marked
+/// leaving: r0's commands on its next tick.
+fn r1_leaves(o: &mut Ownership, r1: Publication, t0: Instant) -> Vec<Command> {
+    let leaving = Publication {
+        id: "j1.2".into(),
+        leaving: true,
+        ..r1
+    };
+    o.on(seen("r1", lease("r1", 4, Some(&leaving))), t0);
+    o.on(VALID, t0)
 }
 
 /// Three keys the ring of r0 and r1 gives r1 (r0 gains them when r1 goes).

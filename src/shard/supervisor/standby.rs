@@ -487,9 +487,8 @@ impl Handler<KeyReadDone> for Supervisor {
             // Gone: the watch tells its deletion.
             Ok(None) => {}
             // Read again at the next rescan, unless the bulk load has
-            // brought it by then (a leave waits for it meanwhile). In S7
-            // three slots of a killed replica's, whose reads alone were
-            // not retried, waited 52-56 s for the bulk load.
+            // brought it by then (a leave waits for it meanwhile): at 10^6
+            // CronJobs that load takes a minute or more.
             Err(error) => {
                 if self.ownership.loads_in_flight() > 0 {
                     self.standby.index.due_again(key.clone(), bucket);

@@ -100,6 +100,19 @@ fn cronjob_json(namespace: &str, name: &str) -> Value {
     })
 }
 
+/// `count` CronJobs `{prefix}-{i}` with UUID-like UIDs, spread over the
+/// buckets as the server's are (UIDs that differ only at their end fall in
+/// one bucket).
+fn spread_cronjobs(prefix: &str, count: usize) -> Vec<Value> {
+    (0..count)
+        .map(|i| {
+            let mut cronjob = cronjob_json("team-a", &format!("{prefix}-{i}"));
+            cronjob["metadata"]["uid"] = json!(format!("{i:x}7c2e9a1-5e6f-4a1b-9c2d-{i:012x}"));
+            cronjob
+        })
+        .collect()
+}
+
 fn cronjob(namespace: &str, name: &str) -> LeanCronJob {
     serde_json::from_value(cronjob_json(namespace, name)).expect("a CronJob")
 }
@@ -403,14 +416,7 @@ async fn joining_serving_peers_it_is_ready_once_its_standby_entries_are_loaded()
 /// every peer gives a returning replica back the share it held meanwhile).
 #[actix::test]
 async fn keys_given_to_a_peer_stay_on_standby_from_their_actors_without_a_read() {
-    // UUID-like UIDs, spread over the buckets as the server's are.
-    let listed: Vec<Value> = (0..16)
-        .map(|i| {
-            let mut cronjob = cronjob_json("team-a", &format!("yearly-{i}"));
-            cronjob["metadata"]["uid"] = json!(format!("{i:x}7c2e9a1-5e6f-4a1b-9c2d-{i:012x}"));
-            cronjob
-        })
-        .collect();
+    let listed = spread_cronjobs("yearly", 16);
     let store = LeaseStore {
         listed: listed.clone(),
         ..LeaseStore::default()
@@ -457,14 +463,10 @@ async fn keys_given_to_a_peer_stay_on_standby_from_their_actors_without_a_read()
 /// leaver lets go without waiting for the load.
 #[actix::test]
 async fn leaving_out_a_leaver_it_publishes_before_its_load_when_nothing_is_due_soon() {
-    let listed: Vec<Value> = (0..16)
-        .map(|i| {
-            let mut cronjob = cronjob_json("team-a", &format!("suspended-{i}"));
-            cronjob["metadata"]["uid"] = json!(format!("{i:x}7c2e9a1-5e6f-4a1b-9c2d-{i:012x}"));
-            cronjob["spec"]["suspend"] = json!(true);
-            cronjob
-        })
-        .collect();
+    let mut listed = spread_cronjobs("suspended", 16);
+    for cronjob in &mut listed {
+        cronjob["spec"]["suspend"] = json!(true);
+    }
     // Lists: its own share's load, the standby load, then the load of the
     // leaver's keys, answered 10 s late.
     let store = LeaseStore {
