@@ -68,7 +68,7 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         namespaces: usize,
         /// CronJob creations per second (at most 128 in flight).
-        #[arg(long, default_value_t = 2000.0)]
+        #[arg(long, default_value_t = dataset::MAKE_QPS)]
         qps: f64,
     },
     /// Watches the loadtest CronJobs' Jobs for whole minutes (from the next
@@ -107,7 +107,8 @@ enum Command {
         /// Client burst of every controller (upstream's default: 30).
         #[arg(long, default_value_t = 30)]
         burst: u32,
-        /// CronJob creations per second while setting up.
+        /// CronJob creations per second while setting up (S7's data set is
+        /// made at the `dataset` command's rate).
         #[arg(long, default_value_t = 200.0)]
         create_qps: f64,
         /// Default: loadtest/results/<scenario>-<mode>-qps<qps>.

@@ -243,7 +243,7 @@ pub async fn run(
         count: scenario.count,
         namespaces: scenario.namespaces,
     };
-    let data = dataset::ensure(shape, settings.create_qps, &settings.out).await?;
+    let data = dataset::ensure(shape, dataset::MAKE_QPS, &settings.out).await?;
     let mut runs = Vec::new();
     for variant in variants {
         let Variant::Shardcron(n) = *variant else {
