@@ -64,8 +64,9 @@
 //! once, load what they gain from it, and publish the view that leaves it
 //! out only once that is loaded, or once the gained keys due soon have
 //! been read on their own (standby; the rest start as the loads bring
-//! them); its view still claims the keys, so they wait. When every live peer's view leaves it out (or the drain time is
-//! over), it stops its actors and releases its Lease, and the peers start
+//! them); its view still claims the keys, so they wait. When every live
+//! peer's view leaves it out (or the drain time is over), it stops its
+//! actors and releases its Lease, and the peers start
 //! the keys when they see the release. A change of the live peers that
 //! leaves the ring as it is publishes the view again: nothing starts on
 //! such a change (a leaving peer gone) before the watch has shown

@@ -240,6 +240,14 @@ impl Shell {
         .await
     }
 
+    /// The view once published on the Lease, shown back by the Lease
+    /// watch (its echo: waiting keys may start).
+    async fn echo_published(&self) {
+        let written = self.published().await;
+        self.supervisor
+            .do_send(LeaseWatch(Event::Apply(lease::observe(&written))));
+    }
+
     /// The report once `done` accepts it.
     async fn report_once(&self, what: &str, done: impl Fn(&ShardReport) -> bool) -> ShardReport {
         let mut report = self.report().await;
@@ -387,10 +395,7 @@ async fn joining_serving_peers_it_is_ready_once_its_standby_entries_are_loaded()
         vec![cronjob("team-a", "nightly")],
         vec![peer_lease("r1", "r0,r1")],
     );
-    let written = shell.published().await;
-    shell
-        .supervisor
-        .do_send(LeaseWatch(Event::Apply(lease::observe(&written))));
+    shell.echo_published().await;
     let report = shell
         .report_once("the standby load", |r| r.standby.loading)
         .await;
@@ -425,10 +430,7 @@ async fn keys_given_to_a_peer_stay_on_standby_from_their_actors_without_a_read()
         .into_iter()
         .map(|json| serde_json::from_value(json).expect("a CronJob"));
     let shell = Shell::start(store, watched.collect());
-    let written = shell.published().await;
-    shell
-        .supervisor
-        .do_send(LeaseWatch(Event::Apply(lease::observe(&written))));
+    shell.echo_published().await;
     eventually("readiness alone", || shell.readiness.readiness().ok()).await;
     shell.report_once("its 16 keys", |r| r.running == 16).await;
     let lists = shell.store.lock().unwrap_or_else(|e| e.into_inner()).lists;
@@ -478,10 +480,7 @@ async fn leaving_out_a_leaver_it_publishes_before_its_load_when_nothing_is_due_s
         .into_iter()
         .map(|json| serde_json::from_value(json).expect("a CronJob"));
     let shell = Shell::start_among(store, watched.collect(), vec![peer_lease("r1", "r0,r1")]);
-    let written = shell.published().await;
-    shell
-        .supervisor
-        .do_send(LeaseWatch(Event::Apply(lease::observe(&written))));
+    shell.echo_published().await;
     eventually("readiness with standby", || {
         shell.readiness.readiness().ok()
     })
