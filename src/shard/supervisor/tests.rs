@@ -491,12 +491,7 @@ async fn leaving_out_a_leaver_it_publishes_before_its_load_when_nothing_is_due_s
         "the hash gave r1 no key: {report:?}"
     );
 
-    let mut leaving = peer_lease("r1", "r0,r1");
-    leaving
-        .metadata
-        .annotations
-        .get_or_insert_default()
-        .insert(lease::LEAVING_ANNOTATION.into(), "true".into());
+    let leaving = leaving_lease("r1", "r0,r1");
     shell
         .supervisor
         .do_send(LeaseWatch(Event::Apply(lease::observe(&leaving))));
@@ -515,4 +510,69 @@ async fn leaving_out_a_leaver_it_publishes_before_its_load_when_nothing_is_due_s
             .and_then(|a| a.get(VIEW_ANNOTATION)),
         Some(&"r0".to_owned())
     );
+}
+
+/// A replica's Lease that says it is leaving.
+fn leaving_lease(name: &str, view: &str) -> Lease {
+    let mut lease = peer_lease(name, view);
+    lease
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(lease::LEAVING_ANNOTATION.into(), "true".into());
+    lease
+}
+
+/// A peer leaves and comes back (a rolling restart): the buckets it
+/// took off this replica's standby while away are back on its own, and a
+/// standby load of them still in flight stops instead of reading, for
+/// nothing, CronJobs beside the returning replica's own loads.
+#[actix::test]
+async fn a_standby_load_stops_when_its_buckets_leave_standby() {
+    let listed = spread_cronjobs("yearly", 64);
+    // Lists: its own share's load, the standby load, the load of the
+    // leaver's keys, then the standby load of the buckets the leave put on
+    // standby, answered a minute late.
+    let store = LeaseStore {
+        listed: listed.clone(),
+        later_lists: Some((3, Duration::from_secs(60))),
+        ..LeaseStore::default()
+    };
+    let watched = listed
+        .into_iter()
+        .map(|json| serde_json::from_value(json).expect("a CronJob"));
+    let view = "r0,r1,r2";
+    let shell = Shell::start_among(
+        store,
+        watched.collect(),
+        vec![peer_lease("r1", view), peer_lease("r2", view)],
+    );
+    shell.echo_published().await;
+    eventually("readiness with standby", || {
+        shell.readiness.readiness().ok()
+    })
+    .await;
+
+    let observe = |lease: &Lease| LeaseWatch(Event::Apply(lease::observe(lease)));
+    shell
+        .supervisor
+        .do_send(observe(&leaving_lease("r2", view)));
+    shell
+        .supervisor
+        .do_send(observe(&peer_lease("r1", "r0,r1")));
+    let report = shell
+        .report_once("the standby load the leave asked for", |r| {
+            r.view == ["r0", "r1"] && r.standby.loading
+        })
+        .await;
+    assert!(report.standby.buckets_to_read > 0, "{report:?}");
+
+    shell.supervisor.do_send(observe(&peer_lease("r2", view)));
+    shell.supervisor.do_send(observe(&peer_lease("r1", view)));
+    let report = shell
+        .report_once("the standby load stopped", |r| {
+            r.view == ["r0", "r1", "r2"] && !r.standby.loading
+        })
+        .await;
+    assert_eq!(report.standby.buckets_to_read, 0, "{report:?}");
 }
