@@ -626,8 +626,18 @@ fn rolling_window(rolling: &RollingRestart) -> (i64, i64) {
 /// Restarts every replica gracefully, one after the other (SIGTERM, exit
 /// 0, started again), each running its share again before the next is
 /// stopped, as a Deployment's rolling update with `maxUnavailable: 1`
-/// does; slots not yet summarized.
+/// does; slots not yet summarized. It starts, as a rollout of a healthy
+/// Deployment, with every replica ready: the replica started again after
+/// the kill may not be yet, and a SIGTERM 3 s after it took its share back
+/// (`s7-full-standby-stops`) measured that join's hand-back, not the
+/// restart.
 async fn rolling_restart(replicas: &mut [Replica], count: usize) -> anyhow::Result<RollingRestart> {
+    for replica in replicas.iter_mut() {
+        replica
+            .wait_ready(REARM_WITHIN)
+            .await
+            .with_context(|| format!("{} ready before the rolling restart", replica.id()))?;
+    }
     let started_at = observe::unix_ms() / 1000;
     let mut steps = Vec::new();
     for i in 0..replicas.len() {

@@ -331,7 +331,7 @@ async fn a_cut_list_is_read_again_as_two_shorter_lists_after_a_pause() {
 }
 
 #[test]
-fn a_list_asks_for_about_ten_thousand_cronjobs_or_everything_when_nothing_is_known() {
+fn a_list_asks_for_about_twenty_five_thousand_cronjobs_or_everything_when_nothing_is_known() {
     let all = usize::from(BUCKETS);
     for (cronjobs, buckets, per_list) in [
         // Nothing owned yet: one list.
@@ -339,11 +339,11 @@ fn a_list_asks_for_about_ten_thousand_cronjobs_or_everything_when_nothing_is_kno
         (0, 256, all),
         // A small cluster: one list.
         (1_000, 1_024, all),
-        (9_000, 256, 284),
-        // 10^6 over four replicas: ~977 a bucket, 10 buckets a list.
-        (250_000, 256, 10),
+        (9_000, 256, 711),
+        // 10^6 over four replicas: ~977 a bucket, 25 buckets a list.
+        (250_000, 256, 25),
         // Denser than the target per bucket: one bucket a list.
-        (50_000, 4, 1),
+        (200_000, 4, 1),
     ] {
         assert_eq!(
             buckets_per_list(cronjobs, buckets),
