@@ -229,6 +229,25 @@ impl Shell {
         }
     }
 
+    /// As [`Self::start_among`], the server listing the CronJobs `listed`
+    /// (list number `later.0` on answered `later.1` late) and the watch
+    /// showing them too.
+    fn start_listing(
+        listed: Vec<Value>,
+        later: Option<(usize, Duration)>,
+        peers: Vec<Lease>,
+    ) -> Shell {
+        let watched = (listed.iter().cloned())
+            .map(|json| serde_json::from_value(json).expect("a CronJob"))
+            .collect();
+        let store = LeaseStore {
+            listed,
+            later_lists: later,
+            ..LeaseStore::default()
+        };
+        Self::start_among(store, watched, peers)
+    }
+
     /// The Lease once the view is published on it.
     async fn published(&self) -> Lease {
         eventually("the view on the Lease", || {
@@ -421,15 +440,7 @@ async fn joining_serving_peers_it_is_ready_once_its_standby_entries_are_loaded()
 /// every peer gives a returning replica back the share it held meanwhile).
 #[actix::test]
 async fn keys_given_to_a_peer_stay_on_standby_from_their_actors_without_a_read() {
-    let listed = spread_cronjobs("yearly", 16);
-    let store = LeaseStore {
-        listed: listed.clone(),
-        ..LeaseStore::default()
-    };
-    let watched = listed
-        .into_iter()
-        .map(|json| serde_json::from_value(json).expect("a CronJob"));
-    let shell = Shell::start(store, watched.collect());
+    let shell = Shell::start_listing(spread_cronjobs("yearly", 16), None, vec![]);
     shell.echo_published().await;
     eventually("readiness alone", || shell.readiness.readiness().ok()).await;
     shell.report_once("its 16 keys", |r| r.running == 16).await;
@@ -471,15 +482,11 @@ async fn leaving_out_a_leaver_it_publishes_before_its_load_when_nothing_is_due_s
     }
     // Lists: its own share's load, the standby load, then the load of the
     // leaver's keys, answered 10 s late.
-    let store = LeaseStore {
-        listed: listed.clone(),
-        later_lists: Some((2, Duration::from_secs(10))),
-        ..LeaseStore::default()
-    };
-    let watched = listed
-        .into_iter()
-        .map(|json| serde_json::from_value(json).expect("a CronJob"));
-    let shell = Shell::start_among(store, watched.collect(), vec![peer_lease("r1", "r0,r1")]);
+    let shell = Shell::start_listing(
+        listed,
+        Some((2, Duration::from_secs(10))),
+        vec![peer_lease("r1", "r0,r1")],
+    );
     shell.echo_published().await;
     eventually("readiness with standby", || {
         shell.readiness.readiness().ok()
@@ -529,22 +536,13 @@ fn leaving_lease(name: &str, view: &str) -> Lease {
 /// nothing, CronJobs beside the returning replica's own loads.
 #[actix::test]
 async fn a_standby_load_stops_when_its_buckets_leave_standby() {
-    let listed = spread_cronjobs("yearly", 64);
     // Lists: its own share's load, the standby load, the load of the
     // leaver's keys, then the standby load of the buckets the leave put on
     // standby, answered a minute late.
-    let store = LeaseStore {
-        listed: listed.clone(),
-        later_lists: Some((3, Duration::from_secs(60))),
-        ..LeaseStore::default()
-    };
-    let watched = listed
-        .into_iter()
-        .map(|json| serde_json::from_value(json).expect("a CronJob"));
     let view = "r0,r1,r2";
-    let shell = Shell::start_among(
-        store,
-        watched.collect(),
+    let shell = Shell::start_listing(
+        spread_cronjobs("yearly", 64),
+        Some((3, Duration::from_secs(60))),
         vec![peer_lease("r1", view), peer_lease("r2", view)],
     );
     shell.echo_published().await;
