@@ -65,11 +65,12 @@ const PAGE: u32 = 500;
 /// 1.36 starts every streaming list by copying and sorting its whole watch
 /// cache (`newCacheIntervalFromStore`), under the cache's read lock, which
 /// holds back every watch's events meanwhile: at 10^6 CronJobs about 1.5 s
-/// of its CPU whatever the list's size, then about 30 us per CronJob sent
-/// (one idle control plane: 1,000 CronJobs 1.6-1.7 s, 24,342 1.9 s,
-/// 97,206 5.2 s, 250,126 9.1 s). With lists of 10,000 a quarter's load
-/// cost the server 4-5 times what one list would; with 25,000 about twice,
-/// and each list still sends in about a second on an idle server.
+/// of its CPU whatever the list's size, then 30-50 us per CronJob sent
+/// (`loadtest/tools/list-cost`, an idle control plane, two runs: 1,002
+/// CronJobs 1.6-1.7 s, about 24,000 1.9-2.3 s, 97,206 4.6-5.2 s, 250,126
+/// 9.1-14.7 s). With lists of 10,000 a quarter's load cost the server
+/// about three times what one list would; with 25,000 about twice, and
+/// each list still sends in one to three seconds on an idle server.
 pub const LIST_TARGET: usize = 25_000;
 
 /// Reads of one list that cannot be split (one bucket's, every CronJob's,
