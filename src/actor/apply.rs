@@ -271,7 +271,10 @@ async fn apply_plan<R: JobRequests + Clone>(
     // leave its slot unrecorded. Their success is assumed here, as in the
     // plan; a failed one leaves a finished Job that the next decision
     // removes from `status.active` (upstream removes it one sync earlier).
-    let recorded = reconcile::follow_up(input, live, &results);
+    let recorded = plan.outcome(input, live, &results);
+    // The history deletes below are the only writes left: without them
+    // the final outcome is this one.
+    let recorded_events = history.is_empty().then(|| recorded.events.clone());
     let moves_last_schedule =
         recorded.status.last_schedule_time > input.cronjob.status.last_schedule_time;
     let mut applied = DecisionAftermath {
@@ -369,21 +372,21 @@ async fn apply_plan<R: JobRequests + Clone>(
     }
     applied.requeue = applied.setbacks.requeue(&recorded.requeue);
 
-    let outcome = reconcile::follow_up(input, live, &results);
+    let events = recorded_events.unwrap_or_else(|| plan.outcome(input, live, &results).events);
     let regarding = object_reference(cronjob);
-    for event in &outcome.events {
+    for event in &events {
         gateway.record(regarding.clone(), event);
     }
     // Decisions that change nothing (most Job updates) are not journalled:
     // they would push out the ones that did something.
-    if plan.is_noop() && outcome.events.is_empty() {
+    if plan.is_noop() && events.is_empty() {
         return applied;
     }
     services.feed.publish(DecisionRecord::of(
         cronjob.key.to_string(),
         input.now,
         plan,
-        &outcome.events,
+        &events,
         traces::current_trace_id(),
         applied.created.as_ref().map(|job| job.name.clone()),
     ));

@@ -288,6 +288,19 @@ impl Plan {
             && self.slot_history.is_none()
     }
 
+    /// The outcome once the plan's writes were made, from their results
+    /// ([`follow_up`]). A plan that neither creates nor deletes has no
+    /// result the decision reads: the follow-up would take the same steps
+    /// to its expected outcome, so that is returned without running them
+    /// again (an idle actor's decisions, most of them, run once, not
+    /// three times).
+    pub fn outcome(&self, input: &Input, live: &LiveAnswers, results: &EffectResults) -> Outcome {
+        if self.deletes.is_empty() && self.create.is_none() {
+            return self.expected.clone();
+        }
+        follow_up(input, live, results)
+    }
+
     /// The write to the CronJob itself (not its status), if any: the
     /// streak (and a pause) and, `with_history`, the slot history, in one
     /// merge patch.

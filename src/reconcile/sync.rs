@@ -525,7 +525,12 @@ impl Engine<'_> {
         };
         // The next slot whose start is still ahead (later than `now` only
         // with a spread): a run-now request after it waits for it.
+        let run_now_asked = self.cj.options.run_now.get().is_some();
         let ahead = |status: &StatusView, created| {
+            // Read only for a run-now request ([`Self::run_now_or`]).
+            if !run_now_asked {
+                return None;
+            }
             let slots = slots(status, created);
             slots.next(slots.nominal(now))
         };

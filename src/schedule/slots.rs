@@ -92,6 +92,18 @@ impl Slots<'_> {
         now: Timestamp,
         include_deadline: bool,
     ) -> Result<RecentSlot, IntervalTooShort> {
+        self.most_recent_and_next(now, include_deadline)
+            .map(|(recent, _)| recent)
+    }
+
+    /// [`Self::most_recent`], and the first slot after its baseline
+    /// (`next(earliest)`, which [`Self::next_wakeup`] would otherwise
+    /// search for again).
+    fn most_recent_and_next(
+        &self,
+        now: Timestamp,
+        include_deadline: bool,
+    ) -> Result<(RecentSlot, Option<Timestamp>), IntervalTooShort> {
         let mut earliest = self.last_scheduled.unwrap_or(self.created);
         if include_deadline && let Some(sds) = self.starting_deadline_seconds {
             // Go multiplies a Duration by the deadline, which wraps on overflow.
@@ -112,22 +124,30 @@ impl Slots<'_> {
             missed: Missed::None,
         };
         let t1 = self.next(earliest);
+        if let Some(t1) = t1
+            && now < t1
+        {
+            // Upstream computes t2 first; nothing here depends on it.
+            return Ok((none, Some(t1)));
+        }
         // Go: t2 := Next(t1); with t1 the zero time robfig searches from year 1 in UTC.
         let t2 = match t1 {
             Some(t1) => self.next(t1),
             None => self.schedule.next(go_zero_time(), &TimeZone::UTC),
         };
         match t1 {
-            Some(t1) if now < t1 => return Ok(none),
             Some(t1) if t2.is_some_and(|t2| now < t2) => {
-                return Ok(RecentSlot {
-                    most_recent: Some(t1),
-                    ..none
-                });
+                return Ok((
+                    RecentSlot {
+                        most_recent: Some(t1),
+                        ..none
+                    },
+                    Some(t1),
+                ));
             }
             // No slot within the horizon after the baseline. Upstream goes on
             // from year 1 and loops forever when the schedule fires at all.
-            None if t2.is_some() => return Ok(none),
+            None if t2.is_some() => return Ok((none, t1)),
             _ => {}
         }
         let (Some(t1), Some(t2)) = (t1, t2) else {
@@ -155,11 +175,14 @@ impl Slots<'_> {
             n if n > 0 => Missed::Few,
             _ => Missed::None,
         };
-        Ok(RecentSlot {
-            earliest,
-            most_recent,
-            missed,
-        })
+        Ok((
+            RecentSlot {
+                earliest,
+                most_recent,
+                missed,
+            },
+            Some(t1),
+        ))
     }
 
     /// Upstream's `nextScheduleTime`: the slot to start now, if any, with the
@@ -210,20 +233,30 @@ impl Slots<'_> {
     /// `None` when the schedule has no slot within the search horizon.
     pub fn next_wakeup(&self, now: Timestamp) -> Option<Timestamp> {
         let now = self.nominal(now);
-        let base = match self.most_recent(now, false) {
+        let base = match self.most_recent_and_next(now, false) {
             Err(IntervalTooShort) => now,
-            Ok(RecentSlot {
-                most_recent: Some(slot),
-                ..
-            }) => slot,
-            Ok(RecentSlot {
-                most_recent: None,
-                missed: Missed::None,
-                earliest,
-            }) => earliest,
-            Ok(RecentSlot {
-                most_recent: None, ..
-            }) => now,
+            Ok((
+                RecentSlot {
+                    most_recent: Some(slot),
+                    ..
+                },
+                _,
+            )) => slot,
+            // The baseline: the slot after it is found already.
+            Ok((
+                RecentSlot {
+                    most_recent: None,
+                    missed: Missed::None,
+                    ..
+                },
+                next,
+            )) => return next.map(|slot| self.start_of(slot)),
+            Ok((
+                RecentSlot {
+                    most_recent: None, ..
+                },
+                _,
+            )) => now,
         };
         self.next(base).map(|slot| self.start_of(slot))
     }

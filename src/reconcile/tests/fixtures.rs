@@ -264,7 +264,7 @@ impl FakeApi {
             };
             results.set_create(result);
         }
-        let outcome = follow_up(input, &live, &results);
+        let outcome = plan.outcome(input, &live, &results);
         Applied {
             plan,
             outcome,

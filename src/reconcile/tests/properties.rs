@@ -297,6 +297,9 @@ proptest! {
                 _ => CreateResult::Failed(ApiError::new("x")),
             });
         }
+        // The actor's shortcut (no create, no delete: the expected outcome)
+        // is the follow-up's answer.
+        prop_assert_eq!(plan.outcome(&inp, &live, &results), follow_up(&inp, &live, &results));
         let run = crate::reconcile::sync::run(&inp, &live, Some(&results)).expect("no new lookups");
         prop_assert!(run.deletes.iter().all(|d| plan.deletes.contains(d)));
         prop_assert!(run.create.is_none() || plan.create.as_ref().map(|c| &c.name) == run.create.as_ref().map(|c| &c.name));

@@ -340,3 +340,39 @@ fn slot_beyond_horizon_neither_errors_nor_spins() {
     assert_eq!(s.due(now), Ok(None));
     assert_eq!(s.next_wakeup(now), None);
 }
+
+proptest::proptest! {
+    /// `next_wakeup` reuses the slot `most_recent` found after its baseline;
+    /// the answer is upstream's formula's: `next` of the most recent slot,
+    /// of the baseline, or of now.
+    #[test]
+    fn the_wake_up_is_upstreams_formula(
+        schedule in proptest::sample::select(vec![
+            "*/5 * * * *", "0 * * * *", "30 10,11,12 * * 1-5", "@every 90s",
+            "59 23 31 2 *", "0 0 29 2 *", "TZ=Europe/Berlin 30 2 * * *",
+        ]),
+        created in 0i64..400 * DAY,
+        last in proptest::option::of(0i64..400 * DAY),
+        deadline in proptest::option::of(0i64..2 * DAY),
+        now in 0i64..800 * DAY,
+    ) {
+        let schedule = parse(schedule).unwrap();
+        let slots = Slots {
+            schedule: &schedule,
+            zone: &TimeZone::UTC,
+            created: after_top(created),
+            last_scheduled: last.map(after_top),
+            starting_deadline_seconds: deadline,
+            once_per_wall_time: false,
+            catch_up_window: None,
+            spread_offset: 0,
+        };
+        let now = after_top(now);
+        let base = match slots.most_recent(now, false) {
+            Ok(RecentSlot { most_recent: Some(slot), .. }) => slot,
+            Ok(RecentSlot { most_recent: None, missed: Missed::None, earliest }) => earliest,
+            _ => now,
+        };
+        proptest::prop_assert_eq!(slots.next_wakeup(now), slots.next(base));
+    }
+}
