@@ -293,7 +293,8 @@ impl CronJobActor {
             None => tracing::Span::none(),
         };
         let decision = async move {
-            let applied = apply::decide_and_apply(&services, &snapshot, services.clock.now()).await;
+            let now = services.clock.now();
+            let applied = apply::decide_and_apply(&services, &snapshot, now, first).await;
             Mail::Decided(Box::new((applied, snapshot.resource_version)))
         }
         .instrument(span);
