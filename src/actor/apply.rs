@@ -24,7 +24,7 @@ pub use deletes::HISTORY_DELETES_MAX_WAIT;
 pub use setbacks::Setbacks;
 
 use super::feed::{DecisionFeed, DecisionRecord};
-use super::services::{ActorReport, ActorServices};
+use super::services::ActorServices;
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::requests::JobRequests;
 use crate::clock::Clock;
@@ -127,13 +127,11 @@ pub struct DecisionAftermath {
     pub setbacks: Setbacks,
 }
 
-/// Runs one decision at `now` and carries it out through the gateway;
-/// `first`: the actor's first, which reports when it is made.
+/// Runs one decision at `now` and carries it out through the gateway.
 pub async fn decide_and_apply(
     actor: &ActorServices,
     snapshot: &Snapshot,
     now: Timestamp,
-    first: bool,
 ) -> DecisionAftermath {
     let cronjob = &snapshot.cronjob;
     let gateway = actor
@@ -148,7 +146,6 @@ pub async fn decide_and_apply(
         slot_history: actor.slot_history,
         clock: actor.clock,
         feed: &actor.feed,
-        first: first.then_some(&actor.reports),
     };
     decide_with_lookups(&services, snapshot, now).await
 }
@@ -164,9 +161,6 @@ struct DecisionServices<'a, R> {
     slot_history: bool,
     clock: Clock,
     feed: &'a DecisionFeed,
-    /// The actor's first decision: where to say it is made
-    /// ([`ActorReport::Decided`]) once its plan has writes to carry out.
-    first: Option<&'a actix::Recipient<ActorReport>>,
 }
 
 async fn decide_with_lookups<R: JobRequests + Clone>(
@@ -206,15 +200,6 @@ async fn decide_with_lookups<R: JobRequests + Clone>(
     let Some(plan) = plan else {
         return DecisionAftermath::retry("the decision kept asking for live reads");
     };
-    // `Armed` follows when the writes are done (a plan without any
-    // is done at once).
-    if let Some(reports) = services.first
-        && !plan.is_noop()
-    {
-        reports.do_send(ActorReport::Decided {
-            key: snapshot.cronjob.key.clone(),
-        });
-    }
     let effects = apply_plan(services, snapshot, &input, &live, &plan);
     // A decision that is not a firing gets its trace only when it writes or
     // records something: the many Job updates that change nothing would

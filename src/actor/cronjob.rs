@@ -293,8 +293,7 @@ impl CronJobActor {
             None => tracing::Span::none(),
         };
         let decision = async move {
-            let now = services.clock.now();
-            let applied = apply::decide_and_apply(&services, &snapshot, now, first).await;
+            let applied = apply::decide_and_apply(&services, &snapshot, services.clock.now()).await;
             Mail::Decided(Box::new((applied, snapshot.resource_version)))
         }
         .instrument(span);

@@ -15,14 +15,6 @@ use std::sync::Arc;
 pub enum ActorReport {
     /// Its first decision is done and its timer armed (readiness).
     Armed { key: Arc<str> },
-    /// Its first decision is made and has writes to carry out (a due
-    /// slot's Job, a status): it counts as armed for readiness from now
-    /// on, not once the writes are answered. After a cold start the slots
-    /// that fell due meanwhile wait behind `--kube-api-qps` in the
-    /// gateway, their status writes last, and readiness would measure
-    /// that backlog rather than this replica taking charge of its share.
-    /// `Armed` follows once the writes are done.
-    Decided { key: Arc<str> },
     /// It has stopped. `unrecorded`: the latest slot a Job of its CronJob
     /// is known to have been made for, when the status it last saw does not
     /// record it (a status write lost after a create): the supervisor hands

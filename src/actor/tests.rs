@@ -152,26 +152,13 @@ fn start_on_wheel(
     (dispatcher.start_actor(actor), asked, reports)
 }
 
-/// Waits up to `within` for the actor's next report but `Decided`, which
-/// must be `Armed` (its first decision done).
+/// Waits up to `within` for the actor's next report, which must be `Armed`.
 async fn expect_armed(reports: &mut mpsc::UnboundedReceiver<ActorReport>, within: Duration) {
-    let report = tokio::time::timeout(within, next_but_decided(reports)).await;
+    let report = tokio::time::timeout(within, reports.recv()).await;
     assert!(
         matches!(report, Ok(Some(ActorReport::Armed { .. }))),
         "{report:?}"
     );
-}
-
-/// The actor's next report, skipping `Decided`.
-async fn next_but_decided(
-    reports: &mut mpsc::UnboundedReceiver<ActorReport>,
-) -> Option<ActorReport> {
-    loop {
-        match reports.recv().await {
-            Some(ActorReport::Decided { .. }) => continue,
-            other => return other,
-        }
-    }
 }
 
 #[actix::test]
@@ -202,13 +189,6 @@ async fn started_it_creates_the_due_slots_job_records_it_in_status_and_reports_a
         }
     });
     actor.do_send(Update::Start);
-    // Decided as soon as the plan is made (readiness), armed once its
-    // writes are done.
-    let report = tokio::time::timeout(Duration::from_secs(20), reports.recv()).await;
-    assert!(
-        matches!(report, Ok(Some(ActorReport::Decided { ref key })) if &**key == "team-a/nightly"),
-        "{report:?}"
-    );
     let report = tokio::time::timeout(Duration::from_secs(20), reports.recv()).await;
     assert!(
         matches!(report, Ok(Some(ActorReport::Armed { ref key })) if &**key == "team-a/nightly"),
@@ -349,7 +329,7 @@ async fn stopped_while_its_create_gets_no_answer_it_stops_within_the_writes_dead
     loop {
         match tokio::time::timeout(Duration::from_secs(120), reports.recv()).await {
             Ok(Some(ActorReport::Stopped { .. })) => break,
-            Ok(Some(ActorReport::Armed { .. } | ActorReport::Decided { .. })) => continue,
+            Ok(Some(ActorReport::Armed { .. })) => continue,
             other => panic!("no Stopped report: {other:?}"),
         }
     }
@@ -362,27 +342,6 @@ async fn stopped_while_its_create_gets_no_answer_it_stops_within_the_writes_dead
     let creates = asked.iter().filter(|a| a.ends_with("/jobs")).count();
     assert_eq!(creates, 1, "{asked:?}");
     assert!(!asked.iter().any(|a| a.contains("/status")), "{asked:?}");
-}
-
-/// After a cold start the slots that fell due meanwhile queue behind
-/// the QPS limit: the actor counts as armed for readiness once its first
-/// decision is made, not once its writes are answered.
-#[actix::test]
-async fn its_first_decision_counts_for_readiness_before_its_create_is_answered() {
-    tokio::time::pause();
-    let (actor, asked, mut reports) =
-        start(&cronjob(Timestamp::now() - 90.seconds()), silent_creates);
-    actor.do_send(Update::Start);
-    create_sent(&asked).await;
-    let report = tokio::time::timeout(Duration::from_secs(1), reports.recv()).await;
-    assert!(
-        matches!(report, Ok(Some(ActorReport::Decided { ref key })) if &**key == "team-a/nightly"),
-        "{report:?}"
-    );
-    // Nothing more until the create is answered (or its deadline).
-    let more = tokio::time::timeout(Duration::from_secs(5), reports.recv()).await;
-    assert!(more.is_err(), "{more:?}");
-    actor.do_send(Update::Stop);
 }
 
 /// The churn test's last duplicates: a create handed to the client just

@@ -281,7 +281,6 @@ fn run(script: Script, snapshot: &Snapshot) -> (DecisionAftermath, Script, Strin
             // A second after the decision's `now`, on the paused runtime.
             clock: Clock::following_tokio("2024-03-01T09:30:06Z".parse().expect("a time")),
             feed: &feed,
-            first: None,
         };
         decide_with_lookups(&services, snapshot, now).await
     });

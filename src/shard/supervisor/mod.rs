@@ -347,7 +347,7 @@ impl Handler<ActorReport> for Supervisor {
 
     fn handle(&mut self, report: ActorReport, ctx: &mut Self::Context) {
         let input = match report {
-            ActorReport::Armed { key } | ActorReport::Decided { key } => Input::ActorArmed { key },
+            ActorReport::Armed { key } => Input::ActorArmed { key },
             ActorReport::Stopped {
                 key,
                 uid,
