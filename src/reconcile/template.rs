@@ -43,9 +43,12 @@ static DECODER: LazyLock<zstd::dict::DecoderDictionary<'static>> =
     LazyLock::new(|| zstd::dict::DecoderDictionary::copy(DICTIONARY.as_bytes()));
 
 thread_local! {
-    /// One compression context per thread, made on first use: a context
-    /// made per template (its workspace allocated and cleared each time)
-    /// was a third of an idle actor's start in the actors benchmark.
+    /// One compression context per thread, made on first use: made per
+    /// template, its workspace allocated and cleared each time, it was
+    /// about a third of a template's compression (the actors benchmark,
+    /// docs/performance.md). Its workspace follows the largest template
+    /// compressed lately (a few MiB after a 1 MB one); zstd shrinks it
+    /// again once it has long been far too big.
     static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
     /// One decompression context per thread, for the same reason.
     static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
