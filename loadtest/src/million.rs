@@ -1,9 +1,9 @@
 //! S7, a million CronJobs: shardcron with N replicas on a kept data set
 //! (`crate::dataset`, brought back with `deploy/local/up --etcd-from`).
 //!
-//! Each run: the control plane restored (timed) and left to settle (its
-//! own start, kube-controller-manager's informers reading every CronJob,
-//! done: [`QUIET_CPU`]), N replicas started
+//! Each run: the control plane restored (timed) and left until it is
+//! quiet ([`QUIET_CPU`]; kube-controller-manager's informers may still
+//! start their lists of every CronJob after that), N replicas started
 //! together (until every one is ready: all its CronJobs armed), 20 s to
 //! settle, then whole minutes of slots watched. One second before the
 //! middle slot, the first replica gets SIGKILL: the report gives how long
@@ -695,7 +695,6 @@ async fn rolling_restart(replicas: &mut [Replica], count: usize) -> anyhow::Resu
     })
 }
 
-/// kube-apiserver's and etcd's memory, etcd's database size.
 /// Waits until the control plane is quiet ([`QUIET_CPU`]); how long it took.
 async fn wait_for_a_quiet_plane(cluster: &LocalCluster) -> anyhow::Result<f64> {
     let started = Instant::now();
@@ -719,6 +718,7 @@ async fn wait_for_a_quiet_plane(cluster: &LocalCluster) -> anyhow::Result<f64> {
     }
 }
 
+/// kube-apiserver's and etcd's memory, etcd's database size.
 async fn plane_figures(cluster: &LocalCluster) -> anyhow::Result<PlaneFigures> {
     let apiserver = procstat::sample(cluster.pid("kube-apiserver")?)?;
     let etcd = procstat::sample(cluster.pid("etcd")?)?;
