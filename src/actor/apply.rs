@@ -33,7 +33,7 @@ use crate::reconcile::{
     LiveAnswers, Requeue, Step,
 };
 use crate::telemetry::Metrics;
-use crate::telemetry::traces;
+use crate::telemetry::trace_span::TraceSpan;
 use annotations::{AnnotationsWrite, write_own_annotations};
 use create::{Creator, create_job};
 use deletes::{Deleted, delete_history};
@@ -67,42 +67,66 @@ pub struct Snapshot {
 
 /// The root span of one decision: `cronjob.fire` when the timer fired for
 /// slot `due`, else `cronjob.reconcile` (a change to the CronJob or one of
-/// its Jobs). The decision and the skew are recorded on it later.
-pub fn decision_span(
-    cronjob: &CronJobView,
-    replica: &str,
-    due: Option<Timestamp>,
-) -> tracing::Span {
-    let span = match due {
-        Some(slot) => tracing::info_span!(
-            "cronjob.fire",
+/// its Jobs). The decision and the skew are recorded on its trace later.
+pub struct DecisionSpan {
+    /// The trace's root span (nothing when tracing is off).
+    trace: TraceSpan,
+    /// The log lines' span, made only when they are logged with their
+    /// spans (`RUST_LOG` at `debug`): it names the CronJob and the trace.
+    log: tracing::Span,
+}
+
+impl DecisionSpan {
+    pub fn new(cronjob: &CronJobView, replica: &str, due: Option<Timestamp>) -> Self {
+        use opentelemetry::KeyValue;
+        let mut attributes = vec![
+            KeyValue::new("k8s.namespace.name", cronjob.namespace().to_owned()),
+            KeyValue::new("k8s.cronjob.name", cronjob.name().to_owned()),
+            KeyValue::new("k8s.cronjob.uid", cronjob.uid.to_string()),
+            KeyValue::new(
+                "cronjob.concurrency_policy",
+                format!("{:?}", cronjob.spec.concurrency_policy),
+            ),
+            KeyValue::new("shardcron.replica", replica.to_owned()),
+        ];
+        let name = match due {
+            Some(slot) => {
+                attributes.push(KeyValue::new("cronjob.scheduled_time", slot.to_string()));
+                "cronjob.fire"
+            }
+            None => "cronjob.reconcile",
+        };
+        let trace = TraceSpan::root(name, attributes);
+        let trace_id = trace.trace_id();
+        if let Some(trace_id) = &trace_id {
+            trace.set("trace_id", trace_id.clone());
+        }
+        let log = tracing::info_span!(
+            "decision",
             k8s.namespace.name = %cronjob.namespace(),
             k8s.cronjob.name = %cronjob.name(),
-            k8s.cronjob.uid = %cronjob.uid,
-            cronjob.scheduled_time = %slot,
-            cronjob.concurrency_policy = ?cronjob.spec.concurrency_policy,
-            cronjob.decision = tracing::field::Empty,
-            cronjob.skew_ms = tracing::field::Empty,
-            shardcron.replica = %replica,
-            trace_id = tracing::field::Empty,
-        ),
-        None => tracing::info_span!(
-            "cronjob.reconcile",
-            k8s.namespace.name = %cronjob.namespace(),
-            k8s.cronjob.name = %cronjob.name(),
-            k8s.cronjob.uid = %cronjob.uid,
-            cronjob.concurrency_policy = ?cronjob.spec.concurrency_policy,
-            cronjob.decision = tracing::field::Empty,
-            cronjob.skew_ms = tracing::field::Empty,
-            shardcron.replica = %replica,
-            trace_id = tracing::field::Empty,
-        ),
-    };
-    // So that log lines inside the decision name its trace.
-    if let Some(trace_id) = traces::trace_id_of(&span) {
-        span.record("trace_id", tracing::field::display(trace_id));
+            cronjob.scheduled_time = due.map(tracing::field::display),
+            trace_id = trace_id.map(tracing::field::display),
+        );
+        Self { trace, log }
     }
-    span
+
+    pub fn none() -> Self {
+        Self {
+            trace: TraceSpan::none(),
+            log: tracing::Span::none(),
+        }
+    }
+
+    /// Whether the code running now is inside a decision's span.
+    fn entered() -> bool {
+        !TraceSpan::current().is_none() || !tracing::Span::current().is_none()
+    }
+
+    /// `decision` inside both spans.
+    pub fn around<F: Future>(self, decision: F) -> impl Future<Output = F::Output> {
+        self.trace.attach(decision).instrument(self.log)
+    }
 }
 
 /// What happened, for the actor to apply.
@@ -204,9 +228,9 @@ async fn decide_with_lookups<R: JobRequests + Clone>(
     // A decision that is not a firing gets its trace only when it writes or
     // records something: the many Job updates that change nothing would
     // otherwise cost a trace each (see the tracing overhead benchmark).
-    if tracing::Span::current().is_none() && !plan.is_noop() {
-        effects
-            .instrument(decision_span(&snapshot.cronjob, services.replica, None))
+    if !DecisionSpan::entered() && !plan.is_noop() {
+        DecisionSpan::new(&snapshot.cronjob, services.replica, None)
+            .around(effects)
             .await
     } else {
         effects.await
@@ -225,7 +249,7 @@ async fn apply_plan<R: JobRequests + Clone>(
     live: &LiveAnswers,
     plan: &reconcile::Plan,
 ) -> DecisionAftermath {
-    tracing::Span::current().record("cronjob.decision", reconcile::slot_outcome(&plan.decisions));
+    TraceSpan::current().set("cronjob.decision", reconcile::slot_outcome(&plan.decisions));
     let gateway = services.requests;
     let cronjob = &snapshot.cronjob;
     let mut results = EffectResults::new();
@@ -387,7 +411,7 @@ async fn apply_plan<R: JobRequests + Clone>(
         input.now,
         plan,
         &events,
-        traces::current_trace_id(),
+        TraceSpan::current().trace_id(),
         applied.created.as_ref().map(|job| job.name.clone()),
     ));
     applied

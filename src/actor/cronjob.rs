@@ -27,7 +27,6 @@ use std::num::NonZeroI64;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument as _;
 
 /// What the supervisor tells a CronJob's actor.
 #[derive(Debug)]
@@ -289,14 +288,15 @@ impl CronJobActor {
         // A firing is traced from the start; any other decision only once it
         // turns out to do something (see `decide_and_apply`).
         let span = match due {
-            Some(slot) => apply::decision_span(&self.cronjob, &self.services.replica, Some(slot)),
-            None => tracing::Span::none(),
+            Some(slot) => {
+                apply::DecisionSpan::new(&self.cronjob, &self.services.replica, Some(slot))
+            }
+            None => apply::DecisionSpan::none(),
         };
-        let decision = async move {
+        let decision = span.around(async move {
             let applied = apply::decide_and_apply(&services, &snapshot, services.clock.now()).await;
             Mail::Decided(Box::new((applied, snapshot.resource_version)))
-        }
-        .instrument(span);
+        });
         ctx.spawn(decision);
     }
 

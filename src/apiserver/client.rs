@@ -27,7 +27,7 @@
 
 use super::fenced_socket::FencedConnector;
 use super::write_fence::WriteFence;
-use crate::telemetry::traces;
+use crate::telemetry::trace_span::TraceSpan;
 use hyper_util::client::legacy::connect::{Connect, HttpConnector};
 use hyper_util::rt::TokioExecutor;
 use kube::client::{ClientBuilder, ConfigExt};
@@ -101,7 +101,7 @@ fn build_with(
         }
         let builder = ClientBuilder::try_from(config)?;
         return Ok(builder
-            .with_layer(&MapRequestLayer::new(traces::inject::<kube::client::Body>))
+            .with_layer(&MapRequestLayer::new(inject::<kube::client::Body>))
             .with_layer(&MapResponseLayer::new(record_status))
             .with_layer(&TimeoutLayer::new(super::deadline::RESPONSE_HEADERS))
             .build());
@@ -137,7 +137,7 @@ where
         .layer(config.base_uri_layer())
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
-        .layer(MapRequestLayer::new(traces::inject::<kube::client::Body>))
+        .layer(MapRequestLayer::new(inject::<kube::client::Body>))
         .layer(MapResponseLayer::new(record_status))
         .layer(TimeoutLayer::new(super::deadline::RESPONSE_HEADERS))
         .layer(MapErrLayer::new(tower::BoxError::from))
@@ -149,8 +149,17 @@ where
 /// (`kube.request`, see the gateway): kube's typed calls return the object,
 /// not the code, so a create's 201 would otherwise be reported as 200.
 fn record_status<B>(response: http::Response<B>) -> http::Response<B> {
-    tracing::Span::current().record("http.response.status_code", response.status().as_str());
+    TraceSpan::current().set(
+        "http.response.status_code",
+        response.status().as_str().to_owned(),
+    );
     response
+}
+
+/// Adds the request's span's W3C trace context (`traceparent`), so that
+/// kube-apiserver's own spans join (or link to) the trace.
+fn inject<B>(request: http::Request<B>) -> http::Request<B> {
+    TraceSpan::current().inject(request)
 }
 
 #[cfg(test)]

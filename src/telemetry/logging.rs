@@ -2,10 +2,8 @@
 //! JSON object per line with `--log-format json`. The level comes from
 //! `RUST_LOG` (default `info`).
 
-use super::traces::TraceLayer;
 use clap::ValueEnum;
 use tracing_subscriber::filter::{FilterExt as _, LevelFilter, filter_fn};
-use tracing_subscriber::layer::Identity;
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::{EnvFilter, Layer};
 
@@ -16,9 +14,9 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the process-wide subscriber: the log lines, and the trace
-/// export if `traces` is given (see [`super::traces`]). Calling it twice is
-/// harmless (the second call keeps the first subscriber).
+/// Installs the process-wide subscriber of the log lines (traces do not go
+/// through `tracing`: [`super::trace_span`]). Calling it twice is harmless
+/// (the second call keeps the first subscriber).
 ///
 /// The log lines carry their spans (a decision's, a request's) only when
 /// the level goes down to `debug`: at `info` and above, every line a
@@ -26,18 +24,14 @@ pub enum LogFormat {
 /// takes is formatted as it opens (every field written to a string),
 /// whether a line is ever logged inside it or not: 9 spans a firing,
 /// 1.6% of a replica's CPU per firing measured side by side
-/// (loadtest/report/HISTORY.md, "Spans only for whom reads them"). With
-/// tracing off too, no layer takes the spans and `info_span!` makes nothing.
-pub fn init(format: LogFormat, traces: Option<TraceLayer>) {
+/// (loadtest/report/HISTORY.md, "Spans only for whom reads them"), so
+/// at `info` no layer takes a span and `info_span!` makes nothing.
+pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = subscriber(filter, format, traces).try_init();
+    let _ = subscriber(filter, format).try_init();
 }
 
-fn subscriber(
-    filter: EnvFilter,
-    format: LogFormat,
-    traces: Option<TraceLayer>,
-) -> impl tracing::Subscriber + Send + Sync {
+fn subscriber(filter: EnvFilter, format: LogFormat) -> impl tracing::Subscriber + Send + Sync {
     let spans_logged = spans_logged(&filter);
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let logs = match format {
@@ -45,12 +39,7 @@ fn subscriber(
         LogFormat::Json => fmt.json().flatten_event(true).boxed(),
     };
     let events_only = filter_fn(move |metadata| spans_logged || metadata.is_event());
-    // No trace export: a layer that takes nothing (a `None` layer would
-    // take everything, and every span would still be made).
-    let traces = traces.unwrap_or_else(|| Box::new(Identity::new().with_filter(LevelFilter::OFF)));
-    tracing_subscriber::registry()
-        .with(traces)
-        .with(logs.with_filter(filter.and(events_only)))
+    tracing_subscriber::registry().with(logs.with_filter(filter.and(events_only)))
 }
 
 /// Whether `filter` lets anything through at `debug` or below.
@@ -73,9 +62,9 @@ mod tests {
     }
 
     #[test]
-    fn without_trace_export_an_info_span_is_not_made_at_info() {
+    fn an_info_span_is_not_made_at_info() {
         for (level, disabled) in [("info", true), ("debug", false)] {
-            let subscriber = subscriber(EnvFilter::new(level), LogFormat::Text, None);
+            let subscriber = subscriber(EnvFilter::new(level), LogFormat::Text);
             tracing::subscriber::with_default(subscriber, || {
                 let span = tracing::info_span!("kube.request", k8s.verb = "create");
                 assert_eq!(span.is_disabled(), disabled, "at {level}");

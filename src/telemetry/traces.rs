@@ -7,8 +7,7 @@
 //! `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER` and `_ARG` (default:
 //! parent-based always-on), `OTEL_BSP_*` for the batch processor.
 //!
-//! `tracing` spans become OpenTelemetry spans through tracing-opentelemetry,
-//! so log lines and spans share their ids. Export never blocks the
+//! The spans themselves are [`super::trace_span::TraceSpan`]s. Export never blocks the
 //! controller: spans go to the SDK's batch processor (its own thread and a
 //! bounded queue), the gRPC exporter runs on a small runtime of its own (an
 //! exporter on actix's current-thread runtime could deadlock on flush), and
@@ -25,8 +24,6 @@ use prometheus_client::metrics::counter::Counter;
 use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
-use tracing_subscriber::Layer;
-use tracing_subscriber::Registry;
 
 /// The instrumentation scope (and default service name).
 pub const SCOPE: &str = "shardcron";
@@ -44,9 +41,6 @@ pub struct Traces {
     provider: SdkTracerProvider,
     runtime: Option<tokio::runtime::Runtime>,
 }
-
-/// A boxed layer for the process-wide subscriber.
-pub type TraceLayer = Box<dyn Layer<Registry> + Send + Sync + 'static>;
 
 /// Counts the spans of batches the collector did not take.
 #[derive(Debug)]
@@ -78,20 +72,6 @@ impl<E: SpanExporter> SpanExporter for CountingExporter<E> {
     }
 }
 
-/// `tracing::info_span!` inside a span, nothing outside one: the steps of
-/// a decision (its requests) belong to the decision's trace and must not start traces of their own when the
-/// decision has none (a reconcile that changed nothing).
-#[macro_export]
-macro_rules! child_span {
-    ($($span:tt)*) => {
-        if ::tracing::Span::current().is_none() {
-            ::tracing::Span::none()
-        } else {
-            ::tracing::info_span!($($span)*)
-        }
-    };
-}
-
 /// Whether an endpoint is configured (flag or environment).
 pub fn endpoint_configured(flag: Option<&str>) -> bool {
     flag.is_some()
@@ -103,12 +83,12 @@ pub fn endpoint_configured(flag: Option<&str>) -> bool {
         .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()))
 }
 
-/// Starts the pipeline if an endpoint is configured; returns it with the
-/// layer to install, or `None` (tracing off).
+/// Starts the pipeline if an endpoint is configured, spans made from then
+/// on going to it; `None`: tracing off.
 pub fn start(
     endpoint: Option<&str>,
     metrics: &Arc<Metrics>,
-) -> Result<Option<(Traces, TraceLayer)>, TracesError> {
+) -> Result<Option<Traces>, TracesError> {
     if !endpoint_configured(endpoint) {
         return Ok(None);
     }
@@ -138,32 +118,11 @@ pub fn start(
         .with_batch_exporter(exporter)
         .build();
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
-    opentelemetry::global::set_tracer_provider(provider.clone());
-    // No source locations, thread ids or busy/idle timing: attributes on
-    // every span that nobody reads in a firing's trace. No context
-    // activation either: it attaches an OpenTelemetry context on every poll
-    // of an instrumented future, and our propagation reads the `tracing`
-    // span's context itself (`inject`). The overhead benchmark
-    // (loadtest/README.md) measured each of these.
-    let layer = tracing_opentelemetry::layer()
-        .with_tracer(provider.tracer(SCOPE))
-        .with_location(false)
-        .with_threads(false)
-        .with_tracked_inactivity(false)
-        .with_context_activation(false)
-        // Only the controller's own spans: not the exporter's gRPC calls
-        // (which would trace themselves), not the HTTP stack's.
-        .with_filter(
-            tracing_subscriber::filter::Targets::new()
-                .with_target("shardcron", tracing::Level::INFO),
-        );
-    Ok(Some((
-        Traces {
-            provider,
-            runtime: Some(runtime),
-        },
-        Box::new(layer),
-    )))
+    super::trace_span::install(provider.tracer(SCOPE));
+    Ok(Some(Traces {
+        provider,
+        runtime: Some(runtime),
+    }))
 }
 
 impl Traces {
@@ -176,55 +135,4 @@ impl Traces {
             runtime.shutdown_timeout(Duration::from_secs(1));
         }
     }
-}
-
-fn span_context(span: &tracing::Span) -> Option<opentelemetry::trace::SpanContext> {
-    use opentelemetry::trace::TraceContextExt as _;
-    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-    let context = span.context();
-    let span_context = context.span().span_context().clone();
-    span_context.is_valid().then_some(span_context)
-}
-
-fn current_span_context() -> Option<opentelemetry::trace::SpanContext> {
-    span_context(&tracing::Span::current())
-}
-
-/// The trace id of `span` (None when not tracing).
-pub fn trace_id_of(span: &tracing::Span) -> Option<String> {
-    span_context(span).map(|c| c.trace_id().to_string())
-}
-
-/// The W3C `traceparent` of the current span, if it is sampled (a trace
-/// that is not kept would be a dead link).
-pub fn current_traceparent() -> Option<String> {
-    current_span_context().filter(|c| c.is_sampled()).map(|c| {
-        format!(
-            "00-{}-{}-{:02x}",
-            c.trace_id(),
-            c.span_id(),
-            c.trace_flags().to_u8()
-        )
-    })
-}
-
-/// The trace id of the current span, if it is sampled (for exemplars).
-pub fn current_trace_id() -> Option<String> {
-    current_span_context()
-        .filter(|c| c.is_sampled())
-        .map(|c| c.trace_id().to_string())
-}
-
-/// Adds the current span's W3C trace context to an outgoing request, so
-/// that kube-apiserver's own spans join (or link to) the trace.
-pub fn inject<B>(mut request: http::Request<B>) -> http::Request<B> {
-    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-    let context = tracing::Span::current().context();
-    opentelemetry::global::get_text_map_propagator(|propagator| {
-        propagator.inject_context(
-            &context,
-            &mut opentelemetry_http::HeaderInjector(request.headers_mut()),
-        )
-    });
-    request
 }

@@ -9,7 +9,7 @@ use crate::clock::Clock;
 use crate::reconcile::{CreateResult, JobSummary, JobToCreate, LiveJob};
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{CreateLabels, CreateResultLabel};
-use crate::telemetry::traces;
+use crate::telemetry::trace_span::TraceSpan;
 use k8s_openapi::api::batch::v1::Job;
 
 /// Names the replica that created a Job: which replica acted on a slot is
@@ -55,7 +55,7 @@ pub async fn create_job<R: JobRequests>(
     }
     let annotations = job.metadata.annotations.get_or_insert_default();
     annotations.insert(CREATED_BY_ANNOTATION.to_owned(), creator.replica.to_owned());
-    if let Some(traceparent) = traces::current_traceparent() {
+    if let Some(traceparent) = TraceSpan::current().traceparent() {
         annotations.insert(TRACEPARENT_ANNOTATION.to_owned(), traceparent);
     }
     let metrics = creator.metrics;
@@ -64,11 +64,11 @@ pub async fn create_job<R: JobRequests>(
         Err(ApiFailure::Abandoned) => return None,
         Ok(job) => {
             let skew = creator.clock.now().duration_since(create.ready.at);
-            tracing::Span::current().record("cronjob.skew_ms", skew.as_millis() as i64);
+            TraceSpan::current().set("cronjob.skew_ms", skew.as_millis() as i64);
             tracing::debug!(job = ?job.metadata.name, skew_ms = skew.as_millis() as i64, "created Job");
             metrics.observe_skew(
                 skew.try_into().unwrap_or_default(),
-                traces::current_trace_id(),
+                TraceSpan::current().trace_id(),
             );
             if let Some(policy) = create.ready.waited {
                 let waited = create.ready.at.duration_since(create.start_at);

@@ -9,10 +9,10 @@ use super::inner::{EventQueue, Inner, PendingEvent};
 use crate::apiserver::requests::Verb;
 use crate::reconcile;
 use crate::telemetry::metrics::Gone;
+use crate::telemetry::trace_span::TraceSpan;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType};
 use std::sync::{Arc, Weak};
-use tracing::Instrument as _;
 
 impl Gateway {
     /// Queues an Event on a CronJob for the workers; counts one dropped.
@@ -31,7 +31,7 @@ impl Gateway {
                 secondary: None,
             },
             // In the decision's trace: recording the event is part of what it did.
-            span: tracing::Span::current(),
+            span: TraceSpan::current(),
         };
         if self.inner.refuses(&pending.namespace, true) {
             self.inner.count_dropped("event", Gone::namespace, 1);
@@ -64,14 +64,13 @@ impl Gateway {
         } = pending;
         let recorder = self.inner.recorder.clone();
         let (event, regarding) = (Arc::new(event), Arc::new(regarding));
-        let result = self
-            .request(Verb::Event, &namespace, |_| {
+        let result = span
+            .attach(self.request(Verb::Event, &namespace, |_| {
                 let recorder = recorder.clone();
                 let event = event.clone();
                 let regarding = regarding.clone();
                 async move { recorder.publish(&event, &regarding).await }
-            })
-            .instrument(span)
+            }))
             .await;
         match result {
             Ok(()) => {}

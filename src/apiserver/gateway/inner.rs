@@ -10,6 +10,7 @@ use super::retry::Backoff;
 use crate::apiserver::write_fence::WriteFence;
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{DroppedLabels, Gone};
+use crate::telemetry::trace_span::TraceSpan;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::Event as KubeEvent;
@@ -63,7 +64,7 @@ pub(super) struct PendingEvent {
     pub(super) namespace: String,
     pub(super) regarding: ObjectReference,
     pub(super) event: KubeEvent,
-    pub(super) span: tracing::Span,
+    pub(super) span: TraceSpan,
 }
 
 impl Queued for PendingEvent {

@@ -14,14 +14,15 @@ use crate::apiserver::failure::ApiFailure;
 use crate::apiserver::requests::{Terms, Verb};
 use crate::apiserver::write_fence::WriteFence;
 use crate::telemetry::metrics::{Gone, PriorityLabels, RequestLabels};
+use crate::telemetry::trace_span::TraceSpan;
 use futures::FutureExt as _;
 use futures::future::{self, Either};
 use kube::Client;
+use opentelemetry::KeyValue;
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::oneshot;
-use tracing::Instrument as _;
 
 /// One attempt of a request, for the stages after its turn.
 #[derive(Clone, Copy)]
@@ -80,7 +81,7 @@ impl Gateway {
             priority: priority.label(),
         };
         // Read only where it is recorded: on a traced decision's request.
-        let queued_ahead = (!tracing::Span::current().is_none())
+        let queued_ahead = (!TraceSpan::current().is_none())
             .then(|| self.inner.metrics.queue_depth.get_or_create(&labels).get());
         let granted = self.ticket(priority, namespace)?;
         let granted = tokio::select! {
@@ -178,16 +179,19 @@ impl Gateway {
         let terms = attempt.terms;
         // The request's own span: the client layer injects its context
         // (`traceparent`) into the HTTP request.
-        let span = crate::child_span!(
+        let span = TraceSpan::client_child(
             "kube.request",
-            otel.kind = "client",
-            k8s.verb = terms.label,
-            k8s.namespace.name = attempt.namespace,
-            attempt = attempt.number,
-            gateway.priority = terms.priority.label(),
-            gateway.queued_ahead = attempt.turn.queued_ahead,
-            gateway.wait_ms = attempt.turn.waited.as_millis() as u64,
-            http.response.status_code = tracing::field::Empty,
+            [
+                KeyValue::new("k8s.verb", terms.label),
+                KeyValue::new("k8s.namespace.name", attempt.namespace.to_owned()),
+                KeyValue::new("attempt", i64::from(attempt.number)),
+                KeyValue::new("gateway.priority", terms.priority.label()),
+                KeyValue::new(
+                    "gateway.queued_ahead",
+                    attempt.turn.queued_ahead.unwrap_or_default(),
+                ),
+                KeyValue::new("gateway.wait_ms", attempt.turn.waited.as_millis() as i64),
+            ],
         );
         // The request may still be waiting in the client (for a
         // connection, say, through a silent network) when the fence
@@ -215,12 +219,7 @@ impl Gateway {
             Either::Right((answer, _)) => Some(answer),
         });
         // A task that did not finish: the runtime is shutting down.
-        let Ok(raced) = self
-            .inner
-            .runtime
-            .spawn(raced.instrument(span.clone()))
-            .await
-        else {
+        let Ok(raced) = self.inner.runtime.spawn(span.attach(raced)).await else {
             return Err(ApiFailure::Closed);
         };
         let result = raced
@@ -234,14 +233,14 @@ impl Gateway {
     /// Counts an attempt by verb and code, and a 429 for the dispatcher's
     /// adaptive rate. The client records an answer's code on the span; an
     /// attempt with no answer gets its label here.
-    fn count<T>(&self, terms: &Terms, result: &Result<T, ApiFailure>, span: &tracing::Span) {
+    fn count<T>(&self, terms: &Terms, result: &Result<T, ApiFailure>, span: &TraceSpan) {
         let code = match result {
             Ok(_) => terms.success.to_owned(),
             Err(failure) => failure.code_label(),
         };
         if let Err(failure) = result {
             if failure.code().is_none() {
-                span.record("http.response.status_code", code.as_str());
+                span.set("http.response.status_code", code.clone());
             }
             if failure.code() == Some(429) {
                 self.inner.throttled.fetch_add(1, Ordering::Relaxed);

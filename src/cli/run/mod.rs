@@ -76,11 +76,8 @@ fn withdraw_apiservice_if_last(args: &RunArgs, namespace: &str, ring: &str, own:
 /// Runs the controller until SIGTERM or Ctrl-C.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::with_cronjob_series(args.cronjob_metrics));
-    let (traces, layer) = match traces::start(args.otlp_endpoint.as_deref(), &metrics)? {
-        Some((traces, layer)) => (Some(traces), Some(layer)),
-        None => (None, None),
-    };
-    logging::init(args.log_format, layer);
+    let traces = traces::start(args.otlp_endpoint.as_deref(), &metrics)?;
+    logging::init(args.log_format);
     let result = run_controller(args, metrics);
     if let Some(traces) = traces {
         traces.shutdown();

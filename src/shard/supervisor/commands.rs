@@ -9,7 +9,9 @@ use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::shard::ownership::{Command, Input};
 use crate::shard::ring::Ring;
 use crate::telemetry::metrics::{MoveDirection, MovedLabels};
+use crate::telemetry::trace_span::TraceSpan;
 use actix::prelude::*;
+use opentelemetry::KeyValue;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -181,14 +183,18 @@ impl Supervisor {
             // the ring, what this replica lost; the bulk load of what it
             // gained is its own span, `shard.load`.
             let view = crate::shard::handoff::encode_view(target);
-            let _transition = tracing::info_span!(
+            let _transition = TraceSpan::root(
                 "shard.rebalance",
-                shard.ring = %self.setup.ring_name,
-                shard.members = %view,
-                shard.view_digest = %crate::shard::handoff::view_digest(&view),
-                shard.keys_lost = lost,
-            )
-            .entered();
+                [
+                    KeyValue::new("shard.ring", self.setup.ring_name.to_string()),
+                    KeyValue::new(
+                        "shard.view_digest",
+                        crate::shard::handoff::view_digest(&view).to_string(),
+                    ),
+                    KeyValue::new("shard.members", view),
+                    KeyValue::new("shard.keys_lost", lost as i64),
+                ],
+            );
         }
         let ownership = &self.ownership;
         self.jobs

@@ -10,10 +10,10 @@ use crate::apiserver::bulk::{self, CronJobList, LoadCounts, LoadSelectors, Loade
 use crate::shard::ownership::{Epoch, Input};
 use crate::shard::ring::Ring;
 use crate::telemetry::metrics::{MoveDirection, MovedLabels};
+use crate::telemetry::trace_span::TraceSpan;
 use actix::prelude::*;
 use futures::FutureExt as _;
 use std::sync::Arc;
-use tracing::Instrument as _;
 
 /// A page of a bulk load asked for in an epoch.
 #[derive(Message)]
@@ -54,38 +54,30 @@ impl Supervisor {
         };
         self.preempt_standby_load();
         let to = ctx.address();
-        let span = tracing::info_span!(
-            "shard.load",
-            shard.cronjobs_gained = tracing::field::Empty,
-            shard.jobs_gained = tracing::field::Empty,
-        );
-        tokio::spawn(
-            async move {
-                let gained = |uid: &str| {
-                    target.owner(uid) == Some(me.as_str())
-                        && previous
-                            .as_ref()
-                            .is_none_or(|p| p.owner(uid) != Some(me.as_str()))
-                };
-                let mut jobs_told = false;
-                let deliver = |page: Loaded| {
-                    jobs_told |= page.jobs_done;
-                    to.send(LoadPage(page, epoch)).map(drop)
-                };
-                let result = bulk::load(client, &namespaces, &selectors, gained, deliver).await;
-                if let Ok(counts) = &result {
-                    let span = tracing::Span::current();
-                    span.record("shard.cronjobs_gained", counts.cronjobs);
-                    span.record("shard.jobs_gained", counts.jobs);
-                }
-                to.do_send(LoadDone {
-                    result,
-                    previous,
-                    jobs_told,
-                });
+        let span = TraceSpan::root("shard.load", []);
+        tokio::spawn(span.clone().attach(async move {
+            let gained = |uid: &str| {
+                target.owner(uid) == Some(me.as_str())
+                    && previous
+                        .as_ref()
+                        .is_none_or(|p| p.owner(uid) != Some(me.as_str()))
+            };
+            let mut jobs_told = false;
+            let deliver = |page: Loaded| {
+                jobs_told |= page.jobs_done;
+                to.send(LoadPage(page, epoch)).map(drop)
+            };
+            let result = bulk::load(client, &namespaces, &selectors, gained, deliver).await;
+            if let Ok(counts) = &result {
+                span.set("shard.cronjobs_gained", counts.cronjobs as i64);
+                span.set("shard.jobs_gained", counts.jobs as i64);
             }
-            .instrument(span),
-        );
+            to.do_send(LoadDone {
+                result,
+                previous,
+                jobs_told,
+            });
+        }));
     }
 
     /// What to ask the server for when loading what `target` gives this
