@@ -57,8 +57,7 @@ impl Future for Answer {
 }
 
 async fn request(verb: &'static str) {
-    let span = TraceSpan::client_child(
-        "kube.request",
+    let span = TraceSpan::client_child("kube.request", || {
         [
             KeyValue::new("k8s.verb", verb),
             KeyValue::new("k8s.namespace.name", "team-a".to_owned()),
@@ -66,8 +65,8 @@ async fn request(verb: &'static str) {
             KeyValue::new("gateway.priority", "create_job"),
             KeyValue::new("gateway.queued_ahead", 0),
             KeyValue::new("gateway.wait_ms", 0),
-        ],
-    );
+        ]
+    });
     span.attach(async {
         black_box(TraceSpan::current().inject(http::Request::new(())));
         let code = Answer(false).await;
@@ -77,8 +76,7 @@ async fn request(verb: &'static str) {
 }
 
 fn decision(name: &'static str, requests: &[&'static str]) {
-    let span = TraceSpan::root(
-        name,
+    let span = TraceSpan::root(name, || {
         [
             KeyValue::new("k8s.namespace.name", "team-a".to_owned()),
             KeyValue::new("k8s.cronjob.name", "report".to_owned()),
@@ -89,8 +87,8 @@ fn decision(name: &'static str, requests: &[&'static str]) {
             KeyValue::new("cronjob.concurrency_policy", "Allow".to_owned()),
             KeyValue::new("shardcron.replica", "replica-0".to_owned()),
             KeyValue::new("cronjob.scheduled_time", "2024-03-01T10:00:00Z".to_owned()),
-        ],
-    );
+        ]
+    });
     if let Some(trace_id) = span.trace_id() {
         span.set("trace_id", trace_id);
     }

@@ -79,24 +79,27 @@ pub struct DecisionSpan {
 impl DecisionSpan {
     pub fn new(cronjob: &CronJobView, replica: &str, due: Option<Timestamp>) -> Self {
         use opentelemetry::KeyValue;
-        let mut attributes = vec![
-            KeyValue::new("k8s.namespace.name", cronjob.namespace().to_owned()),
-            KeyValue::new("k8s.cronjob.name", cronjob.name().to_owned()),
-            KeyValue::new("k8s.cronjob.uid", cronjob.uid.to_string()),
-            KeyValue::new(
-                "cronjob.concurrency_policy",
-                format!("{:?}", cronjob.spec.concurrency_policy),
-            ),
-            KeyValue::new("shardcron.replica", replica.to_owned()),
-        ];
-        let name = match due {
-            Some(slot) => {
-                attributes.push(KeyValue::new("cronjob.scheduled_time", slot.to_string()));
-                "cronjob.fire"
-            }
-            None => "cronjob.reconcile",
+        let name = if due.is_some() {
+            "cronjob.fire"
+        } else {
+            "cronjob.reconcile"
         };
-        let trace = TraceSpan::root(name, attributes);
+        let trace = TraceSpan::root(name, || {
+            let mut attributes = vec![
+                KeyValue::new("k8s.namespace.name", cronjob.namespace().to_owned()),
+                KeyValue::new("k8s.cronjob.name", cronjob.name().to_owned()),
+                KeyValue::new("k8s.cronjob.uid", cronjob.uid.to_string()),
+                KeyValue::new(
+                    "cronjob.concurrency_policy",
+                    format!("{:?}", cronjob.spec.concurrency_policy),
+                ),
+                KeyValue::new("shardcron.replica", replica.to_owned()),
+            ];
+            if let Some(slot) = due {
+                attributes.push(KeyValue::new("cronjob.scheduled_time", slot.to_string()));
+            }
+            attributes
+        });
         let trace_id = trace.trace_id();
         if let Some(trace_id) = &trace_id {
             trace.set("trace_id", trace_id.clone());

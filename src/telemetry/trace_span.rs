@@ -70,15 +70,16 @@ impl TraceSpan {
         Self(context.has_active_span().then_some(context))
     }
 
-    /// The first span of a new trace (if tracing).
-    pub fn root(
+    /// The first span of a new trace (if tracing). `attributes` is called
+    /// only then: untraced, a span costs no allocation.
+    pub fn root<A: IntoIterator<Item = KeyValue>>(
         name: impl Into<Cow<'static, str>>,
-        attributes: impl IntoIterator<Item = KeyValue>,
+        attributes: impl FnOnce() -> A,
     ) -> Self {
         let span = with_tracer(|tracer| {
             tracer
                 .span_builder(name)
-                .with_attributes(attributes)
+                .with_attributes(attributes())
                 .start_with_context(tracer, &Context::new())
         });
         Self(span.map(|span| Context::new().with_span(span)))
@@ -87,9 +88,9 @@ impl TraceSpan {
     /// A client span (a request to kube-apiserver) inside the current
     /// span; nothing outside one: a step of a decision belongs to the
     /// decision's trace and starts no trace of its own.
-    pub fn client_child(
+    pub fn client_child<A: IntoIterator<Item = KeyValue>>(
         name: impl Into<Cow<'static, str>>,
-        attributes: impl IntoIterator<Item = KeyValue>,
+        attributes: impl FnOnce() -> A,
     ) -> Self {
         let Self(Some(parent)) = Self::current() else {
             return Self::none();
@@ -98,7 +99,7 @@ impl TraceSpan {
             tracer
                 .span_builder(name)
                 .with_kind(SpanKind::Client)
-                .with_attributes(attributes)
+                .with_attributes(attributes())
                 .start_with_context(tracer, &parent)
         });
         Self(span.map(|span| parent.with_span(span)))
@@ -196,7 +197,7 @@ mod tests {
     #[test]
     fn spans_nest_through_attached_futures_and_end_with_their_last_handle() {
         assert!(
-            TraceSpan::root("before", []).is_none(),
+            TraceSpan::root("before", Vec::new).is_none(),
             "no tracer: nothing"
         );
         let exporter = Kept::default();
@@ -208,8 +209,8 @@ mod tests {
             opentelemetry_sdk::propagation::TraceContextPropagator::new(),
         );
 
-        assert!(TraceSpan::client_child("orphan", []).is_none());
-        let root = TraceSpan::root("decision", [KeyValue::new("k", "v")]);
+        assert!(TraceSpan::client_child("orphan", Vec::new).is_none());
+        let root = TraceSpan::root("decision", || [KeyValue::new("k", "v")]);
         let trace_id = root.trace_id().expect("sampled");
         assert_eq!(
             root.traceparent().unwrap().split('-').nth(1),
@@ -224,7 +225,7 @@ mod tests {
             let current = TraceSpan::current();
             assert_eq!(current.trace_id().as_deref(), Some(&*trace_id));
             current.set("decision", "created");
-            let request = TraceSpan::client_child("request", [KeyValue::new("verb", "create")]);
+            let request = TraceSpan::client_child("request", || [KeyValue::new("verb", "create")]);
             request
                 .attach(async {
                     let sent = TraceSpan::current().inject(http::Request::new(()));

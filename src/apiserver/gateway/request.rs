@@ -179,8 +179,7 @@ impl Gateway {
         let terms = attempt.terms;
         // The request's own span: the client layer injects its context
         // (`traceparent`) into the HTTP request.
-        let span = TraceSpan::client_child(
-            "kube.request",
+        let span = TraceSpan::client_child("kube.request", || {
             [
                 KeyValue::new("k8s.verb", terms.label),
                 KeyValue::new("k8s.namespace.name", attempt.namespace.to_owned()),
@@ -191,8 +190,8 @@ impl Gateway {
                     attempt.turn.queued_ahead.unwrap_or_default(),
                 ),
                 KeyValue::new("gateway.wait_ms", attempt.turn.waited.as_millis() as i64),
-            ],
-        );
+            ]
+        });
         // The request may still be waiting in the client (for a
         // connection, say, through a silent network) when the fence
         // lapses, and be sent when the network heals, after a peer

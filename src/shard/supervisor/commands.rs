@@ -182,9 +182,8 @@ impl Supervisor {
             // A span per transition (in traces when exporting): who is in
             // the ring, what this replica lost; the bulk load of what it
             // gained is its own span, `shard.load`.
-            let view = crate::shard::handoff::encode_view(target);
-            let _transition = TraceSpan::root(
-                "shard.rebalance",
+            let _transition = TraceSpan::root("shard.rebalance", || {
+                let view = crate::shard::handoff::encode_view(target);
                 [
                     KeyValue::new("shard.ring", self.setup.ring_name.to_string()),
                     KeyValue::new(
@@ -193,8 +192,8 @@ impl Supervisor {
                     ),
                     KeyValue::new("shard.members", view),
                     KeyValue::new("shard.keys_lost", lost as i64),
-                ],
-            );
+                ]
+            });
         }
         let ownership = &self.ownership;
         self.jobs

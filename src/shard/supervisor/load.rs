@@ -54,7 +54,7 @@ impl Supervisor {
         };
         self.preempt_standby_load();
         let to = ctx.address();
-        let span = TraceSpan::root("shard.load", []);
+        let span = TraceSpan::root("shard.load", Vec::new);
         tokio::spawn(span.clone().attach(async move {
             let gained = |uid: &str| {
                 target.owner(uid) == Some(me.as_str())
