@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tower::ServiceBuilder;
 use tower::timeout::TimeoutLayer;
-use tower::util::{MapErrLayer, MapRequestLayer, MapResponseLayer};
+use tower::util::{MapErrLayer, MapResponseLayer};
 
 /// Idle time before the first keepalive probe.
 pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
@@ -101,7 +101,6 @@ fn build_with(
         }
         let builder = ClientBuilder::try_from(config)?;
         return Ok(builder
-            .with_layer(&MapRequestLayer::new(inject::<kube::client::Body>))
             .with_layer(&MapResponseLayer::new(record_status))
             .with_layer(&TimeoutLayer::new(super::deadline::RESPONSE_HEADERS))
             .build());
@@ -137,7 +136,6 @@ where
         .layer(config.base_uri_layer())
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
-        .layer(MapRequestLayer::new(inject::<kube::client::Body>))
         .layer(MapResponseLayer::new(record_status))
         .layer(TimeoutLayer::new(super::deadline::RESPONSE_HEADERS))
         .layer(MapErrLayer::new(tower::BoxError::from))
@@ -147,19 +145,16 @@ where
 
 /// Records the status code kube-apiserver answered on the request's span
 /// (`kube.request`, see the gateway): kube's typed calls return the object,
-/// not the code, so a create's 201 would otherwise be reported as 200.
+/// not the code, so a create's 201 would otherwise be reported as 200. (The
+/// answer is awaited in the request's task, where its span is current; the
+/// request itself is sent from kube's buffer task, so its `traceparent` is
+/// added before: `gateway::verbs::traced`.)
 fn record_status<B>(response: http::Response<B>) -> http::Response<B> {
     TraceSpan::current().set(
         "http.response.status_code",
         response.status().as_str().to_owned(),
     );
     response
-}
-
-/// Adds the request's span's W3C trace context (`traceparent`), so that
-/// kube-apiserver's own spans join (or link to) the trace.
-fn inject<B>(request: http::Request<B>) -> http::Request<B> {
-    TraceSpan::current().inject(request)
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 //!   events with different messages apart (it counts only identical ones),
 //!   and so does this one: the key includes the note.
 
+use super::verbs::traced;
 use crate::clock::Clock;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -243,9 +244,7 @@ impl EventRecorder {
             Write::Create => {
                 let body = serde_json::to_vec(&self.new_event(event, regarding, now))
                     .map_err(kube::Error::SerdeError)?;
-                let request = events
-                    .create(&PostParams::default(), body)
-                    .map_err(kube::Error::BuildRequest)?;
+                let request = traced(events.create(&PostParams::default(), body))?;
                 let created: Named = client.request(request).await?;
                 created.metadata.name.unwrap_or_default()
             }
@@ -256,9 +255,8 @@ impl EventRecorder {
                         last_observed_time: MicroTime(now),
                     }
                 });
-                let request = events
-                    .patch(name, &PatchParams::default(), &Patch::Merge(&series))
-                    .map_err(kube::Error::BuildRequest)?;
+                let request =
+                    traced(events.patch(name, &PatchParams::default(), &Patch::Merge(&series)))?;
                 client.request_text(request).await?;
                 name.clone()
             }

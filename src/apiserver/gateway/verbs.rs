@@ -6,12 +6,12 @@ use crate::apiserver::failure::ApiFailure;
 use crate::apiserver::lean_cronjob::{CronJobWithTemplate, LeanCronJob};
 use crate::apiserver::lean_job::LeanJob;
 use crate::apiserver::requests::{DeleteFor, JobRequests, StatusFor, Verb};
-use crate::apiserver::watch::cronjob_api;
 use crate::reconcile::{self, CronJobKind};
+use crate::telemetry::trace_span::TraceSpan;
 use k8s_openapi::api::batch::v1::{CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{
-    Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
+    DeleteParams, GetParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
 };
 use std::sync::Arc;
 
@@ -25,10 +25,7 @@ impl JobRequests for Gateway {
             .into();
         self.request(Verb::CreateJob, namespace, |client| {
             let request = jobs_url(namespace).create(&PostParams::default(), body.to_vec());
-            async move {
-                let request = request.map_err(kube::Error::BuildRequest)?;
-                client.request::<LeanJob>(request).await
-            }
+            async move { client.request::<LeanJob>(traced(request)?).await }
         })
         .await
     }
@@ -54,9 +51,8 @@ impl JobRequests for Gateway {
             };
             let request = jobs_url(namespace).delete(name, &params);
             async move {
-                let request = request.map_err(kube::Error::BuildRequest)?;
                 // The answer (the Job, or a Status) is not read.
-                client.request_text(request).await.map(drop)
+                client.request_text(traced(request)?).await.map(drop)
             }
         })
         .await
@@ -85,9 +81,8 @@ impl JobRequests for Gateway {
                 &Patch::Strategic(&*patch),
             );
             async move {
-                let request = request.map_err(kube::Error::BuildRequest)?;
                 // The answer (the patched Job) is not read.
-                client.request_text(request).await.map(drop)
+                client.request_text(traced(request)?).await.map(drop)
             }
         })
         .await
@@ -95,9 +90,8 @@ impl JobRequests for Gateway {
 
     async fn get_job(&self, namespace: &str, name: &str) -> Result<Job, ApiFailure> {
         self.request(Verb::GetJob, namespace, |client| {
-            let api = Api::<Job>::namespaced(client, namespace);
-            let name = name.to_owned();
-            async move { api.get(&name).await }
+            let request = jobs_url(namespace).get(name, &GetParams::default());
+            async move { client.request::<Job>(traced(request)?).await }
         })
         .await
     }
@@ -109,9 +103,11 @@ impl JobRequests for Gateway {
         name: &str,
     ) -> Result<CronJobWithTemplate, ApiFailure> {
         self.request(Verb::GetCronJob, namespace, |client| {
-            let api = Api::<CronJobWithTemplate>::namespaced_with(client, namespace, &kind);
-            let name = name.to_owned();
-            async move { api.get(&name).await.map(|got| LeanCronJob { kind, ..got }) }
+            let request = cronjobs_url(kind, namespace).get(name, &GetParams::default());
+            async move {
+                let got: CronJobWithTemplate = client.request(traced(request)?).await?;
+                Ok(LeanCronJob { kind, ..got })
+            }
         })
         .await
     }
@@ -123,9 +119,11 @@ impl JobRequests for Gateway {
         name: &str,
     ) -> Result<LeanCronJob, ApiFailure> {
         self.request(Verb::GetCronJob, namespace, |client| {
-            let api = cronjob_api(client, kind, Some(namespace));
-            let name = name.to_owned();
-            async move { api.get(&name).await.map(|got| LeanCronJob { kind, ..got }) }
+            let request = cronjobs_url(kind, namespace).get(name, &GetParams::default());
+            async move {
+                let got: LeanCronJob = client.request(traced(request)?).await?;
+                Ok(LeanCronJob { kind, ..got })
+            }
         })
         .await
     }
@@ -146,13 +144,15 @@ impl JobRequests for Gateway {
         let patch = Arc::new(status_patch(resource_version, status));
         self.request(why.verb(), namespace, |client| {
             // The answer is read for its resourceVersion only.
-            let api = cronjob_api(client, kind, Some(namespace));
-            let name = name.to_owned();
-            let patch = patch.clone();
+            let request = cronjobs_url(kind, namespace).patch_subresource(
+                "status",
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&*patch),
+            );
             async move {
-                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&*patch))
-                    .await
-                    .map(|written| LeanCronJob { kind, ..written })
+                let written: LeanCronJob = client.request(traced(request)?).await?;
+                Ok(LeanCronJob { kind, ..written })
             }
         })
         .await
@@ -171,13 +171,14 @@ impl JobRequests for Gateway {
     ) -> Result<LeanCronJob, ApiFailure> {
         let patch = Arc::new(cronjob_patch(resource_version, patch));
         self.request(Verb::PatchCronJob, namespace, |client| {
-            let api = cronjob_api(client, kind, Some(namespace));
-            let name = name.to_owned();
-            let patch = patch.clone();
+            let request = cronjobs_url(kind, namespace).patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&*patch),
+            );
             async move {
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&*patch))
-                    .await
-                    .map(|written| LeanCronJob { kind, ..written })
+                let written: LeanCronJob = client.request(traced(request)?).await?;
+                Ok(LeanCronJob { kind, ..written })
             }
         })
         .await
@@ -244,6 +245,25 @@ fn release_patch(uid: &str) -> serde_json::Value {
 
 /// Requests on the Jobs of `namespace`, built by hand where the answer is
 /// decoded as less than a whole `Job` (or not at all).
+/// `request` with its span's `traceparent` (the code running now is the
+/// request's span): added here, not by a layer of the client, because
+/// kube's client hands each request to a buffer's task, where no span is
+/// current.
+pub(super) fn traced<B>(
+    request: Result<http::Request<B>, kube::core::request::Error>,
+) -> Result<http::Request<B>, kube::Error> {
+    request
+        .map(|request| TraceSpan::current().inject(request))
+        .map_err(kube::Error::BuildRequest)
+}
+
+fn cronjobs_url(kind: CronJobKind, namespace: &str) -> kube::core::Request {
+    kube::core::Request::new(<LeanCronJob as kube::Resource>::url_path(
+        &kind,
+        Some(namespace),
+    ))
+}
+
 fn jobs_url(namespace: &str) -> kube::core::Request {
     kube::core::Request::new(<Job as kube::Resource>::url_path(&(), Some(namespace)))
 }
