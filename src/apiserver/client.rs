@@ -148,13 +148,25 @@ where
 /// not the code, so a create's 201 would otherwise be reported as 200. (The
 /// answer is awaited in the request's task, where its span is current; the
 /// request itself is sent from kube's buffer task, so its `traceparent` is
-/// added before: `gateway::verbs::traced`.)
+/// added before: [`traced`].)
 fn record_status<B>(response: http::Response<B>) -> http::Response<B> {
     TraceSpan::current().set(
         "http.response.status_code",
         response.status().as_str().to_owned(),
     );
     response
+}
+
+/// `request` with its span's `traceparent` (the code running now is the
+/// request's span): added here, not by a layer of the client, because
+/// kube's client hands each request to a buffer's task, where no span is
+/// current.
+pub fn traced<B>(
+    request: Result<http::Request<B>, kube::core::request::Error>,
+) -> Result<http::Request<B>, kube::Error> {
+    request
+        .map(|request| TraceSpan::current().inject(request))
+        .map_err(kube::Error::BuildRequest)
 }
 
 #[cfg(test)]

@@ -18,14 +18,15 @@ pub enum LogFormat {
 /// through `tracing`: [`super::trace_span`]). Calling it twice is harmless
 /// (the second call keeps the first subscriber).
 ///
-/// The log lines carry their spans (a decision's, a request's) only when
-/// the level goes down to `debug`: at `info` and above, every line a
-/// firing can log names its CronJob itself, and a span the log layer
-/// takes is formatted as it opens (every field written to a string),
-/// whether a line is ever logged inside it or not: 9 spans a firing,
-/// 1.6% of a replica's CPU per firing measured side by side
-/// (loadtest/report/HISTORY.md, "Spans only for whom reads them"), so
-/// at `info` no layer takes a span and `info_span!` makes nothing.
+/// The log lines carry the decision they happen in (a `tracing` span
+/// naming its CronJob, slot and trace id) only when the level goes down to
+/// `debug`: at `info` and above, every line a firing logs names its
+/// CronJob itself, and a span the log layer takes is formatted as it opens
+/// (every field written to a string), whether a line is ever logged inside
+/// it or not: 1.6% of a replica's CPU per firing when a firing had 9 such
+/// spans, measured side by side (loadtest/report/HISTORY.md, "Spans only
+/// for whom reads them"), so at `info` no layer takes a span and
+/// `info_span!` makes nothing.
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = subscriber(filter, format).try_init();

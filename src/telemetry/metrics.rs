@@ -122,6 +122,7 @@ pub struct Metrics {
     pub lease_lapses: Counter,
     pub spans_dropped: Counter,
     pub events_dropped: Counter,
+    pub events_held_back: Counter,
     pub events_queued: Gauge,
     pub dropped_for_gone: Family<DroppedLabels, Counter>,
     /// The per-CronJob series of the CronJobs this replica owns.
@@ -399,6 +400,14 @@ impl Metrics {
             "Events not recorded because the event queue was full (the oldest of the same reason went first) or an equal one was already queued",
             events_dropped.clone(),
         );
+        let events_held_back = Counter::default();
+        register(
+            &mut registry,
+            &mut families,
+            "events_held_back",
+            "Events not recorded because their object had told 25 of their type and the budget refills one every 5 minutes (upstream's spam filter)",
+            events_held_back.clone(),
+        );
         let events_queued = Gauge::default();
         register(
             &mut registry,
@@ -424,6 +433,7 @@ impl Metrics {
             cronjobs,
             spans_dropped,
             events_dropped,
+            events_held_back,
             ring_members,
             owned,
             rebalances,

@@ -7,11 +7,11 @@
 //! `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER` and `_ARG` (default:
 //! parent-based always-on), `OTEL_BSP_*` for the batch processor.
 //!
-//! The spans themselves are [`super::trace_span::TraceSpan`]s. Export never blocks the
-//! controller: spans go to the SDK's batch processor (its own thread and a
-//! bounded queue), the gRPC exporter runs on a small runtime of its own (an
-//! exporter on actix's current-thread runtime could deadlock on flush), and
-//! a batch that cannot be delivered is counted in
+//! The spans themselves are [`super::trace_span::TraceSpan`]s. Export
+//! never blocks the controller: spans go to the SDK's batch processor (its
+//! own thread and a bounded queue), the gRPC exporter runs on a small
+//! runtime of its own (an exporter on actix's current-thread runtime could
+//! deadlock on flush), and a batch that cannot be delivered is counted in
 //! `shardcron_trace_spans_dropped_total`, never retried forever.
 
 use super::Metrics;

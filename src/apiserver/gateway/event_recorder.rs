@@ -17,7 +17,8 @@
 //!   events with different messages apart (it counts only identical ones),
 //!   and so does this one: the key includes the note.
 
-use super::verbs::traced;
+use super::recent::RecentMap;
+use crate::apiserver::client::traced;
 use crate::clock::Clock;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -25,7 +26,6 @@ use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Reporter};
-use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 /// How long after it was last observed a repeat still counts in an
@@ -95,7 +95,6 @@ fn type_name(event_type: EventType) -> &'static str {
 struct Recorded {
     name: String,
     count: i32,
-    last_observed: Timestamp,
 }
 
 /// What to write for an event.
@@ -107,29 +106,24 @@ pub enum Write {
     Series { name: String, count: i32 },
 }
 
-/// The events of the last [`SERIES_WINDOW`], at most `capacity` of them.
-/// Pure: time is passed in.
+/// The events of the last [`SERIES_WINDOW`], at most `capacity` of them,
+/// each touched when last observed. Pure: time is passed in.
 #[derive(Debug)]
 pub struct SeriesCache {
-    recorded: HashMap<SeriesKey, Recorded>,
-    /// Keys in the order they were last observed, with that time; an entry
-    /// whose key was observed again since is stale and skipped.
-    order: VecDeque<(Timestamp, SeriesKey)>,
-    capacity: usize,
+    recorded: RecentMap<SeriesKey, Recorded>,
 }
 
 impl SeriesCache {
     pub fn new(capacity: usize) -> Self {
         Self {
-            recorded: HashMap::new(),
-            order: VecDeque::new(),
-            capacity: capacity.max(1),
+            recorded: RecentMap::new(capacity),
         }
     }
 
     /// What to write for `key` observed at `now`.
     pub fn write_for(&mut self, key: &SeriesKey, now: Timestamp) -> Write {
-        self.expire(now);
+        self.recorded
+            .forget_touched_until(now.checked_sub(SERIES_WINDOW).unwrap_or(Timestamp::MIN));
         match self.recorded.get(key) {
             Some(recorded) => Write::Series {
                 name: recorded.name.clone(),
@@ -145,53 +139,7 @@ impl SeriesCache {
             Write::Create => 1,
             Write::Series { count, .. } => *count,
         };
-        self.recorded.insert(
-            key.clone(),
-            Recorded {
-                name,
-                count,
-                last_observed: now,
-            },
-        );
-        self.order.push_back((now, key));
-        while self.recorded.len() > self.capacity {
-            let Some((at, oldest)) = self.order.pop_front() else {
-                break;
-            };
-            self.forget_if_last_observed(&oldest, at);
-        }
-        // Repeats leave stale entries behind: never more than one per
-        // remembered event plus one per capacity.
-        if self.order.len() > 2 * self.capacity {
-            let recorded = &self.recorded;
-            self.order
-                .retain(|(at, key)| recorded.get(key).is_some_and(|r| r.last_observed == *at));
-        }
-    }
-
-    /// Forgets the events last observed more than [`SERIES_WINDOW`] before
-    /// `now`.
-    fn expire(&mut self, now: Timestamp) {
-        while let Some((at, _)) = self.order.front() {
-            if *at + SERIES_WINDOW > now {
-                break;
-            }
-            if let Some((at, key)) = self.order.pop_front() {
-                self.forget_if_last_observed(&key, at);
-            }
-        }
-    }
-
-    /// Forgets `key` unless it was observed again after `at` (then this
-    /// entry of the order is stale: a later one stands for it).
-    fn forget_if_last_observed(&mut self, key: &SeriesKey, at: Timestamp) {
-        if self
-            .recorded
-            .get(key)
-            .is_some_and(|r| r.last_observed <= at)
-        {
-            self.recorded.remove(key);
-        }
+        self.recorded.insert(key, Recorded { name, count }, now);
     }
 
     pub fn len(&self) -> usize {
@@ -425,6 +373,5 @@ mod tests {
             observe(&mut cache, &same, at(second));
         }
         assert_eq!(cache.len(), 1);
-        assert!(cache.order.len() <= 8, "{}", cache.order.len());
     }
 }

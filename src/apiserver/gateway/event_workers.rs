@@ -2,11 +2,13 @@
 //! the bounded backlog ([`crate::apiserver::gateway::events`]) and sends it through the
 //! gateway at the lowest class, until the gateway is gone.
 
+use super::event_budget::BudgetKey;
 use super::events::Pushed;
 use super::gone::Going;
 use super::handle::Gateway;
 use super::inner::{EventQueue, Inner, PendingEvent};
 use crate::apiserver::requests::Verb;
+use crate::clock::Clock;
 use crate::reconcile;
 use crate::telemetry::metrics::Gone;
 use crate::telemetry::trace_span::TraceSpan;
@@ -15,7 +17,8 @@ use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType};
 use std::sync::{Arc, Weak};
 
 impl Gateway {
-    /// Queues an Event on a CronJob for the workers; counts one dropped.
+    /// Queues an Event on a CronJob for the workers, within its budget;
+    /// counts one held back or dropped.
     pub(super) fn queue_event(&self, regarding: ObjectReference, event: &reconcile::Event) {
         let pending = PendingEvent {
             namespace: regarding.namespace.clone().unwrap_or_default(),
@@ -35,6 +38,20 @@ impl Gateway {
         };
         if self.inner.refuses(&pending.namespace, true) {
             self.inner.count_dropped("event", Gone::namespace, 1);
+            return;
+        }
+        let budget = BudgetKey::new(
+            pending.regarding.uid.as_deref(),
+            &pending.namespace,
+            pending.regarding.name.as_deref().unwrap_or_default(),
+            event.event_type == reconcile::EventType::Warning,
+        );
+        if !self
+            .inner
+            .event_budgets()
+            .allow(&budget, Clock::System.now())
+        {
+            self.inner.metrics.events_held_back.inc();
             return;
         }
         let pushed = {

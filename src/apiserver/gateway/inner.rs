@@ -3,6 +3,7 @@
 //! backlog, the namespaces lately answered gone, and the fence.
 
 use super::dispatch::{SharedQueue, Ticket};
+use super::event_budget::EventBudgets;
 use super::event_recorder::EventRecorder;
 use super::events::{Backlog, Queued};
 use super::gone::GoneNamespaces;
@@ -34,11 +35,17 @@ pub(super) struct Inner {
     pub(super) queue: SharedQueue,
     /// Namespaces lately answered gone: nothing is sent there meanwhile.
     pub(super) gone: Mutex<GoneNamespaces>,
+    /// Each CronJob's budget of Events (upstream's spam filter).
+    pub(super) event_budgets: Mutex<EventBudgets>,
 }
 
 impl Inner {
     pub(super) fn gone(&self) -> std::sync::MutexGuard<'_, GoneNamespaces> {
         self.gone.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn event_budgets(&self) -> std::sync::MutexGuard<'_, EventBudgets> {
+        self.event_budgets.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether `namespace` was lately answered gone (or terminating, for

@@ -17,11 +17,13 @@
 //! fence within its deadline, counted, a failure judged by [`retry`]),
 //! `dispatch` (the turns: [`queue`] and [`rate`]), `verbs` (each request a
 //! decision makes, for [`JobRequests`](super::requests::JobRequests)),
-//! `event_workers` (the Events, sent from their backlog, [`events`], at the
-//! lowest class, by [`event_recorder`]), [`gone`] (namespaces lately gone),
+//! `event_workers` (the Events, within each object's budget,
+//! [`event_budget`], sent from their backlog, [`events`], at the lowest
+//! class, by [`event_recorder`]), [`gone`] (namespaces lately gone),
 //! and `inner` (the state every handle shares).
 
 mod dispatch;
+pub mod event_budget;
 pub mod event_recorder;
 mod event_workers;
 pub mod events;
@@ -30,6 +32,7 @@ mod handle;
 mod inner;
 pub mod queue;
 pub mod rate;
+mod recent;
 mod request;
 pub mod retry;
 mod verbs;
@@ -38,6 +41,7 @@ use super::write_fence::WriteFence;
 use crate::telemetry::Metrics;
 pub use dispatch::Limits;
 use dispatch::{Pace, SharedQueue, dispatch};
+use event_budget::EventBudgets;
 use event_recorder::EventRecorder;
 use event_workers::send_events;
 pub use handle::{Gateway, QueuedRequest};
@@ -86,6 +90,7 @@ impl Gateway {
             throttled,
             queue,
             gone: std::sync::Mutex::default(),
+            event_budgets: std::sync::Mutex::new(EventBudgets::new(event_budget::CAPACITY)),
         });
         for _ in 0..events::WORKERS {
             inner

@@ -231,3 +231,48 @@ async fn another_namespaces_herd_takes_turns_with_a_status_write() {
         create.await.expect("the task").expect("a herd's create");
     }
 }
+
+/// Upstream's spam filter: of one CronJob's 30 Events told at once, 25
+/// are sent and 5 held back (counted); another CronJob's are its own.
+#[tokio::test(start_paused = true)]
+async fn a_cronjobs_events_past_its_budget_are_held_back() {
+    use crate::reconcile::Event;
+    use k8s_openapi::api::core::v1::ObjectReference;
+    let (client, asked) = scripted::client(answer);
+    let metrics = Arc::new(Metrics::new());
+    let gateway = Gateway::start(
+        client,
+        Limits {
+            qps: 1_000.0,
+            burst: 100,
+        },
+        Reporter {
+            controller: "shardcron".into(),
+            instance: Some("r0".into()),
+        },
+        metrics.clone(),
+        Arc::new(Open),
+    );
+    let cronjob = |name: &str| ObjectReference {
+        namespace: Some("team-a".into()),
+        name: Some(name.into()),
+        uid: Some(format!("uid-{name}")),
+        ..ObjectReference::default()
+    };
+    for slot in 0..30 {
+        let event = Event::saw_completed_job(&format!("report-{slot}"), "Complete");
+        gateway.record(cronjob("report"), &event);
+    }
+    gateway.record(
+        cronjob("backup"),
+        &Event::saw_completed_job("backup-1", "Complete"),
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let events = asked
+        .paths()
+        .into_iter()
+        .filter(|path| path.starts_with("POST") && path.contains("/events"))
+        .count();
+    assert_eq!(events, 26);
+    assert_eq!(metrics.events_held_back.get(), 5);
+}

@@ -2,12 +2,12 @@
 //! them: each through [`Gateway::request`] under its [`Verb`]'s terms.
 
 use super::handle::Gateway;
+use crate::apiserver::client::traced;
 use crate::apiserver::failure::ApiFailure;
 use crate::apiserver::lean_cronjob::{CronJobWithTemplate, LeanCronJob};
 use crate::apiserver::lean_job::LeanJob;
 use crate::apiserver::requests::{DeleteFor, JobRequests, StatusFor, Verb};
 use crate::reconcile::{self, CronJobKind};
-use crate::telemetry::trace_span::TraceSpan;
 use k8s_openapi::api::batch::v1::{CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{
@@ -245,18 +245,6 @@ fn release_patch(uid: &str) -> serde_json::Value {
 
 /// Requests on the Jobs of `namespace`, built by hand where the answer is
 /// decoded as less than a whole `Job` (or not at all).
-/// `request` with its span's `traceparent` (the code running now is the
-/// request's span): added here, not by a layer of the client, because
-/// kube's client hands each request to a buffer's task, where no span is
-/// current.
-pub(super) fn traced<B>(
-    request: Result<http::Request<B>, kube::core::request::Error>,
-) -> Result<http::Request<B>, kube::Error> {
-    request
-        .map(|request| TraceSpan::current().inject(request))
-        .map_err(kube::Error::BuildRequest)
-}
-
 fn cronjobs_url(kind: CronJobKind, namespace: &str) -> kube::core::Request {
     kube::core::Request::new(<LeanCronJob as kube::Resource>::url_path(
         &kind,
