@@ -158,9 +158,9 @@ fn record_status<B>(response: http::Response<B>) -> http::Response<B> {
 }
 
 /// `request` with its span's `traceparent` (the code running now is the
-/// request's span): added here, not by a layer of the client, because
-/// kube's client hands each request to a buffer's task, where no span is
-/// current.
+/// request's span), for whoever builds a request to add: not a layer of
+/// the client, because kube's client hands each request to a buffer's
+/// task, where no span is current.
 pub fn traced<B>(
     request: Result<http::Request<B>, kube::core::request::Error>,
 ) -> Result<http::Request<B>, kube::Error> {
