@@ -5,8 +5,9 @@
 //! bridge (tracing-opentelemetry) cost a firing about twice what the same
 //! spans cost made directly (`benches/spans.rs`: every `tracing` span
 //! entered and left at each poll of its future, a registry slot, a layer's
-//! builder), and tracing every span cost a replica 7.5-12.5 % of its CPU per
-//! firing (now 0.8-2.5 %). `tracing` is left to the log lines.
+//! builder), and tracing every span cost a replica 7.3-14.1 % of its CPU per
+//! firing (now 0.8-6.8 % in four runs, mean 3.1 %). `tracing` is left to
+//! the log lines.
 //!
 //! A [`TraceSpan`] is nothing at all (one branch) while no tracer is
 //! installed ([`install`], by `traces::start`): tracing off costs nothing.
