@@ -1211,16 +1211,16 @@ async fn a_tenants_megabyte_templates_do_not_fill_the_replicas_memory() {
     );
 }
 
-/// A tenant makes Jobs by hand that claim its CronJob (its UID, its bucket
-/// label; suspended, so no pod runs): each is an `UnexpectedJob` Event,
-/// and at QPS 5 the replica's backlog holds hundreds of them. Then
-/// the tenant deletes its namespace. The replica kept sending them there,
-/// each refused, for more than 9 minutes; now the namespace's deletion
-/// (the namespaces' watch), the CronJob's, or the first refusal drops
-/// every Event waiting for it (counted once each in
-/// `shardcron_dropped_for_gone_total`): the backlog is empty within 10 s,
-/// and another tenant's every-minute CronJob on the same replica still
-/// starts on time.
+/// A tenant makes Jobs by hand that claim its CronJobs (their UID, their
+/// bucket label; suspended, so no pod runs): each is an `UnexpectedJob`
+/// Event, 25 per CronJob (its Events' budget, as upstream's), and at QPS 5
+/// the replica's backlog holds hundreds of them. Then the tenant deletes
+/// its namespace. The replica kept sending them there, each refused, for
+/// more than 9 minutes; now the namespace's deletion (the namespaces'
+/// watch), the CronJobs', or the first refusal drops every Event waiting
+/// for it (counted once each in `shardcron_dropped_for_gone_total`): the
+/// backlog is empty within 10 s, and another tenant's every-minute CronJob
+/// on the same replica still starts on time.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deleted_namespaces_waiting_events_are_dropped_as_its_deletion_begins() {
     use futures::StreamExt;
@@ -1230,7 +1230,9 @@ async fn a_deleted_namespaces_waiting_events_are_dropped_as_its_deletion_begins(
     if KIND != shardcron::reconcile::CronJobKind::Batch {
         return;
     }
-    const JOBS: usize = 500;
+    // Each CronJob's Events within its budget: 25 at once.
+    const CRONJOBS: usize = 20;
+    const JOBS_EACH: usize = 25;
     let cluster = cluster_for(KIND).await;
     let doomed = cluster.namespace("doomed").await;
     let watch_doomed = format!("--namespace={}", doomed.name);
@@ -1240,24 +1242,30 @@ async fn a_deleted_namespaces_waiting_events_are_dropped_as_its_deletion_begins(
         &[&watch_doomed, "--kube-api-qps=5", "--kube-api-burst=5"],
     )
     .await;
-    let claimed = CronJobs::namespaced(s.admin.clone(), &doomed.name, KIND)
-        .create(
-            &PostParams::default(),
-            &cronjob("claimed", "0 0 1 1 *", json!({}), json!({})),
-        )
-        .await
-        .expect("create the claimed CronJob");
-    let uid = claimed.metadata.uid.clone().unwrap_or_default();
+    let cronjobs = CronJobs::namespaced(s.admin.clone(), &doomed.name, KIND);
+    let mut claimed = Vec::new();
+    for c in 0..CRONJOBS {
+        let name = format!("claimed-{c}");
+        let created = cronjobs
+            .create(
+                &PostParams::default(),
+                &cronjob(&name, "0 0 1 1 *", json!({}), json!({})),
+            )
+            .await
+            .expect("create a claimed CronJob");
+        claimed.push((name, created.metadata.uid.clone().unwrap_or_default()));
+    }
     let jobs = Api::<Job>::namespaced(s.admin.clone(), &doomed.name);
-    futures::stream::iter(0..JOBS)
+    futures::stream::iter(0..CRONJOBS * JOBS_EACH)
         .map(|i| {
             let jobs = jobs.clone();
+            let (name, uid) = &claimed[i % CRONJOBS];
             let job: Job = serde_json::from_value(json!({
                 "metadata": {
-                    "name": format!("claimed-by-hand-{i}"),
-                    "labels": {bucket::LABEL: bucket::Bucket::of(&uid).label_value()},
+                    "name": format!("{name}-by-hand-{i}"),
+                    "labels": {bucket::LABEL: bucket::Bucket::of(uid).label_value()},
                     "ownerReferences": [{"apiVersion": KIND.api_version(), "kind": "CronJob",
-                                         "name": "claimed", "uid": uid, "controller": true}],
+                                         "name": name, "uid": uid, "controller": true}],
                 },
                 "spec": {"suspend": true, "template": {"spec": {
                     "restartPolicy": "Never",
