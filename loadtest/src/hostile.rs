@@ -14,7 +14,9 @@
 //! [`BIG_TEMPLATE_BYTES`] of text that does not compress (a replica kept
 //! every template: +108 MiB per 100), and a namespace of the tenant's with
 //! [`DOOMED_JOBS`] Jobs made by hand that claim its CronJob (each an
-//! `UnexpectedJob` Event waiting to be sent), deleted halfway through.
+//! `UnexpectedJob` Event waiting to be sent; since 2026-12-02 only the
+//! first 25 of one CronJob's, its Events' budget as upstream's), deleted
+//! halfway through.
 
 use crate::mix::Planned;
 use kube::api::{Api, Patch, PatchParams};
