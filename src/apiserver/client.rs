@@ -24,12 +24,25 @@
 //! [`super::deadline::RESPONSE_HEADERS`] (this client), a gateway request's
 //! whole exchange within its verb's deadline, a watch's body by its idle
 //! timeout ([`super::watch`]).
+//!
+//! The write gateway's client speaks HTTP/2 where TLS's ALPN agrees on it
+//! (kube-apiserver does, as client-go speaks it), [`Protocol::Http2`]: a
+//! firing's writes share one multiplexed connection instead of one
+//! connection per request in flight. HTTP/2 leaves a silently dead
+//! connection to its PINGs ([`PING_EVERY`], [`PING_TIMEOUT`], found dead
+//! sooner than a write's deadline, [`super::deadline::WRITE`]), where an
+//! HTTP/1.1 request timing out takes its connection with it. So the reads,
+//! the watches and the Lease stay on HTTP/1.1: a renewal must find a dead
+//! connection within its own deadline, and a watch is one long stream
+//! either way; so does the admin CLI, whose port-forward is an HTTP/1.1
+//! upgrade.
 
 use super::fenced_socket::FencedConnector;
 use super::write_fence::WriteFence;
 use crate::telemetry::trace_span::TraceSpan;
+use hyper_rustls::{FixedServerNameResolver, HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::{Connect, HttpConnector};
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use kube::client::{ClientBuilder, ConfigExt};
 use kube::{Client, Config};
 use std::sync::Arc;
@@ -46,6 +59,26 @@ pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 pub const KEEPALIVE_PROBES: u32 = 3;
 /// Connecting (TCP and TLS) gives up after this long, as kube's default.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// An HTTP/2 connection that has received nothing for this long is sent a
+/// PING, busy or idle.
+pub const PING_EVERY: Duration = Duration::from_secs(10);
+/// A PING unanswered for this long closes its connection: a silent
+/// connection is given up at most 20 s after its last frame, before a
+/// write's deadline, so that the write's retry finds a new one.
+pub const PING_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Which HTTP a client speaks to the API server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.1: a connection per request in flight.
+    Http1,
+    /// HTTP/2, the only protocol offered in ALPN: the requests multiplexed
+    /// on one connection. (Offering HTTP/1.1 beside it, a burst of
+    /// requests before the first handshake ends would open a connection
+    /// each, since the protocol is known only once one is open.) An API
+    /// server URL of plain `http://` gets HTTP/1.1.
+    Http2,
+}
 
 /// The User-Agent of every request: `shardcron/<version> (<os>/<arch>)
 /// replica/<id>`, so that audit logs, APF and the API server's metrics can
@@ -61,26 +94,28 @@ pub fn user_agent(replica_id: &str) -> String {
 }
 
 /// Builds the client from `config`: kube's retry off, keepalive on, a
-/// deadline on every response's headers, the User-Agent set.
+/// deadline on every response's headers, the User-Agent set; HTTP/1.1.
 pub fn build(config: Config, user_agent: &str) -> Result<Client, kube::Error> {
-    build_with(config, user_agent, None)
+    build_with(config, user_agent, Protocol::Http1, None)
 }
 
 /// Builds the write gateway's client: as [`build`]'s, on connections of its
 /// own that write only while `fence` lets this replica write and abort
-/// when it lapses ([`super::fenced_socket`]). Lease renewals must not go
-/// through it: they are what reopens the fence.
+/// when it lapses ([`super::fenced_socket`]), in `protocol`. Lease
+/// renewals must not go through it: they are what reopens the fence.
 pub fn build_fenced(
     config: Config,
     user_agent: &str,
+    protocol: Protocol,
     fence: Arc<dyn WriteFence>,
 ) -> Result<Client, kube::Error> {
-    build_with(config, user_agent, Some(fence))
+    build_with(config, user_agent, protocol, Some(fence))
 }
 
 fn build_with(
     mut config: Config,
     user_agent: &str,
+    protocol: Protocol,
     fence: Option<Arc<dyn WriteFence>>,
 ) -> Result<Client, kube::Error> {
     config.default_retry = false;
@@ -91,7 +126,9 @@ fn build_with(
     if config.proxy_url.is_some() {
         // kube's builder knows the proxy protocols; it has no keepalive, and
         // requests keep their deadlines.
-        tracing::info!("a proxy is configured: TCP keepalive to the API server is off");
+        tracing::info!(
+            "a proxy is configured: TCP keepalive to the API server is off, and HTTP/1.1 only"
+        );
         if fence.is_some() {
             tracing::warn!(
                 "a proxy is configured: the write fence is checked before each request, \
@@ -105,6 +142,13 @@ fn build_with(
             .with_layer(&TimeoutLayer::new(super::deadline::RESPONSE_HEADERS))
             .build());
     }
+    let protocol = match protocol {
+        Protocol::Http2 if config.cluster_url.scheme_str() != Some("https") => {
+            tracing::info!("the API server's URL is not https: HTTP/1.1 only");
+            Protocol::Http1
+        }
+        protocol => protocol,
+    };
     let mut connector = HttpConnector::new();
     connector.enforce_http(false);
     connector.set_connect_timeout(config.connect_timeout);
@@ -114,24 +158,55 @@ fn build_with(
     connector.set_nodelay(true);
     match fence {
         None => {
-            let connector = config.rustls_https_connector_with_connector(connector)?;
-            finish(config, connector)
+            let connector = https_connector(&config, connector, protocol)?;
+            finish(config, connector, protocol)
         }
         Some(fence) => {
-            let connector = config
-                .rustls_https_connector_with_connector(FencedConnector::new(connector, fence))?;
-            finish(config, connector)
+            let connector =
+                https_connector(&config, FencedConnector::new(connector, fence), protocol)?;
+            finish(config, connector, protocol)
         }
     }
 }
 
+/// TLS over `connector` as kube's own (`rustls_https_connector_with_connector`),
+/// offering in ALPN only the HTTP `protocol` says.
+fn https_connector<H>(
+    config: &Config,
+    connector: H,
+    protocol: Protocol,
+) -> Result<HttpsConnector<H>, kube::Error> {
+    let builder = HttpsConnectorBuilder::new()
+        .with_tls_config(config.rustls_client_config()?)
+        .https_or_http();
+    let builder = match &config.tls_server_name {
+        Some(name) => {
+            let name = name.clone().try_into().map_err(|e| {
+                kube::Error::RustlsTls(kube::client::RustlsTlsError::InvalidServerName(e))
+            })?;
+            builder.with_server_name_resolver(FixedServerNameResolver::new(name))
+        }
+        None => builder,
+    };
+    Ok(match protocol {
+        Protocol::Http1 => builder.enable_http1().wrap_connector(connector),
+        Protocol::Http2 => builder.enable_http2().wrap_connector(connector),
+    })
+}
+
 /// kube's stack above the connections.
-fn finish<C>(config: Config, connector: C) -> Result<Client, kube::Error>
+fn finish<C>(config: Config, connector: C, protocol: Protocol) -> Result<Client, kube::Error>
 where
     C: Connect + Clone + Send + Sync + 'static,
 {
     let http: hyper_util::client::legacy::Client<_, kube::client::Body> =
-        hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(connector);
+        hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .http2_only(protocol == Protocol::Http2)
+            .timer(TokioTimer::new())
+            .http2_keep_alive_interval(PING_EVERY)
+            .http2_keep_alive_timeout(PING_TIMEOUT)
+            .http2_keep_alive_while_idle(true)
+            .build(connector);
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .option_layer(config.auth_layer()?)
@@ -213,6 +288,92 @@ mod tests {
             }
         });
         (format!("http://{address}"), requests, seen)
+    }
+
+    /// A TLS server on loopback offering HTTP/2 and HTTP/1.1 in ALPN, as
+    /// kube-apiserver does, answering every request with a Namespace;
+    /// records the protocol each connection agreed on.
+    async fn tls_server() -> (Config, Arc<std::sync::Mutex<Vec<String>>>) {
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+        let der = certified.cert.der().to_vec();
+        let key = PrivateKeyDer::try_from(certified.signing_key.serialize_der()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![CertificateDer::from(der.clone())], key)
+            .unwrap();
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let agreed = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = agreed.clone();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let Ok(stream) = acceptor.accept(socket).await else {
+                    continue;
+                };
+                let alpn = stream.get_ref().1.alpn_protocol().unwrap_or_default();
+                let alpn = String::from_utf8_lossy(alpn).into_owned();
+                seen.lock().unwrap().push(alpn.clone());
+                let answer = hyper::service::service_fn(|_request| async {
+                    let body =
+                        r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"default"}}"#;
+                    let response = http::Response::builder()
+                        .header("content-type", "application/json")
+                        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+                        .unwrap();
+                    Ok::<_, std::convert::Infallible>(response)
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                tokio::spawn(async move {
+                    if alpn == "h2" {
+                        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                            .serve_connection(io, answer)
+                            .await;
+                    } else {
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(io, answer)
+                            .await;
+                    }
+                });
+            }
+        });
+        let mut config = Config::new(format!("https://{address}").parse().unwrap());
+        config.root_cert = Some(vec![der]);
+        (config, agreed)
+    }
+
+    struct Open;
+
+    impl WriteFence for Open {
+        fn valid_for(&self) -> Option<Duration> {
+            Some(Duration::from_secs(60))
+        }
+    }
+
+    /// Ten requests at once; the protocol each connection agreed in ALPN.
+    async fn ten_gets_at_once(protocol: Protocol) -> Vec<String> {
+        let (config, agreed) = tls_server().await;
+        let fence: Arc<dyn WriteFence> = Arc::new(Open);
+        let client = build_fenced(config, &user_agent("test"), protocol, fence).unwrap();
+        let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
+        let gets = (0..10).map(|_| namespaces.get("default"));
+        for answer in futures::future::join_all(gets).await {
+            assert_eq!(answer.unwrap().metadata.name.as_deref(), Some("default"));
+        }
+        agreed.lock().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn http2_multiplexes_the_requests_on_one_connection() {
+        assert_eq!(ten_gets_at_once(Protocol::Http2).await, ["h2"]);
+        // HTTP/1.1 offers nothing in ALPN, as kube's own connector.
+        let http1 = ten_gets_at_once(Protocol::Http1).await;
+        assert!(http1.iter().all(String::is_empty), "{http1:?}");
     }
 
     #[tokio::test]

@@ -217,6 +217,7 @@ mod tests {
     /// every byte it receives and never answers.
     async fn client_and_silent_server(
         fence: Arc<dyn WriteFence>,
+        http2: bool,
     ) -> (
         hyper_util::client::legacy::Client<FencedConnector<HttpConnector>, String>,
         String,
@@ -250,8 +251,10 @@ mod tests {
             }
         });
         let connector = FencedConnector::new(HttpConnector::new(), fence);
+        // HTTP/2 with prior knowledge: on TLS, ALPN would choose it.
         let client =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .http2_only(http2)
                 .build(connector);
         (client, address, bytes)
     }
@@ -264,8 +267,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_lapsed_fence_lets_no_byte_out() {
+        for http2 in [false, true] {
+            a_lapsed_fence_lets_no_byte_out_in(http2).await;
+        }
+    }
+
+    async fn a_lapsed_fence_lets_no_byte_out_in(http2: bool) {
         let fence = Arc::new(Switch::default());
-        let (client, address, mut bytes) = client_and_silent_server(fence.clone()).await;
+        let (client, address, mut bytes) = client_and_silent_server(fence.clone(), http2).await;
         let failure = client.request(post(&address)).await.unwrap_err();
         assert!(
             format!("{:?}", failure).contains("write fence lapsed"),
@@ -278,12 +287,29 @@ mod tests {
 
     #[tokio::test]
     async fn an_open_fence_writes_and_its_lapse_aborts_the_connection() {
+        an_open_fence_writes_and_its_lapse_aborts_the_connection_in(false, "POST / HTTP/1.1").await;
+    }
+
+    /// HTTP/2: the connection all requests share is aborted at the lapse,
+    /// its PINGs and window updates included.
+    #[tokio::test]
+    async fn an_open_fence_writes_and_its_lapse_aborts_the_http2_connection() {
+        an_open_fence_writes_and_its_lapse_aborts_the_connection_in(true, "PRI * HTTP/2.0").await;
+    }
+
+    async fn an_open_fence_writes_and_its_lapse_aborts_the_connection_in(
+        http2: bool,
+        first_line: &str,
+    ) {
         let fence = Arc::new(Until(Mutex::new(Instant::now() + Duration::from_secs(2))));
-        let (client, address, mut bytes) = client_and_silent_server(fence.clone()).await;
+        let (client, address, mut bytes) = client_and_silent_server(fence.clone(), http2).await;
         let started = Instant::now();
         let answer = tokio::spawn(async move { client.request(post(&address)).await });
         let sent = bytes.recv().await.unwrap();
-        assert!(String::from_utf8_lossy(&sent).starts_with("POST / HTTP/1.1"));
+        assert!(
+            String::from_utf8_lossy(&sent).starts_with(first_line),
+            "{sent:?}"
+        );
         // The server never answers: at the lapse the connection is reset,
         // not left to carry bytes later, and the request fails.
         let mut last = bytes.recv().await.unwrap();

@@ -13,6 +13,7 @@ pub use args::RunArgs;
 use args::{lease_settings, replica_id, served_kinds};
 
 use crate::admin::{self, access::Access, scrape::ScrapeAccess, service::Admin, tls::TlsIdentity};
+use crate::apiserver::client::Protocol;
 use crate::apiserver::gateway::{Gateway, Limits};
 use crate::apiserver::watch;
 use crate::schedule::load_named_zone;
@@ -161,9 +162,15 @@ async fn start(
     let fence = SharedFence::new(settings.renew_deadline);
     // The gateway's writes on connections of their own, which refuse to
     // write once the fence has lapsed; the Lease and the reads on the other.
+    let protocol = if args.api_http2 {
+        Protocol::Http2
+    } else {
+        Protocol::Http1
+    };
     let gateway_client = crate::apiserver::client::build_fenced(
         config.clone(),
         &user_agent,
+        protocol,
         Arc::new(fence.clone()),
     )
     .context("building the write gateway's Kubernetes client")?;
