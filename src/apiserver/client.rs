@@ -25,11 +25,12 @@
 //! whole exchange within its verb's deadline, a watch's body by its idle
 //! timeout ([`super::watch`]).
 //!
-//! The write gateway's client speaks HTTP/2 where TLS's ALPN agrees on it
-//! (kube-apiserver does, as client-go speaks it), [`Protocol::Http2`]: a
-//! firing's writes share one multiplexed connection instead of one
-//! connection per request in flight. HTTP/2 leaves a silently dead
-//! connection to its PINGs ([`PING_EVERY`], [`PING_TIMEOUT`], found dead
+//! The write gateway's client can speak HTTP/2 (`--api-http2`,
+//! [`Protocol::Http2`]), as client-go does: its writes then share one
+//! multiplexed connection instead of one connection per request in
+//! flight, at more CPU per firing (hyper's HTTP/2 client spawns a task
+//! for each request's answer; docs/performance.md), so HTTP/1.1 stays the
+//! default. HTTP/2 leaves a silently dead connection to its PINGs ([`PING_EVERY`], [`PING_TIMEOUT`], found dead
 //! sooner than a write's deadline, [`super::deadline::WRITE`]), where an
 //! HTTP/1.1 request timing out takes its connection with it. So the reads,
 //! the watches and the Lease stay on HTTP/1.1: a renewal must find a dead

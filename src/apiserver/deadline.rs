@@ -4,9 +4,9 @@
 //! ([`super::requests::Verb::terms`]).
 //!
 //! A request past its deadline is dropped (its connection with it: an HTTP/1
-//! connection with a request in flight is never reused; the gateway's
-//! HTTP/2 connection is given up by its PINGs sooner than a write's
-//! deadline, [`super::client::PING_TIMEOUT`]) and reported as a
+//! connection with a request in flight is never reused; with `--api-http2`,
+//! the gateway's one connection is given up by its PINGs sooner than a
+//! write's deadline, [`super::client::PING_TIMEOUT`]) and reported as a
 //! transport failure, which the gateway retries with backoff like a reset
 //! connection. A write that timed out may still have been applied: its retry
 //! then meets 409 AlreadyExists (a create: the Job's name is the slot's lock)

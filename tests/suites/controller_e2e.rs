@@ -305,8 +305,8 @@ async fn a_deleted_active_job_is_reported_missing() {
     .await;
 }
 
-async fn history_limit_keeps_one(test: &str, outcome: Value, spec: Value) {
-    let s = scenario(test).await;
+async fn history_limit_keeps_one(test: &str, outcome: Value, spec: Value, args: &[&str]) {
+    let s = scenario_of(KIND, test, args).await;
     s.create(&cronjob("history", "*/1 * * * *", spec, outcome))
         .await;
     // Two Jobs finish; the older one goes.
@@ -337,6 +337,22 @@ async fn keeps_one_successful_job_with_limit_one() {
         "history-success",
         json!({}),
         json!({"successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 0}),
+        &[],
+    )
+    .await;
+}
+
+/// The same firings with the write gateway on HTTP/2 (`--api-http2`): the
+/// create, the status writes, the Events and the history delete, all on
+/// one connection kube-apiserver agreed HTTP/2 on (offered alone in ALPN,
+/// so no write could have gone otherwise).
+#[tokio::test(flavor = "multi_thread")]
+async fn keeps_one_successful_job_with_the_writes_over_http2() {
+    history_limit_keeps_one(
+        "history-http2",
+        json!({}),
+        json!({"successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 0}),
+        &["--api-http2=true"],
     )
     .await;
 }
@@ -347,6 +363,7 @@ async fn keeps_one_failed_job_with_limit_one() {
         "history-failed",
         json!({"shardcron.test/outcome": "fail"}),
         json!({"successfulJobsHistoryLimit": 0, "failedJobsHistoryLimit": 1}),
+        &[],
     )
     .await;
 }

@@ -107,11 +107,11 @@ pub struct RunArgs {
     /// Requests allowed in a burst above the sustained rate.
     #[arg(long, default_value_t = 30)]
     pub(super) kube_api_burst: u32,
-    /// The write gateway speaks HTTP/2 to the API server where TLS's ALPN
-    /// agrees (kube-apiserver does): its requests share one connection.
-    /// `false`: HTTP/1.1, a connection per request in flight. The reads,
-    /// the watches and the Lease are HTTP/1.1 either way.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "SHARDCRON_API_HTTP2")]
+    /// The write gateway speaks HTTP/2 to the API server: its requests
+    /// share one connection instead of one each in flight (30 at a
+    /// herd's burst), at 13-21 % more CPU per firing (docs/performance.md).
+    /// The reads, the watches and the Lease are HTTP/1.1 either way.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, env = "SHARDCRON_API_HTTP2")]
     pub(super) api_http2: bool,
     /// How the watches list: streaming lists where the server supports them.
     #[arg(long, value_enum, default_value = "auto")]
