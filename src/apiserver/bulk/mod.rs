@@ -280,16 +280,39 @@ where
     }
 }
 
+/// Whether the server turned a consistent streaming read away because its
+/// watch cache is behind etcd: 504 with the cause `ResourceVersionTooLarge`
+/// after waiting 3 s for the cache. kube-apiserver (1.36) serves a
+/// consistent paginated LIST from etcd in that case (its consistent reads'
+/// fallback), a streaming list never: under the suite's load on a 2-core
+/// machine a cache stayed behind for minutes, and every streaming load
+/// failed the same way until then.
+fn cache_behind(error: &LoadError) -> bool {
+    match error {
+        LoadError::Api(kube::Error::Api(status)) => {
+            status.code == 504
+                && status.details.as_ref().is_some_and(|details| {
+                    details
+                        .causes
+                        .iter()
+                        .any(|cause| cause.reason == "ResourceVersionTooLarge")
+                })
+        }
+        _ => false,
+    }
+}
+
 /// Reads one list of a load with [`read_all`], handing each page to `take`,
 /// which says how many of its objects it kept; again from the start when
 /// the server cut a streaming list before its end (the objects handed over
 /// twice are harmless: the supervisor keeps the newer copy of each), at
-/// most [`LIST_ATTEMPTS`] times. Returns the objects kept by the read that
-/// reached the end.
+/// most [`LIST_ATTEMPTS`] times, and by pages when the server's watch cache
+/// is too far behind to stream it ([`cache_behind`]). Returns the objects
+/// kept by the read that reached the end.
 async fn read_list<K, Taken>(
     api: Api<K>,
     labels: Option<&str>,
-    streaming: bool,
+    mut streaming: bool,
     mut take: impl FnMut(Vec<K>) -> (usize, Taken),
 ) -> Result<usize, LoadError>
 where
@@ -314,6 +337,12 @@ where
                     "the server cut a streaming list of a load before its end; reading it again"
                 );
                 attempt += 1;
+            }
+            Err(error) if streaming && cache_behind(&error) => {
+                tracing::info!(
+                    "the server's watch cache is behind: reading this list of a load by pages"
+                );
+                streaming = false;
             }
             Err(error) => return Err(error),
         }
@@ -400,14 +429,16 @@ where
 
 /// Hands `deliver`, page by page, the CronJobs of `namespaces` (`None`:
 /// all) whose UID `keep` accepts, read by `lists`; returns how many it
-/// kept. A list the server cut is split ([`CUT_PAUSE`], [`split_on_cut`]).
+/// kept. A list the server cut is split ([`CUT_PAUSE`], [`split_on_cut`]);
+/// from the first the server's watch cache is too far behind to stream
+/// ([`cache_behind`]), the lists are read by pages.
 /// The CronJob half of [`load`], and the whole of a standby load
 /// ([`crate::shard::standby`]).
 pub async fn load_cronjobs<Taken>(
     client: Client,
     namespaces: &[Option<String>],
     lists: &[CronJobList],
-    streaming: bool,
+    mut streaming: bool,
     keep: impl Fn(&str) -> bool,
     mut deliver: impl FnMut(Vec<LeanCronJob>) -> Taken,
 ) -> Result<usize, LoadError>
@@ -450,6 +481,13 @@ where
                     );
                     tokio::time::sleep(CUT_PAUSE).await;
                     to_read.extend(again.into_iter().rev());
+                }
+                Err(error) if streaming && cache_behind(&error) => {
+                    tracing::info!(
+                        "the server's watch cache is behind: reading the load's CronJobs by pages"
+                    );
+                    streaming = false;
+                    to_read.push((list, attempt));
                 }
                 Err(error) => return Err(error),
             }

@@ -353,6 +353,49 @@ fn a_list_asks_for_about_twenty_five_thousand_cronjobs_or_everything_when_nothin
     }
 }
 
+/// kube-apiserver's answer to a consistent streaming read while its watch
+/// cache lags behind etcd.
+fn cache_behind_answer() -> Answer {
+    Answer::Json(
+        504,
+        json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 504,
+            "reason": "Timeout", "message": "Timeout: Too large resource version: 1959, current: 1562",
+            "details": {"causes": [{"reason": "ResourceVersionTooLarge",
+                                    "message": "Too large resource version"}],
+                        "retryAfterSeconds": 1},
+        }),
+    )
+}
+
+#[tokio::test]
+async fn a_streaming_list_the_watch_cache_is_too_far_behind_for_is_read_by_pages() {
+    let (result, pages, asked) = load_streaming_or_not(true, |request| {
+        let uri = &request.uri;
+        let cronjobs = uri.starts_with("/apis/batch/v1/cronjobs");
+        if uri.contains("watch=true") {
+            cache_behind_answer()
+        } else if cronjobs {
+            list("CronJob", vec![cronjob("a", "keep-1")], "")
+        } else {
+            list(
+                "Job",
+                vec![job("keep-1-100", Some(("CronJob", "keep-1")))],
+                "",
+            )
+        }
+    })
+    .await;
+    let counts = result.expect("the load reads by pages");
+    assert_eq!((counts.cronjobs, counts.jobs), (1, 1));
+    assert_eq!(delivered(&pages), (vec!["keep-1"], vec!["uid-keep-1-100"]));
+    // The Jobs' stream refused, their page; the CronJobs' the same.
+    assert_eq!(asked.len(), 4, "{asked:?}");
+    for (i, query) in asked.iter().enumerate() {
+        assert_eq!(query.contains("watch=true"), i % 2 == 0, "{asked:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_failed_page_ends_the_load_with_the_servers_error() {
     let (result, _, asked) = load_with(|request| {
