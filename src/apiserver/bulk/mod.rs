@@ -44,11 +44,11 @@
 //! win over a listed one and ignores listed objects the watch saw deleted
 //! meanwhile.
 
-use super::bucket::{self, BUCKETS, Bucket};
+use super::bucket::{self, BUCKETS};
 use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
 use super::watch::JobFacts;
-use crate::reconcile::{CronJobKind, CronJobKinds};
+use crate::reconcile::CronJobKinds;
 use futures::TryStreamExt as _;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use kube::{Client, Resource};
@@ -73,25 +73,8 @@ const PAGE: u32 = 500;
 /// each list still sends in one to three seconds on an idle server.
 pub const LIST_TARGET: usize = 25_000;
 
-/// Reads of one list that cannot be split (one bucket's, every CronJob's,
-/// the Jobs'), the first included, when the server cuts a streaming list
-/// before its end; then the load fails (and the supervisor retries it).
-/// A list of one load reads at most `2b - 1 + b (LIST_ATTEMPTS - 1)` times
-/// for its `b` buckets.
-pub const LIST_ATTEMPTS: u32 = 3;
-
 /// Before a list the server cut is read again (split or not).
 pub const CUT_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// One list of CronJobs of a load: a served kind's, of some buckets (where
-/// the server shards that kind's lists) or of every CronJob of the kind.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CronJobList {
-    pub kind: CronJobKind,
-    /// Sorted, so that a list's buckets are few hash ranges; `None`: every
-    /// CronJob of the kind.
-    pub buckets: Option<Vec<Bucket>>,
-}
 
 /// How many buckets' CronJobs one list of a load asks for, from the
 /// density the replica knows (`cronjobs` over `buckets`, both what it owns
@@ -280,28 +263,6 @@ where
     }
 }
 
-/// Whether the server turned a consistent streaming read away because its
-/// watch cache is behind etcd: 504 with the cause `ResourceVersionTooLarge`
-/// after waiting 3 s for the cache. kube-apiserver (1.36) serves a
-/// consistent paginated LIST from etcd in that case (its consistent reads'
-/// fallback), a streaming list never: under the suite's load on a 2-core
-/// machine a cache stayed behind for minutes, and every streaming load
-/// failed the same way until then.
-fn cache_behind(error: &LoadError) -> bool {
-    match error {
-        LoadError::Api(kube::Error::Api(status)) => {
-            status.code == 504
-                && status.details.as_ref().is_some_and(|details| {
-                    details
-                        .causes
-                        .iter()
-                        .any(|cause| cause.reason == "ResourceVersionTooLarge")
-                })
-        }
-        _ => false,
-    }
-}
-
 /// Reads one list of a load with [`read_all`], handing each page to `take`,
 /// which says how many of its objects it kept; again from the start when
 /// the server cut a streaming list before its end (the objects handed over
@@ -338,7 +299,7 @@ where
                 );
                 attempt += 1;
             }
-            Err(error) if streaming && cache_behind(&error) => {
+            Err(LoadError::Api(ref error)) if streaming && cache_behind(error) => {
                 tracing::info!(
                     "the server's watch cache is behind: reading this list of a load by pages"
                 );
@@ -482,7 +443,7 @@ where
                     tokio::time::sleep(CUT_PAUSE).await;
                     to_read.extend(again.into_iter().rev());
                 }
-                Err(error) if streaming && cache_behind(&error) => {
+                Err(LoadError::Api(ref error)) if streaming && cache_behind(error) => {
                     tracing::info!(
                         "the server's watch cache is behind: reading the load's CronJobs by pages"
                     );
@@ -496,31 +457,9 @@ where
     Ok(kept_all)
 }
 
-/// What to read instead of `list`, cut by the server at its read number
-/// `attempt`: its two halves, each a first read, if it has several
-/// buckets; else itself again, if it has reads left ([`LIST_ATTEMPTS`]);
-/// else nothing (`None`: the load fails).
-pub fn split_on_cut(list: CronJobList, attempt: u32) -> Option<Vec<(CronJobList, u32)>> {
-    match list.buckets {
-        Some(buckets) if buckets.len() >= 2 => {
-            let (first, second) = buckets.split_at(buckets.len() / 2);
-            Some(
-                [first, second]
-                    .into_iter()
-                    .map(|half| {
-                        let half = CronJobList {
-                            kind: list.kind,
-                            buckets: Some(half.to_vec()),
-                        };
-                        (half, 1)
-                    })
-                    .collect(),
-            )
-        }
-        _ if attempt < LIST_ATTEMPTS => Some(vec![(list, attempt + 1)]),
-        _ => None,
-    }
-}
+mod lists;
+use lists::cache_behind;
+pub use lists::{CronJobList, LIST_ATTEMPTS, split_on_cut};
 
 pub mod narrow;
 

@@ -2,7 +2,9 @@
 //! errors and deadlines; and the lists' size.
 
 use super::*;
+use crate::apiserver::bucket::Bucket;
 use crate::apiserver::scripted::{self, Answer};
+use crate::reconcile::CronJobKind;
 use serde_json::{Value, json};
 
 fn list(kind: &str, items: Vec<Value>, next: &str) -> Answer {

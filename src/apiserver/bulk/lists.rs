@@ -1,0 +1,72 @@
+//! The lists of CronJobs a load reads, and what it does with one the
+//! server did not complete: a streaming list cut before its end is read
+//! again (in halves, when it has several buckets), and one the server's
+//! watch cache is too far behind to stream is read by pages.
+
+use crate::apiserver::bucket::Bucket;
+use crate::reconcile::CronJobKind;
+
+/// Reads of one list that cannot be split (one bucket's, every CronJob's,
+/// the Jobs'), the first included, when the server cuts a streaming list
+/// before its end; then the load fails (and the supervisor retries it).
+/// A list of one load reads at most `2b - 1 + b (LIST_ATTEMPTS - 1)` times
+/// for its `b` buckets.
+pub const LIST_ATTEMPTS: u32 = 3;
+
+/// One list of CronJobs of a load: a served kind's, of some buckets (where
+/// the server shards that kind's lists) or of every CronJob of the kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CronJobList {
+    pub kind: CronJobKind,
+    /// Sorted, so that a list's buckets are few hash ranges; `None`: every
+    /// CronJob of the kind.
+    pub buckets: Option<Vec<Bucket>>,
+}
+
+/// Whether the server turned a consistent streaming read away because its
+/// watch cache is behind etcd: 504 with the cause `ResourceVersionTooLarge`
+/// after waiting 3 s for the cache. kube-apiserver (1.36) serves a
+/// consistent paginated LIST from etcd in that case (its consistent reads'
+/// fallback), a streaming list never: under the suite's load on a 2-core
+/// machine a cache stayed behind for minutes, and every streaming load
+/// failed the same way until then.
+pub(super) fn cache_behind(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => {
+            status.code == 504
+                && status.details.as_ref().is_some_and(|details| {
+                    details
+                        .causes
+                        .iter()
+                        .any(|cause| cause.reason == "ResourceVersionTooLarge")
+                })
+        }
+        _ => false,
+    }
+}
+
+/// What to read instead of `list`, cut by the server at its read number
+/// `attempt`: its two halves, each a first read, if it has several
+/// buckets; else itself again, if it has reads left ([`LIST_ATTEMPTS`]);
+/// else nothing (`None`: the load fails).
+pub fn split_on_cut(list: CronJobList, attempt: u32) -> Option<Vec<(CronJobList, u32)>> {
+    match list.buckets {
+        Some(buckets) if buckets.len() >= 2 => {
+            let (first, second) = buckets.split_at(buckets.len() / 2);
+            Some(
+                [first, second]
+                    .into_iter()
+                    .map(|half| {
+                        let half = CronJobList {
+                            kind: list.kind,
+                            buckets: Some(half.to_vec()),
+                        };
+                        (half, 1)
+                    })
+                    .collect(),
+            )
+        }
+        _ if attempt < LIST_ATTEMPTS => Some(vec![(list, attempt + 1)]),
+        _ => None,
+    }
+}
