@@ -10,10 +10,11 @@
 //! - [`telemetry`]: metrics, health endpoints, logs.
 //! - [`cli`]: the `shardcron` command line.
 //! - [`memory`]: handing the memory of list bursts back to the OS.
+//! - [`k8s_proto`]: the few Kubernetes protobuf messages read and written (their wire form, pure).
 //! - [`clock`]: the wall clock handed to the supervisor, wheel and actors, and the boot clock that counts a paused VM (the fence's).
 //!
 //! Layers import only downwards: schedule < reconcile < apiserver < actor <
-//! shard < admin < cli, with telemetry, memory and clock beside them all
+//! shard < admin < cli, with telemetry, memory, clock and k8s_proto beside them all
 //! (`tests/layers.rs` checks it).
 
 pub mod actor;
@@ -21,6 +22,7 @@ pub mod admin;
 pub mod apiserver;
 pub mod cli;
 pub mod clock;
+pub mod k8s_proto;
 pub mod memory;
 pub mod reconcile;
 pub mod schedule;

@@ -83,6 +83,9 @@ pub const RECEIVED_JSON_BYTES: usize = 64 * 1024;
 pub enum ReceivedTemplate {
     /// Its JSON, re-emitted compact: at most [`RECEIVED_JSON_BYTES`].
     Json(RawJson),
+    /// Its protobuf message (a protobuf load's), as received: at most
+    /// [`RECEIVED_JSON_BYTES`] as well.
+    Protobuf(Box<[u8]>),
     /// A bigger one, compressed (or left) as it was read.
     Compact(CompactTemplate),
 }
@@ -99,10 +102,21 @@ impl<'de> Deserialize<'de> for ReceivedTemplate {
 }
 
 impl ReceivedTemplate {
+    /// A template received in protobuf, compressed at once past
+    /// [`RECEIVED_JSON_BYTES`] as its JSON would be.
+    pub fn protobuf(message: Vec<u8>) -> Self {
+        if message.len() > RECEIVED_JSON_BYTES {
+            Self::Compact(CompactTemplate::from_protobuf(&message))
+        } else {
+            Self::Protobuf(message.into())
+        }
+    }
+
     /// The template as an actor keeps it.
     fn compact(&self) -> CompactTemplate {
         match self {
             Self::Json(json) => CompactTemplate::from_json(json.as_bytes()),
+            Self::Protobuf(message) => CompactTemplate::from_protobuf(message),
             Self::Compact(compact) => compact.clone(),
         }
     }
@@ -325,6 +339,7 @@ fn kept(meta: ObjectMeta) -> ObjectMeta {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reconcile::JobTemplate;
     use jiff::tz::TimeZone;
     use kube::core::{ObjectList, WatchEvent};
     use serde_json::{Value, json};
@@ -466,7 +481,7 @@ mod tests {
         .expect("a lean CronJob");
         assert_eq!(
             bare.spec_view().job_template.decode(),
-            Some(Default::default())
+            Some(JobTemplate::Typed(Default::default()))
         );
     }
 

@@ -24,6 +24,7 @@ pub mod fenced_socket;
 pub mod gateway;
 pub mod lean_cronjob;
 pub mod lean_job;
+pub mod protobuf;
 pub mod requests;
 pub mod resource_version;
 pub mod resume;

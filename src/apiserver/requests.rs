@@ -8,7 +8,7 @@ use super::failure::ApiFailure;
 use super::gateway::queue::Priority;
 use super::lean_cronjob::{CronJobWithTemplate, LeanCronJob};
 use super::lean_job::LeanJob;
-use crate::reconcile::{self, CronJobKind};
+use crate::reconcile::{self, CronJobKind, NewJob};
 use k8s_openapi::api::batch::v1::{CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use std::future::Future;
@@ -140,7 +140,7 @@ pub trait JobRequests {
     fn create_job(
         &self,
         namespace: &str,
-        job: Job,
+        job: NewJob,
     ) -> impl Future<Output = Result<LeanJob, ApiFailure>>;
 
     /// Deletes Job `name` if its UID is still `uid` (background propagation).

@@ -8,11 +8,12 @@
 
 use super::kind::CronJobKind;
 use super::schedule_setup::NamedZone;
+use super::template::{JobTemplate, ProtobufTemplate};
 use super::view::{CronJobView, SCHEDULED_TIMESTAMP_ANNOTATION};
 use crate::schedule::format_rfc3339;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use k8s_openapi::api::batch::v1::{Job, JobTemplateSpec};
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
@@ -64,6 +65,62 @@ pub fn run_now_job_name(cronjob_name: &str, requested: Timestamp) -> String {
     format!("{cronjob_name}-r{}", String::from_utf8_lossy(&suffix))
 }
 
+/// The Job a decision creates: its metadata built here; its spec the
+/// template's, typed (a template that came as JSON) or as the protobuf
+/// bytes it came in (a protobuf load's: sent back so, never decoded).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    pub metadata: ObjectMeta,
+    pub spec: NewJobSpec,
+}
+
+/// A [`NewJob`]'s spec. (Unboxed: a decision builds one and moves it to
+/// its create, as it did the typed Job before.)
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)]
+pub enum NewJobSpec {
+    Typed(Option<JobSpec>),
+    /// A `JobSpec` message, and its `ttlSecondsAfterFinished`.
+    Protobuf {
+        message: Vec<u8>,
+        ttl_seconds_after_finished: Option<i32>,
+    },
+}
+
+impl NewJob {
+    pub fn ttl_seconds_after_finished(&self) -> Option<i32> {
+        match &self.spec {
+            NewJobSpec::Typed(spec) => spec.as_ref()?.ttl_seconds_after_finished,
+            NewJobSpec::Protobuf {
+                ttl_seconds_after_finished,
+                ..
+            } => *ttl_seconds_after_finished,
+        }
+    }
+
+    /// The Job, if its spec is typed (tests, and what a JSON template built).
+    pub fn typed(self) -> Option<Job> {
+        match self.spec {
+            NewJobSpec::Typed(spec) => Some(Job {
+                metadata: self.metadata,
+                spec,
+                status: None,
+            }),
+            NewJobSpec::Protobuf { .. } => None,
+        }
+    }
+}
+
+/// A typed Job to create as it is.
+impl From<Job> for NewJob {
+    fn from(job: Job) -> Self {
+        Self {
+            metadata: job.metadata,
+            spec: NewJobSpec::Typed(job.spec),
+        }
+    }
+}
+
 /// Upstream's `getJobFromTemplate2`: the Job to create for `scheduled`. It
 /// fails, as upstream's, when `spec.timeZone` does not load (the text is
 /// Go's `LoadLocation` error), and when the template is not kept
@@ -73,7 +130,7 @@ pub fn build_job(
     cronjob: &CronJobView,
     default_zone: &TimeZone,
     scheduled: Timestamp,
-) -> Result<Job, String> {
+) -> Result<NewJob, String> {
     let zone = cronjob
         .spec
         .setup
@@ -101,36 +158,55 @@ pub fn build_job(
 /// `spec.timeZone` (UTC when unset; the controller's zone for `Local`).
 pub(crate) fn build_job_in(
     cronjob: &CronJobView,
-    template: JobTemplateSpec,
+    template: JobTemplate,
     annotation_zone: &NamedZone,
     default_zone: &TimeZone,
     scheduled: Timestamp,
     name: String,
-) -> Job {
-    let metadata = template.metadata.unwrap_or_default();
-    let mut annotations = metadata.annotations.unwrap_or_default();
+) -> NewJob {
+    let (labels, mut annotations, spec) = match template {
+        JobTemplate::Typed(template) => {
+            let metadata = template.metadata.unwrap_or_default();
+            (
+                metadata.labels.unwrap_or_default(),
+                metadata.annotations.unwrap_or_default(),
+                NewJobSpec::Typed(template.spec),
+            )
+        }
+        JobTemplate::Protobuf(ProtobufTemplate {
+            labels,
+            annotations,
+            spec,
+            ttl_seconds_after_finished,
+        }) => (
+            labels,
+            annotations,
+            NewJobSpec::Protobuf {
+                message: spec,
+                ttl_seconds_after_finished,
+            },
+        ),
+    };
     annotations.insert(
         SCHEDULED_TIMESTAMP_ANNOTATION.to_owned(),
         format_rfc3339(scheduled, annotation_zone.resolve(default_zone)),
     );
-    Job {
+    let mut job = NewJob {
         metadata: ObjectMeta {
             name: Some(name),
-            labels: Some(metadata.labels.unwrap_or_default()),
+            labels: Some(labels),
             annotations: Some(annotations),
             // The API server overrides it; upstream sets it, so do we.
             creation_timestamp: Some(Time(scheduled)),
             owner_references: Some(vec![controller_reference(cronjob)]),
-            finalizers: template
-                .spec
-                .as_ref()
-                .and_then(|spec| spec.ttl_seconds_after_finished)
-                .map(|_| vec![SLOT_FINALIZER.to_owned()]),
             ..ObjectMeta::default()
         },
-        spec: template.spec,
-        status: None,
-    }
+        spec,
+    };
+    job.metadata.finalizers = job
+        .ttl_seconds_after_finished()
+        .map(|_| vec![SLOT_FINALIZER.to_owned()]);
+    job
 }
 
 /// `metav1.NewControllerRef(cj, batch/v1 CronJob)`, with the CronJob's own

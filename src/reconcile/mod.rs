@@ -104,8 +104,8 @@ pub use decision::{Decision, SkipReason, skipped_slot, slot_outcome};
 pub use events::{Event, EventType, MAX_NOTE_BYTES, Reason, cut_text, rfc1123z_utc};
 pub use history::{OverHistoryLimit, by_start_time, over_limit};
 pub use job::{
-    SLOT_FINALIZER, active_reference, build_job, controller_reference, is_held, job_name,
-    run_now_job_name,
+    NewJob, NewJobSpec, SLOT_FINALIZER, active_reference, build_job, controller_reference, is_held,
+    job_name, run_now_job_name,
 };
 pub use kind::{CronJobKind, CronJobKinds};
 pub use lateness::{PolicyWait, Readiness, readiness};
@@ -126,7 +126,7 @@ pub use slot_history::{
     SkipCounts, SkipWhy, SlotEntry, SlotHistory, Suspension,
 };
 pub use sync::MAX_UNLISTED_LOOKUPS;
-pub use template::{CompactTemplate, KEPT_TEMPLATE_BYTES};
+pub use template::{CompactTemplate, JobTemplate, KEPT_TEMPLATE_BYTES, ProtobufTemplate};
 pub use update::{AfterUpdate, after_update};
 pub use view::{
     ConcurrencyPolicy, CronJobView, FailureReason, Finished, JobSummary, LAST_SCHEDULE_ANNOTATION,
@@ -136,7 +136,6 @@ pub use view::{
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use k8s_openapi::api::batch::v1::Job;
 
 /// Everything one decision depends on.
 #[derive(Debug, Clone, Copy)]
@@ -204,7 +203,7 @@ pub struct JobToCreate {
     pub ready: Readiness,
     /// The object to send. Present in a [`Plan`]; the follow-up does not
     /// rebuild it.
-    pub job: Option<Job>,
+    pub job: Option<NewJob>,
 }
 
 /// When to run the next decision.

@@ -1,5 +1,6 @@
-//! The Job template as an idle actor keeps it: compressed JSON, or, past
-//! a bound, nothing but its size and digest.
+//! The Job template as an idle actor keeps it: compressed JSON (or
+//! protobuf, as a protobuf load brought it), or, past a bound, nothing but
+//! its size and digest.
 //!
 //! The typed `JobTemplateSpec` (a `PodSpec` of mostly empty optional fields)
 //! takes several KiB in memory; its JSON takes a few hundred bytes, most of
@@ -15,8 +16,11 @@
 //! at that moment ([`crate::reconcile::Lookup::JobTemplate`]): one GET per
 //! Job of such a CronJob, and nothing held between its firings.
 
+use crate::k8s_proto;
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
+use prost::Message as _;
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 /// Fragments that recur in Job templates (raw-content zstd dictionary). The
@@ -62,7 +66,9 @@ pub const KEPT_TEMPLATE_BYTES: usize = 16 * 1024;
 /// cloning copies the bytes.
 #[derive(Clone, PartialEq, Eq)]
 pub enum CompactTemplate {
-    /// zstd with [`DICTIONARY`], at most [`KEPT_TEMPLATE_BYTES`].
+    /// zstd with [`DICTIONARY`], at most [`KEPT_TEMPLATE_BYTES`], of the
+    /// template's JSON, or of its protobuf message after
+    /// [`k8s_proto::MAGIC`] (which no JSON starts with).
     Kept(Box<[u8]>),
     /// Too big to keep: read again when a Job is made. The digest of its
     /// JSON tells one version from another (a spec update's comparison).
@@ -85,18 +91,28 @@ impl CompactTemplate {
 
     /// The template whose JSON is `json` (as the API server sent it).
     pub fn from_json(json: &[u8]) -> Self {
+        Self::compress(json)
+    }
+
+    /// The template whose protobuf message (a `JobTemplateSpec`) is
+    /// `message`, as the API server sent it.
+    pub fn from_protobuf(message: &[u8]) -> Self {
+        Self::compress(&[k8s_proto::MAGIC.as_slice(), message].concat())
+    }
+
+    fn compress(encoded: &[u8]) -> Self {
         // Compressing into a growable buffer cannot fail.
         let compressed = COMPRESSOR
             .with_borrow_mut(|compressor| {
                 if compressor.is_none() {
                     *compressor = zstd::bulk::Compressor::with_prepared_dictionary(&ENCODER).ok();
                 }
-                compressor.as_mut()?.compress(json).ok()
+                compressor.as_mut()?.compress(encoded).ok()
             })
             .unwrap_or_default();
         if compressed.len() > KEPT_TEMPLATE_BYTES {
             return Self::Left {
-                digest: digest(json),
+                digest: digest(encoded),
             };
         }
         Self::Kept(compressed.into())
@@ -106,11 +122,21 @@ impl CompactTemplate {
     /// fail; if it ever did, the result would be an empty template, which
     /// the API server rejects on create (a FailedCreate event), never a
     /// crash.
-    pub fn decode(&self) -> Option<JobTemplateSpec> {
+    pub fn decode(&self) -> Option<JobTemplate> {
+        let encoded = self.decompress()?;
+        Some(match encoded.strip_prefix(k8s_proto::MAGIC) {
+            Some(message) => {
+                JobTemplate::Protobuf(ProtobufTemplate::decode(message).unwrap_or_default())
+            }
+            None => JobTemplate::Typed(serde_json::from_slice(&encoded).unwrap_or_default()),
+        })
+    }
+
+    fn decompress(&self) -> Option<Vec<u8>> {
         let Self::Kept(compressed) = self else {
             return None;
         };
-        let json = DECOMPRESSOR
+        let encoded = DECOMPRESSOR
             .with_borrow_mut(|decompressor| {
                 if decompressor.is_none() {
                     *decompressor =
@@ -120,7 +146,7 @@ impl CompactTemplate {
                 decompressor.as_mut()?.decompress(compressed, capacity).ok()
             })
             .unwrap_or_default();
-        Some(serde_json::from_slice(&json).unwrap_or_default())
+        Some(encoded)
     }
 
     /// The size kept in memory, in bytes.
@@ -129,6 +155,54 @@ impl CompactTemplate {
             Self::Kept(compressed) => compressed.len(),
             Self::Left { .. } => 0,
         }
+    }
+}
+
+/// A kept template, decoded as it came: typed from JSON, or read from
+/// protobuf only as far as a Job is built from it.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // decoded once per create and moved into its Job
+pub enum JobTemplate {
+    Typed(JobTemplateSpec),
+    Protobuf(ProtobufTemplate),
+}
+
+impl JobTemplate {
+    /// The typed template (tests, and templates that came as JSON).
+    pub fn typed(self) -> Option<JobTemplateSpec> {
+        match self {
+            Self::Typed(template) => Some(template),
+            Self::Protobuf(_) => None,
+        }
+    }
+}
+
+/// A `JobTemplateSpec` that came in protobuf, read as far as upstream's
+/// `getJobFromTemplate2` reads it: its labels and annotations (copied to
+/// the Job), its spec's bytes (the Job's spec, sent back in protobuf as
+/// they came, never decoded) and whether that spec sets
+/// `ttlSecondsAfterFinished` (the slot's finalizer).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProtobufTemplate {
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// A `JobSpec` message.
+    pub spec: Vec<u8>,
+    pub ttl_seconds_after_finished: Option<i32>,
+}
+
+impl ProtobufTemplate {
+    pub fn decode(message: &[u8]) -> Result<Self, prost::DecodeError> {
+        let template = k8s_proto::JobTemplateSpec::decode(message)?;
+        let metadata = template.metadata.unwrap_or_default();
+        let spec = template.spec.unwrap_or_default();
+        let ttl = k8s_proto::JobSpecTtl::decode(spec.as_slice())?.ttl_seconds_after_finished;
+        Ok(Self {
+            labels: metadata.labels,
+            annotations: metadata.annotations,
+            spec,
+            ttl_seconds_after_finished: ttl,
+        })
     }
 }
 
@@ -179,7 +253,10 @@ mod tests {
         for i in [0, 7, 123_456] {
             let original = template(i);
             let compact = CompactTemplate::new(&original);
-            assert_eq!(compact.decode(), Some(original.clone()));
+            assert_eq!(
+                compact.decode().and_then(JobTemplate::typed),
+                Some(original.clone())
+            );
             let json = serde_json::to_vec(&original).unwrap().len();
             assert!(
                 compact.encoded_len() * 10 < json * 7,
@@ -197,24 +274,36 @@ mod tests {
             CompactTemplate::Left { .. }
         ));
         assert_eq!(
-            CompactTemplate::new(&template(2)).decode(),
+            CompactTemplate::new(&template(2))
+                .decode()
+                .and_then(JobTemplate::typed),
             Some(template(2))
         );
         // The reused context keeps its dictionary and level: the same bytes.
         assert_eq!(CompactTemplate::new(&template(1)), first);
-        assert_eq!(first.decode(), Some(template(1)));
+        assert_eq!(
+            first.decode().and_then(JobTemplate::typed),
+            Some(template(1))
+        );
     }
 
     #[test]
     fn an_empty_template_round_trips() {
         let empty = JobTemplateSpec::default();
-        assert_eq!(CompactTemplate::new(&empty).decode(), Some(empty));
+        assert_eq!(
+            CompactTemplate::new(&empty)
+                .decode()
+                .and_then(JobTemplate::typed),
+            Some(empty)
+        );
     }
 
     #[test]
     fn undecodable_bytes_give_an_empty_template() {
         assert_eq!(
-            CompactTemplate::Kept(vec![1, 2, 3].into()).decode(),
+            CompactTemplate::Kept(vec![1, 2, 3].into())
+                .decode()
+                .and_then(JobTemplate::typed),
             Some(JobTemplateSpec::default())
         );
     }
@@ -244,6 +333,11 @@ mod tests {
             CompactTemplate::new(&small),
             CompactTemplate::Kept(_)
         ));
-        assert_eq!(CompactTemplate::new(&small).decode(), Some(small));
+        assert_eq!(
+            CompactTemplate::new(&small)
+                .decode()
+                .and_then(JobTemplate::typed),
+            Some(small)
+        );
     }
 }

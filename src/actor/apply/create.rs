@@ -6,11 +6,10 @@ use crate::apiserver::bucket::{self, Bucket};
 use crate::apiserver::failure::ApiFailure;
 use crate::apiserver::requests::JobRequests;
 use crate::clock::Clock;
-use crate::reconcile::{CreateResult, JobSummary, JobToCreate, LiveJob};
+use crate::reconcile::{CreateResult, JobSummary, JobToCreate, LiveJob, NewJob};
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{CreateLabels, CreateResultLabel};
 use crate::telemetry::trace_span::TraceSpan;
-use k8s_openapi::api::batch::v1::Job;
 
 /// Names the replica that created a Job: which replica acted on a slot is
 /// visible from the API server's own records (a departure from upstream,
@@ -38,7 +37,7 @@ pub async fn create_job<R: JobRequests>(
     creator: &Creator<'_>,
     namespace: &str,
     create: &JobToCreate,
-    mut job: Job,
+    mut job: NewJob,
 ) -> Option<(CreateResult, Option<JobSummary>)> {
     // The CronJob's bucket, so that only its owner's Job watch selects
     // it (a label the template set under that key is overwritten).

@@ -37,11 +37,7 @@ pub fn status_class(records_a_slot: bool, stopping: bool, plan: &reconcile::Plan
         .as_ref()
         .and_then(|create| create.job.as_ref())
         .is_some_and(|job| {
-            reconcile::is_held(&job.metadata)
-                || job
-                    .spec
-                    .as_ref()
-                    .is_some_and(|spec| spec.ttl_seconds_after_finished.is_none())
+            reconcile::is_held(&job.metadata) || job.ttl_seconds_after_finished().is_none()
         });
     if records_a_slot && (stopping || !created_job_lasts) {
         StatusFor::RecordSlot

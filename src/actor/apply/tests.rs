@@ -9,6 +9,7 @@ use crate::apiserver::lean_cronjob::CronJobWithTemplate;
 use crate::apiserver::lean_cronjob::TemplateSpec;
 use crate::apiserver::lean_job::LeanJob;
 use crate::apiserver::requests::{DeleteFor, StatusFor};
+use crate::reconcile::NewJob;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -77,9 +78,10 @@ impl JobRequests for Scripted {
     fn create_job(
         &self,
         _namespace: &str,
-        job: Job,
+        job: NewJob,
     ) -> impl Future<Output = Result<LeanJob, ApiFailure>> {
         self.ask("create");
+        let job = job.typed().expect("a test's template came as JSON");
         let mut script = self.script.borrow_mut();
         if let Some(stop) = script.stop_on_create.take() {
             stop.cancel();

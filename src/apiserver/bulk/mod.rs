@@ -48,7 +48,7 @@ use super::bucket::{self, BUCKETS};
 use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
 use super::watch::JobFacts;
-use crate::reconcile::CronJobKinds;
+use crate::reconcile::{CronJobKind, CronJobKinds};
 use futures::TryStreamExt as _;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use kube::{Client, Resource};
@@ -114,6 +114,8 @@ pub enum LoadError {
     Deadline(super::deadline::Elapsed),
     #[error("the streaming list ended before its initial-events-end bookmark")]
     EndedEarly,
+    #[error(transparent)]
+    Protobuf(#[from] super::protobuf::ProtobufError),
     /// A read's task panicked (a bug): told as a failed read, so that
     /// what counts the reads in flight still hears of it.
     #[error("the read panicked")]
@@ -133,9 +135,19 @@ pub struct LoadSelectors {
     /// One list of Jobs per label selector ([`super::bucket`]: the gained
     /// buckets, and the unlabelled); empty: one list of every Job.
     pub jobs: Vec<String>,
+    pub reads: ListReads,
+}
+
+/// How a load's lists are read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListReads {
     /// Streaming lists (the server has them: the watches use them too);
     /// else paginated.
     pub streaming: bool,
+    /// batch/v1 CronJobs in protobuf (`--api-protobuf`, [`protobuf`]);
+    /// the shardcron.io CRD's (custom resources have no protobuf) and the
+    /// Jobs in JSON.
+    pub protobuf: bool,
 }
 
 /// Reads every object of `api` (that `labels` selects, if any), by a
@@ -348,7 +360,7 @@ where
             counts.jobs += read_list(
                 jobs.clone(),
                 *labels,
-                selectors.streaming,
+                selectors.reads.streaming,
                 |page: Vec<LeanJob>| {
                     let jobs: Vec<JobFacts> = page
                         .into_iter()
@@ -375,7 +387,7 @@ where
         client,
         namespaces,
         &selectors.cronjobs,
-        selectors.streaming,
+        selectors.reads,
         owned,
         |cronjobs| {
             deliver(Loaded {
@@ -399,7 +411,7 @@ pub async fn load_cronjobs<Taken>(
     client: Client,
     namespaces: &[Option<String>],
     lists: &[CronJobList],
-    mut streaming: bool,
+    mut reads: ListReads,
     keep: impl Fn(&str) -> bool,
     mut deliver: impl FnMut(Vec<LeanCronJob>) -> Taken,
 ) -> Result<usize, LoadError>
@@ -418,9 +430,8 @@ where
                 Some(selector) => super::sharded::client_with_shard_selector(&client, &selector),
                 None => client.clone(),
             };
-            let cronjobs = super::watch::cronjob_api(cronjob_client, kind, namespace.as_deref());
             let mut kept = 0;
-            let read = read_all(cronjobs, None, streaming, |page: Vec<LeanCronJob>| {
+            let take = |page: Vec<LeanCronJob>| {
                 let cronjobs: Vec<LeanCronJob> = page
                     .into_iter()
                     .filter(|cronjob| cronjob.metadata.uid.as_deref().is_some_and(&keep))
@@ -428,8 +439,20 @@ where
                     .collect();
                 kept += cronjobs.len();
                 deliver(cronjobs)
-            })
-            .await;
+            };
+            let read = if reads.protobuf && kind == CronJobKind::Batch {
+                protobuf::read_cronjobs(
+                    &cronjob_client,
+                    namespace.as_deref(),
+                    reads.streaming,
+                    take,
+                )
+                .await
+            } else {
+                let cronjobs =
+                    super::watch::cronjob_api(cronjob_client, kind, namespace.as_deref());
+                read_all(cronjobs, None, reads.streaming, take).await
+            };
             match read {
                 Ok(()) => kept_all += kept,
                 Err(LoadError::EndedEarly) => {
@@ -443,11 +466,11 @@ where
                     tokio::time::sleep(CUT_PAUSE).await;
                     to_read.extend(again.into_iter().rev());
                 }
-                Err(LoadError::Api(ref error)) if streaming && cache_behind(error) => {
+                Err(LoadError::Api(ref error)) if reads.streaming && cache_behind(error) => {
                     tracing::info!(
                         "the server's watch cache is behind: reading the load's CronJobs by pages"
                     );
-                    streaming = false;
+                    reads.streaming = false;
                     to_read.push((list, attempt));
                 }
                 Err(error) => return Err(error),
@@ -458,6 +481,7 @@ where
 }
 
 mod lists;
+mod protobuf;
 use lists::cache_behind;
 pub use lists::{CronJobList, LIST_ATTEMPTS, split_on_cut};
 

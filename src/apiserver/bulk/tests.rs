@@ -94,7 +94,10 @@ async fn load_streaming_or_not(
                 buckets: None,
             }],
             jobs: Vec::new(),
-            streaming,
+            reads: ListReads {
+                streaming,
+                protobuf: false,
+            },
         },
         |uid| uid.starts_with("uid-keep"),
         |page| {
@@ -305,7 +308,10 @@ async fn a_cut_list_is_read_again_as_two_shorter_lists_after_a_pause() {
             kind: CronJobKind::Batch,
             buckets: Some(buckets.clone()),
         }],
-        true,
+        ListReads {
+            streaming: true,
+            protobuf: false,
+        },
         |uid| uid.starts_with("uid-keep"),
         |page| {
             pages.push(page);

@@ -7,6 +7,7 @@ use crate::apiserver::lean_job::LeanJob;
 use crate::apiserver::requests::{JobRequests, StatusFor};
 use crate::apiserver::scripted::{self, Answer};
 use crate::reconcile::CronJobKind;
+use crate::reconcile::NewJob;
 use k8s_openapi::api::batch::v1::{CronJobStatus, Job};
 use serde_json::json;
 use std::time::Duration;
@@ -34,8 +35,10 @@ fn answer(request: &scripted::Request) -> Answer {
     Answer::Json(201, body)
 }
 
-fn job(name: &str) -> Job {
-    serde_json::from_value(json!({"metadata": {"name": name}})).expect("a Job")
+fn job(name: &str) -> NewJob {
+    serde_json::from_value::<Job>(json!({"metadata": {"name": name}}))
+        .expect("a Job")
+        .into()
 }
 
 /// One token a second and no burst to speak of: each request waits for

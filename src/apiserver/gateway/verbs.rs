@@ -6,8 +6,9 @@ use crate::apiserver::client::traced;
 use crate::apiserver::failure::ApiFailure;
 use crate::apiserver::lean_cronjob::{CronJobWithTemplate, LeanCronJob};
 use crate::apiserver::lean_job::LeanJob;
+use crate::apiserver::protobuf::job::JobBody;
 use crate::apiserver::requests::{DeleteFor, JobRequests, StatusFor, Verb};
-use crate::reconcile::{self, CronJobKind};
+use crate::reconcile::{self, CronJobKind, NewJob};
 use k8s_openapi::api::batch::v1::{CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{
@@ -19,12 +20,21 @@ impl JobRequests for Gateway {
     /// The answer (the whole Job, its pod template and managed fields
     /// included) is decoded as a [`LeanJob`]: the decision reads its UID
     /// and resourceVersion.
-    async fn create_job(&self, namespace: &str, job: Job) -> Result<LeanJob, ApiFailure> {
-        let body: Arc<[u8]> = serde_json::to_vec(&job)
-            .map_err(|e| ApiFailure::Transport(format!("encoding the Job: {e}")))?
-            .into();
+    /// In protobuf when its spec came so ([`JobBody`]); the answer is JSON.
+    async fn create_job(&self, namespace: &str, job: NewJob) -> Result<LeanJob, ApiFailure> {
+        let body = JobBody::of(job)
+            .map_err(|e| ApiFailure::Transport(format!("encoding the Job: {e}")))?;
+        let content_type = http::HeaderValue::from_static(body.content_type);
+        let bytes: Arc<[u8]> = body.bytes.into();
         self.request(Verb::CreateJob, namespace, |client| {
-            let request = jobs_url(namespace).create(&PostParams::default(), body.to_vec());
+            let request = jobs_url(namespace)
+                .create(&PostParams::default(), bytes.to_vec())
+                .map(|mut request| {
+                    request
+                        .headers_mut()
+                        .insert(http::header::CONTENT_TYPE, content_type.clone());
+                    request
+                });
             async move { client.request::<LeanJob>(traced(request)?).await }
         })
         .await

@@ -113,6 +113,13 @@ pub struct RunArgs {
     /// The reads, the watches and the Lease are HTTP/1.1 either way.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set, env = "SHARDCRON_API_HTTP2")]
     pub(super) api_http2: bool,
+    /// The bulk loads read batch/v1 CronJobs in protobuf, as
+    /// kube-controller-manager reads built-in kinds (the server encodes
+    /// them several times cheaper than JSON), and a Job whose template came
+    /// so is created in protobuf (docs/performance.md). The shardcron.io
+    /// CRD, the watches and every other request stay JSON.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, env = "SHARDCRON_API_PROTOBUF")]
+    pub(super) api_protobuf: bool,
     /// How the watches list: streaming lists where the server supports them.
     #[arg(long, value_enum, default_value = "auto")]
     pub(super) list_strategy: ListStrategy,

@@ -246,6 +246,7 @@ async fn start(
             strategy,
             metrics: metrics.clone(),
             kinds: served.clone(),
+            protobuf: args.api_protobuf,
         }),
         clock: crate::clock::Clock::System,
         standby: args.shard_standby,

@@ -111,7 +111,10 @@ pub fn view(cj: &CronJob) -> CronJobView {
 /// Upstream's `getJobFromTemplate2(cj, t)` with UID and namespace set, as
 /// the tests prepare their one Job.
 pub fn job_from_template(cj: &CronJob, scheduled: Timestamp, uid: &str) -> Job {
-    let mut job = build_job(&view(cj), &jiff::tz::TimeZone::UTC, scheduled).expect("job");
+    let mut job = build_job(&view(cj), &jiff::tz::TimeZone::UTC, scheduled)
+        .expect("job")
+        .typed()
+        .expect("a fixture's template is typed");
     job.metadata.uid = Some(uid.into());
     job.metadata.namespace = cj.metadata.namespace.clone();
     job
@@ -242,7 +245,9 @@ impl FakeApi {
             let job = create
                 .job
                 .clone()
-                .expect("a planned create carries its Job");
+                .expect("a planned create carries its Job")
+                .typed()
+                .expect("a fixture's template is typed");
             let result = match &self.create_err {
                 None => {
                     let mut returned = job.clone();

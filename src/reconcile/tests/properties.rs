@@ -231,7 +231,7 @@ proptest! {
         if let Some(create) = &plan.create {
             let mut after = cj_api.clone();
             after.status = Some(outcome.status.to_api());
-            let mut job = create.job.clone().unwrap();
+            let mut job = create.job.clone().unwrap().typed().unwrap();
             job.metadata.uid = Some("uid-new".into());
             job.metadata.namespace = Some("snazzycats".into());
             let status = after.status.get_or_insert_with(Default::default);

@@ -76,7 +76,11 @@ fn upstream_get_job_from_template2() {
             ),
             "{name}"
         );
-        assert_eq!(job.spec, cj.spec.job_template.spec, "{name}");
+        assert_eq!(
+            job.spec,
+            NewJobSpec::Typed(cj.spec.job_template.spec.clone()),
+            "{name}"
+        );
     }
 }
 

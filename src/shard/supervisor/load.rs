@@ -111,7 +111,7 @@ impl Supervisor {
                         .then(bucket::unlabelled_selector),
                 )
                 .collect(),
-            streaming: self.watches.streams(),
+            reads: self.watches.list_reads(),
         })
     }
 }

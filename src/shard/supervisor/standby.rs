@@ -399,7 +399,7 @@ impl Supervisor {
         let id = self.standby.loads_asked;
         let client = self.setup.client.clone();
         let namespaces = self.namespaces();
-        let streaming = self.watches.streams();
+        let reads = self.watches.list_reads();
         let to = ctx.address();
         let wanted = buckets.clone();
         let task = tokio::spawn(async move {
@@ -407,7 +407,7 @@ impl Supervisor {
                 client,
                 &namespaces,
                 &lists,
-                streaming,
+                reads,
                 |uid| wanted.contains(Bucket::of(uid)),
                 |page| to.send(StandbyPage(page)).map(drop),
             )

@@ -32,6 +32,7 @@
 use super::Supervisor;
 use super::intake::{CronJobWatch, JobStream, JobWatch};
 use crate::apiserver::bucket::{self, Bucket};
+use crate::apiserver::bulk::ListReads;
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::resume::Position;
 use crate::apiserver::watch::{self, JobFacts, LatestVersions, ListStrategy};
@@ -56,6 +57,8 @@ pub struct WatchSetup {
     /// `shardSelector` (Kubernetes 1.36 does for batch/v1, not for custom
     /// resources).
     pub kinds: Vec<ServedKind>,
+    /// The loads read batch/v1 CronJobs in protobuf (`--api-protobuf`).
+    pub protobuf: bool,
 }
 
 /// One kind of CronJob a replica serves.
@@ -240,6 +243,14 @@ impl Watches {
         self.setup
             .as_ref()
             .is_some_and(|setup| setup.strategy == ListStrategy::Streaming)
+    }
+
+    /// How the loads read their lists.
+    pub(super) fn list_reads(&self) -> ListReads {
+        ListReads {
+            streaming: self.streams(),
+            protobuf: self.setup.as_ref().is_some_and(|setup| setup.protobuf),
+        }
     }
 
     pub(super) fn kinds(&self) -> CronJobKinds {
