@@ -1,10 +1,34 @@
-//! The lists of CronJobs a load reads, and what it does with one the
+//! The lists of CronJobs a load reads, how they are read (pages, the
+//! server's timeout) and why one fails, and what it does with one the
 //! server did not complete: a streaming list cut before its end is read
 //! again (in halves, when it has several buckets), and one the server's
 //! watch cache is too far behind to stream is read by pages.
 
 use crate::apiserver::bucket::Bucket;
 use crate::reconcile::CronJobKind;
+
+/// Objects per page.
+pub(super) const PAGE: u32 = 500;
+
+/// The server's timeout of a streaming list, seconds.
+pub(super) const STREAM_TIMEOUT_SECONDS: u32 = 3600;
+
+/// Why a bulk load stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error("listing a page: {0}")]
+    Deadline(crate::apiserver::deadline::Elapsed),
+    #[error("the streaming list ended before its initial-events-end bookmark")]
+    EndedEarly,
+    #[error(transparent)]
+    Protobuf(#[from] crate::apiserver::protobuf::ProtobufError),
+    /// A read's task panicked (a bug): told as a failed read, so that
+    /// what counts the reads in flight still hears of it.
+    #[error("the read panicked")]
+    Panicked,
+}
 
 /// Reads of one list that cannot be split (one bucket's, every CronJob's,
 /// the Jobs'), the first included, when the server cuts a streaming list

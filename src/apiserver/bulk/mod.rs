@@ -55,9 +55,6 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 
-/// Objects per page.
-const PAGE: u32 = 500;
-
 /// CronJobs a load asks for in one list, about: short enough that a
 /// streaming list ends before the server cuts it (a few seconds even on a
 /// busy server; see the module's comment), long enough that the server's
@@ -103,23 +100,6 @@ pub struct Loaded {
 pub struct LoadCounts {
     pub cronjobs: usize,
     pub jobs: usize,
-}
-
-/// Why a bulk load stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    #[error(transparent)]
-    Api(#[from] kube::Error),
-    #[error("listing a page: {0}")]
-    Deadline(super::deadline::Elapsed),
-    #[error("the streaming list ended before its initial-events-end bookmark")]
-    EndedEarly,
-    #[error(transparent)]
-    Protobuf(#[from] super::protobuf::ProtobufError),
-    /// A read's task panicked (a bug): told as a failed read, so that
-    /// what counts the reads in flight still hears of it.
-    #[error("the read panicked")]
-    Panicked,
 }
 
 /// What a load lists, and what the server is asked to filter it by (the
@@ -230,9 +210,6 @@ where
         }
     }
 }
-
-/// The server's timeout of a streaming list, seconds.
-const STREAM_TIMEOUT_SECONDS: u32 = 3600;
 
 /// The annotation of the bookmark that ends a streaming list's initial
 /// events.
@@ -482,8 +459,8 @@ where
 
 mod lists;
 mod protobuf;
-use lists::cache_behind;
-pub use lists::{CronJobList, LIST_ATTEMPTS, split_on_cut};
+pub use lists::{CronJobList, LIST_ATTEMPTS, LoadError, split_on_cut};
+use lists::{PAGE, STREAM_TIMEOUT_SECONDS, cache_behind};
 
 pub mod narrow;
 

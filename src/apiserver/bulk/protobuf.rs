@@ -3,7 +3,7 @@
 //! by [`crate::apiserver::protobuf`]. kube-rs decodes JSON only, so the
 //! requests are sent and their bodies read here.
 
-use super::{LoadError, PAGE, STREAM_TIMEOUT_SECONDS};
+use super::lists::{LoadError, PAGE, STREAM_TIMEOUT_SECONDS};
 use crate::apiserver::deadline::{LIST_PAGE, within};
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::protobuf::{self, Frames, ReadError, cronjob};
