@@ -13,6 +13,7 @@
 //! upstream's e2e suite does, and run in parallel.
 
 use super::KIND;
+use super::support::controller::Controller;
 use super::support::cronjobs::CronJobs;
 use super::support::eventually;
 use super::support::rbac::{Grant, account_kubeconfig};
@@ -23,6 +24,7 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use shardcron::apiserver::bucket;
+use shardcron::reconcile::CronJobKind;
 use std::time::Duration;
 
 /// A scenario on this suite's kind (shadows the batch/v1 one of the glob import).
@@ -363,6 +365,119 @@ async fn keeps_one_successful_job_with_the_writes_over_http2() {
         &["--api-http2=true"],
     )
     .await;
+}
+
+/// A CronJob the replica's first load reads in protobuf (`--api-protobuf`;
+/// batch/v1 only, the CRD stays JSON) starts the same Job as its twin, which
+/// the watch brings in JSON after the start: its template's spec, sent back
+/// in protobuf as it came, is the spec the server stores either way, and
+/// the metadata built around it is the same.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_template_loaded_in_protobuf_makes_the_same_job_as_one_watched_in_json() {
+    let cluster = cluster_for(KIND).await;
+    let ns = cluster.namespace("protobuf").await;
+    let admin = cluster.admin().await;
+    let cronjobs = CronJobs::namespaced(admin.clone(), &ns.name, KIND);
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), &ns.name);
+    let template = json!({
+        "metadata": {"labels": {"app": "report", "tier": "batch"},
+                     "annotations": {"team": "a"}},
+        "spec": {
+            "backoffLimit": 2,
+            "activeDeadlineSeconds": 3600,
+            "ttlSecondsAfterFinished": 600,
+            "template": {
+                "metadata": {"labels": {"app": "report"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{
+                        "name": "main", "image": "busybox",
+                        "command": ["/bin/sh", "-c", "echo report"],
+                        "env": [{"name": "TENANT", "value": "a"}],
+                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                        "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]
+                    }],
+                    "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}}]
+                }
+            }
+        }
+    });
+    let twin = |name: &str| {
+        let spec = json!({"jobTemplate": template, "successfulJobsHistoryLimit": 1});
+        cronjob(name, "*/1 * * * *", spec, json!({}))
+    };
+    cronjobs
+        .create(&PostParams::default(), &twin("loaded"))
+        .await
+        .expect("create the loaded CronJob");
+    let kinds = format!("--cronjob-kinds={KIND}");
+    let controller =
+        Controller::start_with(cluster, &ns.name, &[kinds.as_str(), "--api-protobuf=true"]).await;
+    cronjobs
+        .create(&PostParams::default(), &twin("watched"))
+        .await
+        .expect("create the watched CronJob");
+    let first_of = |name: &'static str| {
+        let jobs = jobs.clone();
+        async move {
+            jobs.list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|job| {
+                    job.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with(name))
+                })
+        }
+    };
+    let loaded = eventually("the loaded CronJob's Job", ONE_SLOT, || first_of("loaded-")).await;
+    let watched = eventually("the watched CronJob's Job", ONE_SLOT, || {
+        first_of("watched-")
+    })
+    .await;
+    let (a, b) = (loaded.spec.clone().unwrap(), watched.spec.clone().unwrap());
+    assert_eq!(a.template.spec, b.template.spec, "the pod spec");
+    assert_eq!(
+        (
+            a.backoff_limit,
+            a.active_deadline_seconds,
+            a.ttl_seconds_after_finished
+        ),
+        (
+            b.backoff_limit,
+            b.active_deadline_seconds,
+            b.ttl_seconds_after_finished
+        )
+    );
+    let meta = |job: &Job| {
+        let m = &job.metadata;
+        let labels = m.labels.clone().unwrap_or_default();
+        let annotations = m.annotations.clone().unwrap_or_default();
+        let owner = m.owner_references.clone().unwrap_or_default().remove(0);
+        (
+            labels.keys().cloned().collect::<Vec<_>>(),
+            (labels.get("app").cloned(), labels.get("tier").cloned()),
+            annotations.keys().cloned().collect::<Vec<_>>(),
+            annotations.get("team").cloned(),
+            m.finalizers.clone(),
+            (
+                owner.api_version,
+                owner.kind,
+                owner.controller,
+                owner.block_owner_deletion,
+            ),
+        )
+    };
+    // (The slot's finalizer is not compared: each goes once its slot is
+    // recorded, whenever that is.)
+    assert_eq!(meta(&loaded), meta(&watched));
+    let read_in_protobuf = controller
+        .log_text()
+        .contains("read a list of CronJobs in protobuf");
+    assert_eq!(read_in_protobuf, KIND == CronJobKind::Batch);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -28,17 +28,28 @@ pub(super) async fn read_cronjobs<Taken>(
     client: &Client,
     namespace: Option<&str>,
     streaming: bool,
-    page: impl FnMut(Vec<LeanCronJob>) -> Taken,
+    mut page: impl FnMut(Vec<LeanCronJob>) -> Taken,
 ) -> Result<(), LoadError>
 where
     Taken: Future<Output = ()>,
 {
     let url = kube::core::Request::new(CronJob::url_path(&(), namespace));
+    let mut read = 0;
+    let counted = |cronjobs: Vec<LeanCronJob>| {
+        read += cronjobs.len();
+        page(cronjobs)
+    };
     if streaming {
-        stream(client, &url, page).await
+        stream(client, &url, counted).await?;
     } else {
-        pages(client, &url, page).await
+        pages(client, &url, counted).await?;
     }
+    tracing::debug!(
+        cronjobs = read,
+        streaming,
+        "read a list of CronJobs in protobuf"
+    );
+    Ok(())
 }
 
 /// A streaming list, as [`super::stream_all`]'s: each part of the body
