@@ -47,7 +47,7 @@
 use super::bucket::{self, BUCKETS};
 use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
-use super::watch::JobFacts;
+use super::watch::{INITIAL_EVENTS_END, JobFacts};
 use crate::reconcile::{CronJobKind, CronJobKinds};
 use futures::TryStreamExt as _;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
@@ -210,10 +210,6 @@ where
         }
     }
 }
-
-/// The annotation of the bookmark that ends a streaming list's initial
-/// events.
-const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
 /// Lists every page of `api` (of the objects `labels` selects, if any),
 /// each within the list deadline, handing each page's objects (without

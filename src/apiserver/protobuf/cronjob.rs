@@ -6,6 +6,7 @@
 
 use super::{ProtobufError, ReadError, message_of};
 use crate::apiserver::lean_cronjob::{LeanCronJob, LeanCronJobSpec, ReceivedTemplate};
+use crate::apiserver::watch::INITIAL_EVENTS_END;
 use crate::k8s_proto::{self, present};
 use crate::reconcile::{CronJobKind, LAST_SCHEDULE_ANNOTATION, options};
 use k8s_openapi::api::batch::v1::CronJobStatus;
@@ -53,8 +54,6 @@ pub fn ends_initial_events(object: &[u8]) -> bool {
         })
     })
 }
-
-const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
 fn lean(cronjob: k8s_proto::CronJob) -> LeanCronJob {
     let meta = cronjob.metadata.unwrap_or_default();

@@ -49,6 +49,10 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
 
+/// The annotation of the bookmark that ends a streaming list's initial
+/// events.
+pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
 /// The server-side timeout of the Lease watch: the server ends it after this
 /// long and it is resumed from the last resourceVersion; a watch silent for
 /// 5 s longer is dead and re-established.
