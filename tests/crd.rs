@@ -16,7 +16,7 @@ use shardcron::apiserver::crd;
 use std::time::Duration;
 use support::cluster::Cluster;
 use support::crd::{COMMITTED, COMMITTED_PATH, grant_the_controller, install};
-use support::{eventually, repo_root};
+use support::{eventually, first_job_named, repo_root};
 
 async fn get_json(client: &Client, path: &str, accept: &str) -> Value {
     let request = http::Request::get(path)
@@ -429,22 +429,7 @@ async fn a_ring_serving_the_crd_fires_it_and_leaves_batch_v1_alone() {
     let job = eventually(
         "the shardcron.io CronJob's Job",
         Duration::from_secs(90),
-        || {
-            let jobs = jobs.clone();
-            async move {
-                jobs.list(&Default::default())
-                    .await
-                    .ok()?
-                    .items
-                    .into_iter()
-                    .find(|job| {
-                        job.metadata
-                            .name
-                            .as_deref()
-                            .is_some_and(|n| n.starts_with("every-minute-"))
-                    })
-            }
-        },
+        || first_job_named(&jobs, "every-minute-"),
     )
     .await;
     let owner = job

@@ -71,20 +71,21 @@ pub struct LeanCronJobSpec {
     pub job_template: Option<ReceivedTemplate>,
 }
 
-/// A template's JSON past this is compressed as it is read (or left, if
+/// A template past this (its JSON, or its protobuf message) is compressed
+/// as it is read (or left, if
 /// it compresses to more than [`crate::reconcile::KEPT_TEMPLATE_BYTES`]):
 /// a list's page or a watch event holds no more of a tenant's big template
 /// than an actor would. Below it (every realistic template) the JSON is
 /// kept as read, and compressed only when the spec changes.
-pub const RECEIVED_JSON_BYTES: usize = 64 * 1024;
+pub const RECEIVED_TEMPLATE_BYTES: usize = 64 * 1024;
 
 /// `jobTemplate` as the decoder keeps it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReceivedTemplate {
-    /// Its JSON, re-emitted compact: at most [`RECEIVED_JSON_BYTES`].
+    /// Its JSON, re-emitted compact: at most [`RECEIVED_TEMPLATE_BYTES`].
     Json(RawJson),
     /// Its protobuf message (a protobuf load's), as received: at most
-    /// [`RECEIVED_JSON_BYTES`] as well.
+    /// [`RECEIVED_TEMPLATE_BYTES`].
     Protobuf(Box<[u8]>),
     /// A bigger one, compressed (or left) as it was read.
     Compact(CompactTemplate),
@@ -93,22 +94,35 @@ pub enum ReceivedTemplate {
 impl<'de> Deserialize<'de> for ReceivedTemplate {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let json = RawJson::deserialize(deserializer)?;
-        Ok(if json.0.len() > RECEIVED_JSON_BYTES {
-            Self::Compact(CompactTemplate::from_json(&json.0))
-        } else {
-            Self::Json(json)
-        })
+        Ok(Self::bounded(
+            json.0,
+            |json| Self::Json(RawJson(json)),
+            CompactTemplate::from_json,
+        ))
     }
 }
 
 impl ReceivedTemplate {
-    /// A template received in protobuf, compressed at once past
-    /// [`RECEIVED_JSON_BYTES`] as its JSON would be.
+    /// A template received in protobuf.
     pub fn protobuf(message: Vec<u8>) -> Self {
-        if message.len() > RECEIVED_JSON_BYTES {
-            Self::Compact(CompactTemplate::from_protobuf(&message))
+        Self::bounded(
+            message.into(),
+            Self::Protobuf,
+            CompactTemplate::from_protobuf,
+        )
+    }
+
+    /// The bytes kept as received up to [`RECEIVED_TEMPLATE_BYTES`], and
+    /// compressed at once past it, whatever their encoding.
+    fn bounded(
+        received: Box<[u8]>,
+        keep: impl FnOnce(Box<[u8]>) -> Self,
+        compress: impl FnOnce(&[u8]) -> CompactTemplate,
+    ) -> Self {
+        if received.len() > RECEIVED_TEMPLATE_BYTES {
+            Self::Compact(compress(&received))
         } else {
-            Self::Protobuf(message.into())
+            keep(received)
         }
     }
 

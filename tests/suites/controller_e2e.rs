@@ -15,9 +15,9 @@
 use super::KIND;
 use super::support::controller::Controller;
 use super::support::cronjobs::CronJobs;
-use super::support::eventually;
 use super::support::rbac::{Grant, account_kubeconfig};
 use super::support::scenario::*;
+use super::support::{eventually, first_job_named};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -417,25 +417,12 @@ async fn a_template_loaded_in_protobuf_makes_the_same_job_as_one_watched_in_json
         .create(&PostParams::default(), &twin("watched"))
         .await
         .expect("create the watched CronJob");
-    let first_of = |name: &'static str| {
-        let jobs = jobs.clone();
-        async move {
-            jobs.list(&Default::default())
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .find(|job| {
-                    job.metadata
-                        .name
-                        .as_deref()
-                        .is_some_and(|n| n.starts_with(name))
-                })
-        }
-    };
-    let loaded = eventually("the loaded CronJob's Job", ONE_SLOT, || first_of("loaded-")).await;
+    let loaded = eventually("the loaded CronJob's Job", ONE_SLOT, || {
+        first_job_named(&jobs, "loaded-")
+    })
+    .await;
     let watched = eventually("the watched CronJob's Job", ONE_SLOT, || {
-        first_of("watched-")
+        first_job_named(&jobs, "watched-")
     })
     .await;
     let (a, b) = (loaded.spec.clone().unwrap(), watched.spec.clone().unwrap());

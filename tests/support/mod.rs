@@ -66,3 +66,22 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+/// The first Job (in the API's order) whose name starts with `prefix`, if
+/// the list succeeds and holds one: a check for [`eventually`].
+pub async fn first_job_named(
+    jobs: &kube::Api<k8s_openapi::api::batch::v1::Job>,
+    prefix: &str,
+) -> Option<k8s_openapi::api::batch::v1::Job> {
+    jobs.list(&Default::default())
+        .await
+        .ok()?
+        .items
+        .into_iter()
+        .find(|job| {
+            job.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+}

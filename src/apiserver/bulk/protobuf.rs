@@ -93,7 +93,12 @@ where
                     return Ok(());
                 }
                 "ERROR" => {
-                    let status = protobuf::error_status(http::StatusCode::OK, &event.object);
+                    // The stream's 200 is no code for a failure: a Status
+                    // that does not decode is reported as the server's own.
+                    let status = protobuf::error_status(
+                        http::StatusCode::INTERNAL_SERVER_ERROR,
+                        &event.object,
+                    );
                     return Err(LoadError::Api(kube::Error::Api(Box::new(status))));
                 }
                 // Other bookmarks; a deletion cannot come before the end of
