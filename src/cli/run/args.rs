@@ -117,8 +117,9 @@ pub struct RunArgs {
     /// kube-controller-manager reads built-in kinds (the server encodes
     /// them several times cheaper than JSON), and a Job whose template came
     /// so is created in protobuf (docs/performance.md). The shardcron.io
-    /// CRD, the watches and every other request stay JSON.
-    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, env = "SHARDCRON_API_PROTOBUF")]
+    /// CRD, the watches and every other request stay JSON. `false` for a
+    /// server or proxy that cannot answer in protobuf.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "SHARDCRON_API_PROTOBUF")]
     pub(super) api_protobuf: bool,
     /// How the watches list: streaming lists where the server supports them.
     #[arg(long, value_enum, default_value = "auto")]
