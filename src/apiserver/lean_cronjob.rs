@@ -72,11 +72,11 @@ pub struct LeanCronJobSpec {
 }
 
 /// A template past this (its JSON, or its protobuf message) is compressed
-/// as it is read (or left, if
-/// it compresses to more than [`crate::reconcile::KEPT_TEMPLATE_BYTES`]):
-/// a list's page or a watch event holds no more of a tenant's big template
-/// than an actor would. Below it (every realistic template) the JSON is
-/// kept as read, and compressed only when the spec changes.
+/// as it is read (or left, if it compresses to more than
+/// [`crate::reconcile::KEPT_TEMPLATE_BYTES`]): a list's page or a watch
+/// event holds no more of a tenant's big template than an actor would.
+/// Below it (every realistic template) the bytes are kept as read, and
+/// compressed only when the spec changes.
 pub const RECEIVED_TEMPLATE_BYTES: usize = 64 * 1024;
 
 /// `jobTemplate` as the decoder keeps it.
