@@ -88,6 +88,12 @@ pub struct Handover {
     /// Then every replica restarted gracefully, one after the other.
     #[serde(default)]
     pub rolling: Option<RollingRestart>,
+    /// kube-apiserver's resident high-water mark at the end (after the
+    /// rejoin and any rolling restart): its peak in the steady figures is
+    /// read before the kill, and the take-over's and rollout's loads go
+    /// higher (0: not read, a run of an earlier harness).
+    #[serde(default)]
+    pub apiserver_peak_rss_bytes: u64,
 }
 
 /// Every replica stopped by SIGTERM and started again, one at a time, each
@@ -540,6 +546,7 @@ async fn watch_and_kill(
     } else {
         None
     };
+    let apiserver_peak_rss_bytes = procstat::sample(cluster.pid("kube-apiserver")?)?.peak_rss_bytes;
     let handover = Handover {
         victim,
         victim_cronjobs: victim_keys.len(),
@@ -551,6 +558,7 @@ async fn watch_and_kill(
         terminated_watchers,
         rejoin: Some(rejoin),
         rolling,
+        apiserver_peak_rss_bytes,
     };
     Ok((
         run,
@@ -904,6 +912,25 @@ pub fn markdown(scenario: &Scenario, runs: &[MillionRun]) -> String {
         );
     }
     for run in runs {
+        let Some(h) = run
+            .handover
+            .as_ref()
+            .filter(|h| h.apiserver_peak_rss_bytes > 0)
+        else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "\nkube-apiserver's peak RSS over the whole run, the take-over{} included: {:.0} MiB",
+            if h.rolling.is_some() {
+                " and the rolling restart"
+            } else {
+                ""
+            },
+            h.apiserver_peak_rss_bytes as f64 / MIB,
+        );
+    }
+    for run in runs {
         let Some(rolling) = run.handover.as_ref().and_then(|h| h.rolling.as_ref()) else {
             continue;
         };
@@ -1017,6 +1044,7 @@ mod tests {
                     skews_ms: vec![100, 200, 19_000],
                     ..SlotSummary::default()
                 },
+                apiserver_peak_rss_bytes: 12 << 30,
                 ..Handover::default()
             }),
             ..MillionRun::default()
@@ -1033,6 +1061,10 @@ mod tests {
         );
         assert!(
             table.contains("| 2 | shardcron-0 | 600 | 21.2 | 3 | 0 | 0 | 0.20 / 19.00 / 19.00 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("peak RSS over the whole run, the take-over included: 12288 MiB"),
             "{table}"
         );
     }
