@@ -24,8 +24,8 @@
 //!   actors of keys the ring takes away are stopping; gained keys load
 //!   meanwhile. Its view is not published until every stopping actor has
 //!   reported back, so **its published view gives it every key it runs**;
-//!   the first view of a join not before its first lists and loads are
-//!   done either (a *warm join*, below).
+//!   the first view of a join into a running ring not before its first
+//!   lists and loads are done either (a *warm join*, below).
 //! - **Serving**: the view is published (a new publication id each time).
 //!   A waiting key starts once the first lists are done and every load
 //!   has handed over its Jobs (its CronJobs come after them, so a gained
@@ -55,7 +55,10 @@
 //! ring. So the keys a joiner will take keep running on their old owners
 //! while it lists and loads, and move only when it can start them at once:
 //! a rolling restart delays no slot by the joiner's load (at 10^6 CronJobs
-//! a quarter's load takes tens of seconds).
+//! a quarter's load takes tens of seconds). A first view that no live
+//! peer's published view contradicts (the whole ring starting together, a
+//! lone replica) is published at once instead: nobody runs its keys, so
+//! each starts as the load brings it.
 //!
 //! # Warm leaves
 //!

@@ -105,8 +105,14 @@ fn loaded(o: &mut Ownership, t0: Instant) -> Publication {
     published(&commands).expect("published once loaded")
 }
 
-/// A lone replica "r0" that has joined, loaded "ns/a", published and
-/// seen its publication back: "ns/a" runs.
+/// The view a replica publishes at its join when no live peer's view
+/// contradicts its first ring: nobody runs its keys.
+fn started_together(commands: &[Command]) -> Publication {
+    published(commands).expect("no peer runs its keys: published at its join")
+}
+
+/// A lone replica "r0" that has joined, published, seen its publication
+/// back and loaded "ns/a": "ns/a" runs.
 fn serving_alone(t0: Instant) -> (Ownership, Publication) {
     let mut o = Ownership::new("r0", "i1");
     o.on(Input::ListsSynced, t0);
@@ -114,14 +120,14 @@ fn serving_alone(t0: Instant) -> (Ownership, Publication) {
     let commands = join(&mut o, t0);
     assert!(matches!(commands[0], Command::RingChanged { .. }));
     assert!(matches!(commands[1], Command::Load { .. }));
-    assert!(
-        published(&commands).is_none(),
-        "a warm join: not before its load"
-    );
-    o.on(seen_cronjob("ns/a"), t0);
-    let publication = loaded(&mut o, t0);
+    let publication = started_together(&commands);
     o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
-    assert_eq!(started(&o.on(VALID, t0)), ["ns/a"]);
+    assert!(started(&o.on(seen_cronjob("ns/a"), t0)).is_empty());
+    assert!(
+        started(&o.on(VALID, t0)).is_empty(),
+        "its load is in flight"
+    );
+    assert_eq!(started(&o.on(load_done(true), t0)), ["ns/a"]);
     (o, publication)
 }
 
@@ -143,9 +149,8 @@ fn a_replica_joins_only_once_its_fence_is_open_and_the_leases_listed() {
     assert!(matches!(o.phase(), Phase::Joining { .. }));
     // The shell is told when the grace ends, to judge it then.
     assert_eq!(o.next_expiry(t0), Some(t0 + JOIN_GRACE));
-    o.on(VALID, t0 + JOIN_GRACE);
-    assert!(matches!(o.phase(), Phase::Stopping { .. }));
-    assert_eq!(loaded(&mut o, t0 + JOIN_GRACE).view, "r0");
+    let commands = o.on(VALID, t0 + JOIN_GRACE);
+    assert_eq!(started_together(&commands).view, "r0");
     assert!(matches!(o.phase(), Phase::Serving { .. }));
 }
 
@@ -159,8 +164,34 @@ fn a_peer_starting_with_it_is_in_its_first_ring() {
     o.on(Input::LeasesListed, t0);
     assert!(o.on(VALID, t0).is_empty());
     o.on(seen("r1", lease("r1", 1, None)), t0 + JOIN_GRACE / 2);
-    o.on(VALID, t0 + JOIN_GRACE);
-    assert_eq!(loaded(&mut o, t0 + JOIN_GRACE).view, "r0,r1");
+    let commands = o.on(VALID, t0 + JOIN_GRACE);
+    assert_eq!(started_together(&commands).view, "r0,r1");
+}
+
+/// A first view taking keys a live peer runs under another ring (a
+/// restart, a scale-out) is a warm join: published once loaded. A peer
+/// that started with it and published the same ring first runs none of
+/// its keys: published at once.
+#[test]
+fn a_first_view_joining_a_running_ring_waits_for_its_load() {
+    let t0 = Instant::now();
+    let view = |view: &str| Publication {
+        view: view.into(),
+        id: "j1.1".into(),
+        leaving: false,
+    };
+    for (r1_view, warm) in [("r1", true), ("r0,r1", false)] {
+        let mut o = Ownership::new("r0", "i1");
+        o.on(Input::ListsSynced, t0);
+        o.on(Input::LeasesListed, t0);
+        o.on(seen("r1", lease("r1", 1, Some(&view(r1_view)))), t0);
+        let commands = join(&mut o, t0);
+        assert_eq!(published(&commands).is_none(), warm, "r1 serves {r1_view}");
+        if warm {
+            assert_eq!(loaded(&mut o, t0).view, "r0,r1");
+        }
+        assert!(matches!(o.phase(), Phase::Serving { .. }));
+    }
 }
 
 /// A joiner (a live peer with no view yet) takes no key from a serving
@@ -201,8 +232,8 @@ fn a_peer_in_the_ring_stays_while_it_has_no_view() {
     o.on(Input::ListsSynced, t0);
     o.on(Input::LeasesListed, t0);
     o.on(seen("r1", lease("r1", 1, None)), t0);
-    join(&mut o, t0);
-    loaded(&mut o, t0);
+    started_together(&join(&mut o, t0));
+    o.on(load_done(true), t0);
     o.on(seen("r1", lease("r1", 2, None)), t0);
     let commands = o.on(VALID, t0 + Duration::from_secs(1));
     assert!(commands.is_empty(), "{commands:?}");
@@ -218,7 +249,8 @@ fn keys_start_only_after_the_load_and_the_echo_of_this_very_publication() {
     let mut o = Ownership::new("r0", "i1");
     o.on(Input::ListsSynced, t0);
     o.on(Input::LeasesListed, t0);
-    assert!(published(&join(&mut o, t0)).is_none());
+    let publication = started_together(&join(&mut o, t0));
+    assert_eq!(publication.id, "i1.1");
     let commands = o.on(seen_cronjob("ns/a"), t0);
     assert_eq!(
         commands,
@@ -227,8 +259,7 @@ fn keys_start_only_after_the_load_and_the_echo_of_this_very_publication() {
             uid: "uid-ns/a".into()
         }]
     );
-    let publication = loaded(&mut o, t0);
-    assert_eq!(publication.id, "i1.1");
+    assert!(started(&o.on(load_done(true), t0)).is_empty());
     // The same members from an earlier publication (a previous incarnation,
     // or before a lapse) are not this publication's echo.
     let stale = Publication {
@@ -334,10 +365,9 @@ fn a_lapse_stops_everything_and_rejoins_once_stopped() {
     assert_eq!(commands, [Command::RejoinFence]);
     assert!(matches!(o.phase(), Phase::Joining { .. }));
     // It waits the grace again; the next publication is a new one (an old
-    // echo cannot start keys), once it has loaded again (a warm join).
+    // echo cannot start keys), at once: no peer runs its keys.
     assert!(o.on(VALID, t0).is_empty());
-    assert!(published(&o.on(VALID, t0 + JOIN_GRACE)).is_none());
-    assert_eq!(loaded(&mut o, t0 + JOIN_GRACE).id, "i1.2");
+    assert_eq!(started_together(&o.on(VALID, t0 + JOIN_GRACE)).id, "i1.2");
 }
 
 #[test]
@@ -346,7 +376,8 @@ fn a_failed_load_is_retried_and_holds_every_start() {
     let mut o = Ownership::new("r0", "i1");
     o.on(Input::ListsSynced, t0);
     o.on(Input::LeasesListed, t0);
-    assert!(published(&join(&mut o, t0)).is_none());
+    let publication = started_together(&join(&mut o, t0));
+    o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
     o.on(seen_cronjob("ns/a"), t0);
     let commands = o.on(load_done(false), t0);
     assert!(matches!(
@@ -359,9 +390,7 @@ fn a_failed_load_is_retried_and_holds_every_start() {
     ));
     assert_eq!(o.loads_in_flight(), 1);
     assert!(started(&o.on(VALID, t0)).is_empty());
-    let publication = loaded(&mut o, t0);
-    o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
-    assert_eq!(started(&o.on(VALID, t0)), ["ns/a"]);
+    assert_eq!(started(&o.on(load_done(true), t0)), ["ns/a"]);
 }
 
 #[test]
@@ -479,10 +508,10 @@ fn serving_beside_r1_with(
     o.on(Input::ListsSynced, t0);
     o.on(Input::LeasesListed, t0);
     o.on(seen("r1", lease("r1", 1, None)), t0);
-    join(&mut o, t0);
-    o.on(seen_cronjob(&key), t0);
-    let own = loaded(&mut o, t0);
+    let own = started_together(&join(&mut o, t0));
     assert_eq!(own.view, "r0,r1");
+    o.on(seen_cronjob(&key), t0);
+    o.on(load_done(true), t0);
     let r1 = Publication {
         view: "r0,r1".into(),
         id: "j1.1".into(),

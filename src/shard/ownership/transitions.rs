@@ -104,7 +104,7 @@ impl Ownership {
         }
         if let Phase::Stopping { target } = &self.phase
             && (self.stopping.is_empty() || self.flawed(Flaw::PublishWhileStopping))
-            && self.may_publish()
+            && self.may_publish(target, now)
         {
             let target = target.clone();
             let publication = self.publish(&target, false, now, out);

@@ -4,6 +4,7 @@
 
 use super::Ownership;
 use crate::shard::handoff;
+use crate::shard::ring::Ring;
 use std::collections::BTreeSet;
 use std::time::Instant;
 
@@ -40,12 +41,20 @@ impl Ownership {
             })
     }
 
-    /// Whether a live peer has published a view: it is serving, so this
-    /// replica is joining a running ring, not starting with it.
-    pub fn peers_serving(&self, now: Instant) -> bool {
-        self.membership
-            .live_views(now)
-            .any(|(member, lease)| member != self.me && lease.view.is_some())
+    /// Whether a live peer has published a view other than `target`'s: it
+    /// runs keys under another ring, so this replica's first view of
+    /// `target` joins a running ring ([warm joins](self#warm-joins)). Peers
+    /// that started with it and published `target` first run none of its
+    /// keys: that is a start of the whole ring.
+    pub fn joins_a_running_ring(&self, target: &Ring, now: Instant) -> bool {
+        let view = handoff::encode_view(target);
+        self.membership.live_views(now).any(|(member, lease)| {
+            member != self.me
+                && lease
+                    .view
+                    .as_deref()
+                    .is_some_and(|v| lease.leaving || v != view)
+        })
     }
 
     /// The members of the ring to act on: this replica and the live peers,
@@ -71,18 +80,25 @@ impl Ownership {
     }
 
     /// Whether the view may be published: at once, unless it is the first
-    /// of a join (peers move keys here as soon as they see it) or it leaves
-    /// out a member that is leaving (which lets go when it sees it); those
-    /// once the first lists and every load are done, or, leaving out a
-    /// leaver, once the gained keys due within the standby horizon have
-    /// been read on their own in this epoch ([`super::Input::DueKeysRead`]):
-    /// those start the moment the leaver lets go, and the rest as the
-    /// loads bring them, as at a take-over. At 10^6 CronJobs waiting for
-    /// the whole load held three of four leaves of a rolling restart to
-    /// their 60 s drain, and the slot due as the drain ended started 4-5 s
-    /// late (S7).
-    pub(super) fn may_publish(&self) -> bool {
+    /// of a join into a running ring (peers move keys here as soon as they
+    /// see it) or it leaves out a member that is leaving (which lets go
+    /// when it sees it); those once the first lists and every load are
+    /// done, or, leaving out a leaver, once the gained keys due within the
+    /// standby horizon have been read on their own in this epoch
+    /// ([`super::Input::DueKeysRead`]): those start the moment the leaver
+    /// lets go, and the rest as the loads bring them, as at a take-over.
+    /// At 10^6 CronJobs waiting for the whole load held three of four
+    /// leaves of a rolling restart to their 60 s drain, and the slot due as
+    /// the drain ended started 4-5 s late (S7). A first view that no live
+    /// peer's view contradicts (a start of the whole ring, or a lone
+    /// replica) is published once the first lists are done: no peer runs
+    /// its keys, so they start as the load brings them; waiting for the
+    /// whole load held a cold start of 10^6 CronJobs by 28 s (S7).
+    pub(super) fn may_publish(&self, target: &Ring, now: Instant) -> bool {
         let gains_ready = !self.gains_from_leaving || self.due_read_in == Some(self.loads.epoch());
-        (self.published_in_join && gains_ready) || (self.synced && self.loads.idle())
+        let started_together = !self.published_in_join && !self.joins_a_running_ring(target, now);
+        (self.published_in_join && gains_ready)
+            || (self.synced && self.loads.idle())
+            || (self.synced && gains_ready && started_together)
     }
 }

@@ -55,8 +55,9 @@ pub(super) struct StandbyState {
     /// Every owned actor has made its first decision (the protocol's
     /// readiness): standby loads may run.
     share_armed: bool,
-    /// Whether, at its first ring, a live peer had published a view: this
-    /// replica joined peers that were serving (a restart, a scale-out),
+    /// Whether, at its first ring, a live peer had published a view of
+    /// another ring: this replica joined peers that were serving (a
+    /// restart, a scale-out), not a start of the whole ring,
     /// and its readiness waits for its standby load ([`READY_WAIT`]).
     joined_serving: Option<bool>,
     /// The standby load in flight, if any.
@@ -204,7 +205,7 @@ impl Supervisor {
         if outdated {
             self.abandon_standby_load("its buckets left standby");
         }
-        let serving = self.ownership.peers_serving(super::now());
+        let serving = self.ownership.joins_a_running_ring(target, super::now());
         self.standby.joined_serving.get_or_insert(serving);
         buckets
     }

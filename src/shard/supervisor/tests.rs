@@ -412,9 +412,16 @@ async fn joining_serving_peers_it_is_ready_once_its_standby_entries_are_loaded()
     let shell = Shell::start_among(
         store,
         vec![cronjob("team-a", "nightly")],
-        vec![peer_lease("r1", "r0,r1")],
+        // r1 serves alone: r0's first view joins a running ring.
+        vec![peer_lease("r1", "r1")],
     );
     shell.echo_published().await;
+    // r1 gives its keys back.
+    shell
+        .supervisor
+        .do_send(LeaseWatch(Event::Apply(lease::observe(&peer_lease(
+            "r1", "r0,r1",
+        )))));
     let report = shell
         .report_once("the standby load", |r| r.standby.loading)
         .await;
