@@ -492,9 +492,16 @@ async fn leaving_out_a_leaver_it_publishes_before_its_load_when_nothing_is_due_s
     let shell = Shell::start_listing(
         listed,
         Some((2, Duration::from_secs(10))),
-        vec![peer_lease("r1", "r0,r1")],
+        // r1 serves alone: r0 joins a running ring, and its readiness
+        // waits for its standby load.
+        vec![peer_lease("r1", "r1")],
     );
     shell.echo_published().await;
+    shell
+        .supervisor
+        .do_send(LeaseWatch(Event::Apply(lease::observe(&peer_lease(
+            "r1", "r0,r1",
+        )))));
     eventually("readiness with standby", || {
         shell.readiness.readiness().ok()
     })
@@ -550,9 +557,18 @@ async fn a_standby_load_stops_when_its_buckets_leave_standby() {
     let shell = Shell::start_listing(
         spread_cronjobs("yearly", 64),
         Some((3, Duration::from_secs(60))),
-        vec![peer_lease("r1", view), peer_lease("r2", view)],
+        // r1 and r2 serve without r0: it joins a running ring, and its
+        // readiness waits for its standby load.
+        vec![peer_lease("r1", "r1,r2"), peer_lease("r2", "r1,r2")],
     );
     shell.echo_published().await;
+    for peer in ["r1", "r2"] {
+        shell
+            .supervisor
+            .do_send(LeaseWatch(Event::Apply(lease::observe(&peer_lease(
+                peer, view,
+            )))));
+    }
     eventually("readiness with standby", || {
         shell.readiness.readiness().ok()
     })
