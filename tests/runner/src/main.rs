@@ -10,17 +10,15 @@
 mod build;
 mod cpu;
 mod plan;
+mod report;
 
 use cpu::{CpuSampler, LANE_VARIABLE};
 use plan::{Placement, SharedPlane, TestBinary};
+use report::{failures_of, panics_of};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-/// A failed binary's output printed from its `failures:` section, at most
-/// this many lines (the whole log stays in target/suite/).
-const PRINTED_FAILURE_LINES: usize = 300;
 
 /// The doc tests are not a binary cargo builds with `--no-run`: a lane of
 /// their own, run by cargo (it compiles them: light enough to start beside
@@ -146,6 +144,13 @@ fn run() -> anyhow::Result<bool> {
         logs.display()
     );
     if !failed.is_empty() {
+        // Last, so that a tail of the output (all a CI page may show) still
+        // says why: the failures above end with long replica logs.
+        for result in &failed {
+            for panic in panics_of(&std::fs::read_to_string(&result.log).unwrap_or_default()) {
+                println!("suite: {}: {panic}", result.lane);
+            }
+        }
         let names: Vec<&str> = failed.iter().map(|r| r.lane.as_str()).collect();
         println!("suite: FAILED: {}", names.join(", "));
     }
@@ -435,18 +440,4 @@ fn cpu_ticks() -> Option<(u64, u64)> {
     // idle and iowait
     let idle = ticks.get(3)? + ticks.get(4).unwrap_or(&0);
     Some((all - idle, all))
-}
-
-/// A failed binary's log from its first `failures:` section (libtest's
-/// summary), or its tail.
-fn failures_of(log: &Path) -> String {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    let from = lines
-        .iter()
-        .position(|l| *l == "failures:")
-        .unwrap_or(lines.len().saturating_sub(60));
-    let shown = &lines[from..];
-    let cut = shown.len().saturating_sub(PRINTED_FAILURE_LINES);
-    shown[cut..].join("\n")
 }
