@@ -6,7 +6,6 @@
 
 use kube::Client;
 use kube::client::Body;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
 /// A request as the script sees it.
@@ -39,6 +38,10 @@ pub enum Answer {
     /// A watch's answer: 200 and these events, one JSON object per line,
     /// then the end of the stream.
     Events(Vec<serde_json::Value>),
+    /// No answer, the connection failed (reset, or a pooled connection
+    /// the server had closed): the client's request fails with a service
+    /// error, as hyper's `SendRequest` does.
+    ConnectionFailed,
 }
 
 /// `kind: Status` as the API server writes an error.
@@ -102,7 +105,7 @@ pub fn client(script: impl Fn(&Request) -> Answer + Send + Sync + 'static) -> (C
                     let mut response = http::Response::new(Body::from(body));
                     *response.status_mut() =
                         http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::IM_A_TEAPOT);
-                    Ok::<_, Infallible>(response)
+                    Ok::<_, std::io::Error>(response)
                 }
                 Answer::Events(events) => {
                     let mut body = Vec::new();
@@ -112,6 +115,10 @@ pub fn client(script: impl Fn(&Request) -> Answer + Send + Sync + 'static) -> (C
                     }
                     Ok(http::Response::new(Body::from(body)))
                 }
+                Answer::ConnectionFailed => Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "scripted: connection reset",
+                )),
                 Answer::Silence | Answer::Late(..) => std::future::pending().await,
             }
         }

@@ -30,6 +30,19 @@ pub enum LoadError {
     Panicked,
 }
 
+impl LoadError {
+    /// Whether the request failed on its connection, before any answer
+    /// (a pooled connection the server had closed: hyper's `SendRequest`;
+    /// a connection refused or reset): a read may be made again at once.
+    /// Not a deadline (a slow server) nor an answer (a status).
+    pub fn connection_failed(&self) -> bool {
+        matches!(
+            self,
+            LoadError::Api(kube::Error::Service(_) | kube::Error::HyperError(_))
+        )
+    }
+}
+
 /// Reads of one list that cannot be split (one bucket's, every CronJob's,
 /// the Jobs'), the first included, when the server cuts a streaming list
 /// before its end; then the load fails (and the supervisor retries it).

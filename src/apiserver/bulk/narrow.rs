@@ -22,8 +22,29 @@ use kube::api::Api;
 /// Reads the CronJob `key` (of bucket `bucket`) and the Jobs it controls:
 /// those labelled with its bucket and, with `unlabelled`, those without the
 /// label. `None` if the CronJob is gone (the watch tells its deletion).
-/// Each request within the list deadline.
+/// Each request within the list deadline; a read whose connection failed
+/// before any answer is made again at once, once
+/// ([`LoadError::connection_failed`]): otherwise it waited for the next
+/// rescan (5 s), and at a take-over of a few keys the bulk load brought
+/// the key first (one of nine, under the suite's load: a pooled
+/// connection the server had closed).
 pub async fn load_key(
+    client: Client,
+    key: &str,
+    bucket: Bucket,
+    kinds: CronJobKinds,
+    unlabelled: bool,
+) -> Result<Option<Loaded>, LoadError> {
+    match read_key(client.clone(), key, bucket, kinds, unlabelled).await {
+        Err(error) if error.connection_failed() => {
+            tracing::debug!(cronjob = %key, %error, "reading a gained CronJob alone failed on its connection; reading it again");
+            read_key(client, key, bucket, kinds, unlabelled).await
+        }
+        read => read,
+    }
+}
+
+async fn read_key(
     client: Client,
     key: &str,
     bucket: Bucket,

@@ -432,3 +432,40 @@ async fn a_silent_page_ends_the_load_at_its_deadline() {
     assert!(pages.is_empty());
     assert_eq!(started.elapsed(), crate::apiserver::deadline::LIST_PAGE);
 }
+
+/// A gained key read on its own whose first request fails on its
+/// connection (a pooled connection the server had closed) is read again
+/// at once; an answer (a status) is not.
+#[tokio::test]
+async fn a_key_read_alone_whose_connection_failed_is_read_again_at_once() {
+    for (first, read_again) in [
+        (Answer::ConnectionFailed, true),
+        (scripted::status(500, "InternalError"), false),
+    ] {
+        let first = std::sync::Mutex::new(Some(first));
+        let (client, asked) = scripted::client(move |request| {
+            if let Some(answer) = first.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                answer
+            } else if request.uri.contains("/jobs") {
+                list("Job", vec![], "")
+            } else {
+                Answer::Json(200, cronjob("a", "keep-1"))
+            }
+        });
+        let bucket = Bucket::of("uid-keep-1");
+        let read = narrow::load_key(
+            client,
+            "a/keep-1",
+            bucket,
+            crate::reconcile::CronJobKinds::default(),
+            false,
+        )
+        .await;
+        assert_eq!(read.is_ok(), read_again, "{read:?} after {:?}", asked.all());
+        if read_again {
+            let loaded = read.ok().flatten().expect("the CronJob");
+            assert_eq!(loaded.cronjobs.len(), 1);
+            assert_eq!(asked.all().len(), 3, "{:?}", asked.all());
+        }
+    }
+}
