@@ -411,6 +411,8 @@ async fn a_rolling_restart_hands_off_at_once() {
     let mut fleet = Fleet::new("shard-rolling", 3, CRONJOBS).await;
     let mut handoffs = Vec::new();
     for i in 0..3 {
+        // A leave near a whole minute waits it out (the next test).
+        clear_of_a_whole_minute().await;
         let stopped = Instant::now();
         let status = fleet.replicas[i].stop().await.expect("running");
         assert!(status.success(), "r{i} exited with {status}");
@@ -438,6 +440,70 @@ async fn a_rolling_restart_hands_off_at_once() {
         "a hand-off waited {worst:?}"
     );
     assert!(max_delay(&slots) <= UNDISTURBED, "{slots:?}");
+}
+
+/// Keys move off a live replica only away from whole minutes, when cron's
+/// slots fall: a replica stopped 7 s before one runs its CronJobs' slots
+/// of that minute itself, on time, and exits only once its peers have
+/// published 5 s past it; a replica started 10 s before one has its first
+/// view held likewise, so its new CronJobs' slots of that minute are still
+/// written by their old owners. Without the hold, at this size, both moves
+/// take well under a second and those slots change hands.
+#[tokio::test(flavor = "multi_thread")]
+async fn moves_wait_out_a_whole_minute() {
+    use shardcron::shard::ownership::HOLD_AFTER_MINUTE;
+    let hold_after = (HOLD_AFTER_MINUTE.as_secs() as i64).seconds();
+    let mut fleet = Fleet::new("shard-minute", 3, CRONJOBS).await;
+    let stopped = at_second(53, Duration::from_secs(5)).await;
+    let leaver = fleet.keys_of(1);
+    let status = fleet.replicas[1].stop().await.expect("running");
+    let exited = Timestamp::now();
+    assert!(status.success(), "r1 exited with {status}");
+    let left_in = next_minute(stopped);
+    let left = fleet.all_slots_through(left_in).await;
+    let leaving: Vec<&Slot> = left
+        .iter()
+        .filter(|s| s.scheduled == left_in && leaver.contains(&s.cronjob))
+        .collect();
+    fleet.converged(Duration::from_secs(30)).await;
+
+    let started = at_second(50, Duration::from_secs(1)).await;
+    fleet.replicas[1].launch();
+    fleet.replicas[1].wait_ready().await;
+    let ready = Timestamp::now();
+    fleet.converged(Duration::from_secs(40)).await;
+    let joined = fleet.keys_of(1);
+    let joined_in = next_minute(started);
+    let back = fleet.all_slots_through(joined_in).await;
+    let joining: Vec<&Slot> = back
+        .iter()
+        .filter(|s| s.scheduled == joined_in && joined.contains(&s.cronjob))
+        .collect();
+    fleet.figure(&format!(
+        "r1 stopped at {stopped}, exited at {exited}: {} of its {} slots of {left_in} its own, max delay {} s; \
+         started at {started}, ready at {ready}: {} of its {} new CronJobs' slots of {joined_in} by their old owners, max delay {} s",
+        leaving.iter().filter(|s| s.created_by == "r1").count(),
+        leaving.len(),
+        max_delay(leaving.iter().copied()),
+        joining.iter().filter(|s| s.created_by != "r1").count(),
+        joining.len(),
+        max_delay(joining.iter().copied()),
+    ));
+    assert!(!leaver.is_empty() && !joined.is_empty(), "r1 owned nothing");
+    assert!(
+        exited >= left_in + hold_after,
+        "r1 let go at {exited}, inside the hold"
+    );
+    assert!(
+        leaving.iter().all(|s| s.created_by == "r1"),
+        "the leaver's slots of the minute: {leaving:?}"
+    );
+    assert!(
+        joining.iter().all(|s| s.created_by != "r1"),
+        "the joiner's new CronJobs' slots of the minute: {joining:?}"
+    );
+    assert!(max_delay(&left) <= UNDISTURBED, "{left:?}");
+    assert!(max_delay(&back) <= UNDISTURBED, "{back:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

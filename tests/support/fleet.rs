@@ -386,6 +386,19 @@ pub fn next_minute(t: Timestamp) -> Timestamp {
     Timestamp::from_second((t.as_second() / 60 + 1) * 60).expect("in range")
 }
 
+/// Waits, if need be, until the wall clock is clear of the replicas' hold
+/// around whole minutes (`shardcron::shard::ownership::HOLD_BEFORE_MINUTE`
+/// before one to `HOLD_AFTER_MINUTE` after it) with 5 s to spare on
+/// either side: a join or a leave started now moves its keys at once.
+pub async fn clear_of_a_whole_minute() {
+    use shardcron::shard::ownership::{HOLD_AFTER_MINUTE, HOLD_BEFORE_MINUTE};
+    let first = HOLD_AFTER_MINUTE.as_secs() as i64 + 1;
+    let last = 60 - HOLD_BEFORE_MINUTE.as_secs() as i64 - 5;
+    if !(first..=last).contains(&Timestamp::now().as_second().rem_euclid(60)) {
+        at_second(first, Duration::ZERO).await;
+    }
+}
+
 /// Minute boundaries from `first` through `last`.
 pub fn minutes(first: Timestamp, last: Timestamp) -> impl Iterator<Item = Timestamp> {
     (first.as_second() / 60..=last.as_second() / 60)

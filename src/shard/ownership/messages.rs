@@ -78,9 +78,12 @@ pub enum Input {
     /// The Lease watch's (re)list is complete (deletions already told).
     LeasesListed,
     /// The fence as judged now; also the periodic re-judging of membership
-    /// (Leases expire without an event).
+    /// (Leases expire without an event). `wall`: the wall clock now, to
+    /// keep key moves away from whole minutes ([`super::near_a_whole_minute`]);
+    /// `None` holds nothing.
     Tick {
         fence: FenceState,
+        wall: Option<jiff::Timestamp>,
     },
     /// A CronJob was seen under `key` = `namespace/name`: by a bulk load
     /// (`read_in`: a consistent read, no older than the ring change it was asked for after), or by

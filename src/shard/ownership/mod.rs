@@ -60,6 +60,12 @@
 //! lone replica) is published at once instead: nobody runs its keys, so
 //! each starts as the load brings it.
 //!
+//! A first view that joins a running ring waits, besides, while a whole
+//! minute is near (from [`HOLD_BEFORE_MINUTE`] before it to
+//! [`HOLD_AFTER_MINUTE`] after, by the wall clock [`Input::Tick`] tells):
+//! cron's slots fall on whole minutes, and a move takes seconds at 10^6
+//! CronJobs; so does a view that leaves out a leaver still live (below).
+//!
 //! # Warm leaves
 //!
 //! On SIGTERM a replica with live peers publishes its view again, marked
@@ -67,7 +73,8 @@
 //! once, load what they gain from it, and publish the view that leaves it
 //! out only once that is loaded, or once the gained keys due soon have
 //! been read on their own (standby; the rest start as the loads bring
-//! them); its view still claims the keys, so they wait. When every live
+//! them), and not while a whole minute is near (as a join's first view);
+//! its view still claims the keys, so they wait. When every live
 //! peer's view leaves it out (or the drain time is over), it stops its
 //! actors and releases its Lease, and the peers start
 //! the keys when they see the release. A change of the live peers that
@@ -97,6 +104,7 @@ mod transitions;
 mod warm;
 
 pub use messages::{Command, Epoch, Flaw, Input, Phase};
+pub use warm::{HOLD_AFTER_MINUTE, HOLD_BEFORE_MINUTE, near_a_whole_minute};
 
 /// Before retrying a failed bulk load.
 pub const LOAD_RETRY: Duration = Duration::from_secs(2);
@@ -167,6 +175,10 @@ pub struct Ownership {
     /// The live peers when the view was last published: a change of them
     /// publishes again ([`Self::advance`]).
     published_live: BTreeSet<String>,
+    /// The wall clock as the last [`Input::Tick`] told it, and the instant
+    /// it was told at: the wall clock of any later instant, for the hold
+    /// around whole minutes ([`near_a_whole_minute`]).
+    wall: Option<(Instant, jiff::Timestamp)>,
     ready: bool,
     #[cfg(test)]
     flaw: Option<Flaw>,
@@ -196,6 +208,7 @@ impl Ownership {
             drain: DRAIN,
             leave_asked: None,
             published_live: BTreeSet::new(),
+            wall: None,
             ready: false,
             #[cfg(test)]
             flaw: None,
@@ -236,8 +249,11 @@ impl Ownership {
             Input::LeaseSeen { name, lease } => self.membership.observe(&name, lease, now),
             Input::LeaseDeleted { name } => self.membership.deleted(&name),
             Input::LeasesListed => self.leases_listed = true,
-            Input::Tick { fence } => {
+            Input::Tick { fence, wall } => {
                 self.fence = fence;
+                if let Some(wall) = wall {
+                    self.wall = Some((now, wall));
+                }
                 self.advance(now, &mut commands);
             }
             Input::CronJobSeen { key, uid, read_in } => {

@@ -283,6 +283,7 @@ struct World {
     /// Writes in flight: id -> (replica, sent at).
     pending_writes: HashMap<u64, usize>,
     epoch: Instant,
+    seed: u64,
     flaw: Option<Flaw>,
     /// The last events, kept only when replaying a failure.
     trace: Option<Vec<String>>,
@@ -325,6 +326,7 @@ impl World {
             .collect();
         World {
             rng,
+            seed,
             now: 0,
             seq: 0,
             queue: BinaryHeap::new(),
@@ -357,6 +359,16 @@ impl World {
     fn boot(&self, replica: usize) -> BootInstant {
         let r = &self.replicas[replica];
         BootInstant::from_since_boot(Duration::from_millis(1_000_000 + self.now * r.rate / 1000))
+    }
+
+    /// The replica's wall clock: its own rate, from a second of the minute
+    /// the seed picks (no draw, so that the seeds' runs are otherwise as
+    /// they were), so that moves meet the hold around whole minutes at
+    /// every phase.
+    fn wall(&self, replica: usize) -> jiff::Timestamp {
+        let start = 1_800_000_000_000 + (self.seed % 60) as i64 * 1_000;
+        jiff::Timestamp::from_millisecond(start + self.boot_ms(replica) as i64)
+            .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
     }
 
     fn boot_ms(&self, replica: usize) -> u64 {
@@ -796,7 +808,8 @@ impl World {
         let fence = process.fence.check(boot);
         let running = process.writers & !process.stopping;
         let may_act = process.fence.may_act(boot);
-        self.feed(replica, Input::Tick { fence });
+        let wall = Some(self.wall(replica));
+        self.feed(replica, Input::Tick { fence, wall });
         // The actors' writes that pass the gateway's check now.
         for key in (0..KEYS).filter(|k| may_act && running & (1 << k) != 0) {
             if self.rng.chance(20) {

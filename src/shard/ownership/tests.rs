@@ -30,6 +30,7 @@ fn seen(name: &str, lease: LeaseObservation) -> Input {
 
 const VALID: Input = Input::Tick {
     fence: FenceState::Valid,
+    wall: None,
 };
 
 /// The fence judged valid [`JOIN_GRACE`] before `t0` and again at `t0`:
@@ -140,6 +141,7 @@ fn a_replica_joins_only_once_its_fence_is_open_and_the_leases_listed() {
     o.on(Input::LeasesListed, t0);
     let waiting = Input::Tick {
         fence: FenceState::Waiting,
+        wall: None,
     };
     assert!(o.on(waiting, t0).is_empty(), "fence not open yet");
     assert!(matches!(o.phase(), Phase::Joining { .. }));
@@ -341,6 +343,7 @@ fn a_lapse_stops_everything_and_rejoins_once_stopped() {
     let (mut o, _) = serving_alone(t0);
     let lapsed = Input::Tick {
         fence: FenceState::Lapsed,
+        wall: None,
     };
     let commands = o.on(lapsed.clone(), t0);
     assert_eq!(
@@ -877,4 +880,94 @@ fn a_read_asked_for_before_the_key_was_lost_and_gained_again_is_not_fresh() {
     loads.ring_changed(None, None, "r0");
     loads.ring_changed(Some(&alone), None, "r0");
     assert!(!loads.fresh(&kept, Some(first)));
+}
+
+/// The fence valid, and the wall clock `second`s past a whole minute
+/// (negative: before it).
+fn tick_at(second: i64) -> Input {
+    let wall = jiff::Timestamp::from_second(1_800_000_000 + second).expect("a valid time");
+    Input::Tick {
+        fence: FenceState::Valid,
+        wall: Some(wall),
+    }
+}
+
+#[test]
+fn the_hold_runs_from_ten_seconds_before_a_whole_minute_to_five_after() {
+    let at = |ms: i64| jiff::Timestamp::from_millisecond(1_800_000_000_000 + ms).expect("valid");
+    for (ms, held) in [
+        (-10_001, false),
+        (-10_000, true),
+        (-1, true),
+        (0, true),
+        (4_999, true),
+        (5_000, false),
+        (30_000, false),
+        (49_999, false),
+    ] {
+        assert_eq!(near_a_whole_minute(at(ms)), held, "{ms} ms from the minute");
+    }
+}
+
+/// A join's first view into a running ring, ready at :55, waits until
+/// five seconds past the minute (told by a later tick, or reckoned from
+/// the last tick's wall clock and the monotonic clock): the peers' stops
+/// would fall on that minute's slots. A ring starting together publishes
+/// at :55 at once (nobody runs its keys).
+#[test]
+fn a_join_into_a_running_ring_waits_out_a_whole_minute() {
+    let t0 = Instant::now();
+    let view = |view: &str| Publication {
+        view: view.into(),
+        id: "j1.1".into(),
+        leaving: false,
+    };
+    for (r1_view, running) in [("r1", true), ("r0,r1", false)] {
+        let mut o = Ownership::new("r0", "i1");
+        o.on(Input::ListsSynced, t0);
+        o.on(Input::LeasesListed, t0);
+        o.on(seen("r1", lease("r1", 1, Some(&view(r1_view)))), t0);
+        assert!(o.on(tick_at(-7), t0 - JOIN_GRACE).is_empty());
+        let joined = o.on(tick_at(-5), t0);
+        if !running {
+            assert_eq!(started_together(&joined).view, "r0,r1");
+            continue;
+        }
+        assert!(published(&joined).is_none(), "{joined:?}");
+        let loaded = o.on(load_done(true), t0);
+        assert!(published(&loaded).is_none(), "held at :55: {loaded:?}");
+        let at_the_minute = o.on(tick_at(0), t0 + Duration::from_secs(5));
+        assert!(published(&at_the_minute).is_none(), "{at_the_minute:?}");
+        // No tick since :00, 5 s on the monotonic clock: :05.
+        let after = o.on(VALID, t0 + Duration::from_secs(10));
+        assert_eq!(published(&after).expect("published at :05").view, "r0,r1");
+    }
+}
+
+/// A view leaving out a leaver that still runs its keys waits out a whole
+/// minute; a take-over from a dead peer (its keys run nowhere) does not.
+#[test]
+fn a_leave_waits_out_a_whole_minute_and_a_take_over_does_not() {
+    let t0 = Instant::now();
+    let (mut o, _, r1) = serving_beside_r1(t0);
+    o.on(tick_at(-8), t0);
+    let commands = r1_leaves(&mut o, r1, t0);
+    let Some(Command::Load { epoch, .. }) =
+        commands.iter().find(|c| matches!(c, Command::Load { .. }))
+    else {
+        panic!("no load: {commands:?}");
+    };
+    let read = o.on(Input::DueKeysRead { epoch: *epoch }, t0);
+    assert!(published(&read).is_none(), "held at :52: {read:?}");
+    let later = o.on(VALID, t0 + Duration::from_secs(12));
+    assert!(published(&later).is_none(), "held at :04: {later:?}");
+    let own = published(&o.on(VALID, t0 + Duration::from_secs(13))).expect("published at :05");
+    assert_eq!(own.view, "r0");
+
+    let (mut o, _, _) = serving_beside_r1(t0);
+    let expired = o.on(tick_at(-5), t0 + D + Duration::from_secs(1));
+    assert_eq!(
+        published(&expired).expect("r1 dead: published at :55").view,
+        "r0"
+    );
 }

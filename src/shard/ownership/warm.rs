@@ -6,7 +6,30 @@ use super::Ownership;
 use crate::shard::handoff;
 use crate::shard::ring::Ring;
 use std::collections::BTreeSet;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long before a whole minute a publication that moves keys off a
+/// peer still running them waits ([`near_a_whole_minute`]). Cron's slots
+/// fall on whole minutes, and at 10^6 CronJobs a move takes 3-6 s (peers
+/// stopping ~80,000 actors each, publishing, the echo): a join published
+/// 2.5 s before 09:30:00 put that minute's slots of the moved keys 5.6-6.0
+/// s late in a rolling restart (S7).
+pub const HOLD_BEFORE_MINUTE: Duration = Duration::from_secs(10);
+
+/// How long after a whole minute the hold lasts: the old owner writes that
+/// minute's slots first (a stopping actor abandons the requests it has not
+/// sent). A join or a leave waits at most the sum, 15 s, once.
+pub const HOLD_AFTER_MINUTE: Duration = Duration::from_secs(5);
+
+/// Whether `wall` falls within the hold around a whole minute: from
+/// [`HOLD_BEFORE_MINUTE`] before it to [`HOLD_AFTER_MINUTE`] after it.
+/// Whole minutes are the same in every time zone (their offsets are whole
+/// minutes), so Unix time tells.
+pub fn near_a_whole_minute(wall: jiff::Timestamp) -> bool {
+    let into = wall.as_millisecond().rem_euclid(60_000);
+    into >= 60_000 - HOLD_BEFORE_MINUTE.as_millis() as i64
+        || into < HOLD_AFTER_MINUTE.as_millis() as i64
+}
 
 impl Ownership {
     /// The live peers (this replica's own Lease left out).
@@ -93,12 +116,34 @@ impl Ownership {
     /// peer's view contradicts (a start of the whole ring, or a lone
     /// replica) is published once the first lists are done: no peer runs
     /// its keys, so they start as the load brings them; waiting for the
-    /// whole load held a cold start of 10^6 CronJobs by 28 s (S7).
+    /// whole load held a cold start of 10^6 CronJobs by 28 s (S7). Either
+    /// of the two that moves keys off a live peer waits, besides, while a
+    /// whole minute is near ([`Self::holds_for_the_minute`]).
     pub(super) fn may_publish(&self, target: &Ring, now: Instant) -> bool {
         let gains_ready = !self.gains_from_leaving || self.due_read_in == Some(self.loads.epoch());
-        let started_together = !self.published_in_join && !self.joins_a_running_ring(target, now);
-        (self.published_in_join && gains_ready)
+        let ready = (self.published_in_join && gains_ready)
             || (self.synced && self.loads.idle())
-            || (self.synced && gains_ready && started_together)
+            || (self.synced && gains_ready && !self.joins_a_running_ring(target, now));
+        ready && !self.holds_for_the_minute(target, now)
+    }
+
+    /// Whether publishing `target`'s view now would move keys off a live
+    /// peer that runs them (the first view of a join into a running ring,
+    /// or a view leaving out a leaver still live) while a whole minute is
+    /// near, as the last [`super::Input::Tick`]'s wall clock tells: the
+    /// move would fall on that minute's slots. A take-over from a dead peer
+    /// never waits (its keys run nowhere), nor a start of the whole ring.
+    fn holds_for_the_minute(&self, target: &Ring, now: Instant) -> bool {
+        let Some((told_at, wall)) = self.wall else {
+            return false;
+        };
+        let since = now.saturating_duration_since(told_at);
+        let wall = jiff::SignedDuration::try_from(since)
+            .ok()
+            .and_then(|since| wall.checked_add(since).ok())
+            .unwrap_or(wall);
+        near_a_whole_minute(wall)
+            && ((self.gains_from_leaving && !self.leaving_peers(now).is_empty())
+                || (!self.published_in_join && self.joins_a_running_ring(target, now)))
     }
 }

@@ -297,7 +297,8 @@ impl Supervisor {
                 .lease_lapses
                 .inc_by(lapses - counted);
         }
-        self.step(Input::Tick { fence }, now, ctx, None);
+        let wall = Some(self.actor_services.clock.now());
+        self.step(Input::Tick { fence, wall }, now, ctx, None);
         // Once a second: fresh enough for a gauge, and no work per event.
         self.update_gauges();
         self.arm_expiry(now, ctx);
