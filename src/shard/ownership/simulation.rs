@@ -14,7 +14,9 @@
 //! (how a black hole heals: new connections work at once, the watch's old
 //! one stays silent until its idle timeout), a process killed and restarted with the same replica id (a new
 //! incarnation), a graceful restart, slow Lease writes, stuck actor stops.
-//! Each replica's clocks drift by up to ±2 %.
+//! Each replica's clocks drift by up to ±2 %; its wall clock (told by each
+//! tick, for the hold around whole minutes) starts at a second of the
+//! minute the seed picks.
 //!
 //! Actors write: at every tick, now and then, a running actor's request
 //! passes the gateway's fence check, spends a while in the client (a
