@@ -69,8 +69,10 @@ fn histogram(replica: &support::controller::Controller, name: &str) -> (f64, f64
 /// How long after the Lease duration a killed replica's CronJobs may
 /// resume: its Lease seen expired, the view published, the slot's
 /// decision. Alone about 0-1 s; `cargo suite` runs this beside the load
-/// and fault lanes on 2 cores, where 2 s was once too little (19 s).
-const TAKEOVER_SLACK: u64 = 5;
+/// and fault lanes on 2 cores, where 2 s was once too little (19 s), and
+/// a clean clone's suite reached 20 s (2026-12-03: keys the bulk load
+/// brought 6 s after the take-over).
+const TAKEOVER_SLACK: u64 = 8;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_replicas_cronjobs_resume_within_the_lease_duration() {
@@ -444,11 +446,13 @@ async fn a_rolling_restart_hands_off_at_once() {
 
 /// Keys move off a live replica only away from whole minutes, when cron's
 /// slots fall: a replica stopped 7 s before one runs its CronJobs' slots
-/// of that minute itself, on time, and exits only once its peers have
-/// published 5 s past it; a replica started 10 s before one has its first
-/// view held likewise, so its new CronJobs' slots of that minute are still
-/// written by their old owners. Without the hold, at this size, both moves
-/// take well under a second and those slots change hands.
+/// of that minute itself and exits only once its peers have published 5
+/// s past it; a replica started 10 s before one has its first view held
+/// likewise, so its new CronJobs' slots of that minute are written by
+/// their old owners. Without the hold, at this size, both moves take well
+/// under a second and those slots change hands before the minute. (A slot
+/// the old owner had not written by the end of the hold, on a loaded
+/// machine, is the new owner's after it: allowed.)
 #[tokio::test(flavor = "multi_thread")]
 async fn moves_wait_out_a_whole_minute() {
     use shardcron::shard::ownership::HOLD_AFTER_MINUTE;
@@ -494,12 +498,17 @@ async fn moves_wait_out_a_whole_minute() {
         exited >= left_in + hold_after,
         "r1 let go at {exited}, inside the hold"
     );
+    let moved_before = |minute: Timestamp, s: &Slot| s.created < minute + hold_after;
     assert!(
-        leaving.iter().all(|s| s.created_by == "r1"),
+        leaving
+            .iter()
+            .all(|s| s.created_by == "r1" || !moved_before(left_in, s)),
         "the leaver's slots of the minute: {leaving:?}"
     );
     assert!(
-        joining.iter().all(|s| s.created_by != "r1"),
+        joining
+            .iter()
+            .all(|s| s.created_by != "r1" || !moved_before(joined_in, s)),
         "the joiner's new CronJobs' slots of the minute: {joining:?}"
     );
     assert!(max_delay(&left) <= UNDISTURBED, "{left:?}");

@@ -34,12 +34,20 @@ impl LoadError {
     /// Whether the request failed on its connection, before any answer
     /// (a pooled connection the server had closed: hyper's `SendRequest`;
     /// a connection refused or reset): a read may be made again at once.
-    /// Not a deadline (a slow server) nor an answer (a status).
+    /// Not a deadline (a slow or silent server: the client's own timeouts
+    /// come back as service errors too, and a second wait would only
+    /// double it) nor an answer (a status).
     pub fn connection_failed(&self) -> bool {
-        matches!(
-            self,
-            LoadError::Api(kube::Error::Service(_) | kube::Error::HyperError(_))
-        )
+        let error: &(dyn std::error::Error + 'static) = match self {
+            LoadError::Api(kube::Error::Service(error)) => error.as_ref(),
+            LoadError::Api(kube::Error::HyperError(error)) => error,
+            _ => return false,
+        };
+        !std::iter::successors(Some(error), |e| e.source()).any(|e| {
+            e.is::<tower::timeout::error::Elapsed>()
+                || e.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        })
     }
 }
 

@@ -132,7 +132,9 @@ impl Ownership {
     /// or a view leaving out a leaver still live) while a whole minute is
     /// near, as the last [`super::Input::Tick`]'s wall clock tells: the
     /// move would fall on that minute's slots. A take-over from a dead peer
-    /// never waits (its keys run nowhere), nor a start of the whole ring.
+    /// (its keys run nowhere) and a start of the whole ring do not wait,
+    /// unless the same view also moves keys off a live peer: a view is
+    /// published whole.
     fn holds_for_the_minute(&self, target: &Ring, now: Instant) -> bool {
         let Some((told_at, wall)) = self.wall else {
             return false;
