@@ -40,6 +40,18 @@ fn max_delay<'a>(slots: impl IntoIterator<Item = &'a Slot>) -> i64 {
     slots.into_iter().map(Slot::delay).max().unwrap_or(0)
 }
 
+/// The slots of `minute` of the CronJobs named in `cronjobs`.
+fn slots_of<'a>(
+    slots: &'a [Slot],
+    minute: Timestamp,
+    cronjobs: &BTreeSet<String>,
+) -> Vec<&'a Slot> {
+    slots
+        .iter()
+        .filter(|s| s.scheduled == minute && cronjobs.contains(&s.cronjob))
+        .collect()
+}
+
 /// Job creates the replica has sent; panics if its metrics cannot be read,
 /// so that a check built on it cannot pass on an empty answer.
 fn creates(replica: &support::controller::Controller) -> f64 {
@@ -465,10 +477,7 @@ async fn moves_wait_out_a_whole_minute() {
     assert!(status.success(), "r1 exited with {status}");
     let left_in = next_minute(stopped);
     let left = fleet.all_slots_through(left_in).await;
-    let leaving: Vec<&Slot> = left
-        .iter()
-        .filter(|s| s.scheduled == left_in && leaver.contains(&s.cronjob))
-        .collect();
+    let leaving = slots_of(&left, left_in, &leaver);
     fleet.converged(Duration::from_secs(30)).await;
 
     let started = at_second(50, Duration::from_secs(1)).await;
@@ -479,10 +488,7 @@ async fn moves_wait_out_a_whole_minute() {
     let joined = fleet.keys_of(1);
     let joined_in = next_minute(started);
     let back = fleet.all_slots_through(joined_in).await;
-    let joining: Vec<&Slot> = back
-        .iter()
-        .filter(|s| s.scheduled == joined_in && joined.contains(&s.cronjob))
-        .collect();
+    let joining = slots_of(&back, joined_in, &joined);
     fleet.figure(&format!(
         "r1 stopped at {stopped}, exited at {exited}: {} of its {} slots of {left_in} its own, max delay {} s; \
          started at {started}, ready at {ready}: {} of its {} new CronJobs' slots of {joined_in} by their old owners, max delay {} s",

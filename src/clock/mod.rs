@@ -44,12 +44,18 @@ impl Clock {
     pub fn now(&self) -> Timestamp {
         match self {
             Clock::System => Timestamp::now(),
-            Clock::FollowingTokio { start, anchor } => SignedDuration::try_from(anchor.elapsed())
-                .ok()
-                .and_then(|elapsed| start.checked_add(elapsed).ok())
-                .unwrap_or(Timestamp::MAX),
+            Clock::FollowingTokio { start, anchor } => advanced(*start, anchor.elapsed()),
         }
     }
+}
+
+/// `start` moved on by `elapsed` of a monotonic clock (the wall clock of a
+/// later instant, read once at an earlier one); `Timestamp::MAX` past it.
+pub fn advanced(start: Timestamp, elapsed: std::time::Duration) -> Timestamp {
+    SignedDuration::try_from(elapsed)
+        .ok()
+        .and_then(|elapsed| start.checked_add(elapsed).ok())
+        .unwrap_or(Timestamp::MAX)
 }
 
 #[cfg(test)]

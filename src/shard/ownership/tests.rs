@@ -28,6 +28,15 @@ fn seen(name: &str, lease: LeaseObservation) -> Input {
     }
 }
 
+/// r1's published view `view` (publication "j1.1").
+fn r1_publication(view: &str) -> Publication {
+    Publication {
+        view: view.into(),
+        id: "j1.1".into(),
+        leaving: false,
+    }
+}
+
 const VALID: Input = Input::Tick {
     fence: FenceState::Valid,
     wall: None,
@@ -177,16 +186,14 @@ fn a_peer_starting_with_it_is_in_its_first_ring() {
 #[test]
 fn a_first_view_joining_a_running_ring_waits_for_its_load() {
     let t0 = Instant::now();
-    let view = |view: &str| Publication {
-        view: view.into(),
-        id: "j1.1".into(),
-        leaving: false,
-    };
     for (r1_view, warm) in [("r1", true), ("r0,r1", false)] {
         let mut o = Ownership::new("r0", "i1");
         o.on(Input::ListsSynced, t0);
         o.on(Input::LeasesListed, t0);
-        o.on(seen("r1", lease("r1", 1, Some(&view(r1_view)))), t0);
+        o.on(
+            seen("r1", lease("r1", 1, Some(&r1_publication(r1_view)))),
+            t0,
+        );
         let commands = join(&mut o, t0);
         assert_eq!(published(&commands).is_none(), warm, "r1 serves {r1_view}");
         if warm {
@@ -211,11 +218,7 @@ fn a_joiner_enters_the_ring_only_once_it_has_published() {
     };
     assert_eq!(again.view, "r0");
     assert!(o.is_running("ns/a"));
-    let both = Publication {
-        view: "r0,r1".into(),
-        id: "j1.1".into(),
-        leaving: false,
-    };
+    let both = r1_publication("r0,r1");
     o.on(seen("r1", lease("r1", 2, Some(&both))), t0);
     let commands = o.on(VALID, t0);
     assert!(
@@ -290,11 +293,7 @@ fn a_key_a_live_peer_still_claims_waits_until_the_peer_lets_go() {
     let (mut o, _) = serving_alone(t0);
     // r1 was there first (its view {r1} claims everything); r0 moves to
     // {r0, r1} and must not start what r1's published view still gives r1.
-    let r1_alone = Publication {
-        view: "r1".into(),
-        id: "j1.1".into(),
-        leaving: false,
-    };
+    let r1_alone = r1_publication("r1");
     o.on(seen("r1", lease("r1", 3, Some(&r1_alone))), t0);
     let commands = o.on(VALID, t0);
     let ours_in_both =
@@ -515,11 +514,7 @@ fn serving_beside_r1_with(
     assert_eq!(own.view, "r0,r1");
     o.on(seen_cronjob(&key), t0);
     o.on(load_done(true), t0);
-    let r1 = Publication {
-        view: "r0,r1".into(),
-        id: "j1.1".into(),
-        leaving: false,
-    };
+    let r1 = r1_publication("r0,r1");
     o.on(seen("r1", lease("r1", 2, Some(&r1))), t0);
     o.on(seen("r0", lease("r0", 3, Some(&own))), t0);
     assert_eq!(started(&o.on(VALID, t0)), [key.as_str()]);
@@ -917,16 +912,14 @@ fn the_hold_runs_from_ten_seconds_before_a_whole_minute_to_five_after() {
 #[test]
 fn a_join_into_a_running_ring_waits_out_a_whole_minute() {
     let t0 = Instant::now();
-    let view = |view: &str| Publication {
-        view: view.into(),
-        id: "j1.1".into(),
-        leaving: false,
-    };
     for (r1_view, running) in [("r1", true), ("r0,r1", false)] {
         let mut o = Ownership::new("r0", "i1");
         o.on(Input::ListsSynced, t0);
         o.on(Input::LeasesListed, t0);
-        o.on(seen("r1", lease("r1", 1, Some(&view(r1_view)))), t0);
+        o.on(
+            seen("r1", lease("r1", 1, Some(&r1_publication(r1_view)))),
+            t0,
+        );
         assert!(o.on(tick_at(-7), t0 - JOIN_GRACE).is_empty());
         let joined = o.on(tick_at(-5), t0);
         if !running {

@@ -139,11 +139,7 @@ impl Ownership {
         let Some((told_at, wall)) = self.wall else {
             return false;
         };
-        let since = now.saturating_duration_since(told_at);
-        let wall = jiff::SignedDuration::try_from(since)
-            .ok()
-            .and_then(|since| wall.checked_add(since).ok())
-            .unwrap_or(wall);
+        let wall = crate::clock::advanced(wall, now.saturating_duration_since(told_at));
         near_a_whole_minute(wall)
             && ((self.gains_from_leaving && !self.leaving_peers(now).is_empty())
                 || (!self.published_in_join && self.joins_a_running_ring(target, now)))

@@ -119,13 +119,17 @@ fn run() -> anyhow::Result<bool> {
         started.elapsed() - planes_ready,
     );
 
-    let failed: Vec<&Finished> = results.iter().filter(|r| !r.passed).collect();
-    for result in &failed {
+    let failed: Vec<(&Finished, String)> = results
+        .iter()
+        .filter(|r| !r.passed)
+        .map(|r| (r, std::fs::read_to_string(&r.log).unwrap_or_default()))
+        .collect();
+    for (result, log) in &failed {
         println!(
             "\n==> {} failed ({}):\n{}",
             result.lane,
             result.log.display(),
-            failures_of(&result.log)
+            failures_of(log)
         );
     }
     let counts = results
@@ -146,12 +150,12 @@ fn run() -> anyhow::Result<bool> {
     if !failed.is_empty() {
         // Last, so that a tail of the output (all a CI page may show) still
         // says why: the failures above end with long replica logs.
-        for result in &failed {
-            for panic in panics_of(&std::fs::read_to_string(&result.log).unwrap_or_default()) {
+        for (result, log) in &failed {
+            for panic in panics_of(log) {
                 println!("suite: {}: {panic}", result.lane);
             }
         }
-        let names: Vec<&str> = failed.iter().map(|r| r.lane.as_str()).collect();
+        let names: Vec<&str> = failed.iter().map(|(r, _)| r.lane.as_str()).collect();
         println!("suite: FAILED: {}", names.join(", "));
     }
     Ok(failed.is_empty())

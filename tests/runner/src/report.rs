@@ -2,17 +2,14 @@
 //! each panic in a line (printed last, where a truncated CI page still
 //! shows them).
 
-use std::path::Path;
-
 /// A failed binary's output printed from its `failures:` section, at most
 /// this many lines (the whole log stays in target/suite/).
 const PRINTED_FAILURE_LINES: usize = 300;
 
 /// A failed binary's log from its first `failures:` section (libtest's
 /// summary), or its tail.
-pub fn failures_of(log: &Path) -> String {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
+pub fn failures_of(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
     let from = lines
         .iter()
         .position(|l| *l == "failures:")
