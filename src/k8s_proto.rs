@@ -93,22 +93,6 @@ pub struct TypeMeta {
     pub kind: Option<String>,
 }
 
-/// `meta.v1.WatchEvent`, its object (`runtime.RawExtension`) left as bytes.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct WatchEvent {
-    #[prost(string, optional, tag = "1")]
-    pub kind: Option<String>,
-    #[prost(message, optional, tag = "2")]
-    pub object: Option<RawExtension>,
-}
-
-/// `runtime.RawExtension`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RawExtension {
-    #[prost(bytes = "bytes", tag = "1")]
-    pub raw: bytes::Bytes,
-}
-
 /// `meta.v1.Time` (`Timestamp` on the wire): an empty message is Go's zero
 /// time, which JSON writes as `null`.
 #[derive(Clone, Copy, PartialEq, prost::Message)]

@@ -38,6 +38,8 @@ pub enum Answer {
     /// A watch's answer: 200 and these events, one JSON object per line,
     /// then the end of the stream.
     Events(Vec<serde_json::Value>),
+    /// 200 and these bytes (a protobuf body).
+    Bytes(Vec<u8>),
     /// No answer, the connection failed (reset, or a pooled connection
     /// the server had closed): the client's request fails with a service
     /// error, as hyper's `SendRequest` does.
@@ -115,6 +117,7 @@ pub fn client(script: impl Fn(&Request) -> Answer + Send + Sync + 'static) -> (C
                     }
                     Ok(http::Response::new(Body::from(body)))
                 }
+                Answer::Bytes(body) => Ok(http::Response::new(Body::from(body))),
                 Answer::ConnectionFailed => Err(std::io::Error::new(
                     std::io::ErrorKind::ConnectionReset,
                     "scripted: connection reset",

@@ -121,9 +121,11 @@ pub struct LoadSelectors {
 /// How a load's lists are read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ListReads {
-    /// Streaming lists (the server has them: the watches use them too);
-    /// else paginated.
-    pub streaming: bool,
+    /// From the server's watch cache, at least as new as a consistent read
+    /// (the server streams lists, as the watches found: its cache serves
+    /// consistent reads): streaming lists, and batch/v1 CronJobs in
+    /// protobuf one LIST each ([`protobuf`]); else paginated lists.
+    pub from_cache: bool,
     /// batch/v1 CronJobs in protobuf (`--api-protobuf`, [`protobuf`]);
     /// the shardcron.io CRD's (custom resources have no protobuf) and the
     /// Jobs in JSON.
@@ -333,7 +335,7 @@ where
             counts.jobs += read_list(
                 jobs.clone(),
                 *labels,
-                selectors.reads.streaming,
+                selectors.reads.from_cache,
                 |page: Vec<LeanJob>| {
                     let jobs: Vec<JobFacts> = page
                         .into_iter()
@@ -397,6 +399,7 @@ where
         // lists after it, in bucket order.
         let mut to_read: Vec<(CronJobList, u32)> =
             lists.iter().rev().map(|list| (list.clone(), 1)).collect();
+        let mut version: Option<String> = None;
         while let Some((list, attempt)) = to_read.pop() {
             let kind = list.kind;
             let cronjob_client = match list.buckets.as_deref().and_then(bucket::shard_selector) {
@@ -414,17 +417,24 @@ where
                 deliver(cronjobs)
             };
             let read = if reads.protobuf && kind == CronJobKind::Batch {
-                protobuf::read_cronjobs(
-                    &cronjob_client,
-                    namespace.as_deref(),
-                    reads.streaming,
-                    take,
-                )
-                .await
+                // Read once for the namespace's lists: each is then no
+                // older than the load's start.
+                if reads.from_cache && version.is_none() {
+                    let api = super::watch::cronjob_api(client.clone(), kind, namespace.as_deref());
+                    version = super::watch::latest_version(&api).await?;
+                    if version.is_none() {
+                        tracing::info!(
+                            "the server gave no resourceVersion to list at: reading the load's CronJobs by pages"
+                        );
+                        reads.from_cache = false;
+                    }
+                }
+                let version = version.as_deref().filter(|_| reads.from_cache);
+                protobuf::read_cronjobs(&cronjob_client, namespace.as_deref(), version, take).await
             } else {
                 let cronjobs =
                     super::watch::cronjob_api(cronjob_client, kind, namespace.as_deref());
-                read_all(cronjobs, None, reads.streaming, take).await
+                read_all(cronjobs, None, reads.from_cache, take).await
             };
             match read {
                 Ok(()) => kept_all += kept,
@@ -439,11 +449,11 @@ where
                     tokio::time::sleep(CUT_PAUSE).await;
                     to_read.extend(again.into_iter().rev());
                 }
-                Err(LoadError::Api(ref error)) if reads.streaming && cache_behind(error) => {
+                Err(LoadError::Api(ref error)) if reads.from_cache && cache_behind(error) => {
                     tracing::info!(
                         "the server's watch cache is behind: reading the load's CronJobs by pages"
                     );
-                    reads.streaming = false;
+                    reads.from_cache = false;
                     to_read.push((list, attempt));
                 }
                 Err(error) => return Err(error),

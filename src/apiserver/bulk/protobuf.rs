@@ -1,15 +1,26 @@
-//! A load's batch/v1 CronJob lists in protobuf (`--api-protobuf`): the
-//! same streaming list or pages as [`super::read_all`]'s, the answers read
-//! by [`crate::apiserver::protobuf`]. kube-rs decodes JSON only, so the
-//! requests are sent and their bodies read here.
+//! A load's batch/v1 CronJob lists in protobuf (`--api-protobuf`): from
+//! the watch cache, one LIST without pages at least as new as a consistent
+//! read made at the load's start; else pages, as [`super::list_all`]'s.
+//! The answers are read by [`crate::apiserver::protobuf`]; kube-rs decodes
+//! JSON only, so the requests are sent and their bodies read here.
+//!
+//! Why one LIST and not a streaming list: kube-apiserver sends a streaming
+//! list's objects through a watch, and closes a watch whose queue of
+//! changes fills while it sends them (at most 100 CronJob changes: about
+//! two seconds of a busy minute's status writes; `super`'s comment). A
+//! LIST is no watch: nothing cuts it but the server's request timeout
+//! (60 s by default), which a list of about [`super::LIST_TARGET`]
+//! CronJobs ends well within. Its items are decoded as the body arrives
+//! ([`ListItems`]): never more than one item and one chunk held.
 
-use super::lists::{LoadError, PAGE, STREAM_TIMEOUT_SECONDS};
+use super::lists::{LoadError, PAGE};
 use crate::apiserver::deadline::{LIST_PAGE, within};
 use crate::apiserver::lean_cronjob::LeanCronJob;
-use crate::apiserver::protobuf::{self, Frames, ReadError, cronjob};
+use crate::apiserver::protobuf::list::ListItems;
+use crate::apiserver::protobuf::{self, ProtobufError, ReadError, cronjob};
 use http_body_util::BodyExt as _;
 use k8s_openapi::api::batch::v1::CronJob;
-use kube::api::{ListParams, WatchParams};
+use kube::api::{ListParams, VersionMatch};
 use kube::client::Body;
 use kube::{Client, Resource as _};
 
@@ -22,12 +33,13 @@ impl From<ReadError> for LoadError {
     }
 }
 
-/// Reads every CronJob of `namespace` (`None`: all) by a streaming list or
-/// by pages, handing them to `page` a page at a time.
+/// Reads every CronJob of `namespace` (`None`: all) from the watch cache
+/// by one LIST no older than `version` (`Some`), or by pages (`None`),
+/// handing them to `page` a page at a time.
 pub(super) async fn read_cronjobs<Taken>(
     client: &Client,
     namespace: Option<&str>,
-    streaming: bool,
+    version: Option<&str>,
     mut page: impl FnMut(Vec<LeanCronJob>) -> Taken,
 ) -> Result<(), LoadError>
 where
@@ -39,73 +51,69 @@ where
         read += cronjobs.len();
         page(cronjobs)
     };
-    if streaming {
-        stream(client, &url, counted).await?;
-    } else {
-        pages(client, &url, counted).await?;
+    match version {
+        Some(version) => whole(client, &url, version, counted).await?,
+        None => pages(client, &url, counted).await?,
     }
     tracing::debug!(
         cronjobs = read,
-        streaming,
+        whole = version.is_some(),
         "read a list of CronJobs in protobuf"
     );
     Ok(())
 }
 
-/// A streaming list, as [`super::stream_all`]'s: each part of the body
-/// within the list deadline, ended at the initial events' bookmark.
-async fn stream<Taken>(
+/// One LIST of every CronJob `url` selects, no pages, from the watch cache
+/// at least as new as `version` (a version newer than the cache's, after 3
+/// s, is refused: [`super::cache_behind`]); each part of the body within
+/// the list deadline. A body that ends (or breaks) before the list's end is
+/// [`LoadError::EndedEarly`], read again as a cut streaming list is.
+async fn whole<Taken>(
     client: &Client,
     url: &kube::core::Request,
+    version: &str,
     mut page: impl FnMut(Vec<LeanCronJob>) -> Taken,
 ) -> Result<(), LoadError>
 where
     Taken: Future<Output = ()>,
 {
-    let params = WatchParams::default()
-        .initial_events()
-        .timeout(STREAM_TIMEOUT_SECONDS);
-    let request = url.watch(&params, "").map_err(kube::Error::BuildRequest)?;
-    let mut body = send(client, request, protobuf::WATCH_CONTENT_TYPE).await?;
-    let mut frames = Frames::default();
+    let params = ListParams::default()
+        .at(version)
+        .matching(VersionMatch::NotOlderThan);
+    let request = url.list(&params).map_err(kube::Error::BuildRequest)?;
+    let mut body = send(client, request, protobuf::CONTENT_TYPE).await?;
+    let mut items = ListItems::new("CronJobList");
     let mut held = Vec::new();
     loop {
-        let Some(part) = within(LIST_PAGE, body.frame())
+        let part = within(LIST_PAGE, body.frame())
             .await
-            .map_err(LoadError::Deadline)?
-        else {
-            return Err(LoadError::EndedEarly);
+            .map_err(LoadError::Deadline)?;
+        let data = match part {
+            None => break,
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => data,
+                Err(_) => continue,
+            },
+            Some(Err(error)) => {
+                tracing::debug!(%error, "a LIST's body broke off");
+                return Err(LoadError::EndedEarly);
+            }
         };
-        let Ok(data) = part?.into_data() else {
-            continue;
-        };
-        frames.push(&data);
-        while let Some(event) = frames.next_event()? {
-            match event.kind.as_str() {
-                "ADDED" | "MODIFIED" => {
-                    held.push(cronjob::from_object(&event.object)?);
-                    if held.len() >= PAGE as usize {
-                        page(std::mem::take(&mut held)).await;
-                    }
-                }
-                "BOOKMARK" if cronjob::ends_initial_events(&event.object) => {
-                    page(held).await;
-                    return Ok(());
-                }
-                "ERROR" => {
-                    // The stream's 200 is no code for a failure: a Status
-                    // that does not decode is reported as the server's own.
-                    let status = protobuf::error_status(
-                        http::StatusCode::INTERNAL_SERVER_ERROR,
-                        &event.object,
-                    );
-                    return Err(LoadError::Api(kube::Error::Api(Box::new(status))));
-                }
-                // Other bookmarks; a deletion cannot come before the end of
-                // the initial events.
-                _ => {}
+        items.push(&data);
+        while let Some(item) = items.next_item()? {
+            held.push(cronjob::from_message(&item)?);
+            if held.len() >= PAGE as usize {
+                page(std::mem::take(&mut held)).await;
             }
         }
+    }
+    match items.finish() {
+        Ok(()) => {
+            page(held).await;
+            Ok(())
+        }
+        Err(ProtobufError::Truncated) => Err(LoadError::EndedEarly),
+        Err(error) => Err(error.into()),
     }
 }
 

@@ -95,7 +95,7 @@ async fn load_streaming_or_not(
             }],
             jobs: Vec::new(),
             reads: ListReads {
-                streaming,
+                from_cache: streaming,
                 protobuf: false,
             },
         },
@@ -309,7 +309,7 @@ async fn a_cut_list_is_read_again_as_two_shorter_lists_after_a_pause() {
             buckets: Some(buckets.clone()),
         }],
         ListReads {
-            streaming: true,
+            from_cache: true,
             protobuf: false,
         },
         |uid| uid.starts_with("uid-keep"),
@@ -335,6 +335,88 @@ async fn a_cut_list_is_read_again_as_two_shorter_lists_after_a_pause() {
         .zip([&buckets[..], &buckets[..2], &buckets[2..]])
     {
         assert!(query.contains(&selector(buckets)), "{query}");
+    }
+}
+
+/// A CronJobList in protobuf of CronJobs named `names`, cut after `cut`
+/// bytes if given.
+fn protobuf_list(names: &[&str], cut: Option<usize>) -> Answer {
+    use crate::k8s_proto;
+    use prost::Message as _;
+    let items = names.iter().map(|name| k8s_proto::CronJob {
+        metadata: Some(k8s_proto::ObjectMeta {
+            namespace: Some("a".into()),
+            name: Some((*name).into()),
+            uid: Some(format!("uid-{name}")),
+            ..k8s_proto::ObjectMeta::default()
+        }),
+        ..k8s_proto::CronJob::default()
+    });
+    let list = k8s_proto::CronJobList {
+        metadata: None,
+        items: items.collect(),
+    };
+    let mut body = k8s_proto::envelope("batch/v1", "CronJobList", list.encode_to_vec());
+    body.truncate(cut.unwrap_or(body.len()));
+    Answer::Bytes(body)
+}
+
+#[tokio::test(start_paused = true)]
+async fn protobuf_lists_are_whole_lists_no_older_than_the_loads_start_and_a_cut_one_is_split() {
+    let buckets: Vec<Bucket> = Bucket::all().take(4).collect();
+    let reads = std::sync::atomic::AtomicUsize::new(0);
+    let (client, asked) = scripted::client(move |request| {
+        if request.uri.contains("limit=1") {
+            return list("CronJob", Vec::new(), "");
+        }
+        match reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed) {
+            // The first list breaks off in its second item.
+            0 => protobuf_list(&["keep-1", "keep-2"], Some(40)),
+            1 => protobuf_list(&["keep-1", "drop-1"], None),
+            _ => protobuf_list(&["keep-2"], None),
+        }
+    });
+    let mut pages = Vec::new();
+    let kept = load_cronjobs(
+        client,
+        &[None],
+        &[CronJobList {
+            kind: CronJobKind::Batch,
+            buckets: Some(buckets.clone()),
+        }],
+        ListReads {
+            from_cache: true,
+            protobuf: true,
+        },
+        |uid| uid.starts_with("uid-keep"),
+        |page| {
+            pages.push(page);
+            async {}
+        },
+    )
+    .await
+    .expect("the halves reach their ends");
+    assert_eq!(kept, 2);
+    let names: Vec<&str> = (pages.iter().flatten())
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect();
+    assert!(names.ends_with(&["keep-1", "keep-2"]), "{names:?}");
+    let asked = asked.all();
+    // One consistent read of the version, at the load's start; then each
+    // list at least as new, whole: no limit.
+    assert_eq!(asked.len(), 4, "{asked:?}");
+    assert!(
+        asked[0].ends_with("/apis/batch/v1/cronjobs?&limit=1"),
+        "{}",
+        asked[0]
+    );
+    for query in &asked[1..] {
+        assert!(
+            query.contains("resourceVersion=7&resourceVersionMatch=NotOlderThan")
+                && query.contains("shardSelector=")
+                && !query.contains("limit="),
+            "{query}"
+        );
     }
 }
 

@@ -6,7 +6,6 @@
 
 use super::{ProtobufError, ReadError, message_of};
 use crate::apiserver::lean_cronjob::{LeanCronJob, LeanCronJobSpec, ReceivedTemplate};
-use crate::apiserver::watch::INITIAL_EVENTS_END;
 use crate::k8s_proto::{self, present};
 use crate::reconcile::{CronJobKind, LAST_SCHEDULE_ANNOTATION, options};
 use k8s_openapi::api::batch::v1::CronJobStatus;
@@ -30,6 +29,19 @@ fn decode(object: &[u8]) -> Result<k8s_proto::CronJob, ReadError> {
     })
 }
 
+/// A CronJob from its message (a whole list's item: not enveloped).
+pub fn from_message(message: &[u8]) -> Result<LeanCronJob, ReadError> {
+    k8s_proto::CronJob::decode(message)
+        .map(lean)
+        .map_err(|source| {
+            ProtobufError::Decode {
+                what: "a CronJob",
+                source,
+            }
+            .into()
+        })
+}
+
 /// A page of a list: its CronJobs and its continue token (`None`: the last).
 pub fn from_list(body: &[u8]) -> Result<(Vec<LeanCronJob>, Option<String>), ReadError> {
     let message = message_of("CronJobList", body)?;
@@ -41,18 +53,6 @@ pub fn from_list(body: &[u8]) -> Result<(Vec<LeanCronJob>, Option<String>), Read
     })?;
     let next = present(list.metadata.and_then(|m| m.continue_));
     Ok((list.items.into_iter().map(lean).collect(), next))
-}
-
-/// Whether a bookmark's object marks the end of a streaming list's initial
-/// events.
-pub fn ends_initial_events(object: &[u8]) -> bool {
-    decode(object).is_ok_and(|bookmark| {
-        bookmark.metadata.is_some_and(|m| {
-            m.annotations
-                .get(INITIAL_EVENTS_END)
-                .is_some_and(|v| v == "true")
-        })
-    })
 }
 
 fn lean(cronjob: k8s_proto::CronJob) -> LeanCronJob {

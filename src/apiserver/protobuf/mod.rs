@@ -1,6 +1,6 @@
 //! Kubernetes' protobuf encoding of built-in objects, as far as the bulk
-//! loads read it ([`cronjob`]) and a Job create writes it ([`job`]); the
-//! messages themselves are [`crate::k8s_proto`].
+//! loads read it ([`cronjob`], [`list`]) and a Job create writes it
+//! ([`job`]); the messages themselves are [`crate::k8s_proto`].
 //!
 //! Why: at a cold start of 10^6 CronJobs, 42 % of kube-apiserver's CPU
 //! went to encoding the loads' streaming lists as JSON (docs/performance.md,
@@ -8,31 +8,26 @@
 //! manager reads and writes built-in kinds in protobuf.
 //!
 //! The wire format: an object is `k8s\0` followed by a `runtime.Unknown`
-//! whose `raw` is the object's message; a watch (and a streaming list) is a
-//! sequence of frames, each a 4-byte big-endian length and a `WatchEvent`
-//! whose object is such an enveloped object. Go's generated marshallers
+//! whose `raw` is the object's message (a list's too: its items are the
+//! messages without envelopes). Go's generated marshallers
 //! write every non-pointer field, empty or not: an empty string or a zero
 //! time is read as absent, as its JSON (`omitempty`) would leave it out.
 //! Custom resources have no protobuf: the shardcron.io CronJob stays JSON.
 
 pub mod cronjob;
 pub mod job;
+pub mod list;
 
 use crate::k8s_proto::{self, MAGIC};
-use bytes::{Buf as _, BytesMut};
 use prost::Message as _;
 
 /// `Accept` of a list or GET in protobuf.
 pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
-/// `Accept` of a watch (and a streaming list) in protobuf.
-pub const WATCH_CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
-
-/// The largest watch frame read: a frame holds one event, one object, and
-/// kube-apiserver refuses objects past about 1.5 MiB (etcd's request
-/// limit); a length beyond it is a broken stream, not a big object. (A
-/// list's page is read whole, as kube-rs reads a JSON one: at most 500
-/// CronJobs.)
+/// The largest item of a list, or field of its envelope, read: kube-apiserver
+/// refuses objects past about 1.5 MiB (etcd's request limit); a length
+/// beyond it is a broken body, not a big object. (A page of a paginated
+/// list is read whole, as kube-rs reads a JSON one: at most 500 CronJobs.)
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
 
 /// Why a protobuf answer could not be read.
@@ -48,6 +43,10 @@ pub enum ProtobufError {
     },
     #[error("a {0}-byte frame, past the bound of {MAX_MESSAGE_BYTES}")]
     TooBig(usize),
+    #[error("the list ended before its last item")]
+    Truncated,
+    #[error("not a list in protobuf: {0}")]
+    Malformed(&'static str),
     #[error("expected a {expected}, the server sent a {got}")]
     Kind { expected: &'static str, got: String },
 }
@@ -103,59 +102,6 @@ pub fn error_status(code: http::StatusCode, body: &[u8]) -> kube::core::Status {
     parsed.unwrap_or_else(|| {
         kube::core::Status::failure(&String::from_utf8_lossy(body), "").with_code(code.as_u16())
     })
-}
-
-/// A watch stream's events, cut out of its frames as the bytes arrive.
-#[derive(Debug, Default)]
-pub struct Frames {
-    buffer: BytesMut,
-}
-
-/// One event of a watch in protobuf: its type, and its object still
-/// enveloped.
-#[derive(Debug, PartialEq, Eq)]
-pub struct RawEvent {
-    pub kind: String,
-    pub object: bytes::Bytes,
-}
-
-impl Frames {
-    /// Takes the next bytes of the stream.
-    pub fn push(&mut self, bytes: &[u8]) {
-        self.buffer.extend_from_slice(bytes);
-    }
-
-    /// The next whole event, if its frame has arrived.
-    pub fn next_event(&mut self) -> Result<Option<RawEvent>, ProtobufError> {
-        let Some(length) = self.buffer.get(..4) else {
-            return Ok(None);
-        };
-        let length = u32::from_be_bytes([length[0], length[1], length[2], length[3]]) as usize;
-        if length > MAX_MESSAGE_BYTES {
-            return Err(ProtobufError::TooBig(length));
-        }
-        if self.buffer.len() < 4 + length {
-            self.buffer.reserve(4 + length - self.buffer.len());
-            return Ok(None);
-        }
-        self.buffer.advance(4);
-        let frame = self.buffer.split_to(length).freeze();
-        let event =
-            k8s_proto::WatchEvent::decode(frame).map_err(|source| ProtobufError::Decode {
-                what: "a watch event",
-                source,
-            })?;
-        Ok(Some(RawEvent {
-            kind: event.kind.unwrap_or_default(),
-            object: event.object.unwrap_or_default().raw,
-        }))
-    }
-
-    /// Whether bytes of an unfinished frame are held (a stream that ends
-    /// here was cut mid-frame).
-    pub fn is_empty(&self) -> bool {
-        self.buffer.is_empty()
-    }
 }
 
 #[cfg(test)]

@@ -5,65 +5,6 @@ use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use serde_json::json;
 use std::collections::BTreeMap;
 
-fn frame(event: &k8s_proto::WatchEvent) -> Vec<u8> {
-    let message = event.encode_to_vec();
-    let mut framed = (message.len() as u32).to_be_bytes().to_vec();
-    framed.extend(message);
-    framed
-}
-
-fn event(kind: &str, object: Vec<u8>) -> k8s_proto::WatchEvent {
-    k8s_proto::WatchEvent {
-        kind: Some(kind.into()),
-        object: Some(k8s_proto::RawExtension { raw: object.into() }),
-    }
-}
-
-#[test]
-fn frames_are_cut_out_however_the_bytes_arrive() {
-    let first = frame(&event("ADDED", b"one".to_vec()));
-    let second = frame(&event("BOOKMARK", b"two".to_vec()));
-    let stream = [first, second].concat();
-    // Byte by byte, and all at once.
-    for step in [1, stream.len()] {
-        let mut frames = Frames::default();
-        let mut events = Vec::new();
-        for chunk in stream.chunks(step) {
-            frames.push(chunk);
-            while let Some(event) = frames.next_event().unwrap() {
-                events.push(event);
-            }
-        }
-        assert!(frames.is_empty());
-        assert_eq!(
-            events,
-            [
-                RawEvent {
-                    kind: "ADDED".into(),
-                    object: bytes::Bytes::from_static(b"one"),
-                },
-                RawEvent {
-                    kind: "BOOKMARK".into(),
-                    object: bytes::Bytes::from_static(b"two"),
-                },
-            ]
-        );
-    }
-}
-
-#[test]
-fn a_frame_past_the_bound_is_an_error_not_an_allocation() {
-    let mut frames = Frames::default();
-    frames.push(&u32::MAX.to_be_bytes());
-    assert!(matches!(frames.next_event(), Err(ProtobufError::TooBig(_))));
-    let mut frames = Frames::default();
-    frames.push(&[0, 0, 0, 3, 0xff, 0xff, 0xff]);
-    assert!(matches!(
-        frames.next_event(),
-        Err(ProtobufError::Decode { .. })
-    ));
-}
-
 /// kube-apiserver's answer when its watch cache is behind (as a
 /// `curl -H 'Accept: application/vnd.kubernetes.protobuf'` showed it).
 fn too_large_resource_version() -> Vec<u8> {

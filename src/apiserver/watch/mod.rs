@@ -273,21 +273,36 @@ where
 /// object's metadata, no `resourceVersion`: the latest), if the server
 /// gives one: a watch started from it misses no change made after any read
 /// asked for later.
-async fn latest_version<K>(api: &Api<K>) -> Result<Option<String>, kube::Error>
+pub(crate) async fn latest_version<K>(api: &Api<K>) -> Result<Option<String>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    Ok(latest_read(api).await?.0)
+}
+
+/// [`latest_version`], and how many objects `api` lists, if the server
+/// says (a list without a selector counts what its first page left out).
+async fn latest_read<K>(api: &Api<K>) -> Result<(Option<String>, Option<usize>), kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
     let list = api
         .list_metadata(&kube::api::ListParams::default().limit(1))
         .await?;
-    Ok(list.metadata.resource_version.filter(|v| !v.is_empty()))
+    let count = list
+        .metadata
+        .remaining_item_count
+        .and_then(|left| usize::try_from(left).ok())
+        .map(|left| left + list.items.len());
+    let version = list.metadata.resource_version.filter(|v| !v.is_empty());
+    Ok((version, count))
 }
 
 /// The latest resourceVersions of the CronJobs of each kind in `kinds` and
 /// of the Jobs, read in `namespace` (or all): where a replica's first
 /// watches start, instead of listing what its first bulk loads read
 /// anyway. A kind whose version cannot be read is left out (its watch
-/// lists).
+/// lists). The same reads count the CronJobs.
 pub async fn latest_versions(
     client: &Client,
     kinds: &[CronJobKind],
@@ -295,9 +310,15 @@ pub async fn latest_versions(
 ) -> LatestVersions {
     let mut versions = LatestVersions::default();
     for &kind in kinds {
-        match latest_version(&cronjob_api(client.clone(), kind, namespace)).await {
-            Ok(Some(version)) => versions.cronjobs.push((kind, version)),
-            Ok(None) => {}
+        match latest_read(&cronjob_api(client.clone(), kind, namespace)).await {
+            Ok((version, count)) => {
+                if let Some(version) = version {
+                    versions.cronjobs.push((kind, version));
+                }
+                if let Some(count) = count {
+                    *versions.cronjob_count.get_or_insert(0) += count;
+                }
+            }
             Err(error) => {
                 tracing::warn!(%error, ?kind, "could not read the CronJobs' latest resourceVersion; the first watch lists")
             }
@@ -317,6 +338,9 @@ pub async fn latest_versions(
 pub struct LatestVersions {
     pub cronjobs: Vec<(CronJobKind, String)>,
     pub jobs: Option<String>,
+    /// How many CronJobs of those kinds the server held, if it said: what
+    /// the first load's lists are sized by ([`crate::apiserver::bulk::buckets_per_list`]).
+    pub cronjob_count: Option<usize>,
 }
 
 impl LatestVersions {

@@ -98,10 +98,7 @@ impl Supervisor {
         }
         // Sorted, so that a list's buckets are few hash ranges.
         gained.sort_unstable();
-        let per_list = bulk::buckets_per_list(
-            self.actors.len(),
-            previous.map_or(0, |p| p.buckets_of(me).len()),
-        );
+        let per_list = self.buckets_per_list(previous.map_or(0, |p| p.buckets_of(me).len()));
         Some(LoadSelectors {
             cronjobs: self.cronjob_lists(&gained, per_list),
             jobs: std::iter::once(bucket::label_selector(&gained))
@@ -117,6 +114,19 @@ impl Supervisor {
 }
 
 impl Supervisor {
+    /// How many buckets one list of a load asks for
+    /// ([`bulk::buckets_per_list`]): by the density of the `owned_buckets`
+    /// this replica's actors are in; owning nothing yet (a start), by the
+    /// CronJobs the server held at the start over every bucket, so that a
+    /// first load is not one list of a quarter of a million CronJobs.
+    pub(super) fn buckets_per_list(&self, owned_buckets: usize) -> usize {
+        if self.actors.is_empty() || owned_buckets == 0 {
+            let cronjobs = self.watches.cronjobs_at_start().unwrap_or(0);
+            return bulk::buckets_per_list(cronjobs, usize::from(bucket::BUCKETS));
+        }
+        bulk::buckets_per_list(self.actors.len(), owned_buckets)
+    }
+
     /// The lists that read the CronJobs of `buckets` (sorted): for each
     /// served kind, where the server shards its lists, `per_list` buckets
     /// a list; else one list of every CronJob of the kind.

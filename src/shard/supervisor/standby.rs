@@ -389,8 +389,7 @@ impl Supervisor {
         }
         let buckets = std::mem::take(&mut self.standby.pending);
         let gained = buckets.buckets();
-        let per_list = bulk::buckets_per_list(
-            self.actors.len(),
+        let per_list = self.buckets_per_list(
             self.ownership
                 .target()
                 .map_or(0, |t| t.buckets_of(&self.setup.me).len()),

@@ -97,6 +97,9 @@ pub(super) struct Watches {
     /// Where the first ring's watches start, if read before it came
     /// ([`Watches::read_first_versions`]); taken by the first reshape.
     first_versions: Option<LatestVersions>,
+    /// How many CronJobs the server held when the first versions were
+    /// read, if it said: kept for sizing the first loads' lists.
+    cronjobs_at_start: Option<usize>,
 }
 
 /// What a reshape started.
@@ -191,6 +194,7 @@ impl Watches {
             scopes: (0..scopes).map(|_| ScopeWatches::default()).collect(),
             buckets: None,
             first_versions: None,
+            cronjobs_at_start: None,
         }
     }
 
@@ -218,6 +222,7 @@ impl Watches {
 
     /// Keeps `versions` for the first ring's watches, unless they started.
     pub(super) fn set_first_versions(&mut self, versions: LatestVersions) {
+        self.cronjobs_at_start = versions.cronjob_count;
         if self.buckets.is_none() {
             tracing::info!(?versions, "the first watches will start at these versions");
             self.first_versions = Some(versions);
@@ -245,10 +250,16 @@ impl Watches {
             .is_some_and(|setup| setup.strategy == ListStrategy::Streaming)
     }
 
+    /// How many CronJobs the server held at the start, if it said
+    /// ([`Self::read_first_versions`]).
+    pub(super) fn cronjobs_at_start(&self) -> Option<usize> {
+        self.cronjobs_at_start
+    }
+
     /// How the loads read their lists.
     pub(super) fn list_reads(&self) -> ListReads {
         ListReads {
-            streaming: self.streams(),
+            from_cache: self.streams(),
             protobuf: self.setup.as_ref().is_some_and(|setup| setup.protobuf),
         }
     }
