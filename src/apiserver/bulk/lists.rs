@@ -1,11 +1,54 @@
-//! The lists of CronJobs a load reads, how they are read (pages, the
-//! server's timeout) and why one fails, and what it does with one the
-//! server did not complete: a streaming list cut before its end is read
+//! The lists of CronJobs a load reads and how long they are, how they are
+//! read (pages, the server's timeout) and why one fails, and what it does
+//! with one the server did not complete: a list cut before its end is read
 //! again (in halves, when it has several buckets), and one the server's
-//! watch cache is too far behind to stream is read by pages.
+//! watch cache is too far behind for is read by pages.
 
-use crate::apiserver::bucket::Bucket;
+use crate::apiserver::bucket::{BUCKETS, Bucket};
 use crate::reconcile::CronJobKind;
+
+/// CronJobs a load asks for in one list, about: short enough that a
+/// streaming list ends before the server cuts it, and a LIST well within
+/// the server's request timeout (a few seconds even on a busy server; see
+/// the module's comment), long enough that the server's cost of starting
+/// a list stays small beside its sending. kube-apiserver
+/// 1.36 starts every streaming list by copying and sorting its whole watch
+/// cache (`newCacheIntervalFromStore`), under the cache's read lock, which
+/// holds back every watch's events meanwhile: at 10^6 CronJobs about 1.5 s
+/// of its CPU whatever the list's size, then 30-50 us per CronJob sent
+/// (`loadtest/tools/list-cost`, an idle control plane, two runs: 1,002
+/// CronJobs 1.6-1.7 s, about 24,000 1.9-2.3 s, 97,206 4.6-5.2 s, 250,126
+/// 9.1-14.7 s). With lists of 10,000 a quarter's load cost the server
+/// about three times what one list would; with 25,000 about twice, and
+/// each list still sends in one to three seconds on an idle server.
+pub const LIST_TARGET: usize = 25_000;
+
+/// How many buckets' CronJobs one list of a load asks for, from the
+/// density the replica knows (`cronjobs` over `buckets`: what it owns now,
+/// or, owning nothing yet, what the server counted over every bucket):
+/// about [`LIST_TARGET`] CronJobs. Knowing nothing, every bucket in one
+/// list.
+pub fn buckets_per_list(cronjobs: usize, buckets: usize) -> usize {
+    if cronjobs == 0 || buckets == 0 {
+        return usize::from(BUCKETS);
+    }
+    (LIST_TARGET * buckets / cronjobs).clamp(1, usize::from(BUCKETS))
+}
+
+/// [`buckets_per_list`] by what a replica knows: the density of its
+/// `actors` over its `owned_buckets`; owning nothing yet (a start, where
+/// one list would hold a quarter of a million CronJobs at 10^6 on four
+/// replicas), the `cronjobs_at_start` the server counted over every bucket.
+pub fn buckets_per_list_knowing(
+    actors: usize,
+    owned_buckets: usize,
+    cronjobs_at_start: Option<usize>,
+) -> usize {
+    if actors == 0 || owned_buckets == 0 {
+        return buckets_per_list(cronjobs_at_start.unwrap_or(0), usize::from(BUCKETS));
+    }
+    buckets_per_list(actors, owned_buckets)
+}
 
 /// Objects per page.
 pub(super) const PAGE: u32 = 500;

@@ -1,50 +1,63 @@
 //! Bulk loads of the CronJobs (and their Jobs) a replica gains in a
-//! rebalance: streaming lists where the server has them, else paginated
-//! LISTs, filtered as they come in, rather than one GET per CronJob.
+//! rebalance: read from kube-apiserver's watch cache where it serves
+//! consistent reads, else by paginated LISTs, filtered as they come in,
+//! rather than one GET per CronJob.
 //!
-//! Either way the read is consistent: no older than the moment of asking,
-//! so never older than what the previous owner wrote before it let the key
-//! go. (A `resourceVersion=0` read from the watch cache could be.) A
-//! streaming list is a watch with `sendInitialEvents=true`, no
-//! `resourceVersion` and `resourceVersionMatch=NotOlderThan`, ended at its
-//! `k8s.io/initial-events-end` bookmark; a paginated one has no
-//! `resourceVersion` on its first page, and later pages are read at the
-//! first page's snapshot.
+//! Every read is no older than the moment of asking, so never older than
+//! what the previous owner wrote before it let the key go. (A plain
+//! `resourceVersion=0` read from the watch cache could be.) From the cache:
+//! batch/v1 CronJobs in protobuf by one LIST each, without pages, at a
+//! `resourceVersion` read consistently at the load's start with
+//! `resourceVersionMatch=NotOlderThan` ([`protobuf`]); the Jobs, and the
+//! CronJobs as JSON, by streaming lists (a watch with
+//! `sendInitialEvents=true`, no `resourceVersion` and
+//! `resourceVersionMatch=NotOlderThan`, ended at its
+//! `k8s.io/initial-events-end` bookmark). A paginated LIST has no
+//! `resourceVersion` on its first page; later pages are read at the first
+//! page's snapshot.
 //!
-//! Why streaming first: kube-apiserver 1.36 serves a paginated LIST with a
+//! Why not pages: kube-apiserver 1.36 serves a paginated LIST with a
 //! selector from its watch cache by walking the cache from the page's start
 //! to the end and filtering (`apiserver_cache_list_fetched_objects_total`
 //! grew by about 500,000 per page of 500 at 10^6 CronJobs), so a load of
 //! N CronJobs in pages costs O(N^2 / page) on the server: with a million
 //! CronJobs, four replicas' loads at start had not finished after ten
-//! minutes (docs/performance.md, S7). A streaming list walks it once.
+//! minutes (docs/performance.md, S7). A streaming list or an unpaged LIST
+//! walks it once. An unpaged LIST must not be a consistent read itself:
+//! when the cache is behind, the server answers one from etcd, in a single
+//! range of every object; at a version, it refuses instead ([`cache_behind`]),
+//! and the load reads by pages.
 //!
-//! A streaming list is not read by the server while it sends: kube-apiserver
-//! (1.36, `cacheWatcher.processInterval`) sends a watch's initial events
-//! before it takes any of the changes queued for that watch meanwhile, and
-//! closes a watch whose queue (at most 100 CronJob changes) stays full
-//! ("Forcing watcher close due to unresponsiveness"). So a list that runs
+//! Why a LIST rather than a streaming list where the answer can be decoded
+//! as it arrives (protobuf): kube-apiserver (1.36,
+//! `cacheWatcher.processInterval`) sends a watch's initial events before it
+//! takes any of the changes queued for that watch meanwhile, and closes a
+//! watch whose queue stays full ("Forcing watcher close due to
+//! unresponsiveness"): 10 to 100 changes, by the size of the cache's
+//! history (`suggestedWatchChannelSize`); 10 in S7's cold start (its
+//! kube-apiserver at `-v=1` logs `len(c.input) = 10`). So a streaming list that runs
 //! long under a steady stream of status writes, or starts while the server
 //! is too busy to send its first events, is cut: in S7's hand-off (10^6
-//! CronJobs), loads of 84,000-92,000 CronJobs were cut after 26-30 s, and
-//! with the survivors' watches re-listing beside them, lists were cut
-//! before their first page (loadtest/report/HISTORY.md, "Why the server
-//! ends streaming lists"). A load is therefore split by buckets into
-//! lists of about [`LIST_TARGET`] CronJobs (where the
-//! server shards CronJob lists), so that a cut costs one list's re-read,
-//! not the whole load's. A list of several buckets the server cut is read
-//! again as two lists of half its buckets each, after [`CUT_PAUSE`] (the
-//! server is busy: a shorter list is likelier to end before the next cut);
-//! a list of one bucket (or of every CronJob) up to [`LIST_ATTEMPTS`]
-//! times. In S7's rolling restart a peer's whole load failed after three
-//! cuts of one list of ten buckets and was read again from its Jobs: its
-//! slots waited 40-45 s (loadtest/report/HISTORY.md).
+//! CronJobs), loads of 84,000-92,000 CronJobs were cut after 26-30 s; at a
+//! cold start, the slots' status writes cut two replicas' first lists of a
+//! quarter of the data set three times each, at the same instants
+//! (loadtest/report/HISTORY.md). A LIST is no watch: nothing ends it but
+//! the request timeout (60 s by default). A load is still split by buckets
+//! into lists of about [`LIST_TARGET`] CronJobs (where the server shards
+//! CronJob lists), well within that timeout, and so that a cut costs one
+//! list's re-read, not the whole load's. A list of several buckets the
+//! server cut is read again as two lists of half its buckets each, after
+//! [`CUT_PAUSE`] (the server is busy: a shorter list is likelier to end
+//! before the next cut); a list of one bucket (or of every CronJob) up to
+//! [`LIST_ATTEMPTS`] times. In S7's rolling restart a peer's whole load
+//! failed after three cuts of one list of ten buckets and was read again
+//! from its Jobs: its slots waited 40-45 s (loadtest/report/HISTORY.md).
 //!
 //! The list and the watch race each other; the supervisor lets a watch copy
 //! win over a listed one and ignores listed objects the watch saw deleted
 //! meanwhile.
 
-use super::bucket::{self, BUCKETS};
+use super::bucket;
 use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
 use super::watch::{INITIAL_EVENTS_END, JobFacts};
@@ -55,34 +68,8 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 
-/// CronJobs a load asks for in one list, about: short enough that a
-/// streaming list ends before the server cuts it (a few seconds even on a
-/// busy server; see the module's comment), long enough that the server's
-/// cost of starting a list stays small beside its sending. kube-apiserver
-/// 1.36 starts every streaming list by copying and sorting its whole watch
-/// cache (`newCacheIntervalFromStore`), under the cache's read lock, which
-/// holds back every watch's events meanwhile: at 10^6 CronJobs about 1.5 s
-/// of its CPU whatever the list's size, then 30-50 us per CronJob sent
-/// (`loadtest/tools/list-cost`, an idle control plane, two runs: 1,002
-/// CronJobs 1.6-1.7 s, about 24,000 1.9-2.3 s, 97,206 4.6-5.2 s, 250,126
-/// 9.1-14.7 s). With lists of 10,000 a quarter's load cost the server
-/// about three times what one list would; with 25,000 about twice, and
-/// each list still sends in one to three seconds on an idle server.
-pub const LIST_TARGET: usize = 25_000;
-
 /// Before a list the server cut is read again (split or not).
 pub const CUT_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// How many buckets' CronJobs one list of a load asks for, from the
-/// density the replica knows (`cronjobs` over `buckets`, both what it owns
-/// now): about [`LIST_TARGET`] CronJobs. Knowing nothing (a replica that
-/// owns nothing yet), every bucket in one list.
-pub fn buckets_per_list(cronjobs: usize, buckets: usize) -> usize {
-    if cronjobs == 0 || buckets == 0 {
-        return usize::from(BUCKETS);
-    }
-    (LIST_TARGET * buckets / cronjobs).clamp(1, usize::from(BUCKETS))
-}
 
 /// One page of a bulk load: the gained CronJobs or the Jobs they control.
 #[derive(Debug, Default)]
@@ -465,7 +452,10 @@ where
 
 mod lists;
 mod protobuf;
-pub use lists::{CronJobList, LIST_ATTEMPTS, LoadError, split_on_cut};
+pub use lists::{
+    CronJobList, LIST_ATTEMPTS, LIST_TARGET, LoadError, buckets_per_list, buckets_per_list_knowing,
+    split_on_cut,
+};
 use lists::{PAGE, STREAM_TIMEOUT_SECONDS, cache_behind};
 
 pub mod narrow;

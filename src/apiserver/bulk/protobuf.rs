@@ -6,8 +6,9 @@
 //!
 //! Why one LIST and not a streaming list: kube-apiserver sends a streaming
 //! list's objects through a watch, and closes a watch whose queue of
-//! changes fills while it sends them (at most 100 CronJob changes: about
-//! two seconds of a busy minute's status writes; `super`'s comment). A
+//! changes fills while it sends them (10 to 100 changes by the cache's
+//! size: 10 at S7's cold start, under a second of a busy minute's status
+//! writes; `super`'s comment). A
 //! LIST is no watch: nothing cuts it but the server's request timeout
 //! (60 s by default), which a list of about [`super::LIST_TARGET`]
 //! CronJobs ends well within. Its items are decoded as the body arrives

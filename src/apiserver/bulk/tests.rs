@@ -2,7 +2,7 @@
 //! errors and deadlines; and the lists' size.
 
 use super::*;
-use crate::apiserver::bucket::Bucket;
+use crate::apiserver::bucket::{BUCKETS, Bucket};
 use crate::apiserver::scripted::{self, Answer};
 use crate::reconcile::CronJobKind;
 use serde_json::{Value, json};
@@ -416,6 +416,29 @@ async fn protobuf_lists_are_whole_lists_no_older_than_the_loads_start_and_a_cut_
                 && query.contains("shardSelector=")
                 && !query.contains("limit="),
             "{query}"
+        );
+    }
+}
+
+#[test]
+fn a_replica_owning_nothing_sizes_its_lists_by_the_cronjobs_counted_at_its_start() {
+    let all = usize::from(BUCKETS);
+    for (actors, owned, at_start, per_list) in [
+        // A cold start at 10^6: 25 buckets (about 24,400 CronJobs) a list,
+        // not one list of a quarter of a million.
+        (0, 0, Some(1_000_000), 25),
+        (0, 256, Some(1_000_000), 25),
+        // Small, or not counted: one list.
+        (0, 0, Some(10_000), all),
+        (0, 0, None, all),
+        // Owning some: its own density, whatever was counted.
+        (250_000, 256, Some(10), 25),
+        (1_000, 256, Some(1_000_000), all),
+    ] {
+        assert_eq!(
+            buckets_per_list_knowing(actors, owned, at_start),
+            per_list,
+            "{actors} actors in {owned} buckets, {at_start:?} at the start"
         );
     }
 }

@@ -281,7 +281,9 @@ where
 }
 
 /// [`latest_version`], and how many objects `api` lists, if the server
-/// says (a list without a selector counts what its first page left out).
+/// says: a list without a selector counts what its first page left out
+/// (`remainingItemCount`), and a list with no page after the first holds
+/// them all.
 async fn latest_read<K>(api: &Api<K>) -> Result<(Option<String>, Option<usize>), kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
@@ -289,11 +291,12 @@ where
     let list = api
         .list_metadata(&kube::api::ListParams::default().limit(1))
         .await?;
-    let count = list
-        .metadata
-        .remaining_item_count
-        .and_then(|left| usize::try_from(left).ok())
-        .map(|left| left + list.items.len());
+    let last_page = list.metadata.continue_.as_deref().is_none_or(str::is_empty);
+    let left = match list.metadata.remaining_item_count {
+        Some(left) => usize::try_from(left).ok(),
+        None => last_page.then_some(0),
+    };
+    let count = left.map(|left| left + list.items.len());
     let version = list.metadata.resource_version.filter(|v| !v.is_empty());
     Ok((version, count))
 }

@@ -114,17 +114,14 @@ impl Supervisor {
 }
 
 impl Supervisor {
-    /// How many buckets one list of a load asks for
-    /// ([`bulk::buckets_per_list`]): by the density of the `owned_buckets`
-    /// this replica's actors are in; owning nothing yet (a start), by the
-    /// CronJobs the server held at the start over every bucket, so that a
-    /// first load is not one list of a quarter of a million CronJobs.
+    /// How many buckets one list of a load asks for, knowing the
+    /// `owned_buckets` its actors are in ([`bulk::buckets_per_list_knowing`]).
     pub(super) fn buckets_per_list(&self, owned_buckets: usize) -> usize {
-        if self.actors.is_empty() || owned_buckets == 0 {
-            let cronjobs = self.watches.cronjobs_at_start().unwrap_or(0);
-            return bulk::buckets_per_list(cronjobs, usize::from(bucket::BUCKETS));
-        }
-        bulk::buckets_per_list(self.actors.len(), owned_buckets)
+        bulk::buckets_per_list_knowing(
+            self.actors.len(),
+            owned_buckets,
+            self.watches.cronjobs_at_start(),
+        )
     }
 
     /// The lists that read the CronJobs of `buckets` (sorted): for each
