@@ -7,11 +7,10 @@
 use crate::apiserver::bucket::{BUCKETS, Bucket};
 use crate::reconcile::CronJobKind;
 
-/// CronJobs a load asks for in one list, about: short enough that a
-/// streaming list ends before the server cuts it, and a LIST well within
-/// the server's request timeout (a few seconds even on a busy server; see
-/// the module's comment), long enough that the server's cost of starting
-/// a list stays small beside its sending. kube-apiserver
+/// CronJobs a load asks for in one streaming list, about: short enough
+/// that it ends before the server cuts it (a few seconds even on a busy
+/// server; see the module's comment), long enough that the server's cost
+/// of starting a list stays small beside its sending. kube-apiserver
 /// 1.36 starts every streaming list by copying and sorting its whole watch
 /// cache (`newCacheIntervalFromStore`), under the cache's read lock, which
 /// holds back every watch's events meanwhile: at 10^6 CronJobs about 1.5 s
@@ -23,16 +22,40 @@ use crate::reconcile::CronJobKind;
 /// each list still sends in one to three seconds on an idle server.
 pub const LIST_TARGET: usize = 25_000;
 
+/// CronJobs a load asks for in one whole LIST (batch/v1 in protobuf from
+/// the watch cache), about. Nothing cuts a LIST but the server's request
+/// timeout (60 s by default), so it may be longer than a streaming list,
+/// and each list costs the server a walk of its whole cache: in protobuf
+/// at 10^6 CronJobs, 24,408 CronJobs cost it 1.4 CPU s and 2.0 s, 250,013
+/// cost 8.4 CPU s and 15.0 s (`loadtest/tools/list-cost`, idle): about
+/// 0.65 CPU s a list and 31 us a CronJob. At a cold start of S7 with lists
+/// of 25,000 (ten a replica, read one after the other) every replica was
+/// ready after 110-117 s, none cut. A list of 100,000 sends in about 6 s
+/// on an idle server, in 25 s at the pace of that cold start: within the
+/// timeout with room to spare, and a list that does not end in it is read
+/// again in halves.
+pub const WHOLE_LIST_TARGET: usize = 100_000;
+
+/// About how many CronJobs one list of `kind` read by `reads` asks for:
+/// [`WHOLE_LIST_TARGET`] for a whole LIST, else [`LIST_TARGET`].
+pub fn list_target(kind: CronJobKind, reads: super::ListReads) -> usize {
+    if reads.from_cache && reads.protobuf && kind == CronJobKind::Batch {
+        WHOLE_LIST_TARGET
+    } else {
+        LIST_TARGET
+    }
+}
+
 /// How many buckets' CronJobs one list of a load asks for, from the
 /// density the replica knows (`cronjobs` over `buckets`: what it owns now,
 /// or, owning nothing yet, what the server counted over every bucket):
-/// about [`LIST_TARGET`] CronJobs. Knowing nothing, every bucket in one
-/// list.
-pub fn buckets_per_list(cronjobs: usize, buckets: usize) -> usize {
+/// about `target` CronJobs ([`list_target`]). Knowing nothing, every
+/// bucket in one list.
+pub fn buckets_per_list(cronjobs: usize, buckets: usize, target: usize) -> usize {
     if cronjobs == 0 || buckets == 0 {
         return usize::from(BUCKETS);
     }
-    (LIST_TARGET * buckets / cronjobs).clamp(1, usize::from(BUCKETS))
+    (target * buckets / cronjobs).clamp(1, usize::from(BUCKETS))
 }
 
 /// [`buckets_per_list`] by what a replica knows: the density of its
@@ -43,11 +66,12 @@ pub fn buckets_per_list_knowing(
     actors: usize,
     owned_buckets: usize,
     cronjobs_at_start: Option<usize>,
+    target: usize,
 ) -> usize {
     if actors == 0 || owned_buckets == 0 {
-        return buckets_per_list(cronjobs_at_start.unwrap_or(0), usize::from(BUCKETS));
+        return buckets_per_list(cronjobs_at_start.unwrap_or(0), usize::from(BUCKETS), target);
     }
-    buckets_per_list(actors, owned_buckets)
+    buckets_per_list(actors, owned_buckets, target)
 }
 
 /// Objects per page.

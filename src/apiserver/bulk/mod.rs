@@ -43,8 +43,9 @@
 //! quarter of the data set three times each, at the same instants
 //! (loadtest/report/HISTORY.md). A LIST is no watch: nothing ends it but
 //! the request timeout (60 s by default). A load is still split by buckets
-//! into lists of about [`LIST_TARGET`] CronJobs (where the server shards
-//! CronJob lists), well within that timeout, and so that a cut costs one
+//! into lists (where the server shards CronJob lists) of about
+//! [`WHOLE_LIST_TARGET`] CronJobs for a LIST, well within that timeout,
+//! and of [`LIST_TARGET`] for a streaming list, so that a cut costs one
 //! list's re-read, not the whole load's. A list of several buckets the
 //! server cut is read again as two lists of half its buckets each, after
 //! [`CUT_PAUSE`] (the server is busy: a shorter list is likelier to end
@@ -453,8 +454,8 @@ where
 mod lists;
 mod protobuf;
 pub use lists::{
-    CronJobList, LIST_ATTEMPTS, LIST_TARGET, LoadError, buckets_per_list, buckets_per_list_knowing,
-    split_on_cut,
+    CronJobList, LIST_ATTEMPTS, LIST_TARGET, LoadError, WHOLE_LIST_TARGET, buckets_per_list,
+    buckets_per_list_knowing, list_target, split_on_cut,
 };
 use lists::{PAGE, STREAM_TIMEOUT_SECONDS, cache_behind};
 

@@ -436,11 +436,34 @@ fn a_replica_owning_nothing_sizes_its_lists_by_the_cronjobs_counted_at_its_start
         (1_000, 256, Some(1_000_000), all),
     ] {
         assert_eq!(
-            buckets_per_list_knowing(actors, owned, at_start),
+            buckets_per_list_knowing(actors, owned, at_start, LIST_TARGET),
             per_list,
             "{actors} actors in {owned} buckets, {at_start:?} at the start"
         );
     }
+}
+
+#[test]
+fn a_whole_list_asks_for_four_times_what_a_streaming_list_does() {
+    let reads = |from_cache, protobuf| ListReads {
+        from_cache,
+        protobuf,
+    };
+    for (kind, reads, target) in [
+        (CronJobKind::Batch, reads(true, true), WHOLE_LIST_TARGET),
+        // Streaming lists (JSON, the custom resource) and pages.
+        (CronJobKind::Batch, reads(true, false), LIST_TARGET),
+        (CronJobKind::Shardcron, reads(true, true), LIST_TARGET),
+        (CronJobKind::Batch, reads(false, true), LIST_TARGET),
+    ] {
+        assert_eq!(list_target(kind, reads), target, "{kind:?} {reads:?}");
+    }
+    // A cold start at 10^6 on four replicas: 102 buckets (about 99,600
+    // CronJobs) a whole list, three lists a replica.
+    assert_eq!(
+        buckets_per_list_knowing(0, 0, Some(1_000_000), WHOLE_LIST_TARGET),
+        102
+    );
 }
 
 #[test]
@@ -459,7 +482,7 @@ fn a_list_asks_for_about_twenty_five_thousand_cronjobs_or_everything_when_nothin
         (200_000, 4, 1),
     ] {
         assert_eq!(
-            buckets_per_list(cronjobs, buckets),
+            buckets_per_list(cronjobs, buckets, LIST_TARGET),
             per_list,
             "{cronjobs} over {buckets}"
         );

@@ -98,9 +98,8 @@ impl Supervisor {
         }
         // Sorted, so that a list's buckets are few hash ranges.
         gained.sort_unstable();
-        let per_list = self.buckets_per_list(previous.map_or(0, |p| p.buckets_of(me).len()));
         Some(LoadSelectors {
-            cronjobs: self.cronjob_lists(&gained, per_list),
+            cronjobs: self.cronjob_lists(&gained, previous.map_or(0, |p| p.buckets_of(me).len())),
             jobs: std::iter::once(bucket::label_selector(&gained))
                 .chain(
                     self.watches
@@ -114,26 +113,30 @@ impl Supervisor {
 }
 
 impl Supervisor {
-    /// How many buckets one list of a load asks for, knowing the
-    /// `owned_buckets` its actors are in ([`bulk::buckets_per_list_knowing`]).
-    pub(super) fn buckets_per_list(&self, owned_buckets: usize) -> usize {
-        bulk::buckets_per_list_knowing(
-            self.actors.len(),
-            owned_buckets,
-            self.watches.cronjobs_at_start(),
-        )
-    }
-
     /// The lists that read the CronJobs of `buckets` (sorted): for each
-    /// served kind, where the server shards its lists, `per_list` buckets
-    /// a list; else one list of every CronJob of the kind.
-    pub(super) fn cronjob_lists(&self, buckets: &[Bucket], per_list: usize) -> Vec<CronJobList> {
+    /// served kind, where the server shards its lists, lists of about
+    /// [`bulk::list_target`] CronJobs by the density this replica knows
+    /// (its actors over the `owned_buckets` they are in;
+    /// [`bulk::buckets_per_list_knowing`]); else one list of every CronJob
+    /// of the kind.
+    pub(super) fn cronjob_lists(
+        &self,
+        buckets: &[Bucket],
+        owned_buckets: usize,
+    ) -> Vec<CronJobList> {
+        let reads = self.watches.list_reads();
         self.watches
             .served()
             .iter()
             .flat_map(|served| {
                 let kind = served.kind;
                 let lists: Vec<CronJobList> = if served.server_shards {
+                    let per_list = bulk::buckets_per_list_knowing(
+                        self.actors.len(),
+                        owned_buckets,
+                        self.watches.cronjobs_at_start(),
+                        bulk::list_target(kind, reads),
+                    );
                     buckets
                         .chunks(per_list)
                         .map(|chunk| CronJobList {

@@ -389,12 +389,9 @@ impl Supervisor {
         }
         let buckets = std::mem::take(&mut self.standby.pending);
         let gained = buckets.buckets();
-        let per_list = self.buckets_per_list(
-            self.ownership
-                .target()
-                .map_or(0, |t| t.buckets_of(&self.setup.me).len()),
-        );
-        let lists = self.cronjob_lists(&gained, per_list);
+        let owned_buckets =
+            (self.ownership.target()).map_or(0, |t| t.buckets_of(&self.setup.me).len());
+        let lists = self.cronjob_lists(&gained, owned_buckets);
         self.standby.loads_asked += 1;
         let id = self.standby.loads_asked;
         let client = self.setup.client.clone();
