@@ -7,6 +7,20 @@
 use crate::apiserver::bucket::{BUCKETS, Bucket};
 use crate::reconcile::CronJobKind;
 
+/// How a load's lists are read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListReads {
+    /// From the server's watch cache, at least as new as a consistent read
+    /// (the server streams lists, as the watches found: its cache serves
+    /// consistent reads): streaming lists, and batch/v1 CronJobs in
+    /// protobuf one LIST each (`protobuf`); else paginated lists.
+    pub from_cache: bool,
+    /// batch/v1 CronJobs in protobuf (`--api-protobuf`, `protobuf`);
+    /// the shardcron.io CRD's (custom resources have no protobuf) and the
+    /// Jobs in JSON.
+    pub protobuf: bool,
+}
+
 /// CronJobs a load asks for in one streaming list, about: short enough
 /// that it ends before the server cuts it (a few seconds even on a busy
 /// server; see the module's comment), long enough that the server's cost
@@ -38,7 +52,7 @@ pub const WHOLE_LIST_TARGET: usize = 100_000;
 
 /// About how many CronJobs one list of `kind` read by `reads` asks for:
 /// [`WHOLE_LIST_TARGET`] for a whole LIST, else [`LIST_TARGET`].
-pub fn list_target(kind: CronJobKind, reads: super::ListReads) -> usize {
+pub fn list_target(kind: CronJobKind, reads: ListReads) -> usize {
     if reads.from_cache && reads.protobuf && kind == CronJobKind::Batch {
         WHOLE_LIST_TARGET
     } else {

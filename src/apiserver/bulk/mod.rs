@@ -106,20 +106,6 @@ pub struct LoadSelectors {
     pub reads: ListReads,
 }
 
-/// How a load's lists are read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ListReads {
-    /// From the server's watch cache, at least as new as a consistent read
-    /// (the server streams lists, as the watches found: its cache serves
-    /// consistent reads): streaming lists, and batch/v1 CronJobs in
-    /// protobuf one LIST each ([`protobuf`]); else paginated lists.
-    pub from_cache: bool,
-    /// batch/v1 CronJobs in protobuf (`--api-protobuf`, [`protobuf`]);
-    /// the shardcron.io CRD's (custom resources have no protobuf) and the
-    /// Jobs in JSON.
-    pub protobuf: bool,
-}
-
 /// Reads every object of `api` (that `labels` selects, if any), by a
 /// streaming list or by pages, handing them to `page` a page at a time.
 async fn read_all<K, Taken>(
@@ -454,8 +440,8 @@ where
 mod lists;
 mod protobuf;
 pub use lists::{
-    CronJobList, LIST_ATTEMPTS, LIST_TARGET, LoadError, WHOLE_LIST_TARGET, buckets_per_list,
-    buckets_per_list_knowing, list_target, split_on_cut,
+    CronJobList, LIST_ATTEMPTS, LIST_TARGET, ListReads, LoadError, WHOLE_LIST_TARGET,
+    buckets_per_list, buckets_per_list_knowing, list_target, split_on_cut,
 };
 use lists::{PAGE, STREAM_TIMEOUT_SECONDS, cache_behind};
 
