@@ -101,7 +101,9 @@ pub enum LoadError {
     Api(#[from] kube::Error),
     #[error("listing a page: {0}")]
     Deadline(crate::apiserver::deadline::Elapsed),
-    #[error("the streaming list ended before its initial-events-end bookmark")]
+    #[error(
+        "the list ended before its end (a streaming list before its initial-events-end bookmark, a LIST before its last item)"
+    )]
     EndedEarly,
     #[error(transparent)]
     Protobuf(#[from] crate::apiserver::protobuf::ProtobufError),

@@ -418,7 +418,7 @@ where
                         attempt,
                         delivered = kept,
                         lists = again.len(),
-                        "the server cut a streaming list of CronJobs before its end; reading it again"
+                        "the server cut a list of CronJobs before its end; reading it again"
                     );
                     tokio::time::sleep(CUT_PAUSE).await;
                     to_read.extend(again.into_iter().rev());

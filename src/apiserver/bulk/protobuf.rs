@@ -10,7 +10,7 @@
 //! size: 10 at S7's cold start, under a second of a busy minute's status
 //! writes; `super`'s comment). A
 //! LIST is no watch: nothing cuts it but the server's request timeout
-//! (60 s by default), which a list of about [`super::LIST_TARGET`]
+//! (60 s by default), which a list of about [`super::WHOLE_LIST_TARGET`]
 //! CronJobs ends well within. Its items are decoded as the body arrives
 //! ([`ListItems`]): never more than one item and one chunk held.
 

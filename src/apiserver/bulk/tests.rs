@@ -287,6 +287,37 @@ fn a_cut_list_of_several_buckets_is_read_again_in_halves_and_one_bucket_three_ti
     }
 }
 
+/// Loads one list of the CronJobs of `buckets` from the watch cache
+/// (`protobuf`: whole LISTs, else streaming lists), keeping the names that
+/// start with `keep`: how many were kept, and the pages.
+async fn load_one_list_from_cache(
+    client: kube::Client,
+    buckets: &[Bucket],
+    protobuf: bool,
+) -> (usize, Vec<Vec<LeanCronJob>>) {
+    let mut pages = Vec::new();
+    let kept = load_cronjobs(
+        client,
+        &[None],
+        &[CronJobList {
+            kind: CronJobKind::Batch,
+            buckets: Some(buckets.to_vec()),
+        }],
+        ListReads {
+            from_cache: true,
+            protobuf,
+        },
+        |uid| uid.starts_with("uid-keep"),
+        |page| {
+            pages.push(page);
+            async {}
+        },
+    )
+    .await
+    .expect("the halves reach their ends");
+    (kept, pages)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_cut_list_is_read_again_as_two_shorter_lists_after_a_pause() {
     let buckets: Vec<Bucket> = Bucket::all().take(4).collect();
@@ -300,26 +331,7 @@ async fn a_cut_list_is_read_again_as_two_shorter_lists_after_a_pause() {
         Answer::Events(events)
     });
     let started = tokio::time::Instant::now();
-    let mut pages = Vec::new();
-    let kept = load_cronjobs(
-        client,
-        &[None],
-        &[CronJobList {
-            kind: CronJobKind::Batch,
-            buckets: Some(buckets.clone()),
-        }],
-        ListReads {
-            from_cache: true,
-            protobuf: false,
-        },
-        |uid| uid.starts_with("uid-keep"),
-        |page| {
-            pages.push(page);
-            async {}
-        },
-    )
-    .await
-    .expect("the halves reach their ends");
+    let (kept, _) = load_one_list_from_cache(client, &buckets, false).await;
     // Counted once for each half that reached its end.
     assert_eq!(kept, 2);
     assert_eq!(started.elapsed(), CUT_PAUSE);
@@ -376,26 +388,7 @@ async fn protobuf_lists_are_whole_lists_no_older_than_the_loads_start_and_a_cut_
             _ => protobuf_list(&["keep-2"], None),
         }
     });
-    let mut pages = Vec::new();
-    let kept = load_cronjobs(
-        client,
-        &[None],
-        &[CronJobList {
-            kind: CronJobKind::Batch,
-            buckets: Some(buckets.clone()),
-        }],
-        ListReads {
-            from_cache: true,
-            protobuf: true,
-        },
-        |uid| uid.starts_with("uid-keep"),
-        |page| {
-            pages.push(page);
-            async {}
-        },
-    )
-    .await
-    .expect("the halves reach their ends");
+    let (kept, pages) = load_one_list_from_cache(client, &buckets, true).await;
     assert_eq!(kept, 2);
     let names: Vec<&str> = (pages.iter().flatten())
         .filter_map(|c| c.metadata.name.as_deref())

@@ -13,22 +13,6 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use prost::Message as _;
 
-/// A CronJob from its enveloped bytes (a watch event's object).
-pub fn from_object(object: &[u8]) -> Result<LeanCronJob, ReadError> {
-    decode(object).map(lean)
-}
-
-fn decode(object: &[u8]) -> Result<k8s_proto::CronJob, ReadError> {
-    let message = message_of("CronJob", object)?;
-    k8s_proto::CronJob::decode(message.as_slice()).map_err(|source| {
-        ProtobufError::Decode {
-            what: "a CronJob",
-            source,
-        }
-        .into()
-    })
-}
-
 /// A CronJob from its message (a whole list's item: not enveloped).
 pub fn from_message(message: &[u8]) -> Result<LeanCronJob, ReadError> {
     k8s_proto::CronJob::decode(message)

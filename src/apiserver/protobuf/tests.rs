@@ -48,18 +48,18 @@ fn an_error_answer_is_read_in_either_encoding() {
 }
 
 #[test]
-fn a_status_where_a_cronjob_was_expected_is_the_error_it_tells() {
-    match cronjob::from_object(&too_large_resource_version()) {
+fn a_status_where_a_cronjob_list_was_expected_is_the_error_it_tells() {
+    match cronjob::from_list(&too_large_resource_version()) {
         Err(ReadError::Status(status)) => assert_eq!(status.code, 504),
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        cronjob::from_object(b"{\"kind\":\"CronJob\"}"),
+        cronjob::from_list(b"{\"kind\":\"CronJobList\"}"),
         Err(ReadError::Protobuf(ProtobufError::NoMagic))
     ));
-    let job = k8s_proto::envelope("batch/v1", "Job", Vec::new());
+    let jobs = k8s_proto::envelope("batch/v1", "JobList", Vec::new());
     assert!(matches!(
-        cronjob::from_object(&job),
+        cronjob::from_list(&jobs),
         Err(ReadError::Protobuf(ProtobufError::Kind { .. }))
     ));
 }
@@ -171,7 +171,9 @@ fn json_cronjob() -> serde_json::Value {
 
 #[test]
 fn a_cronjob_reads_the_same_in_protobuf_as_in_json() {
-    let from_protobuf = cronjob::from_object(&protobuf_cronjob()).expect("a CronJob");
+    // As a whole list's item: the message, without its envelope.
+    let (_, message) = k8s_proto::open_envelope(&protobuf_cronjob()).expect("enveloped");
+    let from_protobuf = cronjob::from_message(&message).expect("a CronJob");
     let from_json: LeanCronJob = serde_json::from_value(json_cronjob()).expect("a CronJob");
     assert_eq!(from_protobuf.metadata, from_json.metadata);
     assert_eq!(from_protobuf.status, from_json.status);
