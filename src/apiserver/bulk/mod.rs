@@ -395,7 +395,12 @@ where
                 // older than the load's start.
                 if reads.from_cache && version.is_none() {
                     let api = super::watch::cronjob_api(client.clone(), kind, namespace.as_deref());
-                    version = super::watch::latest_version(&api).await?;
+                    version = super::deadline::within(
+                        super::deadline::LIST_PAGE,
+                        super::watch::latest_version(&api),
+                    )
+                    .await
+                    .map_err(LoadError::Deadline)??;
                     if version.is_none() {
                         tracing::info!(
                             "the server gave no resourceVersion to list at: reading the load's CronJobs by pages"
