@@ -38,18 +38,21 @@ pub const LIST_TARGET: usize = 25_000;
 
 /// CronJobs a load asks for in one whole LIST (batch/v1 in protobuf from
 /// the watch cache), about. Nothing cuts a LIST but the server's request
-/// timeout (60 s by default), so it may be longer than a streaming list,
-/// and each list costs the server a walk of its whole cache: in protobuf
-/// at 10^6 CronJobs, 24,408 CronJobs cost it 1.4 CPU s and 2.0 s, 250,013
-/// cost 8.4 CPU s and 15.0 s (`loadtest/tools/list-cost`, idle): about
-/// 0.65 CPU s a list and 31 us a CronJob, the walk before the first item.
-/// At a cold start of S7 with lists of 25,000 (ten a replica, read one
-/// after the other) every replica was ready after 110-117 s, none cut;
-/// with lists of 100,000 (three a replica) after 54-70 s. A list of
-/// 100,000 sends in about 6 s on an idle server, in about 25 s at a cold
-/// start's pace: within the timeout with room to spare, and a list that
-/// does not end in it is read again in halves.
-pub const WHOLE_LIST_TARGET: usize = 100_000;
+/// timeout (60 s by default), so it may be longer than a streaming list.
+/// What a LIST costs the server besides its CronJobs is a walk of its
+/// whole cache, whatever the list's length: kube-apiserver 1.36 gathers
+/// every object under the list's prefix into one slice and tests each
+/// against the shard selector's ranges (about 1.6 CPU s at 10^6, with a
+/// load's 80-130 scattered ranges; its CPU profile over S7's cold start,
+/// where such walks were 34 of its 80 CPU s). At a cold start of S7 with
+/// lists of 25,000 (ten a replica) every replica was ready after 110-117
+/// s; with lists of 100,000 (three) after 54-93 s across runs. Lists of
+/// 150,000 make a quarter of S7 two lists ([`even_per_list`]) of about
+/// 130,000, each read in 20-40 s at a cold start's pace: within the
+/// timeout, and a list that does not end in it is read again in halves.
+/// kube-apiserver holds each list's objects twice while it sends them (its
+/// copy and their conversion): four such lists at once are about 2 GiB.
+pub const WHOLE_LIST_TARGET: usize = 150_000;
 
 /// About how many CronJobs one list of `kind` read by `reads` asks for:
 /// [`WHOLE_LIST_TARGET`] for a whole LIST, else [`LIST_TARGET`].
@@ -87,6 +90,17 @@ pub fn buckets_per_list_knowing(
         return buckets_per_list(cronjobs_at_start.unwrap_or(0), usize::from(BUCKETS), target);
     }
     buckets_per_list(actors, owned_buckets, target)
+}
+
+/// How many buckets each list of `buckets` gets when no list may hold
+/// more than `per_list`: as few lists as that allows, as even as can be
+/// (263 buckets at 153 a list: two of 132, not 153 and 110). Each LIST
+/// costs the server a walk of its whole cache whatever its length, and
+/// the last list of uneven ones is the one that waits longest for its walk.
+pub fn even_per_list(buckets: usize, per_list: usize) -> usize {
+    let per_list = per_list.max(1);
+    let lists = buckets.div_ceil(per_list).max(1);
+    buckets.div_ceil(lists).max(1)
 }
 
 /// Objects per page.

@@ -392,9 +392,13 @@ where
             };
             let read = if reads.protobuf && kind == CronJobKind::Batch {
                 // Read once for the namespace's lists: each is then no
-                // older than the load's start.
+                // older than the load's start. A cluster-wide load reads it
+                // in one namespace: the server walks the objects it lists.
                 if reads.from_cache && version.is_none() {
-                    let api = super::watch::cronjob_api(client.clone(), kind, namespace.as_deref());
+                    let at = namespace
+                        .as_deref()
+                        .unwrap_or(super::watch::VERSION_READ_NAMESPACE);
+                    let api = super::watch::cronjob_api(client.clone(), kind, Some(at));
                     version = super::deadline::within(
                         super::deadline::LIST_PAGE,
                         super::watch::latest_version(&api),
@@ -446,7 +450,7 @@ mod lists;
 mod protobuf;
 pub use lists::{
     CronJobList, LIST_ATTEMPTS, LIST_TARGET, ListReads, LoadError, WHOLE_LIST_TARGET,
-    buckets_per_list, buckets_per_list_knowing, list_target, split_on_cut,
+    buckets_per_list, buckets_per_list_knowing, even_per_list, list_target, split_on_cut,
 };
 use lists::{PAGE, STREAM_TIMEOUT_SECONDS, cache_behind};
 

@@ -395,11 +395,12 @@ async fn protobuf_lists_are_whole_lists_no_older_than_the_loads_start_and_a_cut_
         .collect();
     assert!(names.ends_with(&["keep-1", "keep-2"]), "{names:?}");
     let asked = asked.all();
-    // One consistent read of the version, at the load's start; then each
-    // list at least as new, whole: no limit.
+    // One consistent read of the version, at the load's start, in one
+    // namespace (the server walks what a read lists); then each list at
+    // least as new, whole: no limit.
     assert_eq!(asked.len(), 4, "{asked:?}");
     assert!(
-        asked[0].ends_with("/apis/batch/v1/cronjobs?&limit=1"),
+        asked[0].ends_with("/apis/batch/v1/namespaces/kube-system/cronjobs?&limit=1"),
         "{}",
         asked[0]
     );
@@ -437,7 +438,7 @@ fn a_replica_owning_nothing_sizes_its_lists_by_the_cronjobs_counted_at_its_start
 }
 
 #[test]
-fn a_whole_list_asks_for_four_times_what_a_streaming_list_does() {
+fn a_whole_list_asks_for_six_times_what_a_streaming_list_does() {
     let reads = |from_cache, protobuf| ListReads {
         from_cache,
         protobuf,
@@ -451,12 +452,11 @@ fn a_whole_list_asks_for_four_times_what_a_streaming_list_does() {
     ] {
         assert_eq!(list_target(kind, reads), target, "{kind:?} {reads:?}");
     }
-    // A cold start at 10^6 on four replicas: 102 buckets (about 99,600
-    // CronJobs) a whole list, three lists a replica.
-    assert_eq!(
-        buckets_per_list_knowing(0, 0, Some(1_000_000), WHOLE_LIST_TARGET),
-        102
-    );
+    // A cold start at 10^6 on four replicas: at most 153 buckets (about
+    // 149,400 CronJobs) a whole list, two even lists a replica.
+    let per_list = buckets_per_list_knowing(0, 0, Some(1_000_000), WHOLE_LIST_TARGET);
+    assert_eq!(per_list, 153);
+    assert_eq!(even_per_list(263, per_list), 132);
 }
 
 #[test]
@@ -588,5 +588,32 @@ async fn a_key_read_alone_whose_connection_failed_is_read_again_at_once() {
             assert_eq!(loaded.cronjobs.len(), 1);
             assert_eq!(asked.all().len(), 3, "{:?}", asked.all());
         }
+    }
+}
+
+#[test]
+fn lists_share_a_loads_buckets_evenly_and_no_more_lists_than_the_bound_needs() {
+    for (buckets, per_list, even) in [
+        // S7's shares at about 100,000 a list: three even lists, not two
+        // of 102 and one of 65.
+        (269, 102, 90),
+        (250, 102, 84),
+        (263, 153, 132),
+        // One list when the bound allows it; exact multiples stay.
+        (80, 102, 80),
+        (204, 102, 102),
+        (1, 1, 1),
+        // Nothing to read, or a bound of nothing: still a list of one.
+        (0, 25, 1),
+        (10, 0, 1),
+    ] {
+        let got = even_per_list(buckets, per_list);
+        assert_eq!(got, even, "{buckets} buckets, at most {per_list} a list");
+        assert!(got <= per_list.max(1));
+        assert_eq!(
+            buckets.div_ceil(got),
+            buckets.div_ceil(per_list.max(1)),
+            "as many lists as the bound needs"
+        );
     }
 }

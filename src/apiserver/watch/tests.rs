@@ -217,3 +217,34 @@ async fn the_first_versions_are_consistent_reads_of_one_object_and_a_failure_lea
         assert!(uri.contains("/namespaces/team-a/"), "{}", uri);
     }
 }
+
+#[tokio::test]
+async fn cluster_wide_the_cronjobs_are_counted_and_the_jobs_version_is_read_in_one_namespace() {
+    let (client, asked) = scripted::client(|request| {
+        let list = if request.uri.contains("/cronjobs") {
+            json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                   "metadata": {"resourceVersion": "500", "remainingItemCount": 41,
+                                "continue": "more"},
+                   "items": [{"metadata": {"name": "a", "namespace": "t"}}]})
+        } else {
+            json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                   "metadata": {"resourceVersion": "501"}, "items": []})
+        };
+        Answer::Json(200, list)
+    });
+    let versions = latest_versions(&client, &[CronJobKind::Batch], None).await;
+    assert_eq!(versions.cronjob_count, Some(42));
+    assert_eq!(versions.jobs.as_deref(), Some("501"));
+    let asked = asked.all();
+    assert!(
+        asked
+            .iter()
+            .any(|uri| uri.ends_with("/apis/batch/v1/cronjobs?&limit=1")),
+        "the CronJobs cluster-wide, counted: {asked:?}"
+    );
+    assert!(
+        (asked.iter())
+            .any(|uri| uri.ends_with("/apis/batch/v1/namespaces/kube-system/jobs?&limit=1")),
+        "the Jobs' version where the server walks few: {asked:?}"
+    );
+}

@@ -138,7 +138,7 @@ impl Supervisor {
                         bulk::list_target(kind, reads),
                     );
                     buckets
-                        .chunks(per_list)
+                        .chunks(bulk::even_per_list(buckets.len(), per_list))
                         .map(|chunk| CronJobList {
                             kind,
                             buckets: Some(chunk.to_vec()),
