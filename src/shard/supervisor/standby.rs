@@ -35,6 +35,17 @@ const STANDBY_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 /// Deployment's default progress deadline (600 s).
 pub(super) const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// How long a replica's standby load waits after its share is armed at a
+/// start of the whole ring: every replica's first load reads its quarter
+/// at once, the server's CPU is what they wait for (a LIST costs it a walk
+/// of its whole cache, then each CronJob sent), and a standby load of a
+/// quarter more from the first replica armed slowed the last ones (in S7
+/// the replicas were armed 16-17 s apart). A peer that dies meanwhile has
+/// its keys loaded, as without standby. Joining serving peers, a replica
+/// loads standby at once: its readiness waits for it.
+pub(super) const STANDBY_WAIT_AT_RING_START: std::time::Duration =
+    std::time::Duration::from_secs(30);
+
 /// What the supervisor keeps for the standby CronJobs.
 #[derive(Debug, Default)]
 pub(super) struct StandbyState {
@@ -55,6 +66,9 @@ pub(super) struct StandbyState {
     /// Every owned actor has made its first decision (the protocol's
     /// readiness): standby loads may run.
     share_armed: bool,
+    /// At a start of the whole ring, until [`STANDBY_WAIT_AT_RING_START`]
+    /// after the share is armed: no standby load yet.
+    waits_for_peers_first_loads: bool,
     /// Whether, at its first ring, a live peer had published a view of
     /// another ring: this replica joined peers that were serving (a
     /// restart, a scale-out), not a start of the whole ring,
@@ -344,6 +358,13 @@ impl Supervisor {
     /// load starts, and the replica is ready now or once it is done.
     pub(super) fn share_armed(&mut self, ctx: &mut Context<Self>) {
         self.standby.share_armed = true;
+        if self.standby.joined_serving == Some(false) {
+            self.standby.waits_for_peers_first_loads = true;
+            ctx.run_later(STANDBY_WAIT_AT_RING_START, |supervisor, ctx| {
+                supervisor.standby.waits_for_peers_first_loads = false;
+                supervisor.load_standby(ctx);
+            });
+        }
         self.load_standby(ctx);
         self.ready_once_on_standby();
         ctx.run_later(READY_WAIT, |supervisor, _| {
@@ -378,12 +399,14 @@ impl Supervisor {
     /// time, none while gained keys load: those come first; none before
     /// the share is armed: at 10^6 CronJobs a standby load beside the
     /// first decisions of a replica's quarter of a million actors slowed
-    /// them, and the server cut its lists).
+    /// them, and the server cut its lists; at a start of the whole ring,
+    /// none until [`STANDBY_WAIT_AT_RING_START`] after that).
     pub(super) fn load_standby(&mut self, ctx: &mut Context<Self>) {
         if self.standby.loading.is_some()
             || self.standby.pending.is_empty()
             || self.ownership.loads_in_flight() > 0
             || !self.standby.share_armed
+            || self.standby.waits_for_peers_first_loads
         {
             return;
         }

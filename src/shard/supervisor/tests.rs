@@ -454,6 +454,31 @@ async fn joining_serving_peers_it_is_ready_once_its_standby_entries_are_loaded()
     );
 }
 
+/// At a start of the whole ring a replica is ready once its share is
+/// armed, and its standby load waits: every peer's first load is still
+/// asking the server for its own share.
+#[actix::test]
+async fn starting_with_the_whole_ring_its_standby_load_waits_for_the_peers_first_loads() {
+    let shell = Shell::start_among(
+        LeaseStore::default(),
+        vec![cronjob("team-a", "nightly")],
+        // r1 starts too: its first view is the same ring.
+        vec![peer_lease("r1", "r0,r1")],
+    );
+    shell.echo_published().await;
+    eventually("readiness once the share is armed", || {
+        shell.readiness.readiness().ok()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let report = shell.report().await;
+    assert_eq!(report.view, ["r0", "r1"]);
+    assert!(
+        !report.standby.loading && report.standby.buckets_to_read > 0,
+        "no standby load yet: {report:?}"
+    );
+}
+
 /// The keys a joining peer takes stay on standby here, from their actors'
 /// last wake-ups: no standby load reads them again (in a rolling restart
 /// every peer gives a returning replica back the share it held meanwhile).
