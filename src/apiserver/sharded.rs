@@ -11,6 +11,7 @@
 //! or the gate off) ignores the parameter and answers everything, which is
 //! still correct, since every replica filters what it receives by the ring.
 
+use super::watch::VERSION_READ_NAMESPACE;
 use crate::reconcile::CronJobKind;
 use http::Request;
 use http::uri::{PathAndQuery, Uri};
@@ -79,19 +80,19 @@ impl ServerShards {
 const PROBE: &str = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
 
 /// Whether the API server filters `kind`'s CronJob lists by `shardSelector`:
-/// asks for one CronJob of half the hash space in `namespace` (`None`: all) and
-/// reads `metadata.shardInfo`. A failed question counts as no (the
-/// unfiltered path serves every server).
+/// asks for one CronJob of half the hash space in `namespace` (`None`:
+/// [`VERSION_READ_NAMESPACE`]: the server walks every CronJob a list
+/// covers, a million for a cluster-wide one, and answers `shardInfo` on an
+/// empty list too) and reads `metadata.shardInfo`. A failed question
+/// counts as no (the unfiltered path serves every server).
 pub async fn server_filters_cronjobs(
     client: &Client,
     kind: CronJobKind,
     namespace: Option<&str>,
 ) -> bool {
     let api_version = kind.api_version();
-    let path = match namespace {
-        Some(namespace) => format!("/apis/{api_version}/namespaces/{namespace}/cronjobs"),
-        None => format!("/apis/{api_version}/cronjobs"),
-    };
+    let namespace = namespace.unwrap_or(VERSION_READ_NAMESPACE);
+    let path = format!("/apis/{api_version}/namespaces/{namespace}/cronjobs");
     let uri = format!("{path}?limit=1&{}", query_pair(PROBE));
     let request = match Request::get(uri).body(Vec::new()) {
         Ok(request) => request,
@@ -144,7 +145,9 @@ mod tests {
         assert!(server_filters_cronjobs(&client, CronJobKind::Batch, None).await);
         let probe = &asked.all()[0];
         assert!(
-            probe.starts_with("GET /apis/batch/v1/cronjobs?limit=1&shardSelector=shardRange%28object.metadata.uid%2C+%270x0000000000000000%27"),
+            // Cluster-wide, asked in one namespace: the server walks
+            // every CronJob a list covers.
+            probe.starts_with("GET /apis/batch/v1/namespaces/kube-system/cronjobs?limit=1&shardSelector=shardRange%28object.metadata.uid%2C+%270x0000000000000000%27"),
             "{probe}"
         );
         // The CRD's CronJobs are probed at their own URL.

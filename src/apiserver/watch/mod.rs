@@ -269,10 +269,11 @@ where
     })
 }
 
-/// Where a cluster-wide read of the latest resourceVersion lists when it
-/// need not count (all but the first versions' CronJob read, whose count
-/// sizes a first load): a namespace that holds few CronJobs and Jobs, if
-/// any, and that no tenant writes. A consistent LIST's resourceVersion is
+/// Where a cluster-wide question that needs no object asks with a list:
+/// the latest resourceVersion, where nothing is counted (all but the first
+/// versions' CronJob read, whose count sizes a first load), and whether
+/// the server shards lists ([`crate::apiserver::sharded`]). A namespace
+/// that holds few CronJobs and Jobs, if any, and that no tenant writes. A consistent LIST's resourceVersion is
 /// the server's latest whatever it lists, but kube-apiserver 1.36 answers
 /// one of `limit=1` from its watch cache by walking every object under the
 /// list's prefix (it counts `remainingItemCount`): a cluster-wide one cost
