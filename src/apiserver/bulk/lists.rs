@@ -44,15 +44,16 @@ pub const LIST_TARGET: usize = 25_000;
 /// every object under the list's prefix into one slice and tests each
 /// against the shard selector's ranges (about 1.6 CPU s at 10^6, with a
 /// load's 80-130 scattered ranges; its CPU profile over S7's cold start,
-/// where such walks were 34 of its 80 CPU s). At a cold start of S7 with
-/// lists of 25,000 (ten a replica) every replica was ready after 110-117
-/// s; with lists of 100,000 (three) after 54-93 s across runs. Lists of
-/// 150,000 make a quarter of S7 two lists ([`even_per_list`]) of about
-/// 130,000, each read in 20-40 s at a cold start's pace: within the
-/// timeout, and a list that does not end in it is read again in halves.
-/// kube-apiserver holds each list's objects twice while it sends them (its
-/// copy and their conversion): four such lists at once are about 2 GiB.
-pub const WHOLE_LIST_TARGET: usize = 150_000;
+/// where such walks were 34 of its 80 CPU s). So lists are long: with
+/// 25,000 (ten a replica) S7's cold start was ready after 118 s, with
+/// 100,000 after 70-93 s. But the server answers a LIST's headers only
+/// once it has gathered, converted and sized every item, and this
+/// client waits [`crate::apiserver::deadline::RESPONSE_HEADERS`] (30 s)
+/// for them: at a cold start, four replicas' lists of about 130,000 at
+/// once (150,000 asked) went past it twice in two runs, and each such
+/// load failed and was read again whole. A quarter of S7 is three even
+/// lists ([`even_per_list`]) of about 85,000.
+pub const WHOLE_LIST_TARGET: usize = 100_000;
 
 /// About how many CronJobs one list of `kind` read by `reads` asks for:
 /// [`WHOLE_LIST_TARGET`] for a whole LIST, else [`LIST_TARGET`].

@@ -438,7 +438,7 @@ fn a_replica_owning_nothing_sizes_its_lists_by_the_cronjobs_counted_at_its_start
 }
 
 #[test]
-fn a_whole_list_asks_for_six_times_what_a_streaming_list_does() {
+fn a_whole_list_asks_for_four_times_what_a_streaming_list_does() {
     let reads = |from_cache, protobuf| ListReads {
         from_cache,
         protobuf,
@@ -452,11 +452,11 @@ fn a_whole_list_asks_for_six_times_what_a_streaming_list_does() {
     ] {
         assert_eq!(list_target(kind, reads), target, "{kind:?} {reads:?}");
     }
-    // A cold start at 10^6 on four replicas: at most 153 buckets (about
-    // 149,400 CronJobs) a whole list, two even lists a replica.
+    // A cold start at 10^6 on four replicas: at most 102 buckets (about
+    // 99,600 CronJobs) a whole list, three even lists a replica.
     let per_list = buckets_per_list_knowing(0, 0, Some(1_000_000), WHOLE_LIST_TARGET);
-    assert_eq!(per_list, 153);
-    assert_eq!(even_per_list(263, per_list), 132);
+    assert_eq!(per_list, 102);
+    assert_eq!(even_per_list(263, per_list), 88);
 }
 
 #[test]
