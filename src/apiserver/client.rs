@@ -21,7 +21,8 @@
 //! (about a minute). Silence that keepalive cannot see (a peer that still
 //! answers TCP but no longer HTTP, such as a stuck proxy or load balancer)
 //! is found by deadlines: every request's response headers within
-//! [`super::deadline::RESPONSE_HEADERS`] (this client), a gateway request's
+//! [`super::deadline::RESPONSE_HEADERS`] or the request's own wait
+//! ([`super::headers_deadline`]: a load's whole LISTs), a gateway request's
 //! whole exchange within its verb's deadline, a watch's body by its idle
 //! timeout ([`super::watch`]).
 //!
@@ -39,6 +40,7 @@
 //! upgrade.
 
 use super::fenced_socket::FencedConnector;
+use super::headers_deadline::HeadersDeadlineLayer;
 use super::write_fence::WriteFence;
 use crate::telemetry::trace_span::TraceSpan;
 use hyper_rustls::{FixedServerNameResolver, HttpsConnector, HttpsConnectorBuilder};
@@ -49,7 +51,6 @@ use kube::{Client, Config};
 use std::sync::Arc;
 use std::time::Duration;
 use tower::ServiceBuilder;
-use tower::timeout::TimeoutLayer;
 use tower::util::{MapErrLayer, MapResponseLayer};
 
 /// Idle time before the first keepalive probe.
@@ -140,7 +141,9 @@ fn build_with(
         let builder = ClientBuilder::try_from(config)?;
         return Ok(builder
             .with_layer(&MapResponseLayer::new(record_status))
-            .with_layer(&TimeoutLayer::new(super::deadline::RESPONSE_HEADERS))
+            .with_layer(&HeadersDeadlineLayer::new(
+                super::deadline::RESPONSE_HEADERS,
+            ))
             .build());
     }
     let protocol = match protocol {
@@ -213,7 +216,7 @@ where
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
         .layer(MapResponseLayer::new(record_status))
-        .layer(TimeoutLayer::new(super::deadline::RESPONSE_HEADERS))
+        .layer(HeadersDeadlineLayer::new(super::deadline::RESPONSE_HEADERS))
         .layer(MapErrLayer::new(tower::BoxError::from))
         .service(http);
     Ok(Client::new(service, config.default_namespace))

@@ -35,7 +35,9 @@ pub const LIST_PAGE: Duration = Duration::from_secs(60);
 /// request whose headers have not come by then is talking to a black hole.
 /// (A watch's body is bounded by its own idle timeout, see
 /// [`super::watch`]; a gateway request's whole exchange by the deadlines
-/// above.)
+/// above.) A load's whole LIST waits longer, [`LIST_PAGE`]
+/// ([`super::headers_deadline`]): the server answers its headers only once
+/// every item is gathered, converted and sized.
 pub const RESPONSE_HEADERS: Duration = Duration::from_secs(30);
 
 /// The request did not complete within its deadline.

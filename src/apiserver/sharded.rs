@@ -11,7 +11,7 @@
 //! or the gate off) ignores the parameter and answers everything, which is
 //! still correct, since every replica filters what it receives by the ring.
 
-use super::watch::VERSION_READ_NAMESPACE;
+use super::VERSION_READ_NAMESPACE;
 use crate::reconcile::CronJobKind;
 use http::Request;
 use http::uri::{PathAndQuery, Uri};

@@ -397,7 +397,7 @@ where
                 if reads.from_cache && version.is_none() {
                     let at = namespace
                         .as_deref()
-                        .unwrap_or(super::watch::VERSION_READ_NAMESPACE);
+                        .unwrap_or(super::VERSION_READ_NAMESPACE);
                     let api = super::watch::cronjob_api(client.clone(), kind, Some(at));
                     version = super::deadline::within(
                         super::deadline::LIST_PAGE,

@@ -16,6 +16,7 @@
 
 use super::lists::{LoadError, PAGE};
 use crate::apiserver::deadline::{LIST_PAGE, within};
+use crate::apiserver::headers_deadline::ResponseHeadersWithin;
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::protobuf::list::ListItems;
 use crate::apiserver::protobuf::{self, ProtobufError, ReadError, cronjob};
@@ -81,7 +82,12 @@ where
     let params = ListParams::default()
         .at(version)
         .matching(VersionMatch::NotOlderThan);
-    let request = url.list(&params).map_err(kube::Error::BuildRequest)?;
+    let mut request = url.list(&params).map_err(kube::Error::BuildRequest)?;
+    // The server answers the headers once it has gathered, converted and
+    // sized every item: as long as its own request timeout allows.
+    request
+        .extensions_mut()
+        .insert(ResponseHeadersWithin(LIST_PAGE));
     let mut body = send(client, request, protobuf::CONTENT_TYPE).await?;
     let mut items = ListItems::new("CronJobList");
     let mut held = Vec::new();

@@ -32,6 +32,7 @@
 
 pub mod namespaces;
 
+use super::VERSION_READ_NAMESPACE;
 use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
 use super::resume::{self, Position};
@@ -268,20 +269,6 @@ where
         }
     })
 }
-
-/// Where a cluster-wide question that needs no object asks with a list:
-/// the latest resourceVersion, where nothing is counted (all but the first
-/// versions' CronJob read, whose count sizes a first load), and whether
-/// the server shards lists ([`crate::apiserver::sharded`]). A namespace
-/// that holds few CronJobs and Jobs, if any, and that no tenant writes. A consistent LIST's resourceVersion is
-/// the server's latest whatever it lists, but kube-apiserver 1.36 answers
-/// one of `limit=1` from its watch cache by walking every object under the
-/// list's prefix (it counts `remainingItemCount`): a cluster-wide one cost
-/// it about 1.4 CPU s at 10^6 CronJobs (its CPU profile over S7's cold
-/// start, where 8 of 21 walks were such reads), one of a namespace only
-/// that namespace's objects. A namespace that does not exist lists empty,
-/// with the version.
-pub(crate) const VERSION_READ_NAMESPACE: &str = "kube-system";
 
 /// The resourceVersion of a consistent read of `api` (a list of one
 /// object's metadata, no `resourceVersion`: the latest), if the server
