@@ -39,8 +39,10 @@ pub(super) const READY_WAIT: std::time::Duration = std::time::Duration::from_sec
 /// start of the whole ring: every replica's first load reads its quarter
 /// at once, the server's CPU is what they wait for (a LIST costs it a walk
 /// of its whole cache, then each CronJob sent), and a standby load of a
-/// quarter more from the first replica armed slowed the last ones (in S7
-/// the replicas were armed 16-17 s apart). A peer that dies meanwhile has
+/// quarter more from the first replica armed takes it from the last ones
+/// (in one S7 cold start the first was armed 74 s after its start and
+/// read its standby quarter while the last loaded until 90 s; not
+/// measured against the wait). A peer that dies meanwhile has
 /// its keys loaded, as without standby. Joining serving peers, a replica
 /// loads standby at once: its readiness waits for it.
 pub(super) const STANDBY_WAIT_AT_RING_START: std::time::Duration =
