@@ -11,7 +11,6 @@
 //! or the gate off) ignores the parameter and answers everything, which is
 //! still correct, since every replica filters what it receives by the ring.
 
-use super::VERSION_READ_NAMESPACE;
 use crate::reconcile::CronJobKind;
 use http::Request;
 use http::uri::{PathAndQuery, Uri};
@@ -80,10 +79,11 @@ impl ServerShards {
 const PROBE: &str = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
 
 /// Whether the API server filters `kind`'s CronJob lists by `shardSelector`:
-/// asks for one CronJob of half the hash space in `namespace` (`None`:
-/// [`VERSION_READ_NAMESPACE`]: the server walks every CronJob a list
-/// covers, a million for a cluster-wide one, and answers `shardInfo` on an
-/// empty list too) and reads `metadata.shardInfo`. A failed question
+/// asks for one CronJob of half the hash space where
+/// [`super::question_namespace`] says for `namespace` (`None`: all; the
+/// server walks every CronJob a list covers, a million for a cluster-wide
+/// one, and answers `shardInfo` on an empty list too) and reads
+/// `metadata.shardInfo`. A failed question
 /// counts as no (the unfiltered path serves every server).
 pub async fn server_filters_cronjobs(
     client: &Client,
@@ -91,7 +91,7 @@ pub async fn server_filters_cronjobs(
     namespace: Option<&str>,
 ) -> bool {
     let api_version = kind.api_version();
-    let namespace = namespace.unwrap_or(VERSION_READ_NAMESPACE);
+    let namespace = super::question_namespace(namespace);
     let path = format!("/apis/{api_version}/namespaces/{namespace}/cronjobs");
     let uri = format!("{path}?limit=1&{}", query_pair(PROBE));
     let request = match Request::get(uri).body(Vec::new()) {

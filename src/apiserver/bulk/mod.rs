@@ -395,9 +395,7 @@ where
                 // older than the load's start. A cluster-wide load reads it
                 // in one namespace: the server walks the objects it lists.
                 if reads.from_cache && version.is_none() {
-                    let at = namespace
-                        .as_deref()
-                        .unwrap_or(super::VERSION_READ_NAMESPACE);
+                    let at = super::question_namespace(namespace.as_deref());
                     let api = super::watch::cronjob_api(client.clone(), kind, Some(at));
                     version = super::deadline::within(
                         super::deadline::LIST_PAGE,

@@ -32,7 +32,6 @@
 
 pub mod namespaces;
 
-use super::VERSION_READ_NAMESPACE;
 use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
 use super::resume::{self, Position};
@@ -304,7 +303,7 @@ where
 
 /// The latest resourceVersions of the CronJobs of each kind in `kinds` and
 /// of the Jobs, read in `namespace` (or all; the Jobs' in
-/// [`VERSION_READ_NAMESPACE`]: nothing counts them): where a replica's
+/// [`super::question_namespace`]: nothing counts them): where a replica's
 /// first watches start, instead of listing what its first bulk loads read
 /// anyway. A kind whose version cannot be read is left out (its watch
 /// lists). The same reads count the CronJobs.
@@ -329,7 +328,7 @@ pub async fn latest_versions(
             }
         }
     }
-    let jobs_namespace = namespace.unwrap_or(VERSION_READ_NAMESPACE);
+    let jobs_namespace = super::question_namespace(namespace);
     match latest_version(&api::<LeanJob>(client.clone(), Some(jobs_namespace))).await {
         Ok(version) => versions.jobs = version,
         Err(error) => {
