@@ -214,7 +214,7 @@ fn main() {
                 CronJobActor::new(&cronjob, Vec::new(), None, shared.clone(), wheel.clone())
                 .expect("actor");
             let addr = dispatchers[i % 2].start_actor(actor);
-            addr.do_send(Update::Start);
+            addr.do_send(Update::Start { ran_elsewhere: false });
             addrs.push(addr);
         }
         let spawned = started.elapsed().saturating_sub(building);

@@ -11,7 +11,9 @@
 //! [`JobRequests`](crate::apiserver::requests::JobRequests) seam: the
 //! gateway in the process, scripted answers in `tests`.
 
+mod aftermath;
 mod annotations;
+mod confirm;
 mod create;
 mod deletes;
 mod lookups;
@@ -19,22 +21,22 @@ mod release;
 mod setbacks;
 mod status;
 
+pub use aftermath::DecisionAftermath;
 pub use create::{CREATED_BY_ANNOTATION, TRACEPARENT_ANNOTATION};
 pub use deletes::HISTORY_DELETES_MAX_WAIT;
 pub use setbacks::Setbacks;
 
 use super::feed::{DecisionFeed, DecisionRecord};
 use super::services::ActorServices;
-use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::requests::JobRequests;
 use crate::clock::Clock;
 use crate::reconcile::{
     self, CreateResult, CronJobKind, CronJobView, Deletion, EffectResults, Input, JobSummary,
-    LiveAnswers, Requeue, Step,
+    LiveAnswers, Step,
 };
 use crate::telemetry::Metrics;
 use crate::telemetry::trace_span::TraceSpan;
-use annotations::{AnnotationsWrite, write_own_annotations};
+use annotations::write_own_annotations;
 use create::{Creator, create_job};
 use deletes::{Deleted, delete_history};
 use jiff::Timestamp;
@@ -42,7 +44,7 @@ use jiff::tz::TimeZone;
 use k8s_openapi::api::core::v1::ObjectReference;
 use lookups::answer;
 use release::release_held;
-use status::{StatusWrite, status_class, write_status};
+use status::{status_class, write_status};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
@@ -58,6 +60,10 @@ pub struct Snapshot {
     /// The latest slot a Job of this CronJob is known to have been made for
     /// (see [`reconcile::Input::known_slot`]).
     pub known_slot: Option<Timestamp>,
+    /// A slot due at or before this instant may have been run by another
+    /// replica that this copy does not show yet: its Job is created only
+    /// after a fresh read (`confirm`).
+    pub confirm_through: Option<Timestamp>,
     /// Cancelled when the actor is told to stop (its CronJob moves to
     /// another replica): requests not yet sent are abandoned, and the
     /// decision ends after the request in flight, except that a status
@@ -130,28 +136,6 @@ impl DecisionSpan {
     pub fn around<F: Future>(self, decision: F) -> impl Future<Output = F::Output> {
         self.trace.attach(decision).instrument(self.log)
     }
-}
-
-/// What happened, for the actor to apply.
-#[derive(Debug)]
-pub struct DecisionAftermath {
-    /// The status now on the server and its resourceVersion, when this
-    /// decision wrote it.
-    pub written_status: Option<(reconcile::StatusView, Option<String>)>,
-    /// The CronJob as re-read after a conflict: replace the view with it and
-    /// decide again.
-    pub reread: Option<LeanCronJob>,
-    /// The Job just created, to count as a child before its watch event comes.
-    pub created: Option<JobSummary>,
-    /// Children deleted by this decision.
-    pub deleted: Vec<String>,
-    /// When to decide next: the plan's, unless [`Self::setbacks`] say
-    /// otherwise ([`Setbacks::requeue`] ranks them).
-    pub requeue: Requeue,
-    /// The slot this decision skipped, and why (the per-CronJob metrics).
-    pub skipped: Option<(reconcile::SkipReason, Timestamp)>,
-    /// What the effects met that moves the next decision.
-    pub setbacks: Setbacks,
 }
 
 /// Runs one decision at `now` and carries it out through the gateway.
@@ -227,17 +211,25 @@ async fn decide_with_lookups<R: JobRequests + Clone>(
     let Some(plan) = plan else {
         return DecisionAftermath::retry("the decision kept asking for live reads");
     };
+    let held = (&snapshot.cronjob, snapshot.resource_version.as_deref());
+    let confirmed =
+        match confirm::before_create(gateway, held, snapshot.confirm_through, &plan, now).await {
+            Ok(confirmed) => confirmed,
+            Err(ended) => return ended,
+        };
     let effects = apply_plan(services, snapshot, &input, &live, &plan);
     // A decision that is not a firing gets its trace only when it writes or
     // records something: the many Job updates that change nothing would
     // otherwise cost a trace each (see the tracing overhead benchmark).
-    if !DecisionSpan::entered() && !plan.is_noop() {
+    let mut applied = if !DecisionSpan::entered() && !plan.is_noop() {
         DecisionSpan::new(&snapshot.cronjob, services.replica, None)
             .around(effects)
             .await
     } else {
         effects.await
-    }
+    };
+    applied.confirmed = confirmed;
+    applied
 }
 
 /// Carries a plan out, step by step (Replace's deletes, the create, the
@@ -312,6 +304,7 @@ async fn apply_plan<R: JobRequests + Clone>(
         requeue: recorded.requeue.clone(),
         skipped: reconcile::skipped_slot(&plan.decisions),
         setbacks: Setbacks::default(),
+        confirmed: false,
     };
     let mut keep_evidence = false;
     if let Some(status) = recorded.status_update() {
@@ -440,66 +433,6 @@ fn note_delete(
         Deleted::Abandoned => {
             results.delete_not_sent(&deletion.name);
             false
-        }
-    }
-}
-
-impl DecisionAftermath {
-    /// Records how the status write went (`view`: what it wrote).
-    fn note_status(&mut self, written: StatusWrite, view: reconcile::StatusView) {
-        match written {
-            StatusWrite::Written(version) => self.written_status = Some((view, version)),
-            StatusWrite::Reread { fresh, conflict } => {
-                self.reread = Some(*fresh);
-                self.setbacks.failed(conflict);
-            }
-            StatusWrite::Gone => self.setbacks.gone = true,
-            StatusWrite::Failed(error) => self.setbacks.failed(error),
-        }
-    }
-
-    /// Records how the annotations' write went; whether it is still to be
-    /// written (the failed Jobs it counts must then stay). The slot history
-    /// alone is best effort: a write refused (an admission policy from
-    /// before it) or failed never holds a slot, nor the history deletes,
-    /// back; what it would have told of the failed Jobs still there is
-    /// told by the next write.
-    fn note_annotations(&mut self, written: AnnotationsWrite, plan: &reconcile::Plan) -> bool {
-        let best_effort = plan.streak.is_none() && written.cronjob.is_none();
-        if written.cronjob.is_some() {
-            self.reread = written.cronjob;
-        }
-        match written.backoff {
-            Some(_) if best_effort => return false,
-            Some(error) => self.setbacks.failed(error),
-            None => {}
-        }
-        !written.done
-    }
-
-    /// The actor stopped before the decision wrote anything but `deleted`:
-    /// the CronJob's next owner decides again.
-    fn abandoned(deleted: Vec<String>) -> Self {
-        DecisionAftermath {
-            written_status: None,
-            reread: None,
-            created: None,
-            deleted,
-            requeue: Requeue::Never,
-            skipped: None,
-            setbacks: Setbacks::default(),
-        }
-    }
-
-    fn retry(why: &str) -> Self {
-        DecisionAftermath {
-            written_status: None,
-            reread: None,
-            created: None,
-            deleted: Vec::new(),
-            requeue: Requeue::Backoff(reconcile::ApiError::new(why)),
-            skipped: None,
-            setbacks: Setbacks::default(),
         }
     }
 }

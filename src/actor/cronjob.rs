@@ -23,7 +23,7 @@ use crate::reconcile::{
 use crate::telemetry::cronjob_series::seconds;
 use crate::telemetry::metrics::{OkLabel, SyncLabels};
 use jiff::Timestamp;
-use std::num::NonZeroI64;
+use std::num::{NonZeroI64, NonZeroU32};
 use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -32,7 +32,11 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug)]
 pub enum Update {
     /// The initial lists are complete: decide for the first time.
-    Start,
+    /// `ran_elsewhere`: another replica may have run its slots after this
+    /// copy was read (the key moved off a live peer), so a slot due by now
+    /// is created only after a fresh read of the CronJob (see
+    /// `apply::confirm`).
+    Start { ran_elsewhere: bool },
     /// The CronJob was added or changed.
     CronJob(Box<LeanCronJob>),
     /// A child Job was added or changed. `relisted`: it came from a re-list,
@@ -85,6 +89,12 @@ pub struct CronJobActor {
     /// so that a status write lost after a create cannot let the slot be
     /// started again once its Job is gone (see `reconcile::Input::known_slot`).
     known_slot: CompactTime,
+    /// Until a fresh read: slots due at or before its start may have been
+    /// run elsewhere ([`Update::Start`]). A second of the Unix epoch in 4
+    /// bytes (through 2106), not a [`CompactTime`]: 8 bytes more would
+    /// move the actor out of its allocator size class (see
+    /// `a_cronjob_actor_fits_its_allocator_size_class`).
+    confirm_through: Option<NonZeroU32>,
     services: Arc<ActorServices>,
     /// Where it arms its wake-ups: the replica's one wheel (held here, not
     /// in [`ActorServices`], as its type names this actor's).
@@ -140,6 +150,7 @@ impl CronJobActor {
             generation: cronjob.metadata.generation.and_then(NonZeroI64::new),
             children,
             known_slot: known_slot.into(),
+            confirm_through: None,
             services,
             wheel,
             life: Life::NotStarted,
@@ -283,6 +294,9 @@ impl CronJobActor {
             resource_version: self.resource_version.clone(),
             children: self.children.clone(),
             known_slot: self.known_slot.get(),
+            confirm_through: self
+                .confirm_through
+                .and_then(|second| Timestamp::from_second(i64::from(second.get())).ok()),
             stop,
         };
         // A firing is traced from the start; any other decision only once it
@@ -321,6 +335,9 @@ impl CronJobActor {
         }
         if let Some(fresh) = applied.reread {
             self.absorb(&fresh);
+        }
+        if applied.confirmed {
+            self.confirm_through = None;
         }
         self.children.retain(|c| !applied.deleted.contains(&c.uid));
         if let Some(created) = applied.created {
@@ -504,8 +521,13 @@ impl CronJobActor {
             return;
         }
         match update {
-            Update::Start => {
+            Update::Start { ran_elsewhere } => {
                 if matches!(self.life, Life::NotStarted) {
+                    if ran_elsewhere {
+                        // Past 2106, every slot is read again first.
+                        let second = u32::try_from(self.now().as_second()).unwrap_or(u32::MAX);
+                        self.confirm_through = NonZeroU32::new(second);
+                    }
                     self.decide(ctx, None);
                 }
             }

@@ -188,7 +188,9 @@ async fn started_it_creates_the_due_slots_job_records_it_in_status_and_reports_a
             _ => scripted::status(404, "NotFound"),
         }
     });
-    actor.do_send(Update::Start);
+    actor.do_send(Update::Start {
+        ran_elsewhere: false,
+    });
     let report = tokio::time::timeout(Duration::from_secs(20), reports.recv()).await;
     assert!(
         matches!(report, Ok(Some(ActorReport::Armed { ref key })) if &**key == "team-a/nightly"),
@@ -255,7 +257,9 @@ async fn on_a_paused_clock_the_next_slot_starts_at_its_time_and_not_before() {
         Fence::default(),
         |request| echo(request, 201),
     );
-    actor.do_send(Update::Start);
+    actor.do_send(Update::Start {
+        ran_elsewhere: false,
+    });
     expect_armed(&mut reports, Duration::from_secs(5)).await;
     assert_eq!(creates(&asked), 0, "{:?}", asked.paths());
     tokio::time::sleep(Duration::from_secs(29)).await;
@@ -281,7 +285,9 @@ async fn an_idle_actor_holds_one_wake_up_on_the_wheel_and_takes_it_away_when_tol
         Fence::default(),
         |request| echo(request, 201),
     );
-    actor.do_send(Update::Start);
+    actor.do_send(Update::Start {
+        ran_elsewhere: false,
+    });
     expect_armed(&mut reports, Duration::from_secs(5)).await;
     assert_eq!(wheel.len(), 1, "armed for 09:30");
     actor.do_send(Update::Stop);
@@ -322,7 +328,9 @@ async fn stopped_while_its_create_gets_no_answer_it_stops_within_the_writes_dead
     tokio::time::pause();
     let (actor, asked, mut reports) =
         start(&cronjob(Timestamp::now() - 90.seconds()), silent_creates);
-    actor.do_send(Update::Start);
+    actor.do_send(Update::Start {
+        ran_elsewhere: false,
+    });
     create_sent(&asked).await;
     let stopping = tokio::time::Instant::now();
     actor.do_send(Update::Stop);
@@ -357,7 +365,9 @@ async fn a_create_unanswered_when_the_fence_lapses_is_dropped_at_the_lapse() {
     let lapse = fence.clone();
     let cronjob = cronjob(Timestamp::now() - 90.seconds());
     let (actor, asked, mut reports) = start_with(&cronjob, None, fence, silent_creates);
-    actor.do_send(Update::Start);
+    actor.do_send(Update::Start {
+        ran_elsewhere: false,
+    });
     create_sent(&asked).await;
     let lapsed_at = tokio::time::Instant::now();
     lapse.shut();
@@ -411,7 +421,9 @@ async fn a_slot_whose_status_write_was_fenced_is_recorded_by_the_next_actor_not_
             echo(request, 200)
         }
     });
-    first.do_send(Update::Start);
+    first.do_send(Update::Start {
+        ran_elsewhere: false,
+    });
     expect_armed(&mut reports, Duration::from_secs(20)).await;
     first.do_send(Update::Stop);
     let stopped = match tokio::time::timeout(Duration::from_secs(20), reports.recv()).await {
@@ -442,7 +454,9 @@ async fn a_slot_whose_status_write_was_fenced_is_recorded_by_the_next_actor_not_
             }
             echo(request, 201)
         });
-    next.do_send(Update::Start);
+    next.do_send(Update::Start {
+        ran_elsewhere: false,
+    });
     expect_armed(&mut reports, Duration::from_secs(20)).await;
     let writes: Vec<String> = asked
         .paths()

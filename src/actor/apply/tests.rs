@@ -6,10 +6,11 @@ use super::deletes::history_wait;
 use super::*;
 use crate::apiserver::failure::ApiFailure;
 use crate::apiserver::lean_cronjob::CronJobWithTemplate;
+use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::lean_cronjob::TemplateSpec;
 use crate::apiserver::lean_job::LeanJob;
 use crate::apiserver::requests::{DeleteFor, StatusFor};
-use crate::reconcile::NewJob;
+use crate::reconcile::{NewJob, Requeue};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -254,6 +255,7 @@ fn snapshot() -> Snapshot {
         resource_version: Some("7".into()),
         children: Vec::new(),
         known_slot: None,
+        confirm_through: None,
         stop: CancellationToken::new(),
     }
 }
@@ -303,6 +305,69 @@ fn a_due_slot_creates_its_job_then_records_it() {
     assert!(applied.created.is_some());
     assert!(applied.written_status.is_some());
     assert_eq!(script.events, ["SuccessfulCreate"]);
+}
+
+/// The snapshot of an actor whose key moved off a live peer at 09:30:02:
+/// the 09:30 slot may have run there.
+fn handed_over() -> Snapshot {
+    Snapshot {
+        confirm_through: Some("2024-03-01T09:30:02Z".parse().expect("a time")),
+        ..snapshot()
+    }
+}
+
+#[test]
+fn a_slot_due_before_a_hand_off_is_created_once_the_cronjob_read_again_is_unchanged() {
+    let script = Script {
+        cronjob_gets: [Ok(cronjob("7"))].into(),
+        ..Script::default()
+    };
+    let (applied, script, _) = run(script, &handed_over());
+    assert_eq!(
+        script.asked,
+        ["get cronjob", "create", "write status (unabandoned)"]
+    );
+    assert!(applied.created.is_some());
+    assert!(applied.confirmed, "one read per hand-off");
+}
+
+#[test]
+fn a_slot_the_previous_owner_recorded_is_decided_again_from_the_newer_cronjob_not_created() {
+    // Version 9: the previous owner's status write, not yet on the watch.
+    let (applied, script, _) = run(Script::default(), &handed_over());
+    assert_eq!(script.asked, ["get cronjob"]);
+    assert!(applied.created.is_none());
+    assert!(applied.confirmed);
+    assert!(
+        applied
+            .reread
+            .is_some_and(|fresh| fresh.metadata.resource_version.as_deref() == Some("9"))
+    );
+    let now: Timestamp = "2024-03-01T09:30:05Z".parse().expect("a time");
+    assert_eq!(applied.requeue, Requeue::At(now), "decided again at once");
+}
+
+#[test]
+fn a_failed_read_before_a_hand_off_slot_creates_nothing_and_retries() {
+    let script = Script {
+        cronjob_gets: [Err(failure(500, "InternalError"))].into(),
+        ..Script::default()
+    };
+    let (applied, script, _) = run(script, &handed_over());
+    assert_eq!(script.asked, ["get cronjob"]);
+    assert!(applied.created.is_none() && !applied.confirmed);
+    assert!(matches!(applied.requeue, Requeue::Backoff(_)));
+}
+
+#[test]
+fn a_slot_due_after_the_hand_off_needs_no_read() {
+    let after_the_slot = Snapshot {
+        confirm_through: Some("2024-03-01T09:29:59Z".parse().expect("a time")),
+        ..snapshot()
+    };
+    let (applied, script, _) = run(Script::default(), &after_the_slot);
+    assert_eq!(script.asked, ["create", "write status (unabandoned)"]);
+    assert!(applied.created.is_some() && !applied.confirmed);
 }
 
 #[test]

@@ -156,11 +156,18 @@ pub enum Command {
     /// CronJob, however many maps index it).
     Spawn { key: Arc<str>, uid: Arc<str> },
     /// Let the actor of `key` (of CronJob `uid`) decide; it waited `waited`
-    /// for the hand-off.
+    /// for the hand-off. `ran_elsewhere`: another replica may have run the
+    /// key's slots after this replica's copy of it was read (a join or a
+    /// leave moves a key off a live peer after the load; the watches that
+    /// bring its last writes are not ordered with the Lease watch that
+    /// lets it start), so a slot that fell due before the start is run
+    /// only once the CronJob has been read again
+    /// ([`crate::actor::Update::Start`]).
     Start {
         key: Arc<str>,
         uid: Arc<str>,
         waited: Duration,
+        ran_elsewhere: bool,
     },
     /// Stop the actor of `key` (of CronJob `uid`; it reports
     /// [`Input::ActorStopped`]).
@@ -213,4 +220,8 @@ pub enum Flaw {
     /// state): a key the watch shows starts without waiting for a load's
     /// copy, or for the Jobs of the loads in flight.
     StartFromStandby,
+    /// Tell every started key that it ran nowhere else, as if the watches
+    /// had brought a live previous owner's last writes by the time its
+    /// release is seen on the Lease watch.
+    TrustTheWatchesAtHandOff,
 }

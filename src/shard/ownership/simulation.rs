@@ -29,7 +29,11 @@
 //!   no actor's write reaches the server after its replica's Lease may have
 //!   expired in a peer's eyes (the Lease duration, on a clock up to 2 %
 //!   fast, after the server applied the last renewal);
-//! - **publication**: no view is published while own actors are stopping.
+//! - **publication**: no view is published while own actors are stopping;
+//! - **freshness**: a key starts from a consistent read asked for after it
+//!   was gained, and one told it ran nowhere else (no read again before a
+//!   slot due at its start, `Command::Start`'s `ran_elsewhere`) from a read
+//!   made after every other replica's last write of it.
 //!
 //! Checked at the end (**liveness**): within [`SETTLE`] of the last fault's
 //! end (a VM resumed, a cut healed, a watch speaking again, a process
@@ -300,6 +304,9 @@ struct World {
     /// Views published on [`Input::DueKeysRead`] with a load in flight: a
     /// leave let go before the peers' loads ended.
     early_publishes: u64,
+    /// By key index, the last actor write the server took: when, and from
+    /// which replica's which incarnation.
+    last_written: [Option<(u64, usize, u64)>; KEYS],
 }
 
 /// What a run found.
@@ -348,6 +355,7 @@ impl World {
             faults_end: 0,
             renewal_applied: HashMap::new(),
             early_publishes: 0,
+            last_written: [None; KEYS],
         }
     }
 
@@ -527,6 +535,7 @@ impl World {
             self.trace(|| line);
         }
         let cut = self.cut(replica);
+        let may_write = self.may_write(replica);
         let Some(process) = self.replicas[replica].process.as_mut() else {
             return;
         };
@@ -549,7 +558,9 @@ impl World {
                     self.schedule(replica, after, Event::WatchShowsKeys { target });
                 }
             }
-            Command::Start { key, .. } => {
+            Command::Start {
+                key, ran_elsewhere, ..
+            } => {
                 // A gained key starts only from a consistent read made
                 // after it was gained (a load's, or its own): a standby
                 // entry, or a watch's replay, may be older than the
@@ -561,6 +572,23 @@ impl World {
                     self.violation = Some(format!(
                         "{name} started {key} from no read since it gained it at {} ms (its copy read at {:?} ms)",
                         process.gained_at[i], process.read_at[i]
+                    ));
+                }
+                // Told it ran nowhere else, it runs a slot already due from
+                // its copy: no other writer may have written since the read.
+                // (Started with its fence lapsed, it writes nothing and
+                // stops every actor at its next tick.)
+                let incarnation = process.incarnation;
+                if !ran_elsewhere
+                    && may_write
+                    && let Some((at, from, by)) = self.last_written[i]
+                    && (from, by) != (replica, incarnation)
+                    && process.read_at[i].is_none_or(|read| read < at)
+                    && self.violation.is_none()
+                {
+                    self.violation = Some(format!(
+                        "{name} started {key} as run nowhere else from its copy read at {:?} ms, but r{from} wrote it at {at} ms",
+                        process.read_at[i]
                     ));
                 }
                 process.writers |= key_bit(&key);
@@ -849,6 +877,7 @@ impl World {
     /// The server takes an actor's write: its Lease must still be valid in
     /// every peer's eyes.
     fn actor_write_arrives(&mut self, from: usize, incarnation: u64, key: usize) {
+        self.last_written[key] = Some((self.now, from, incarnation));
         let expires = LEASE_DURATION.as_millis() as u64 * 980 / 1000;
         let applied = self.renewal_applied.get(&(from, incarnation)).copied();
         if applied.is_none_or(|at| self.now > at + expires) {
@@ -1302,6 +1331,7 @@ fn a_planted_flaw_is_found() {
         (Flaw::IgnorePeers, "two writers"),
         (Flaw::NoFenceAtTheSocket, "after its Lease may have expired"),
         (Flaw::StartFromStandby, "from no read since"),
+        (Flaw::TrustTheWatchesAtHandOff, "as run nowhere else"),
     ] {
         let runs = seeds(10_000).min(1_000);
         let found = (0..runs)

@@ -88,6 +88,7 @@ impl Ownership {
                             waited: now.saturating_duration_since(since),
                             key,
                             uid,
+                            ran_elsewhere: !self.keys_ran_nowhere,
                         });
                     }
                 }

@@ -33,9 +33,14 @@ impl Supervisor {
                         queue.extend(self.ownership.on(Input::SpawnFailed { key }, now));
                     }
                 }
-                Command::Start { uid, waited, .. } => {
+                Command::Start {
+                    uid,
+                    waited,
+                    ran_elsewhere,
+                    ..
+                } => {
                     if let Some(running) = self.actors.get(&uid) {
-                        running.addr.do_send(Update::Start);
+                        running.addr.do_send(Update::Start { ran_elsewhere });
                     }
                     self.actor_services
                         .metrics
