@@ -23,60 +23,18 @@
 
 mod support;
 
-use futures::StreamExt;
 use jiff::{Timestamp, ToSpan};
-use k8s_openapi::api::batch::v1::Job;
-use kube::runtime::watcher::{self, Event};
-use serde_json::json;
 use shardcron_harness::replica::Signal;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::fleet::*;
+use support::jobs_seen::{Record, watch_jobs};
 use support::proxy::Proxy;
-use support::scenario::cronjob;
+use support::scenario::keeping_no_job;
 
 const REPLICAS: usize = 3;
 const CRONJOBS: usize = 24;
-
-/// Every Job the watch saw, by CronJob and slot.
-#[derive(Debug, Default)]
-struct Record {
-    /// (CronJob, slot) -> Job UID -> the Job's slot record.
-    slots: BTreeMap<(String, Timestamp), BTreeMap<String, Slot>>,
-    /// Re-lists after the first list: a Job created and deleted in the gap
-    /// would be missed, so the run would prove nothing.
-    relists: u32,
-}
-
-fn record(job: &Job, into: &mut Record) {
-    if let Some(slot) = Slot::of(job) {
-        into.slots
-            .entry((slot.cronjob.clone(), slot.scheduled))
-            .or_default()
-            .insert(job.metadata.uid.clone().unwrap_or_default(), slot);
-    }
-}
-
-/// Watches the namespace's Jobs into `into` until the test ends.
-fn watch_jobs(jobs: kube::Api<Job>, into: Arc<Mutex<Record>>) {
-    tokio::spawn(async move {
-        let mut events = watcher::watcher(jobs, watcher::Config::default()).boxed();
-        let mut listed = false;
-        while let Some(event) = events.next().await {
-            let Ok(event) = event else { continue };
-            let mut record_now = into.lock().expect("record");
-            match event {
-                Event::Init if listed => record_now.relists += 1,
-                Event::InitDone => listed = true,
-                Event::Apply(job) | Event::InitApply(job) | Event::Delete(job) => {
-                    record(&job, &mut record_now)
-                }
-                Event::Init => {}
-            }
-        }
-    });
-}
 
 /// A small seeded generator: the order of faults replays from its seed.
 struct Rng(u64);
@@ -122,16 +80,7 @@ async fn faults_under_cronjobs_with_no_history(ring: &str, salt: u64) {
     for _ in 0..REPLICAS {
         proxies.push(fleet.add_behind_proxy().await);
     }
-    let spec = json!({"successfulJobsHistoryLimit": 0, "failedJobsHistoryLimit": 0});
-    fleet
-        .create_cronjobs(CRONJOBS, |name| {
-            let mut cronjob = cronjob(name, "*/1 * * * *", spec.clone(), json!({}));
-            if let Some(job) = cronjob.spec.job_template.spec.as_mut() {
-                job.ttl_seconds_after_finished = Some(0);
-            }
-            cronjob
-        })
-        .await;
+    fleet.create_cronjobs(CRONJOBS, keeping_no_job).await;
 
     let until = Instant::now() + Duration::from_secs(60 * length);
     let mut faults: Vec<String> = Vec::new();

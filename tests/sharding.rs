@@ -155,6 +155,21 @@ async fn a_killed_replicas_cronjobs_resume_within_the_lease_duration() {
     ));
     assert!(on_standby >= affected.len() as f64, "{on_standby}");
     assert!(read_alone >= affected.len() as f64, "{read_alone}");
+    // Their slot fell due before they started here, but they were read
+    // after the dead peer's Lease expired, so after its last write: no
+    // CronJob is read again before its slot (that read is for keys moved
+    // off a live owner, docs/sharding.md, step 4).
+    let rereads: f64 = survivors
+        .iter()
+        .flat_map(|&r| {
+            ["unchanged", "newer"].map(|found| {
+                fleet.replicas[r].metric(&format!(
+                    "shardcron_handoff_rereads_total{{found=\"{found}\"}}"
+                ))
+            })
+        })
+        .sum();
+    assert_eq!(rereads, 0.0, "read again at a take-over from a dead peer");
     fleet.converged(Duration::from_secs(30)).await;
 }
 

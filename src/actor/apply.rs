@@ -212,11 +212,19 @@ async fn decide_with_lookups<R: JobRequests + Clone>(
         return DecisionAftermath::retry("the decision kept asking for live reads");
     };
     let held = (&snapshot.cronjob, snapshot.resource_version.as_deref());
-    let confirmed =
-        match confirm::before_create(gateway, held, snapshot.confirm_through, &plan, now).await {
-            Ok(confirmed) => confirmed,
-            Err(ended) => return ended,
-        };
+    let confirmed = match confirm::before_create(
+        gateway,
+        services.metrics,
+        held,
+        snapshot.confirm_through,
+        &plan,
+        now,
+    )
+    .await
+    {
+        Ok(confirmed) => confirmed,
+        Err(ended) => return ended,
+    };
     let effects = apply_plan(services, snapshot, &input, &live, &plan);
     // A decision that is not a firing gets its trace only when it writes or
     // records something: the many Job updates that change nothing would

@@ -42,6 +42,22 @@ pub enum OkLabel {
     failed,
 }
 
+/// What a CronJob read again before a slot due at its hand-off showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum HandoffRereadLabel {
+    /// The copy held was the latest: the slot's Job is created.
+    unchanged,
+    /// A newer version (the previous owner's last status write): decided
+    /// again from it.
+    newer,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct HandoffRereadLabels {
+    pub found: HandoffRereadLabel,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct CreateLabels {
     pub result: CreateResultLabel,
@@ -118,6 +134,7 @@ pub struct Metrics {
     pub keys_read_alone: Counter,
     pub handoff_wait: Histogram,
     pub handoff_publish: Histogram,
+    pub handoff_rereads: Family<HandoffRereadLabels, Counter>,
     pub lease_valid: Gauge,
     pub lease_lapses: Counter,
     pub spans_dropped: Counter,
@@ -368,6 +385,14 @@ impl Metrics {
             "Time from a change of the ring to the publication of this replica's new view (its lost CronJobs' actors stopped)",
             handoff_publish.clone(),
         );
+        let handoff_rereads = Family::<HandoffRereadLabels, Counter>::default();
+        register(
+            &mut registry,
+            &mut families,
+            "handoff_rereads",
+            "CronJobs read again before creating a slot that fell due before their hand-off (a key moved off a live peer), by what the read found: newer, the previous owner had run the slot after this replica's copy was read",
+            handoff_rereads.clone(),
+        );
         let lease_valid = Gauge::default();
         register(
             &mut registry,
@@ -442,6 +467,7 @@ impl Metrics {
             keys_read_alone,
             handoff_wait,
             handoff_publish,
+            handoff_rereads,
             lease_valid,
             lease_lapses,
             creation_skew,

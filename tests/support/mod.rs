@@ -27,6 +27,7 @@ pub mod controller;
 pub mod crd;
 pub mod cronjobs;
 pub mod fleet;
+pub mod jobs_seen;
 pub mod prometheus;
 pub mod proxy;
 pub mod rbac;

@@ -104,6 +104,19 @@ pub fn cronjob(name: &str, schedule: &str, spec: Value, pod_annotations: Value) 
     serde_json::from_value(json!({"metadata": {"name": name}, "spec": full})).unwrap()
 }
 
+/// A CronJob firing every minute that keeps no Job: none in its history,
+/// and each removed by the TTL controller as soon as it ends (kwok's pods
+/// succeed after 1 s). Only the protocol and `lastScheduleTime` keep a slot
+/// from running twice once its Job is gone.
+pub fn keeping_no_job(name: &str) -> CronJob {
+    let spec = json!({"successfulJobsHistoryLimit": 0, "failedJobsHistoryLimit": 0});
+    let mut cronjob = cronjob(name, "*/1 * * * *", spec, json!({}));
+    if let Some(job) = cronjob.spec.job_template.spec.as_mut() {
+        job.ttl_seconds_after_finished = Some(0);
+    }
+    cronjob
+}
+
 pub fn long_running() -> Value {
     json!({"shardcron.test/run-for": "600s"})
 }

@@ -27,6 +27,8 @@ use crate::apiserver::failure::ApiFailure;
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::requests::JobRequests;
 use crate::reconcile::{ApiError, CronJobView, JobToCreate, Plan};
+use crate::telemetry::Metrics;
+use crate::telemetry::metrics::{HandoffRereadLabel, HandoffRereadLabels};
 use jiff::Timestamp;
 
 /// Before `plan`'s create: whether `cronjob` (held at version `held`) was
@@ -35,6 +37,7 @@ use jiff::Timestamp;
 /// `due_before_start`: see [`needed`].
 pub async fn before_create<R: JobRequests>(
     requests: &R,
+    metrics: &Metrics,
     (cronjob, held): (&CronJobView, Option<&str>),
     due_before_start: Option<Timestamp>,
     plan: &Plan,
@@ -46,9 +49,21 @@ pub async fn before_create<R: JobRequests>(
     if !needed(create, due_before_start) {
         return Ok(false);
     }
+    let found = |found| {
+        metrics
+            .handoff_rereads
+            .get_or_create(&HandoffRereadLabels { found })
+            .inc();
+    };
     match read_again(requests, cronjob, held).await {
-        Confirmation::Unchanged => Ok(true),
-        Confirmation::Changed(fresh) => Err(DecisionAftermath::decide_again(*fresh, now)),
+        Confirmation::Unchanged => {
+            found(HandoffRereadLabel::unchanged);
+            Ok(true)
+        }
+        Confirmation::Changed(fresh) => {
+            found(HandoffRereadLabel::newer);
+            Err(DecisionAftermath::decide_again(*fresh, now))
+        }
         Confirmation::Gone => Err(DecisionAftermath::gone()),
         Confirmation::Abandoned => Err(DecisionAftermath::abandoned(Vec::new())),
         Confirmation::Failed(error) => Err(DecisionAftermath::failed(error)),

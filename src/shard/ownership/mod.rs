@@ -92,6 +92,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod claims;
 mod loads;
 mod messages;
 mod queries;
@@ -159,13 +160,9 @@ pub struct Ownership {
     loads: Loads,
     /// A view was published since the last join ([`Self::may_publish`]).
     published_in_join: bool,
-    /// No key of the ring acted on ran anywhere else since this replica
-    /// read it: the join's first ring, unchanged, with no live peer's view
-    /// against it seen from its choice on (a start of the whole ring, a
-    /// lone replica; [`Self::check_ran_nowhere`]). Any other start may
-    /// follow a live owner's last writes that the watches have not brought
-    /// yet ([`Command::Start`]'s `ran_elsewhere`).
-    keys_ran_nowhere: bool,
+    /// By bucket, whether its keys may have run elsewhere since they were
+    /// read here ([`claims`]).
+    ran_elsewhere: claims::RanElsewhere,
     /// The ring changed to leave out a live member that is leaving: the
     /// next view is published once its keys are loaded here, or those due
     /// first read ([`Self::may_publish`]).
@@ -210,7 +207,7 @@ impl Ownership {
             stopping: BTreeMap::new(),
             loads: Loads::default(),
             published_in_join: false,
-            keys_ran_nowhere: false,
+            ran_elsewhere: claims::RanElsewhere::default(),
             gains_from_leaving: false,
             due_read_in: None,
             drain: DRAIN,
@@ -256,7 +253,7 @@ impl Ownership {
             }
             Input::LeaseSeen { name, lease } => {
                 self.membership.observe(&name, lease, now);
-                self.check_ran_nowhere(now);
+                self.note_claims_elsewhere(now);
             }
             Input::LeaseDeleted { name } => self.membership.deleted(&name),
             Input::LeasesListed => self.leases_listed = true,

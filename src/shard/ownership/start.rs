@@ -84,11 +84,12 @@ impl Ownership {
             match handoff::decide(&self.me, &uid, &target, own_view.as_deref(), &peers) {
                 KeyDecision::Run => {
                     if let Some(since) = self.waiting.remove(&key) {
+                        let ran_elsewhere = self.ran_elsewhere(&uid);
                         out.push(Command::Start {
                             waited: now.saturating_duration_since(since),
                             key,
                             uid,
-                            ran_elsewhere: !self.keys_ran_nowhere,
+                            ran_elsewhere,
                         });
                     }
                 }

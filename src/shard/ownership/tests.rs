@@ -216,12 +216,13 @@ fn started_ran_elsewhere(commands: &[Command]) -> Vec<(&str, bool)> {
         .collect()
 }
 
-/// A start of the whole ring read keys nobody ran: their slots due at the
-/// start run from the load's copy. A warm join read its keys while their
-/// old owner still ran them: the watches may not show that owner's last
-/// slot yet, so its keys are told so.
+/// A started key is told whether it may have run elsewhere after it was
+/// read: not at a start of the whole ring (nobody ran it), nor when taken
+/// over from a dead peer (read after its Lease expired); yes when moved off
+/// a live owner (a warm join), and yes when a live peer's view claiming it
+/// is seen after the read, however late the Lease watch shows it.
 #[test]
-fn only_keys_of_a_whole_rings_first_start_are_told_they_ran_nowhere_else() {
+fn a_start_says_whether_its_key_may_have_run_elsewhere_since_it_was_read() {
     let t0 = Instant::now();
     let mut o = Ownership::new("r0", "i1");
     o.on(Input::ListsSynced, t0);
@@ -275,6 +276,31 @@ fn only_keys_of_a_whole_rings_first_start_are_told_they_ran_nowhere_else() {
     o.on(seen("r1", lease("r1", 3, Some(&both))), t0);
     let commands = o.on(VALID, t0);
     assert_eq!(started_ran_elsewhere(&commands), [(key.as_str(), true)]);
+
+    // Taken over from a dead peer: read after its Lease expired here, so
+    // after its last write.
+    let theirs = (0..)
+        .map(|i| format!("ns/k{i}"))
+        .find(|k| Ring::new(["r0", "r1"]).owner(&format!("uid-{k}")) == Some("r1"))
+        .expect("a key of r1's");
+    let mut o = Ownership::new("r0", "i1");
+    o.on(Input::ListsSynced, t0);
+    o.on(Input::LeasesListed, t0);
+    o.on(seen("r1", lease("r1", 1, None)), t0);
+    let publication = started_together(&join(&mut o, t0));
+    o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
+    o.on(seen("r1", lease("r1", 2, Some(&both))), t0);
+    o.on(load_done(true), t0);
+    let t1 = t0 + D + Duration::from_secs(1);
+    o.on(
+        seen("r0", lease("r0", 3, Some(&publication))),
+        t1 - Duration::from_secs(1),
+    );
+    let alone = published(&o.on(VALID, t1)).expect("a view without r1");
+    o.on(seen("r0", lease("r0", 4, Some(&alone))), t1);
+    o.on(loaded_cronjob(&theirs), t1);
+    let commands = o.on(load_done(true), t1);
+    assert_eq!(started_ran_elsewhere(&commands), [(theirs.as_str(), false)]);
 }
 
 /// A joiner (a live peer with no view yet) takes no key from a serving

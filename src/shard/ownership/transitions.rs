@@ -107,7 +107,6 @@ impl Ownership {
             && self.may_publish(target, now)
         {
             let target = target.clone();
-            self.check_ran_nowhere(now);
             let publication = self.publish(&target, false, now, out);
             self.published_in_join = true;
             self.gains_from_leaving = false;
@@ -201,11 +200,6 @@ impl Ownership {
         // Rings are cached by view: a ring that comes back is not rebuilt.
         let target = self.rings.ring(&members.join(","));
         let previous = self.phase.target().cloned();
-        // Only a join's first ring may have keys nobody ran since they were
-        // read (its loads are asked for now); any later one moves keys off
-        // live peers.
-        self.keys_ran_nowhere = matches!(self.phase, Phase::Joining { .. })
-            || self.flawed(Flaw::TrustTheWatchesAtHandOff);
         self.phase = Phase::Stopping {
             target: target.clone(),
         };
@@ -221,7 +215,7 @@ impl Ownership {
         }
         self.loads
             .ring_changed(Some(&target), previous.as_deref(), &self.me);
-        self.check_ran_nowhere(now);
+        self.note_gains(&target, previous.as_deref(), now);
         out.push(Command::RingChanged {
             target: Some(target.clone()),
             lost: lost.len(),

@@ -2,7 +2,7 @@
 //! the ring this replica acts on, when its view may be published, and when
 //! a leaving replica may let go. Part of the pure protocol.
 
-use super::{Flaw, Ownership};
+use super::Ownership;
 use crate::shard::handoff;
 use crate::shard::ring::Ring;
 use std::collections::BTreeSet;
@@ -78,27 +78,6 @@ impl Ownership {
                     .as_deref()
                     .is_some_and(|v| lease.leaving || v != view)
         })
-    }
-
-    /// A live peer's view that contradicts the ring acted on, seen at any
-    /// time from the join's first ring on (the loads were asked for then):
-    /// the peer may have run keys of this ring after they were read here,
-    /// so none is told it ran nowhere else. A peer that ran a key claimed
-    /// it first, and the claim comes on the Lease watch before this
-    /// replica's own view does, so before the key can start here. The
-    /// simulation found both lags: a claim seen only after the publication
-    /// (seed 174), and one seen during the load by a peer that lapsed and
-    /// withdrew its view before it (seed 664).
-    pub(super) fn check_ran_nowhere(&mut self, now: Instant) {
-        if self.keys_ran_nowhere
-            && !self.flawed(Flaw::TrustTheWatchesAtHandOff)
-            && self
-                .phase
-                .target()
-                .is_some_and(|target| self.joins_a_running_ring(target, now))
-        {
-            self.keys_ran_nowhere = false;
-        }
     }
 
     /// The members of the ring to act on: this replica and the live peers,
