@@ -183,6 +183,12 @@ async fn faults_under_cronjobs_with_no_history(ring: &str, salt: u64) {
         record.relists, 0,
         "the Job watch re-listed: Jobs created and deleted meanwhile were not seen"
     );
-    assert!(twice.is_empty(), "slots run twice: {twice:?}");
-    assert!(missing.is_empty(), "slots never run: {missing:?}");
+    // The seed and the faults in the message too: CI's excerpt of a failed
+    // run keeps the panic, not the stdout.
+    let replay = format!("SHARDCRON_CHURN_SEED={seed}; faults: {}", faults.join("; "));
+    assert!(twice.is_empty(), "slots run twice ({replay}): {twice:?}");
+    assert!(
+        missing.is_empty(),
+        "slots never run ({replay}): {missing:?}"
+    );
 }
