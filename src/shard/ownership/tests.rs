@@ -216,6 +216,14 @@ fn started_ran_elsewhere(commands: &[Command]) -> Vec<(&str, bool)> {
         .collect()
 }
 
+/// "r0", its first lists done and the ring's Leases listed at `t0`.
+fn synced_r0(t0: Instant) -> Ownership {
+    let mut o = Ownership::new("r0", "i1");
+    o.on(Input::ListsSynced, t0);
+    o.on(Input::LeasesListed, t0);
+    o
+}
+
 /// A started key is told whether it may have run elsewhere after it was
 /// read: not at a start of the whole ring (nobody ran it), nor when taken
 /// over from a dead peer (read after its Lease expired); yes when moved off
@@ -224,9 +232,7 @@ fn started_ran_elsewhere(commands: &[Command]) -> Vec<(&str, bool)> {
 #[test]
 fn a_start_says_whether_its_key_may_have_run_elsewhere_since_it_was_read() {
     let t0 = Instant::now();
-    let mut o = Ownership::new("r0", "i1");
-    o.on(Input::ListsSynced, t0);
-    o.on(Input::LeasesListed, t0);
+    let mut o = synced_r0(t0);
     let publication = started_together(&join(&mut o, t0));
     o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
     o.on(loaded_cronjob("ns/a"), t0);
@@ -239,9 +245,7 @@ fn a_start_says_whether_its_key_may_have_run_elsewhere_since_it_was_read() {
         .map(|i| format!("ns/k{i}"))
         .find(|k| Ring::new(["r0", "r1"]).owner(&format!("uid-{k}")) == Some("r0"))
         .expect("a key of r0's");
-    let mut o = Ownership::new("r0", "i1");
-    o.on(Input::ListsSynced, t0);
-    o.on(Input::LeasesListed, t0);
+    let mut o = synced_r0(t0);
     let r1_alone = r1_publication("r1");
     o.on(seen("r1", lease("r1", 1, Some(&r1_alone))), t0);
     assert!(published(&join(&mut o, t0)).is_none(), "a warm join");
@@ -264,9 +268,7 @@ fn a_start_says_whether_its_key_may_have_run_elsewhere_since_it_was_read() {
 
     // Published as a whole ring's start while the Lease watch still showed
     // r1 without a view; r1's own ring (it ran the key) comes after.
-    let mut o = Ownership::new("r0", "i1");
-    o.on(Input::ListsSynced, t0);
-    o.on(Input::LeasesListed, t0);
+    let mut o = synced_r0(t0);
     o.on(seen("r1", lease("r1", 1, None)), t0);
     let publication = started_together(&join(&mut o, t0));
     o.on(seen("r1", lease("r1", 2, Some(&r1_alone))), t0);
@@ -283,9 +285,7 @@ fn a_start_says_whether_its_key_may_have_run_elsewhere_since_it_was_read() {
         .map(|i| format!("ns/k{i}"))
         .find(|k| Ring::new(["r0", "r1"]).owner(&format!("uid-{k}")) == Some("r1"))
         .expect("a key of r1's");
-    let mut o = Ownership::new("r0", "i1");
-    o.on(Input::ListsSynced, t0);
-    o.on(Input::LeasesListed, t0);
+    let mut o = synced_r0(t0);
     o.on(seen("r1", lease("r1", 1, None)), t0);
     let publication = started_together(&join(&mut o, t0));
     o.on(seen("r0", lease("r0", 2, Some(&publication))), t0);
