@@ -53,14 +53,13 @@ impl RanElsewhere {
 }
 
 impl Ownership {
-    /// `target` replaced `previous` (`None`: the first ring of a join): each
-    /// bucket gained from an owner that is live now may have run there.
-    pub(super) fn note_gains(&mut self, target: &Ring, previous: Option<&Ring>, now: Instant) {
+    /// The ring acted on replaced `previous` (`None`: the first ring of a
+    /// join), the gains already counted in [`super::Loads`]: each bucket
+    /// gained from an owner that is live now may have run there.
+    pub(super) fn note_gains(&mut self, previous: Option<&Ring>, now: Instant) {
         let live = self.live_peers(now);
         for bucket in Bucket::all() {
-            let gained = target.owner_of(bucket) == Some(self.me.as_str())
-                && previous.is_none_or(|p| p.owner_of(bucket) != Some(self.me.as_str()));
-            if gained {
+            if self.loads.gained_now(bucket) {
                 let from_live = previous
                     .and_then(|p| p.owner_of(bucket))
                     .is_some_and(|owner| live.contains(owner));

@@ -215,7 +215,7 @@ impl Ownership {
         }
         self.loads
             .ring_changed(Some(&target), previous.as_deref(), &self.me);
-        self.note_gains(&target, previous.as_deref(), now);
+        self.note_gains(previous.as_deref(), now);
         out.push(Command::RingChanged {
             target: Some(target.clone()),
             lost: lost.len(),
