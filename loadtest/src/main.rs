@@ -190,9 +190,13 @@ enum Command {
         /// Minute slots watched per phase.
         #[arg(long, default_value_t = 5)]
         minutes: u32,
-        /// Rounds (each one phase of each side).
+        /// Rounds counted (each one phase of each side).
         #[arg(long, default_value_t = 2)]
         rounds: usize,
+        /// Rounds run first and not counted: each side's first phase on a
+        /// fresh control plane is not like its later ones.
+        #[arg(long, default_value_t = 1)]
+        warmup_rounds: usize,
         /// Default: loadtest/results/firing-cost.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -449,6 +453,7 @@ async fn main() -> anyhow::Result<()> {
             count,
             minutes,
             rounds,
+            warmup_rounds,
             out,
             shardcron_bin: bin,
         } => {
@@ -459,7 +464,10 @@ async fn main() -> anyhow::Result<()> {
                 &shardcron_bin(bin)?,
                 count,
                 minutes.max(1),
-                rounds.max(1),
+                firingcost::Rounds {
+                    warmup: warmup_rounds,
+                    counted: rounds.max(1),
+                },
             )
             .await?;
             println!("{}", firingcost::markdown(&report));
