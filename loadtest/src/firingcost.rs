@@ -620,9 +620,9 @@ mod tests {
         assert_eq!(order(2), order(0));
     }
 
-    #[test]
-    fn each_side_pays_its_own_process_per_firing() {
-        let phases = [
+    /// Two rounds: 0.5x, then 0.75x.
+    fn two_rounds() -> [PhaseCpu; 4] {
+        [
             // 1,000 firings each: the CronJob controller's process 2 s,
             // shardcron 1 s.
             phase(0, Side::Upstream, 1000, 2.0),
@@ -630,7 +630,12 @@ mod tests {
             // Second round, fewer firings answered by upstream: per firing.
             phase(1, Side::Shardcron, 1000, 1.5),
             phase(1, Side::Upstream, 500, 1.0),
-        ];
+        ]
+    }
+
+    #[test]
+    fn each_side_pays_its_own_process_per_firing() {
+        let phases = two_rounds();
         let rounds = costs(&phases);
         assert_eq!(rounds.len(), 2);
         assert_eq!(rounds[0].kcm_base_ms, 3.0);
@@ -664,17 +669,12 @@ mod tests {
 
     #[test]
     fn warm_up_rounds_are_run_but_not_counted() {
-        let phases = [
-            phase(0, Side::Upstream, 1000, 1.0),
-            phase(0, Side::Shardcron, 1000, 1.0),
-            phase(1, Side::Shardcron, 1000, 1.0),
-            phase(1, Side::Upstream, 1000, 2.0),
-        ];
-        let counted = counted(&phases, 1);
-        assert!(counted.iter().all(|p| p.round == 1));
-        assert_eq!(overall(&counted).ratio, 0.5);
-        assert_eq!(costs(&counted).len(), 1);
-        assert_eq!(super::counted(&phases, 0).len(), 4);
+        let phases = two_rounds();
+        let after_warmup = counted(&phases, 1);
+        assert!(after_warmup.iter().all(|p| p.round == 1));
+        assert_eq!(overall(&after_warmup).ratio, 0.75);
+        assert_eq!(costs(&after_warmup).len(), 1);
+        assert_eq!(counted(&phases, 0).len(), 4);
     }
 
     #[test]
