@@ -28,7 +28,7 @@ pub use setbacks::Setbacks;
 
 use super::feed::{DecisionFeed, DecisionRecord};
 use super::services::ActorServices;
-use crate::apiserver::requests::JobRequests;
+use crate::apiserver::requests::{JobRequests, StatusFor};
 use crate::clock::Clock;
 use crate::reconcile::{
     self, CreateResult, CronJobKind, CronJobView, Deletion, EffectResults, Input, JobSummary,
@@ -44,7 +44,7 @@ use jiff::tz::TimeZone;
 use k8s_openapi::api::core::v1::ObjectReference;
 use lookups::answer;
 use release::release_held;
-use status::{status_class, write_status};
+use status::{created_job_lasts, shows_slot, status_class, write_status};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
@@ -69,6 +69,19 @@ pub struct Snapshot {
     /// decision ends after the request in flight, except that a status
     /// write recording a Job just created still goes out.
     pub stop: CancellationToken,
+    /// Cancelled when one of the CronJob's Jobs ends while this decision
+    /// runs. A status write recording a slot in the Routine class (its Job
+    /// lasts until the slot is recorded) still waiting for its turn then
+    /// gives way: the next decision writes the same status with the Job's
+    /// end, one request instead of two (at the default QPS such a write
+    /// waits seconds behind a herd's creates, longer than many Jobs run).
+    pub job_ended: CancellationToken,
+    /// `cronjob.status` is what an earlier decision meant to write and gave
+    /// way ([`DecisionAftermath::unwritten_status`]), not the server's at
+    /// `resource_version`: this decision writes it even if its plan changes
+    /// nothing, in the Routine class only while a Job shows its slot, and
+    /// does not give way again.
+    pub status_unwritten: bool,
 }
 
 /// The root span of one decision: `cronjob.fire` when the timer fired for
@@ -306,6 +319,7 @@ async fn apply_plan<R: JobRequests + Clone>(
         recorded.status.last_schedule_time > input.cronjob.status.last_schedule_time;
     let mut applied = DecisionAftermath {
         written_status: None,
+        unwritten_status: None,
         reread: None,
         created,
         deleted: Vec::new(),
@@ -315,12 +329,17 @@ async fn apply_plan<R: JobRequests + Clone>(
         confirmed: false,
     };
     let mut keep_evidence = false;
-    if let Some(status) = recorded.status_update() {
+    let unwritten = snapshot.status_unwritten;
+    let status = recorded
+        .status_update()
+        .or_else(|| unwritten.then(|| recorded.status.to_api()));
+    if let Some(status) = status {
         // A status write that records a slot (a Job this decision created,
-        // or one a lost write left unrecorded) goes out even if the actor
-        // is stopping: the next owner must see the slot taken, even after
-        // the Job itself is gone (history limit 0, ttlSecondsAfterFinished).
-        let records_a_slot = applied.created.is_some() || moves_last_schedule;
+        // one a lost write left unrecorded, or one a write that gave way
+        // did) goes out even if the actor is stopping: the next owner must
+        // see the slot taken, even after the Job itself is gone (history
+        // limit 0, ttlSecondsAfterFinished).
+        let records_a_slot = applied.created.is_some() || moves_last_schedule || unwritten;
         let stopping = snapshot.stop.is_cancelled();
         let writer = if records_a_slot {
             Some(gateway.unabandoned())
@@ -330,9 +349,23 @@ async fn apply_plan<R: JobRequests + Clone>(
             Some(gateway.clone())
         };
         if let Some(writer) = writer {
-            let why = status_class(records_a_slot, stopping, plan);
+            let slot_shown_by_lasting_job = if plan.create.is_some() || !unwritten {
+                created_job_lasts(plan)
+            } else {
+                shows_slot(&snapshot.children, &cronjob.status)
+            };
+            let why = status_class(records_a_slot, stopping, slot_shown_by_lasting_job);
+            let gives_way = why == StatusFor::Routine && records_a_slot && !unwritten;
+            let writer = if gives_way {
+                writer.giving_way_to(snapshot.job_ended.clone())
+            } else {
+                writer
+            };
             let version = snapshot.resource_version.as_deref();
             let written = write_status(&writer, cronjob, version, &status, why).await;
+            if matches!(written, status::StatusWrite::GaveWay) {
+                services.metrics.status_writes_given_way.inc();
+            }
             applied.note_status(written, recorded.status);
             // Not recorded: the Jobs that show the slot stay for the next try.
             keep_evidence = records_a_slot && applied.written_status.is_none();
@@ -343,8 +376,9 @@ async fn apply_plan<R: JobRequests + Clone>(
     // may remove the failed Jobs they count.
     let annotations_pending = match plan.cronjob_patch(services.slot_history) {
         None => false,
-        // Decided again from the re-read CronJob, which recomputes both.
-        Some(_) if applied.reread.is_some() => true,
+        // Decided again from the re-read CronJob (or after the status
+        // write gave way), which recomputes both.
+        Some(_) if applied.reread.is_some() || applied.unwritten_status.is_some() => true,
         Some(_) if applied.setbacks.gone => false,
         Some(patch) => {
             let version = match &applied.written_status {

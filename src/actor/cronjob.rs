@@ -100,8 +100,13 @@ pub struct CronJobActor {
     /// in [`ActorServices`], as its type names this actor's).
     wheel: TimerWheel<CronJobActor>,
     life: Life,
-    /// Consecutive failed decisions (upstream's per-item exponential backoff).
-    failures: u32,
+    /// Consecutive failed decisions (upstream's per-item exponential
+    /// backoff, at its cap long before 65,535): 16 bits, so that the flag
+    /// below fits beside it and the cell in its size class.
+    failures: u16,
+    /// `cronjob.status` is what a decision meant to write and gave way,
+    /// not the server's (see [`Snapshot::status_unwritten`]).
+    status_unwritten: bool,
 }
 
 /// Where an actor is in its life: one of these at a time.
@@ -116,10 +121,13 @@ enum Life {
     /// A decision is being carried out. `again`: something changed
     /// meanwhile, so one more decision follows it. `stop` abandons the
     /// requests it has not sent yet (see [`Snapshot::stop`]): made per
-    /// decision, so an idle actor holds none (memory). `first`: no decision
-    /// has finished yet (its end reports the actor armed: readiness).
+    /// decision, so an idle actor holds none (memory). `job_ended`: one of
+    /// its Jobs ended meanwhile (see [`Snapshot::job_ended`]). `first`: no
+    /// decision has finished yet (its end reports the actor armed:
+    /// readiness).
     Deciding {
         stop: CancellationToken,
+        job_ended: CancellationToken,
         again: bool,
         first: bool,
     },
@@ -155,6 +163,7 @@ impl CronJobActor {
             wheel,
             life: Life::NotStarted,
             failures: 0,
+            status_unwritten: false,
         };
         for slot in listed {
             actor.know_slot(slot);
@@ -198,6 +207,9 @@ impl CronJobActor {
         match cronjob.view(spec) {
             Ok(view) => {
                 let view = view.sharing(&self.cronjob.key, &self.cronjob.uid);
+                // The server's status now: a slot an unwritten status
+                // recorded is the known slot's to record.
+                self.status_unwritten = false;
                 self.resource_version = version.as_deref().map(Box::from);
                 self.generation = generation;
                 Some(std::mem::replace(&mut self.cronjob, view).spec)
@@ -234,10 +246,21 @@ impl CronJobActor {
 
     fn on_job(&mut self, job: JobSummary, relisted: bool, ctx: &mut CellContext<'_, Self>) {
         self.know_slot(job.scheduled);
-        match self.children.iter_mut().find(|c| c.uid == job.uid) {
+        let ended = job.finished.is_some();
+        let ended_now = match self.children.iter_mut().find(|c| c.uid == job.uid) {
             Some(known) if relisted && *known == job => return,
-            Some(known) => *known = job,
-            None => self.children.push(job),
+            Some(known) => {
+                let ended_now = ended && known.finished.is_none();
+                *known = job;
+                ended_now
+            }
+            None => {
+                self.children.push(job);
+                ended
+            }
+        };
+        if ended_now && let Life::Deciding { job_ended, .. } = &self.life {
+            job_ended.cancel();
         }
         if !matches!(self.life, Life::NotStarted) {
             self.decide(ctx, None);
@@ -284,8 +307,10 @@ impl CronJobActor {
         };
         let services = self.services.clone();
         let stop = CancellationToken::new();
+        let job_ended = CancellationToken::new();
         self.life = Life::Deciding {
             stop: stop.clone(),
+            job_ended: job_ended.clone(),
             again: false,
             first,
         };
@@ -298,6 +323,8 @@ impl CronJobActor {
                 .confirm_through
                 .and_then(|second| Timestamp::from_second(i64::from(second.get())).ok()),
             stop,
+            job_ended,
+            status_unwritten: self.status_unwritten,
         };
         // A firing is traced from the start; any other decision only once it
         // turns out to do something (see `decide_and_apply`).
@@ -332,6 +359,16 @@ impl CronJobActor {
         {
             self.cronjob.status = status;
             self.resource_version = version.map(String::into_boxed_str);
+            self.status_unwritten = false;
+        }
+        // Kept for the next decision to write, unless a newer CronJob came
+        // meanwhile: that one decides from the server's status and the
+        // known slot.
+        if let Some(status) = applied.unwritten_status
+            && self.resource_version == decided_at
+        {
+            self.cronjob.status = status;
+            self.status_unwritten = true;
         }
         if let Some(fresh) = applied.reread {
             self.absorb(&fresh);
@@ -384,7 +421,7 @@ impl CronJobActor {
             }
             Requeue::Backoff(error) => {
                 self.failures = self.failures.saturating_add(1);
-                let delay = timer::failure_backoff(self.failures);
+                let delay = timer::failure_backoff(u32::from(self.failures));
                 tracing::warn!(cronjob = %self.key(), %error, ?delay, "decision failed; retrying");
                 let at = self.now().checked_add(delay).unwrap_or(Timestamp::MAX);
                 self.arm(at, ctx);
@@ -503,7 +540,7 @@ impl CellActor for CronJobActor {
         let unrecorded = self
             .known_slot
             .get()
-            .filter(|slot| status.does_not_record(*slot));
+            .filter(|slot| self.status_unwritten || status.does_not_record(*slot));
         // Its series go with it: the next owner exports them.
         self.services.metrics.cronjobs.remove(self.key());
         self.services.reports.do_send(ActorReport::Stopped {

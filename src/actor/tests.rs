@@ -122,19 +122,27 @@ fn start_on_wheel(
     fence: Fence,
     script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,
 ) -> Started {
+    let limits = Limits::default();
+    start_paced(clock, wheel, limits, cronjob, known_slot, fence, script)
+}
+
+/// [`start_on_wheel`], its gateway paced by `limits`.
+fn start_paced(
+    clock: Clock,
+    wheel: TimerWheel<CronJobActor>,
+    limits: Limits,
+    cronjob: &LeanCronJob,
+    known_slot: Option<Timestamp>,
+    fence: Fence,
+    script: impl Fn(&scripted::Request) -> Answer + Send + Sync + 'static,
+) -> Started {
     let (client, asked) = scripted::client(script);
     let metrics = Arc::new(Metrics::new());
     let reporter = Reporter {
         controller: "shardcron".into(),
         instance: Some("r0".into()),
     };
-    let gateway = Gateway::start(
-        client,
-        Limits::default(),
-        reporter,
-        metrics.clone(),
-        Arc::new(fence),
-    );
+    let gateway = Gateway::start(client, limits, reporter, metrics.clone(), Arc::new(fence));
     let (sender, reports) = mpsc::unbounded_channel();
     let actor_services = Arc::new(ActorServices {
         feed: Default::default(),
@@ -475,6 +483,105 @@ async fn a_slot_whose_status_write_was_fenced_is_recorded_by_the_next_actor_not_
         "{written:?}"
     );
     next.do_send(Update::Stop);
+}
+
+/// A slot's status write waits for its turn (one write a second here, the
+/// create took the first) and its Job ends meanwhile: the write gives way,
+/// and one write records both the slot and the end (upstream writes two),
+/// with upstream's events for both.
+#[actix::test]
+async fn a_job_that_ends_before_its_slots_status_write_is_sent_is_written_with_it_once() {
+    let cronjob = cronjob(Timestamp::now() - 90.seconds());
+    // The bodies of the Job created, the status writes and the events.
+    let sent = Arc::new(Mutex::new(Vec::<(String, Value)>::new()));
+    let keep = sent.clone();
+    let one_a_second = Limits { qps: 1.0, burst: 1 };
+    let wheel = TimerWheel::start(Clock::System);
+    let (actor, asked, mut reports) = start_paced(
+        Clock::System,
+        wheel,
+        one_a_second,
+        &cronjob,
+        None,
+        Fence::default(),
+        move |request| {
+            let body = serde_json::from_slice(&request.body).unwrap_or_default();
+            let what = request
+                .path()
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            keep.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((what, body));
+            echo(request, 201)
+        },
+    );
+    let sent_as = |what: &str| -> Vec<Value> {
+        let sent = sent.lock().unwrap_or_else(|e| e.into_inner());
+        sent.iter()
+            .filter(|(w, _)| w == what)
+            .map(|(_, body)| body.clone())
+            .collect()
+    };
+    actor.do_send(Update::Start {
+        ran_elsewhere: false,
+    });
+    create_sent(&asked).await;
+    let job_name = sent_as("jobs")[0]["metadata"]["name"]
+        .as_str()
+        .expect("the Job's name")
+        .to_owned();
+    let slot = slot_of(&job_name);
+    let ended = crate::reconcile::JobSummary {
+        name: job_name,
+        uid: "uid-job".into(),
+        start_time: Some(slot),
+        completion_time: Some(slot + 1.second()),
+        finished: Some(crate::reconcile::Finished::Complete),
+        failed_at: None,
+        failure_reason: None,
+        succeeded: true,
+        scheduled: Some(slot),
+        deleting: false,
+        held: false,
+    };
+    actor.do_send(Update::Job {
+        job: ended,
+        relisted: false,
+    });
+    expect_armed(&mut reports, Duration::from_secs(20)).await;
+    let both_events = async {
+        while sent_as("events").len() < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), both_events)
+        .await
+        .expect("both events");
+    // Time for a second status write, if there were one.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let statuses = sent_as("status");
+    assert_eq!(statuses.len(), 1, "{statuses:?}");
+    let status = &statuses[0]["status"];
+    assert_eq!(
+        status["lastScheduleTime"],
+        json!(slot.to_string()),
+        "{status}"
+    );
+    assert_eq!(status["active"], Value::Null, "none running: {status}");
+    let completed = (slot + 1.second()).to_string();
+    assert_eq!(status["lastSuccessfulTime"], json!(completed), "{status}");
+    let reasons: Vec<Value> = sent_as("events")
+        .iter()
+        .map(|e| e["reason"].clone())
+        .collect();
+    assert_eq!(
+        reasons,
+        [json!("SuccessfulCreate"), json!("SawCompletedJob")]
+    );
+    actor.do_send(Update::Stop);
 }
 
 /// An actor's cell (its state, mailbox and dispatcher handle, with the

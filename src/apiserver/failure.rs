@@ -35,6 +35,10 @@ pub enum ApiFailure {
     /// request's turn came: it was never sent.
     #[error("abandoned: the CronJob's actor stopped before the request was sent")]
     Abandoned,
+    /// A newer decision of its sender replaces it (one of the CronJob's
+    /// Jobs ended while it waited for its turn): it was never sent.
+    #[error("gave way: a newer decision replaces the request before it was sent")]
+    GaveWay,
 }
 
 impl ApiFailure {

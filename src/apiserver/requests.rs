@@ -13,6 +13,7 @@ use k8s_openapi::api::batch::v1::{CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use std::future::Future;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// Every kind of request the gateway sends. [`Verb::terms`] is the one
 /// table of what each waits behind (its class), how long it may take, and
@@ -213,6 +214,13 @@ pub trait JobRequests {
     /// `Gateway::abandoning_on`): one still waiting for its turn then
     /// moves to the most urgent class, as the hand-off waits for it.
     fn unabandoned(&self) -> Self
+    where
+        Self: Sized;
+
+    /// The same requests, those still waiting for their turn given up
+    /// unsent ([`ApiFailure::GaveWay`]) once `newer` is cancelled: a newer
+    /// decision will write what they would have, and more.
+    fn giving_way_to(&self, newer: CancellationToken) -> Self
     where
         Self: Sized;
 }

@@ -141,6 +141,7 @@ pub struct Metrics {
     pub events_dropped: Counter,
     pub events_held_back: Counter,
     pub events_queued: Gauge,
+    pub status_writes_given_way: Counter,
     pub dropped_for_gone: Family<DroppedLabels, Counter>,
     /// The per-CronJob series of the CronJobs this replica owns.
     pub cronjobs: Arc<CronJobSeries>,
@@ -441,6 +442,14 @@ impl Metrics {
             "Events waiting in the replica's backlog to be recorded (at most 4096)",
             events_queued.clone(),
         );
+        let status_writes_given_way = Counter::default();
+        register(
+            &mut registry,
+            &mut families,
+            "status_writes_given_way",
+            "Status writes recording a slot never sent: the slot's Job ended while the write waited for its turn, and the next decision wrote the slot and the Job's end at once",
+            status_writes_given_way.clone(),
+        );
         let dropped_for_gone = Family::<DroppedLabels, Counter>::default();
         register(
             &mut registry,
@@ -459,6 +468,7 @@ impl Metrics {
             spans_dropped,
             events_dropped,
             events_held_back,
+            status_writes_given_way,
             ring_members,
             owned,
             rebalances,

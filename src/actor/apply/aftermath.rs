@@ -15,6 +15,10 @@ pub struct DecisionAftermath {
     /// The status now on the server and its resourceVersion, when this
     /// decision wrote it.
     pub written_status: Option<(reconcile::StatusView, Option<String>)>,
+    /// The status this decision meant to write when its write gave way to
+    /// the next decision ([`StatusWrite::GaveWay`]): nothing on the server
+    /// yet, the next decision writes it with what ended meanwhile.
+    pub unwritten_status: Option<reconcile::StatusView>,
     /// The CronJob as re-read after a conflict: replace the view with it and
     /// decide again.
     pub reread: Option<LeanCronJob>,
@@ -44,6 +48,7 @@ impl DecisionAftermath {
                 self.setbacks.failed(conflict);
             }
             StatusWrite::Gone => self.setbacks.gone = true,
+            StatusWrite::GaveWay => self.unwritten_status = Some(view),
             StatusWrite::Failed(error) => self.setbacks.failed(error),
         }
     }
@@ -108,6 +113,7 @@ impl DecisionAftermath {
     pub(super) fn nothing_done(requeue: Requeue) -> Self {
         DecisionAftermath {
             written_status: None,
+            unwritten_status: None,
             reread: None,
             created: None,
             deleted: Vec::new(),

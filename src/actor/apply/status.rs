@@ -1,8 +1,9 @@
 //! A decision's status write: how urgently it goes out, and how it went.
 
+use crate::apiserver::failure::ApiFailure;
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::requests::{JobRequests, StatusFor};
-use crate::reconcile::{self, ApiError, CronJobView};
+use crate::reconcile::{self, ApiError, CronJobView, JobSummary, StatusView};
 use k8s_openapi::api::batch::v1::CronJobStatus;
 
 /// How a status write went.
@@ -18,32 +19,51 @@ pub enum StatusWrite {
     },
     /// The CronJob or its namespace is gone: nothing to retry.
     Gone,
+    /// Never sent: one of the CronJob's Jobs ended while it waited for its
+    /// turn, and the next decision writes this status with that Job's end
+    /// (see [`super::Snapshot::job_ended`]).
+    GaveWay,
     /// Retry the decision with backoff (upstream drops the requeue too); a
     /// conflict whose re-read failed is this re-read's error.
     Failed(ApiError),
 }
 
 /// How urgently a status write goes out. One that records a slot waits
-/// behind a herd's creates only while the slot's new Job shows it
-/// meanwhile and cannot vanish before the slot is recorded (no
-/// `ttlSecondsAfterFinished`, or held by the slot finalizer), and no
-/// successor waits for it (not `stopping`). Otherwise the write is the
-/// slot's only lasting record: a lapse while it waited (minutes, behind a
-/// herd at the default QPS) would let the next owner start the slot again
-/// once the Job was gone, and a hand-off would wait for the queue.
-pub fn status_class(records_a_slot: bool, stopping: bool, plan: &reconcile::Plan) -> StatusFor {
-    let created_job_lasts = plan
-        .create
-        .as_ref()
-        .and_then(|create| create.job.as_ref())
-        .is_some_and(|job| {
-            reconcile::is_held(&job.metadata) || job.ttl_seconds_after_finished().is_none()
-        });
-    if records_a_slot && (stopping || !created_job_lasts) {
+/// behind a herd's creates only while a Job that shows the slot exists and
+/// cannot vanish before the slot is recorded (`slot_shown_by_lasting_job`:
+/// see [`created_job_lasts`]), and no successor waits for it (not
+/// `stopping`). Otherwise the write is the slot's only lasting record: a
+/// lapse while it waited (minutes, behind a herd at the default QPS) would
+/// let the next owner start the slot again once the Job was gone, and a
+/// hand-off would wait for the queue.
+pub fn status_class(
+    records_a_slot: bool,
+    stopping: bool,
+    slot_shown_by_lasting_job: bool,
+) -> StatusFor {
+    if records_a_slot && (stopping || !slot_shown_by_lasting_job) {
         StatusFor::RecordSlot
     } else {
         StatusFor::Routine
     }
+}
+
+/// The Job `plan` creates lasts until its slot is recorded: it has no
+/// `ttlSecondsAfterFinished`, or the slot finalizer holds it.
+pub fn created_job_lasts(plan: &reconcile::Plan) -> bool {
+    plan.create
+        .as_ref()
+        .and_then(|create| create.job.as_ref())
+        .is_some_and(|job| {
+            reconcile::is_held(&job.metadata) || job.ttl_seconds_after_finished().is_none()
+        })
+}
+
+/// One of `children`, not being deleted, was made for the slot `status`
+/// records (an unwritten status's: its Job, kept until the slot is recorded).
+pub fn shows_slot(children: &[JobSummary], status: &StatusView) -> bool {
+    let slot = status.last_schedule_time.get();
+    slot.is_some() && children.iter().any(|c| !c.deleting && c.scheduled == slot)
 }
 
 /// Writes `status` with `version` (the decision's snapshot's) as
@@ -70,6 +90,7 @@ pub async fn write_status<R: JobRequests>(
                 Err(get_error) => StatusWrite::Failed(get_error.to_api_error()),
             }
         }
+        Err(ApiFailure::GaveWay) => StatusWrite::GaveWay,
         Err(error) if error.is_not_found() || error.is_namespace_gone() => StatusWrite::Gone,
         Err(error) => StatusWrite::Failed(error.to_api_error()),
     }

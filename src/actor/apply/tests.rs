@@ -32,6 +32,9 @@ struct Script {
     keep_created: bool,
     /// Deletes wait for their turn forever (a herd's backlog).
     stall_deletes: bool,
+    /// A Job of the CronJob ends while the status write waits for its
+    /// turn: a write that gives way then is never sent.
+    job_ends_before_status_turn: bool,
     created: Vec<Job>,
     asked: Vec<String>,
     events: Vec<String>,
@@ -42,6 +45,8 @@ struct Scripted {
     script: Rc<RefCell<Script>>,
     /// This handle abandons nothing (see `unabandoned`).
     unabandoned: bool,
+    /// Its requests give way to a newer decision (see `giving_way_to`).
+    gives_way: bool,
 }
 
 fn failure(code: u16, reason: &str) -> ApiFailure {
@@ -177,10 +182,15 @@ impl JobRequests for Scripted {
         _: &k8s_openapi::api::batch::v1::CronJobStatus,
         why: StatusFor,
     ) -> impl Future<Output = Result<LeanCronJob, ApiFailure>> {
-        self.ask(match why {
+        let what = match why {
             StatusFor::Routine => "write status",
             StatusFor::RecordSlot => "record slot",
-        });
+        };
+        if self.gives_way && self.script.borrow().job_ends_before_status_turn {
+            self.ask(&format!("{what}, given way"));
+            return futures::future::Either::Left(futures::future::ready(Err(ApiFailure::GaveWay)));
+        }
+        self.ask(what);
         let answer = self
             .script
             .borrow_mut()
@@ -188,7 +198,7 @@ impl JobRequests for Scripted {
             .pop_front()
             .unwrap_or_else(|| Ok(cronjob("8")))
             .map(|written| LeanCronJob::from(&written));
-        async move { answer }
+        futures::future::Either::Right(async move { answer })
     }
 
     fn patch_cronjob(
@@ -221,8 +231,15 @@ impl JobRequests for Scripted {
 
     fn unabandoned(&self) -> Self {
         Scripted {
-            script: self.script.clone(),
             unabandoned: true,
+            ..self.clone()
+        }
+    }
+
+    fn giving_way_to(&self, _: CancellationToken) -> Self {
+        Scripted {
+            gives_way: true,
+            ..self.clone()
         }
     }
 }
@@ -257,6 +274,8 @@ fn snapshot() -> Snapshot {
         known_slot: None,
         confirm_through: None,
         stop: CancellationToken::new(),
+        job_ended: CancellationToken::new(),
+        status_unwritten: false,
     }
 }
 
@@ -266,6 +285,7 @@ fn run(script: Script, snapshot: &Snapshot) -> (DecisionAftermath, Script, Strin
     let requests = Scripted {
         script: Rc::new(RefCell::new(script)),
         unabandoned: false,
+        gives_way: false,
     };
     let metrics = Metrics::new();
     let feed = DecisionFeed::default();
@@ -831,4 +851,110 @@ fn a_refused_slot_history_write_holds_nothing_back() {
         "{:?}",
         applied.requeue
     );
+}
+
+/// The decision after a slot's status write gave way: the status it meant
+/// to write, its Job (`created`) now as `finished`.
+fn after_giving_way(
+    given_way: DecisionAftermath,
+    finished: Option<reconcile::Finished>,
+) -> Snapshot {
+    let mut job = given_way.created.expect("the slot's Job");
+    job.finished = finished;
+    job.succeeded = finished == Some(reconcile::Finished::Complete);
+    job.completion_time = job
+        .succeeded
+        .then(|| "2024-03-01T09:30:07Z".parse().expect("a time"));
+    let mut snapshot = snapshot();
+    snapshot.cronjob.status = given_way.unwritten_status.expect("the status meant");
+    snapshot.children = vec![job];
+    snapshot.known_slot = Some("2024-03-01T09:30:00Z".parse().expect("a time"));
+    snapshot.status_unwritten = true;
+    snapshot
+}
+
+#[test]
+fn a_slots_status_write_gives_way_when_its_job_ends_first_and_the_next_writes_both() {
+    let script = Script {
+        job_ends_before_status_turn: true,
+        ..Script::default()
+    };
+    let (given_way, script, metrics) = run(script, &snapshot());
+    assert_eq!(
+        script.asked,
+        ["create", "write status, given way (unabandoned)"]
+    );
+    assert!(
+        metrics.contains("shardcron_status_writes_given_way_total 1"),
+        "{metrics}"
+    );
+    // Not a failure: nothing written, the Job known, the slot's event told.
+    assert!(given_way.written_status.is_none());
+    assert!(matches!(given_way.requeue, Requeue::At(_)));
+    assert_eq!(script.events, ["SuccessfulCreate"]);
+    let meant = given_way
+        .unwritten_status
+        .as_ref()
+        .expect("the status meant");
+    assert_eq!(meant.active.len(), 1);
+    let slot: Timestamp = "2024-03-01T09:30:00Z".parse().expect("a time");
+    assert_eq!(meant.last_schedule_time.get(), Some(slot));
+
+    // The next decision: one write, the Job out of `active` with its
+    // completion and the slot recorded, and upstream's event for it. It
+    // does not give way again.
+    let next = after_giving_way(given_way, Some(reconcile::Finished::Complete));
+    let script = Script {
+        job_ends_before_status_turn: true,
+        ..Script::default()
+    };
+    let (applied, script, _) = run(script, &next);
+    assert_eq!(script.asked, ["write status (unabandoned)"]);
+    let (written, _) = applied.written_status.expect("written");
+    assert!(written.active.is_empty());
+    assert_eq!(written.last_schedule_time.get(), Some(slot));
+    assert!(written.last_successful_time.get().is_some());
+    assert_eq!(script.events, ["SawCompletedJob"]);
+}
+
+#[test]
+fn an_unwritten_status_is_written_even_when_the_plan_changes_nothing() {
+    let script = Script {
+        job_ends_before_status_turn: true,
+        ..Script::default()
+    };
+    let (given_way, _, _) = run(script, &snapshot());
+    // Another Job ended, not this one: the plan itself writes nothing.
+    let next = after_giving_way(given_way, None);
+    let (applied, script, _) = run(Script::default(), &next);
+    assert_eq!(script.asked, ["write status (unabandoned)"]);
+    assert!(applied.written_status.is_some());
+}
+
+#[test]
+fn an_unwritten_status_whose_job_is_gone_is_the_slots_only_record() {
+    let script = Script {
+        job_ends_before_status_turn: true,
+        ..Script::default()
+    };
+    let (given_way, _, _) = run(script, &snapshot());
+    let mut next = after_giving_way(given_way, Some(reconcile::Finished::Complete));
+    next.children[0].deleting = true;
+    let (_, script, _) = run(Script::default(), &next);
+    assert_eq!(script.asked, ["record slot (unabandoned)"]);
+}
+
+#[test]
+fn a_slots_only_record_never_gives_way() {
+    // The actor stops as the Job is created: the write is what the next
+    // owner waits for, in the most urgent class, whatever ends meanwhile.
+    let snapshot = snapshot();
+    let script = Script {
+        stop_on_create: Some(snapshot.stop.clone()),
+        job_ends_before_status_turn: true,
+        ..Script::default()
+    };
+    let (applied, script, _) = run(script, &snapshot);
+    assert_eq!(script.asked, ["create", "record slot (unabandoned)"]);
+    assert!(applied.written_status.is_some());
 }

@@ -37,6 +37,9 @@ pub struct Gateway {
     /// still waiting for their turn (or for a retry) is `on_stop`'s.
     pub(super) stop: Option<CancellationToken>,
     pub(super) on_stop: OnStop,
+    /// Cancelled when a newer decision of its sender replaces its requests
+    /// still waiting for their turn (`JobRequests::giving_way_to`).
+    pub(super) give_way: Option<CancellationToken>,
     /// The CronJob whose decision sends through this handle, if any.
     pub(super) key: Option<Arc<str>>,
 }
@@ -59,6 +62,7 @@ impl Gateway {
             inner,
             stop: None,
             on_stop: OnStop::Abandon,
+            give_way: None,
             key: None,
         }
     }
@@ -122,6 +126,15 @@ impl Gateway {
         Gateway {
             on_stop: OnStop::Hurry,
             ..self.clone()
+        }
+    }
+
+    /// Resolves when a newer decision replaces this gateway's requests
+    /// (never without a signal).
+    pub(super) async fn replaced(&self) {
+        match &self.give_way {
+            Some(newer) => newer.cancelled().await,
+            None => std::future::pending().await,
         }
     }
 

@@ -92,6 +92,8 @@ impl Gateway {
                 // The first ticket is withdrawn as its receiver is dropped.
                 OnStop::Hurry => self.ticket(Priority::RecordSlot, namespace)?.await,
             },
+            // Withdrawn likewise; a stop meanwhile is the branch above.
+            () = self.replaced() => return Err(ApiFailure::GaveWay),
         };
         granted.map_err(|_| ApiFailure::Closed)?;
         let waited = queued_at.elapsed();

@@ -30,7 +30,7 @@ pub fn after_failure(
 ) -> AfterFailure {
     if matches!(
         failure,
-        ApiFailure::Fenced | ApiFailure::Closed | ApiFailure::Abandoned
+        ApiFailure::Fenced | ApiFailure::Closed | ApiFailure::Abandoned | ApiFailure::GaveWay
     ) {
         return AfterFailure::GiveUp;
     }
@@ -138,6 +138,7 @@ mod tests {
             (ApiFailure::Fenced, "a", AfterFailure::GiveUp),
             (ApiFailure::Closed, "a", AfterFailure::GiveUp),
             (ApiFailure::Abandoned, "a", AfterFailure::GiveUp),
+            (ApiFailure::GaveWay, "a", AfterFailure::GiveUp),
             (status(409, "Conflict", false), "a", AfterFailure::GiveUp),
             (status(422, "Invalid", false), "a", AfterFailure::GiveUp),
             (

@@ -170,6 +170,54 @@ async fn a_routine_status_write_waits_behind_its_namespaces_creates() {
     }
 }
 
+/// A slot's status write waiting behind a herd gives way when the Job
+/// ends: it is never sent.
+#[tokio::test(start_paused = true)]
+async fn a_status_write_waiting_for_its_turn_gives_way_unsent_to_a_newer_decision() {
+    let (gateway, asked) = gateway();
+    let herd = herd(&gateway, "moved");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let job_ended = CancellationToken::new();
+    let writer = gateway
+        .abandoning_on(CancellationToken::new())
+        .unabandoned()
+        .giving_way_to(job_ended.clone());
+    let write = tokio::spawn(async move { routine_status_write(&writer).await });
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    job_ended.cancel();
+    let written = write.await.expect("the task");
+    assert!(matches!(written, Err(ApiFailure::GaveWay)), "{written:?}");
+    for create in herd {
+        create.await.expect("the task").expect("a herd's create");
+    }
+    let order = asked.paths();
+    assert!(order.iter().all(|a| !a.starts_with("PATCH")), "{order:?}");
+}
+
+/// A stop wins: the sender's next owner waits for the slot's record, so a
+/// write hurried by the stop goes out even if the Job ends meanwhile.
+#[tokio::test(start_paused = true)]
+async fn a_status_write_hurried_by_a_stop_no_longer_gives_way() {
+    let (gateway, asked) = gateway();
+    let herd = herd(&gateway, "moved");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (stop, job_ended) = (CancellationToken::new(), CancellationToken::new());
+    let writer = gateway
+        .abandoning_on(stop.clone())
+        .unabandoned()
+        .giving_way_to(job_ended.clone());
+    let write = tokio::spawn(async move { routine_status_write(&writer).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    stop.cancel();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    job_ended.cancel();
+    write.await.expect("the task").expect("written");
+    assert!(asked.paths().iter().any(|a| a.starts_with("PATCH")));
+    for create in herd {
+        create.await.expect("the task").expect("a herd's create");
+    }
+}
+
 /// A routine status write of CronJob moved/report at resourceVersion 1.
 async fn routine_status_write(
     requests: &impl JobRequests,

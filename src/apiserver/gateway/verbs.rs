@@ -15,6 +15,7 @@ use kube::api::{
     DeleteParams, GetParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
 };
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 impl JobRequests for Gateway {
     /// The answer (the whole Job, its pod template and managed fields
@@ -206,6 +207,16 @@ impl JobRequests for Gateway {
     /// never abandoned, and hurried to the most urgent class by the stop.
     fn unabandoned(&self) -> Gateway {
         self.hurrying_on_stop()
+    }
+
+    /// A stop's rule wins over a newer decision's: a request hurried by
+    /// its sender's stop no longer gives way (see `Gateway::turn`); one
+    /// already granted its turn goes out.
+    fn giving_way_to(&self, newer: CancellationToken) -> Gateway {
+        Gateway {
+            give_way: Some(newer),
+            ..self.clone()
+        }
     }
 }
 
