@@ -100,9 +100,10 @@ pub struct Phase {
 }
 
 /// The counters of `/metrics` that say what a replica did.
-const COUNTERS: [&str; 2] = [
+const COUNTERS: [&str; 3] = [
     "shardcron_api_requests_total",
     "shardcron_watch_events_total",
+    "shardcron_status_writes_given_way_total",
 ];
 
 /// `COUNTERS`' series in a `/metrics` page.

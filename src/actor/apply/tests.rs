@@ -853,6 +853,14 @@ fn a_refused_slot_history_write_holds_nothing_back() {
     );
 }
 
+/// The answers when the CronJob's Job ends while the status write waits.
+fn job_ends_first() -> Script {
+    Script {
+        job_ends_before_status_turn: true,
+        ..Script::default()
+    }
+}
+
 /// The decision after a slot's status write gave way: the status it meant
 /// to write, its Job (`created`) now as `finished`.
 fn after_giving_way(
@@ -875,11 +883,7 @@ fn after_giving_way(
 
 #[test]
 fn a_slots_status_write_gives_way_when_its_job_ends_first_and_the_next_writes_both() {
-    let script = Script {
-        job_ends_before_status_turn: true,
-        ..Script::default()
-    };
-    let (given_way, script, metrics) = run(script, &snapshot());
+    let (given_way, script, metrics) = run(job_ends_first(), &snapshot());
     assert_eq!(
         script.asked,
         ["create", "write status, given way (unabandoned)"]
@@ -904,11 +908,7 @@ fn a_slots_status_write_gives_way_when_its_job_ends_first_and_the_next_writes_bo
     // completion and the slot recorded, and upstream's event for it. It
     // does not give way again.
     let next = after_giving_way(given_way, Some(reconcile::Finished::Complete));
-    let script = Script {
-        job_ends_before_status_turn: true,
-        ..Script::default()
-    };
-    let (applied, script, _) = run(script, &next);
+    let (applied, script, _) = run(job_ends_first(), &next);
     assert_eq!(script.asked, ["write status (unabandoned)"]);
     let (written, _) = applied.written_status.expect("written");
     assert!(written.active.is_empty());
@@ -919,11 +919,7 @@ fn a_slots_status_write_gives_way_when_its_job_ends_first_and_the_next_writes_bo
 
 #[test]
 fn an_unwritten_status_is_written_even_when_the_plan_changes_nothing() {
-    let script = Script {
-        job_ends_before_status_turn: true,
-        ..Script::default()
-    };
-    let (given_way, _, _) = run(script, &snapshot());
+    let (given_way, _, _) = run(job_ends_first(), &snapshot());
     // Another Job ended, not this one: the plan itself writes nothing.
     let next = after_giving_way(given_way, None);
     let (applied, script, _) = run(Script::default(), &next);
@@ -933,11 +929,7 @@ fn an_unwritten_status_is_written_even_when_the_plan_changes_nothing() {
 
 #[test]
 fn an_unwritten_status_whose_job_is_gone_is_the_slots_only_record() {
-    let script = Script {
-        job_ends_before_status_turn: true,
-        ..Script::default()
-    };
-    let (given_way, _, _) = run(script, &snapshot());
+    let (given_way, _, _) = run(job_ends_first(), &snapshot());
     let mut next = after_giving_way(given_way, Some(reconcile::Finished::Complete));
     next.children[0].deleting = true;
     let (_, script, _) = run(Script::default(), &next);
