@@ -349,11 +349,10 @@ async fn apply_plan<R: JobRequests + Clone>(
             Some(gateway.clone())
         };
         if let Some(writer) = writer {
-            let slot_shown_by_lasting_job = if plan.create.is_some() || !unwritten {
-                created_job_lasts(plan)
-            } else {
-                shows_slot(&snapshot.children, &cronjob.status)
-            };
+            // A Job this decision created shows its slot only if it lasts;
+            // an unwritten status's slot, if its Job is still listed.
+            let slot_shown_by_lasting_job = created_job_lasts(plan)
+                || (unwritten && shows_slot(&snapshot.children, &recorded.status));
             let why = status_class(records_a_slot, stopping, slot_shown_by_lasting_job);
             let gives_way = why == StatusFor::Routine && records_a_slot && !unwritten;
             let writer = if gives_way {

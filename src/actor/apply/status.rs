@@ -60,7 +60,8 @@ pub fn created_job_lasts(plan: &reconcile::Plan) -> bool {
 }
 
 /// One of `children`, not being deleted, was made for the slot `status`
-/// records (an unwritten status's: its Job, kept until the slot is recorded).
+/// records (a Job of an unwritten status's slot is kept until the slot is
+/// recorded).
 pub fn shows_slot(children: &[JobSummary], status: &StatusView) -> bool {
     let slot = status.last_schedule_time.get();
     slot.is_some() && children.iter().any(|c| !c.deleting && c.scheduled == slot)
