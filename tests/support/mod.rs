@@ -68,6 +68,32 @@ where
     }
 }
 
+/// [`eventually`] whose check says what it still waits for: the panic
+/// after `timeout` tells the last answer, so that a failure in CI, whose
+/// logs are gone, still says which object was behind and how.
+pub async fn eventually_explained<T, F, Fut>(
+    what: &str,
+    timeout: std::time::Duration,
+    mut check: F,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let waiting_for = match check().await {
+            Ok(v) => return v,
+            Err(waiting_for) => waiting_for,
+        };
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}: still {waiting_for}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 /// The first Job (in the API's order) whose name starts with `prefix`, if
 /// the list succeeds and holds one: a check for [`eventually`].
 pub async fn first_job_named(
