@@ -22,6 +22,14 @@
 //! ratio ([`Spread`]), over the rounds after the warm-up ones
 //! ([`counted`]). Both sides' processes start with their phase, so
 //! their informers' start is before the window.
+//!
+//! The Job controller runs at `--job-controller-qps` (default 200): at
+//! kube-controller-manager's own 20, the 200 Jobs of a slot ended 10-55 s
+//! after their create, so each phase recorded part of the previous
+//! phase's Jobs' ends and left part of its own to the next, by amounts
+//! that varied from phase to phase. At 200 they end within seconds and a
+//! phase pays for its own firings' whole life; each phase reports how many
+//! of its Jobs had ended by the window's end ([`JobEnds`]).
 
 use crate::cluster::{self, ClientLimits, LocalCluster};
 use crate::mix::{self, Mix};
@@ -49,6 +57,10 @@ const LEAD_SECONDS: i64 = 20;
 const TAIL: Duration = Duration::from_secs(30);
 /// CronJobs per namespace.
 const PER_NAMESPACE: usize = 50;
+/// The Job-controller kube-controller-manager's burst at `qps`.
+fn job_controller_burst(qps: u32) -> u32 {
+    qps.saturating_mul(3).div_ceil(2)
+}
 /// The process name of the second kube-controller-manager in the report.
 const CRONJOB_KCM: &str = "kube-controller-manager (CronJob controller)";
 const JOB_INFORMER_KCM: &str = "kube-controller-manager (a Job informer)";
@@ -97,6 +109,75 @@ pub struct Phase {
     /// code, its watch events by resource): where its CPU went.
     #[serde(default)]
     pub shardcron_counters: BTreeMap<String, f64>,
+    /// How the Jobs of the phase's slots had ended by its window's end.
+    #[serde(default)]
+    pub job_ends: Option<JobEnds>,
+}
+
+/// The Jobs made for a phase's slots, as they stood at the end of its
+/// window: how many had ended (a `completionTime`, or a `Failed`
+/// condition), and the longest any took from its slot to its end.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobEnds {
+    pub jobs: usize,
+    pub ended: usize,
+    pub latest_seconds: i64,
+}
+
+/// A Job as [`job_ends`] reads it: its slot and its end (unix seconds).
+#[derive(Debug, Clone, Copy)]
+pub struct JobLife {
+    pub slot: i64,
+    pub ended: Option<i64>,
+}
+
+/// [`JobEnds`] of the Jobs whose slot is in `[from, to]`.
+pub fn job_ends(jobs: &[JobLife], from: i64, to: i64) -> JobEnds {
+    let mut ends = JobEnds::default();
+    for job in jobs.iter().filter(|j| (from..=to).contains(&j.slot)) {
+        ends.jobs += 1;
+        if let Some(ended) = job.ended {
+            ends.ended += 1;
+            ends.latest_seconds = ends.latest_seconds.max(ended - job.slot);
+        }
+    }
+    ends
+}
+
+/// The Jobs of the namespaces starting with `prefix`, read now.
+async fn job_lives(client: &kube::Client, prefix: &str) -> anyhow::Result<Vec<JobLife>> {
+    use k8s_openapi::api::batch::v1::Job;
+    let jobs = kube::Api::<Job>::all(client.clone())
+        .list(&Default::default())
+        .await?;
+    Ok(jobs
+        .items
+        .iter()
+        .filter(|job| {
+            job.metadata
+                .namespace
+                .as_deref()
+                .is_some_and(|ns| ns.starts_with(prefix))
+        })
+        .filter_map(|job| {
+            let slot = observe::scheduled_second(job)?;
+            let status = job.status.as_ref();
+            let completed = status
+                .and_then(|s| s.completion_time.as_ref())
+                .map(|t| t.0.as_second());
+            let failed = status
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .find(|c| c.type_ == "Failed" && c.status == "True")
+                .and_then(|c| c.last_transition_time.as_ref())
+                .map(|t| t.0.as_second());
+            Some(JobLife {
+                slot,
+                ended: completed.or(failed),
+            })
+        })
+        .collect())
 }
 
 /// The counters of `/metrics` that say what a replica did.
@@ -181,7 +262,15 @@ pub struct FiringCostReport {
     pub spread: Spread,
     #[serde(default)]
     pub spread_marginal: Spread,
+    /// The Job controller's `--kube-api-qps` (reports before 2026-12-04:
+    /// kube-controller-manager's default, 20).
+    #[serde(default = "default_job_controller_qps")]
+    pub job_controller_qps: u32,
     pub note: String,
+}
+
+fn default_job_controller_qps() -> u32 {
+    20
 }
 
 /// How far apart the rounds' ratios are.
@@ -319,10 +408,19 @@ pub async fn run(
     count: usize,
     minutes: u32,
     rounds: Rounds,
+    job_controller_qps: u32,
 ) -> anyhow::Result<FiringCostReport> {
     std::fs::create_dir_all(out)?;
     let mut cluster = LocalCluster::up(&out.join("cluster"), false, "").await?;
-    let result = run_on(&mut cluster, bin, count, minutes, rounds).await;
+    let result = run_on(
+        &mut cluster,
+        bin,
+        count,
+        minutes,
+        rounds,
+        job_controller_qps,
+    )
+    .await;
     let report = cluster
         .finish(Vec::new(), result, &out.join("logs"), false)
         .await?;
@@ -340,8 +438,11 @@ async fn run_on(
     count: usize,
     minutes: u32,
     rounds: Rounds,
+    job_controller_qps: u32,
 ) -> anyhow::Result<FiringCostReport> {
     let client = cluster.client.clone();
+    let job_qps = job_controller_qps.to_string();
+    let job_burst = job_controller_burst(job_controller_qps).to_string();
     apimetrics::install_flow_schemas(&client).await?;
     let credentials = cluster.shardcron_credentials().await?;
     let group = "cost";
@@ -365,7 +466,11 @@ async fn run_on(
             eprintln!("firing-cost: round {round}, {side:?}");
             let kcm = Process {
                 name: "kube-controller-manager".into(),
-                pid: cluster.restart_kcm(&[("--controllers", JOB_CONTROLLER_ONLY)])?,
+                pid: cluster.restart_kcm(&[
+                    ("--controllers", JOB_CONTROLLER_ONLY),
+                    ("--kube-api-qps", &job_qps),
+                    ("--kube-api-burst", &job_burst),
+                ])?,
             };
             let mut processes = vec![kcm];
             let mut extra_kcms = Vec::new();
@@ -419,6 +524,13 @@ async fn run_on(
             };
             let observation =
                 observe::observe(&client, JobWatch::start(&client, &prefix), &window).await;
+            let job_ends = match job_lives(&client, &prefix).await {
+                Ok(lives) => Some(job_ends(&lives, from, to)),
+                Err(error) => {
+                    eprintln!("firing-cost: the phase's Jobs could not be read: {error:#}");
+                    None
+                }
+            };
             let mut shardcron_counters = BTreeMap::new();
             if let Some(replica) = replica {
                 shardcron_counters = counters_between(&before, &replica.metrics_text());
@@ -449,6 +561,7 @@ async fn run_on(
                 },
                 observation,
                 shardcron_counters,
+                job_ends,
             };
             let s = &phase.observation.slots;
             eprintln!(
@@ -485,6 +598,7 @@ async fn run_on(
         ratio_marginal: overall.ratio_marginal,
         spread: Spread::of(&ratios),
         spread_marginal: Spread::of(&marginal),
+        job_controller_qps,
         note: "CPU per firing = user+system CPU from a phase's first slot to 30 s after its last, \
                over the slots answered. Upstream: a kube-controller-manager running only its \
                CronJob controller, whole process; its marginal cost: that less a \
@@ -499,10 +613,11 @@ async fn run_on(
 
 pub fn markdown(report: &FiringCostReport) -> String {
     let mut text = format!(
-        "# CPU per firing against upstream's\n\n{} CronJobs firing every minute, {} minutes per phase.\n\n\
+        "# CPU per firing against upstream's\n\n{} CronJobs firing every minute, {} minutes per phase, \
+         the Job controller at QPS {}.\n\n\
          | round | upstream, its own process (ms per firing) | upstream less a Job informer (ms per firing) | shardcron (ms per firing) | shardcron / upstream | shardcron / upstream less a Job informer | Job controller (ms per firing) |\n\
          |---|---|---|---|---|---|---|\n",
-        report.cronjobs, report.minutes
+        report.cronjobs, report.minutes, report.job_controller_qps
     );
     for r in &report.rounds {
         let warmup = if r.round < report.warmup_rounds {
@@ -546,13 +661,13 @@ pub fn markdown(report: &FiringCostReport) -> String {
             spread.rounds
         ));
     }
-    text.push_str("| round | side | slots | answered | missed | duplicates | Job controller CPU s | CronJob controller CPU s | a Job informer CPU s | shardcron CPU s | the CronJob controller's requests per firing |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+    text.push_str("| round | side | slots | answered | missed | duplicates | Job controller CPU s | CronJob controller CPU s | a Job informer CPU s | shardcron CPU s | the CronJob controller's requests per firing | Jobs ended by the window's end (latest, s after its slot) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for p in &report.phases {
         let s = &p.observation.slots;
         let schema = apimetrics::schema_of(p.cpu.side == Side::Upstream);
         let requests = p.observation.api.get(schema).map_or(0.0, |l| l.requests);
         text.push_str(&format!(
-            "| {} | {:?} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
+            "| {} | {:?} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} |\n",
             p.cpu.round,
             p.cpu.side,
             s.expected,
@@ -563,7 +678,11 @@ pub fn markdown(report: &FiringCostReport) -> String {
             p.cpu.cronjob_kcm_cpu_seconds,
             p.cpu.job_informer_kcm_cpu_seconds,
             p.cpu.shardcron_cpu_seconds,
-            requests / p.cpu.firings()
+            requests / p.cpu.firings(),
+            p.job_ends.as_ref().map_or("-".to_owned(), |e| format!(
+                "{} of {} ({} s)",
+                e.ended, e.jobs, e.latest_seconds
+            ))
         ));
     }
     for p in report
@@ -676,6 +795,30 @@ mod tests {
         assert_eq!(overall(&after_warmup).ratio, 0.75);
         assert_eq!(costs(&after_warmup).len(), 1);
         assert_eq!(counted(&phases, 0).len(), 4);
+    }
+
+    #[test]
+    fn a_phases_job_ends_count_its_slots_jobs_only() {
+        let life = |slot, ended| JobLife { slot, ended };
+        let jobs = [
+            // The previous phase's: not this one's.
+            life(0, None),
+            life(60, Some(75)),
+            life(120, Some(164)),
+            life(120, None),
+            // After the window: not counted.
+            life(180, Some(181)),
+        ];
+        assert_eq!(
+            job_ends(&jobs, 60, 120),
+            JobEnds {
+                jobs: 3,
+                ended: 2,
+                latest_seconds: 44
+            }
+        );
+        assert_eq!(job_controller_burst(200), 300);
+        assert_eq!(job_controller_burst(1), 2);
     }
 
     #[test]

@@ -181,9 +181,10 @@ enum Command {
         mix: mix::Mix,
     },
     /// CPU per firing against upstream's, like with like: on one control
-    /// plane, phases take turns: kube-controller-manager with only its Job
-    /// and CronJob controllers, then only its Job controller beside one
-    /// shardcron replica (order alternating by round).
+    /// plane, beside kube-controller-manager with only its Job controller,
+    /// phases take turns: a second kube-controller-manager with only its
+    /// CronJob controller, then one shardcron replica (order alternating
+    /// by round).
     FiringCost {
         #[arg(long, default_value_t = 200)]
         count: usize,
@@ -197,6 +198,12 @@ enum Command {
         /// fresh control plane is not like its later ones.
         #[arg(long, default_value_t = 1)]
         warmup_rounds: usize,
+        /// The Job controller's `--kube-api-qps` (burst 1.5 times): high
+        /// enough that a phase's Jobs end within it (at 20 they ended 10-55 s
+        /// after their slot, each phase recording some of the previous
+        /// phase's ends).
+        #[arg(long, default_value_t = 200)]
+        job_controller_qps: u32,
         /// Default: loadtest/results/firing-cost.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -454,6 +461,7 @@ async fn main() -> anyhow::Result<()> {
             minutes,
             rounds,
             warmup_rounds,
+            job_controller_qps,
             out,
             shardcron_bin: bin,
         } => {
@@ -468,6 +476,7 @@ async fn main() -> anyhow::Result<()> {
                     warmup: warmup_rounds,
                     counted: rounds.max(1),
                 },
+                job_controller_qps.max(1),
             )
             .await?;
             println!("{}", firingcost::markdown(&report));
