@@ -460,6 +460,10 @@ async fn run_on(
         qps: 20.0,
         burst: 30,
     };
+    // Upstream's CronJob controller at the replica's limits: the second
+    // kube-controller-manager's command is the first's, whose QPS is the
+    // Job controller's.
+    let (cronjob_qps, cronjob_burst) = (limits.qps.to_string(), limits.burst.to_string());
     let mut phases = Vec::new();
     for round in 0..rounds.warmup + rounds.counted {
         for side in order(round) {
@@ -484,7 +488,12 @@ async fn run_on(
                             .dir()
                             .join(format!("kube-controller-manager-{file}-round{round}.log"));
                         let child = cluster.start_kcm_standby(
-                            &[("--controllers", controllers), ("--leader-elect", "false")],
+                            &[
+                                ("--controllers", controllers),
+                                ("--leader-elect", "false"),
+                                ("--kube-api-qps", &cronjob_qps),
+                                ("--kube-api-burst", &cronjob_burst),
+                            ],
                             &log,
                         )?;
                         processes.push(Process {
