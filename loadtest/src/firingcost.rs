@@ -114,9 +114,10 @@ pub struct Phase {
     pub job_ends: Option<JobEnds>,
 }
 
-/// The Jobs made for a phase's slots, as they stood at the end of its
-/// window: how many had ended (a `completionTime`, or a `Failed`
-/// condition), and the longest any took from its slot to its end.
+/// The Jobs made for a phase's slots still listed at the end of its
+/// window (a history limit deletes only ended ones): how many had ended
+/// (a `completionTime`, or a `Failed` condition), and the longest any took
+/// from its slot to its end.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobEnds {
     pub jobs: usize,
@@ -670,7 +671,7 @@ pub fn markdown(report: &FiringCostReport) -> String {
             spread.rounds
         ));
     }
-    text.push_str("| round | side | slots | answered | missed | duplicates | Job controller CPU s | CronJob controller CPU s | a Job informer CPU s | shardcron CPU s | the CronJob controller's requests per firing | Jobs ended by the window's end (latest, s after its slot) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    text.push_str("| round | side | slots | answered | missed | duplicates | Job controller CPU s | CronJob controller CPU s | a Job informer CPU s | shardcron CPU s | the CronJob controller's requests per firing | its slots' Jobs still listed at the window's end: ended of listed (latest end, s after its slot) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for p in &report.phases {
         let s = &p.observation.slots;
         let schema = apimetrics::schema_of(p.cpu.side == Side::Upstream);
