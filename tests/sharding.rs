@@ -672,6 +672,8 @@ async fn completions_across_selector_changes(test: &str, replica_args: &[&str]) 
         .map(|(_, _, completed)| *completed)
         .max()
         .unwrap_or(slot);
+    // The ring has converged: each CronJob's owner stays put from here.
+    let owners = fleet.owners();
     support::eventually_explained(
         "every completion of the slot in its CronJob's status",
         Duration::from_secs(90),
@@ -693,7 +695,7 @@ async fn completions_across_selector_changes(test: &str, replica_args: &[&str]) 
                     return Err(format!(
                         "{name} (owner {:?}): {job_name} completed at {completed}, \
                          status {status:?}",
-                        fleet.owners().get(name.as_str())
+                        owners.get(name.as_str())
                     ));
                 }
             }
