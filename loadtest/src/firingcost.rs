@@ -161,21 +161,15 @@ async fn job_lives(client: &kube::Client, prefix: &str) -> anyhow::Result<Vec<Jo
                 .is_some_and(|ns| ns.starts_with(prefix))
         })
         .filter_map(|job| {
-            let slot = observe::scheduled_second(job)?;
-            let status = job.status.as_ref();
-            let completed = status
-                .and_then(|s| s.completion_time.as_ref())
-                .map(|t| t.0.as_second());
-            let failed = status
-                .and_then(|s| s.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .find(|c| c.type_ == "Failed" && c.status == "True")
-                .and_then(|c| c.last_transition_time.as_ref())
-                .map(|t| t.0.as_second());
+            // The controller's own reading of a Job: its slot, completion
+            // and failure.
+            let summary = shardcron::reconcile::JobSummary::from(job);
             Some(JobLife {
-                slot,
-                ended: completed.or(failed),
+                slot: summary.scheduled?.as_second(),
+                ended: summary
+                    .completion_time
+                    .or(summary.failed_at)
+                    .map(|t| t.as_second()),
             })
         })
         .collect())

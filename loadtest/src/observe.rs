@@ -132,17 +132,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// The slot a Job was made for (its scheduled-timestamp annotation), in
-/// unix seconds.
-pub fn scheduled_second(job: &Job) -> Option<i64> {
-    let annotations = job.metadata.annotations.as_ref()?;
-    let scheduled: jiff::Timestamp = annotations
-        .get(SCHEDULED_TIMESTAMP_ANNOTATION)?
-        .parse()
-        .ok()?;
-    Some(scheduled.as_second())
-}
-
 /// A loadtest CronJob's Job; `None` for anything else.
 fn job_seen(job: &Job, prefix: &str, seen_ms: i64) -> Option<JobSeen> {
     let namespace = job.metadata.namespace.as_deref()?;
@@ -156,11 +145,15 @@ fn job_seen(job: &Job, prefix: &str, seen_ms: i64) -> Option<JobSeen> {
         .iter()
         .find(|o| o.controller == Some(true) && o.kind == "CronJob")?;
     let annotations = job.metadata.annotations.as_ref()?;
+    let scheduled: jiff::Timestamp = annotations
+        .get(SCHEDULED_TIMESTAMP_ANNOTATION)?
+        .parse()
+        .ok()?;
     Some(JobSeen {
         namespace: namespace.to_owned(),
         cronjob: cronjob.name.clone(),
         uid: job.metadata.uid.clone()?,
-        scheduled: scheduled_second(job)?,
+        scheduled: scheduled.as_second(),
         seen_ms,
         created_by: annotations.get(CREATED_BY_ANNOTATION).cloned(),
     })
