@@ -55,17 +55,11 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+    eventually_explained(what, timeout, || {
+        let checked = check();
+        async move { checked.await.ok_or_else(String::new) }
+    })
+    .await
 }
 
 /// [`eventually`] whose check says what it still waits for: the panic
@@ -86,9 +80,14 @@ where
             Ok(v) => return v,
             Err(waiting_for) => waiting_for,
         };
+        let still = if waiting_for.is_empty() {
+            String::new()
+        } else {
+            format!(": still {waiting_for}")
+        };
         assert!(
             tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}: still {waiting_for}"
+            "timed out waiting for {what}{still}"
         );
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
