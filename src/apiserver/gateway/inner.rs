@@ -79,10 +79,13 @@ impl Queued for PendingEvent {
         &self.event.reason
     }
 
-    fn same_as(&self, other: &Self) -> bool {
-        self.regarding.uid == other.regarding.uid
-            && self.event.reason == other.event.reason
-            && self.event.note == other.event.note
+    type Identity<'a> = (Option<&'a str>, &'a str, Option<&'a str>);
+    fn identity(&self) -> Self::Identity<'_> {
+        (
+            self.regarding.uid.as_deref(),
+            &self.event.reason,
+            self.event.note.as_deref(),
+        )
     }
 }
 
