@@ -77,9 +77,11 @@ impl<E: Queued> Backlog<E> {
     pub fn push(&mut self, event: E) -> Pushed {
         let hash = self.hasher.hash_one(event.identity());
         let equal_waiting = self.by_identity.get(&hash).is_some_and(|numbers| {
-            numbers
-                .iter()
-                .any(|n| self.waiting[n].identity() == event.identity())
+            numbers.iter().any(|n| {
+                self.waiting
+                    .get(n)
+                    .is_some_and(|waiting| waiting.identity() == event.identity())
+            })
         });
         if equal_waiting {
             return Pushed::Duplicate;
@@ -119,8 +121,17 @@ impl<E: Queued> Backlog<E> {
             .map(|(n, _)| *n)
             .collect();
         for number in &doomed {
-            self.remove(*number);
+            if let Some(event) = self.waiting.remove(number) {
+                self.forget_identity(&event, *number);
+            }
         }
+        // One pass over each reason's queue, not a search per event: a
+        // namespace deleted with thousands waiting drops them at once.
+        let waiting = &self.waiting;
+        self.by_kind.retain(|_, numbers| {
+            numbers.retain(|n| waiting.contains_key(n));
+            !numbers.is_empty()
+        });
         doomed.len()
     }
 
@@ -137,12 +148,11 @@ impl<E: Queued> Backlog<E> {
         self.waiting.is_empty()
     }
 
-    /// Takes the event of arrival number `number` out of the backlog and
-    /// its indexes.
+    /// Takes the event of arrival number `number`, the oldest of its kind,
+    /// out of the backlog and its indexes.
     fn remove(&mut self, number: u64) -> Option<E> {
         let event = self.waiting.remove(&number)?;
         if let Some(numbers) = self.by_kind.get_mut(event.kind()) {
-            // The oldest of its kind, except where `drop_where` removes.
             if let Some(at) = numbers.iter().position(|n| *n == number) {
                 numbers.remove(at);
             }
@@ -150,6 +160,11 @@ impl<E: Queued> Backlog<E> {
                 self.by_kind.remove(event.kind());
             }
         }
+        self.forget_identity(&event, number);
+        Some(event)
+    }
+
+    fn forget_identity(&mut self, event: &E, number: u64) {
         let hash = self.hasher.hash_one(event.identity());
         if let Some(numbers) = self.by_identity.get_mut(&hash) {
             numbers.retain(|n| *n != number);
@@ -157,7 +172,6 @@ impl<E: Queued> Backlog<E> {
                 self.by_identity.remove(&hash);
             }
         }
-        Some(event)
     }
 }
 
