@@ -176,10 +176,11 @@ async fn job_lives(client: &kube::Client, prefix: &str) -> anyhow::Result<Vec<Jo
 }
 
 /// The counters of `/metrics` that say what a replica did.
-const COUNTERS: [&str; 3] = [
+const COUNTERS: [&str; 4] = [
     "shardcron_api_requests_total",
     "shardcron_watch_events_total",
     "shardcron_status_writes_given_way_total",
+    "shardcron_events_recorded_total",
 ];
 
 /// `COUNTERS`' series in a `/metrics` page.

@@ -96,6 +96,13 @@ pub enum Gone {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// An Event's reason: upstream's and shardcron's own, a closed set
+    /// (`reconcile::events::Reason`).
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct PriorityLabels {
     /// The gateway class: `create_job`, `replace_delete`, `status`, `history_delete`.
     pub priority: &'static str,
@@ -141,6 +148,7 @@ pub struct Metrics {
     pub events_dropped: Counter,
     pub events_held_back: Counter,
     pub events_queued: Gauge,
+    pub events_recorded: Family<ReasonLabels, Counter>,
     pub status_writes_given_way: Counter,
     pub dropped_for_gone: Family<DroppedLabels, Counter>,
     /// The per-CronJob series of the CronJobs this replica owns.
@@ -442,6 +450,14 @@ impl Metrics {
             "Events waiting in the replica's backlog to be recorded (at most 4096)",
             events_queued.clone(),
         );
+        let events_recorded = Family::<ReasonLabels, Counter>::default();
+        register(
+            &mut registry,
+            &mut families,
+            "events_recorded",
+            "Events the API server took, by reason",
+            events_recorded.clone(),
+        );
         let status_writes_given_way = Counter::default();
         register(
             &mut registry,
@@ -463,6 +479,7 @@ impl Metrics {
             cronjob_registry,
             dropped_for_gone,
             events_queued,
+            events_recorded,
             families,
             cronjobs,
             spans_dropped,

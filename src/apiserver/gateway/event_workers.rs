@@ -10,7 +10,7 @@ use super::inner::{EventQueue, Inner, PendingEvent};
 use crate::apiserver::requests::Verb;
 use crate::clock::Clock;
 use crate::reconcile;
-use crate::telemetry::metrics::Gone;
+use crate::telemetry::metrics::{Gone, ReasonLabels};
 use crate::telemetry::trace_span::TraceSpan;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType};
@@ -21,6 +21,7 @@ impl Gateway {
     /// counts one held back or dropped.
     pub(super) fn queue_event(&self, regarding: ObjectReference, event: &reconcile::Event) {
         let pending = PendingEvent {
+            reason: event.reason.as_str(),
             namespace: regarding.namespace.clone().unwrap_or_default(),
             regarding,
             event: KubeEvent {
@@ -74,6 +75,7 @@ impl Gateway {
     /// Sends one event; logs a failure.
     async fn send_event(&self, pending: PendingEvent) {
         let PendingEvent {
+            reason,
             namespace,
             regarding,
             event,
@@ -90,7 +92,13 @@ impl Gateway {
             }))
             .await;
         match result {
-            Ok(()) => {}
+            Ok(()) => {
+                self.inner
+                    .metrics
+                    .events_recorded
+                    .get_or_create(&ReasonLabels { reason })
+                    .inc();
+            }
             // Counted as dropped (`namespace_gone`): no warning per Event.
             Err(error) if error.is_namespace_gone() => {
                 tracing::debug!(%namespace, reason = %event.reason, %error, "event for a namespace that is gone");

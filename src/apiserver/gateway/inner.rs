@@ -68,6 +68,8 @@ impl Inner {
 
 /// An event waiting in the backlog.
 pub(super) struct PendingEvent {
+    /// The reason, as the metric of Events recorded labels it.
+    pub(super) reason: &'static str,
     pub(super) namespace: String,
     pub(super) regarding: ObjectReference,
     pub(super) event: KubeEvent,

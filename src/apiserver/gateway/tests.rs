@@ -326,4 +326,11 @@ async fn a_cronjobs_events_past_its_budget_are_held_back() {
         .count();
     assert_eq!(events, 26);
     assert_eq!(metrics.events_held_back.get(), 5);
+    let recorded = metrics
+        .events_recorded
+        .get_or_create(&crate::telemetry::metrics::ReasonLabels {
+            reason: "SawCompletedJob",
+        })
+        .get();
+    assert_eq!(recorded, 26, "each Event the server took, by its reason");
 }
