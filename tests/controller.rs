@@ -397,3 +397,73 @@ async fn the_metrics_port_serves_only_scrapers_rbac_lets_get_the_path() {
         )
         .await;
 }
+
+/// Any pod can reach a replica's ports, before any authentication. More
+/// connections than a listener admits, opened on every port and left
+/// silent, are each closed at their deadline (the request's headers or the
+/// TLS handshake, 10 s; those waiting in the backlog 10 s after they are
+/// admitted), and the replica answers its probes and scrapes again.
+#[tokio::test]
+async fn silent_connections_to_every_port_are_closed_at_their_deadline() {
+    use std::io::Read as _;
+    use std::net::TcpStream;
+    let cluster = Cluster::shared();
+    let ns = cluster.namespace("silent-connections").await;
+    let mut controller = Controller::start(cluster, &ns.name).await;
+    let ports = [
+        controller.health,
+        controller.metrics,
+        controller.debug,
+        controller.admin,
+        controller.secure_metrics,
+        controller.aggregated,
+    ];
+    let per_port = shardcron::telemetry::listener::MAX_CONNECTIONS + 20;
+    let mut silent = Vec::new();
+    for port in ports {
+        for _ in 0..per_port {
+            silent.push((port, TcpStream::connect(port).expect("connect")));
+        }
+    }
+    let started = std::time::Instant::now();
+    let deadline = started + Duration::from_secs(45);
+    let still_open = tokio::task::spawn_blocking(move || {
+        let mut still_open = Vec::new();
+        for (port, mut stream) in silent {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            stream
+                .set_read_timeout(Some(left.max(Duration::from_millis(10))))
+                .expect("a read timeout");
+            let mut buffer = [0u8; 512];
+            loop {
+                match stream.read(&mut buffer) {
+                    // Whatever a server says before it closes is fine.
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        still_open.push(port);
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        still_open
+    })
+    .await
+    .expect("the reads");
+    assert!(
+        still_open.is_empty(),
+        "left open after {:?}: {} on {:?}",
+        started.elapsed(),
+        still_open.len(),
+        still_open.iter().collect::<std::collections::BTreeSet<_>>()
+    );
+    controller.wait_ready().await;
+    assert_eq!(controller.metric("shardcron_ring_members"), 1.0);
+}

@@ -1,11 +1,11 @@
 //! HTTP/1.1 over TLS for a replica's authenticated HTTP surfaces (the
 //! metrics endpoint, the aggregated API), with the admin API's certificate. Every connection
-//! is bounded: at most [`MAX_CONNECTIONS`] at once (the rest wait in the
-//! listen backlog), a TLS handshake within [`HANDSHAKE_DEADLINE`], a
-//! request's headers within [`HEADER_DEADLINE`], and a connection kept at
-//! most [`CONNECTION_LIFETIME`] (a scraper simply reconnects).
+//! is bounded as every listener's are ([`listener`]: at most 256 at once,
+//! headers within 10 s, kept at most 300 s), and its TLS handshake done
+//! within [`HANDSHAKE_DEADLINE`].
 
 use super::tls::TlsIdentity;
+use crate::telemetry::listener;
 use axum::Router;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -13,12 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
-pub const MAX_CONNECTIONS: usize = 256;
 pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
-pub const HEADER_DEADLINE: Duration = Duration::from_secs(10);
-pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(300);
 
 #[derive(Debug, Error)]
 pub enum HttpsError {
@@ -104,39 +100,20 @@ pub async fn serve_changing<F>(
     F: Fn(Option<&CertificateDer<'static>>) -> Router + Send + Sync + 'static,
 {
     let router_for = Arc::new(router_for);
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(error) => {
-                // Out of file descriptors, say: wait rather than spin.
-                tracing::warn!(%error, "accepting a connection");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+    listener::serve_http(listener, move |admitted| {
         let acceptor = tokio_rustls::TlsAcceptor::from(tls.borrow().clone());
         let router_for = router_for.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let handshake = tokio::time::timeout(HANDSHAKE_DEADLINE, acceptor.accept(stream));
-            let Ok(Ok(stream)) = handshake.await else {
-                return;
-            };
+        async move {
+            let handshake = tokio::time::timeout(HANDSHAKE_DEADLINE, acceptor.accept(admitted));
+            let stream = handshake.await.ok()?.ok()?;
             let client = stream
                 .get_ref()
                 .1
                 .peer_certificates()
                 .and_then(<[_]>::first);
-            let service = hyper_util::service::TowerToHyperService::new(router_for(client));
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_DEADLINE)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            let _ = tokio::time::timeout(CONNECTION_LIFETIME, connection).await;
-        });
-    }
+            let router = router_for(client);
+            Some((stream, router))
+        }
+    })
+    .await
 }

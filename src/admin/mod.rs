@@ -17,6 +17,7 @@ pub mod service;
 pub mod streams;
 pub mod tls;
 
+use crate::telemetry::listener;
 use proto::admin_service_server::AdminServiceServer;
 use std::time::Duration;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
@@ -110,23 +111,53 @@ pub const MAX_WATCHERS: usize = 64;
 /// At most this many calls at once per connection.
 pub const CONCURRENCY_PER_CONNECTION: usize = 16;
 
+/// An admin connection is sent an HTTP/2 PING this often...
+pub const PING_EVERY: Duration = Duration::from_secs(30);
+/// ...and dropped when one goes unanswered this long (a peer gone silent).
+pub const PING_TIMEOUT: Duration = Duration::from_secs(10);
+/// A connection is closed after this long (the CLI connects per command);
+/// its calls in flight get [`streams::STREAM_LIFETIME`] more, so a
+/// decision stream is never cut before its own end.
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(3600);
+
 /// Serves `admin` on `listener` with `identity` until the process ends.
+/// Any pod can reach the port, so every connection is bounded before its
+/// caller is known: at most [`listener::MAX_CONNECTIONS`] at once, its TLS
+/// handshake within [`https::HANDSHAKE_DEADLINE`], PINGed, and
+/// kept at most [`CONNECTION_LIFETIME`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     identity: &tls::TlsIdentity,
     admin: std::sync::Arc<service::Admin>,
 ) -> Result<(), tonic::transport::Error> {
-    let tls = ServerTlsConfig::new().identity(Identity::from_pem(
-        identity.cert_pem.as_bytes(),
-        identity.key_pem.as_bytes(),
-    ));
+    let tls = ServerTlsConfig::new()
+        .identity(Identity::from_pem(
+            identity.cert_pem.as_bytes(),
+            identity.key_pem.as_bytes(),
+        ))
+        .timeout(https::HANDSHAKE_DEADLINE);
     Server::builder()
         .tls_config(tls)?
         .timeout(CALL_DEADLINE)
         .concurrency_limit_per_connection(CONCURRENCY_PER_CONNECTION)
+        .http2_keepalive_interval(Some(PING_EVERY))
+        .http2_keepalive_timeout(Some(PING_TIMEOUT))
+        .max_connection_age(CONNECTION_LIFETIME)
+        .max_connection_age_grace(streams::STREAM_LIFETIME)
         .add_service(AdminServiceServer::from_arc(admin))
-        .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+        .serve_with_incoming(
+            listener::Admission::new(listener, listener::MAX_CONNECTIONS).into_stream(),
+        )
         .await
+}
+
+/// The admin API's connections are the listener's admitted ones.
+impl tonic::transport::server::Connected for listener::Admitted {
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        <tokio::net::TcpStream as tonic::transport::server::Connected>::connect_info(&self.stream)
+    }
 }
 
 #[cfg(test)]

@@ -340,15 +340,15 @@ impl Admin {
                 let record = tokio::select! {
                     () = tx.closed() => return,
                     () = &mut over => {
-                        let _ = tx.send(Err(Status::aborted(format!(
+                        let _ = tx.try_send(Err(Status::aborted(format!(
                             "the stream's lifetime ({}s) is over: watch again",
                             STREAM_LIFETIME.as_secs()
-                        )))).await;
+                        ))));
                         return;
                     }
                     _ = reauthorize.tick() => {
                         if let Err(refused) = access.check(&caller, &action).await {
-                            let _ = tx.send(Err(refused)).await;
+                            let _ = tx.try_send(Err(refused));
                             return;
                         }
                         continue;
@@ -359,10 +359,10 @@ impl Admin {
                             Ok(Located::Running(_) | Located::Waiting) => continue,
                             // Moved: the caller asks where, and watches there.
                             Ok(Located::Elsewhere { owner }) => {
-                                let _ = tx.send(Err(not_owner(&replica, owner.as_deref()))).await;
+                                let _ = tx.try_send(Err(not_owner(&replica, owner.as_deref())));
                             }
                             Err(error) => {
-                                let _ = tx.send(Err(gone(error))).await;
+                                let _ = tx.try_send(Err(gone(error)));
                             }
                         }
                         return;
@@ -375,14 +375,22 @@ impl Admin {
                             decision: Some(decision(&record)),
                             skipped: std::mem::take(&mut skipped),
                         };
-                        if tx.send(Ok(answer)).await.is_err() {
-                            return;
+                        // Never waits on the caller: one that stops reading
+                        // (its buffer full) misses decisions, counted in
+                        // the next answer's `skipped`, and the stream's
+                        // lifetime and re-authorization still end it.
+                        match tx.try_send(Ok(answer)) {
+                            Ok(()) => {}
+                            Err(mpsc::error::TrySendError::Full(Ok(answer))) => {
+                                skipped = answer.skipped + 1;
+                            }
+                            Err(_) => return,
                         }
                     }
                     Ok(_) => {}
                     Err(broadcast::error::RecvError::Lagged(missed)) => skipped += missed,
                     Err(broadcast::error::RecvError::Closed) => {
-                        let _ = tx.send(Err(gone("its actors have stopped"))).await;
+                        let _ = tx.try_send(Err(gone("its actors have stopped")));
                         return;
                     }
                 }

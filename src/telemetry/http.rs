@@ -122,9 +122,10 @@ pub async fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
-/// Serves `router` on `listener` until the process ends.
-pub async fn serve(listener: TcpListener, router: Router) -> std::io::Result<()> {
-    axum::serve(listener, router).await
+/// Serves `router` on `listener` until the process ends, each connection
+/// bounded ([`super::listener`]).
+pub async fn serve(listener: TcpListener, router: Router) {
+    super::listener::serve_plain(listener, router).await
 }
 
 pub fn health_router(readiness: Arc<Readiness>) -> Router {

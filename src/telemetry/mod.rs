@@ -6,6 +6,7 @@
 
 pub mod cronjob_series;
 pub mod http;
+pub mod listener;
 pub mod logging;
 pub mod metrics;
 pub mod trace_span;
