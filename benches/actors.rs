@@ -189,7 +189,7 @@ fn main() {
         let wheel = TimerWheel::start(shardcron::clock::Clock::System);
         let arbiters: Vec<Arbiter> = (0..2).map(|_| Arbiter::new()).collect();
         let dispatchers: Vec<Dispatcher<CronJobActor>> =
-            arbiters.iter().map(|a| Dispatcher::start(&a.handle())).collect();
+            arbiters.iter().map(|a| Dispatcher::start(&a.handle(), Default::default())).collect();
         tokio::time::sleep(Duration::from_millis(200)).await;
         let heap_before = LIVE_HEAP.load(Ordering::Relaxed);
         let bare: Vec<Addr<Bare>> = (0..count)

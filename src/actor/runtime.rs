@@ -24,11 +24,20 @@
 //! was not: what is sent to an actor is the watch events of its own
 //! CronJob and Jobs, its wake-ups (one at a time) and its own decisions'
 //! outcomes (one at a time), docs/architecture.md "Bounds".
+//!
+//! A handler that panics (a bug) ends its own actor alone, as if it had
+//! stopped itself, and is counted (`shardcron_actor_panics_total`): the
+//! other actors of its thread go on. Without that the panic ended the
+//! thread's dispatcher, and every actor of the thread (with `--threads 1`,
+//! every one of the replica's) fell silent while the replica kept its
+//! Lease.
 
 use actix::ArbiterHandle;
 use futures::FutureExt as _;
+use prometheus_client::metrics::counter::Counter;
 use std::collections::VecDeque;
 use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
@@ -121,6 +130,16 @@ impl<A: CellActor> Cell<A> {
             }
         }
         true
+    }
+
+    /// The actor after its handler panicked: it takes no more mail, and
+    /// says its last words (they panicking too changes nothing more).
+    fn end_after_panic(self: &Arc<Self>) {
+        lock(&self.mail).close();
+        let actor = lock(&self.actor).take();
+        if let Some(mut actor) = actor {
+            let _ = catch_unwind(AssertUnwindSafe(|| actor.stopped()));
+        }
     }
 
     /// One turn: up to [`TURN`] messages, then back to the end of the
@@ -294,12 +313,16 @@ impl<A: CellActor> Clone for Dispatcher<A> {
 
 impl<A: CellActor> Dispatcher<A> {
     /// Starts the dispatcher's task on `arbiter`'s thread; it ends with
-    /// the thread.
-    pub fn start(arbiter: &ArbiterHandle) -> Self {
+    /// the thread. `panics` counts the actors a panic ended.
+    pub fn start(arbiter: &ArbiterHandle, panics: Counter) -> Self {
         let (queue, mut with_mail) = mpsc::unbounded_channel::<Arc<Cell<A>>>();
         arbiter.spawn(async move {
             while let Some(cell) = with_mail.recv().await {
-                cell.turn();
+                if catch_unwind(AssertUnwindSafe(|| cell.turn())).is_err() {
+                    panics.inc();
+                    tracing::error!("an actor's handler panicked (a bug, told above on stderr): that actor is ended, the others go on");
+                    cell.end_after_panic();
+                }
             }
         });
         Self { queue }
@@ -337,6 +360,8 @@ mod tests {
         Count(oneshot::Sender<usize>),
         /// Handled after a task of its own finishes.
         Later(u32),
+        /// A planted bug.
+        Panic,
     }
 
     impl CellActor for Recorder {
@@ -353,6 +378,7 @@ mod tests {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     Message::Number(n)
                 }),
+                Message::Panic => panic!("a planted bug"),
             }
         }
 
@@ -373,7 +399,7 @@ mod tests {
 
     #[actix::test]
     async fn an_actor_handles_its_mail_in_order_across_turns_and_answers_questions() {
-        let dispatcher = Dispatcher::start(&actix::Arbiter::current());
+        let dispatcher = Dispatcher::start(&actix::Arbiter::current(), Counter::default());
         let (actor, seen, _) = recorder();
         let address = dispatcher.start_actor(actor);
         // More than a turn's worth, sent before the dispatcher runs.
@@ -387,7 +413,7 @@ mod tests {
 
     #[actix::test]
     async fn a_flooded_actor_lets_the_others_on_its_thread_have_a_turn() {
-        let dispatcher = Dispatcher::start(&actix::Arbiter::current());
+        let dispatcher = Dispatcher::start(&actix::Arbiter::current(), Counter::default());
         let (flooded, _, _) = recorder();
         let (quiet, quiet_seen, _) = recorder();
         let flooded = dispatcher.start_actor(flooded);
@@ -407,7 +433,7 @@ mod tests {
 
     #[actix::test]
     async fn a_stopped_actor_takes_no_more_mail_and_says_its_last_words_once() {
-        let dispatcher = Dispatcher::start(&actix::Arbiter::current());
+        let dispatcher = Dispatcher::start(&actix::Arbiter::current(), Counter::default());
         let (actor, seen, stopped) = recorder();
         let address = dispatcher.start_actor(actor);
         address.do_send(Message::Number(1));
@@ -422,8 +448,28 @@ mod tests {
     }
 
     #[actix::test]
+    async fn a_panicking_actor_ends_alone_and_is_counted() {
+        let panics = Counter::default();
+        let dispatcher = Dispatcher::start(&actix::Arbiter::current(), panics.clone());
+        let (faulty, _, faulty_stopped) = recorder();
+        let faulty = dispatcher.start_actor(faulty);
+        let (sound, sound_seen, _) = recorder();
+        let sound = dispatcher.start_actor(sound);
+        faulty.do_send(Message::Panic);
+        sound.do_send(Message::Number(2));
+        assert_eq!(sound.ask(Message::Count).await.unwrap(), 1);
+        assert!(faulty.ask(Message::Count).await.is_err());
+        assert!(!faulty.do_send(Message::Number(3)));
+        assert_eq!(panics.get(), 1);
+        assert_eq!(faulty_stopped.load(Ordering::SeqCst), 1);
+        sound.do_send(Message::Number(4));
+        assert_eq!(sound.ask(Message::Count).await.unwrap(), 2);
+        assert_eq!(*lock(&sound_seen), vec![2, 4]);
+    }
+
+    #[actix::test]
     async fn spawned_work_comes_back_as_a_message_and_keeps_the_actor_alive() {
-        let dispatcher = Dispatcher::start(&actix::Arbiter::current());
+        let dispatcher = Dispatcher::start(&actix::Arbiter::current(), Counter::default());
         let (actor, seen, stopped) = recorder();
         let address = dispatcher.start_actor(actor);
         let weak = address.downgrade();

@@ -156,7 +156,7 @@ fn start_paced(
     });
     let actor = CronJobActor::new(cronjob, Vec::new(), known_slot, actor_services, wheel)
         .expect("a usable CronJob");
-    let dispatcher = Dispatcher::start(&Arbiter::current());
+    let dispatcher = Dispatcher::start(&Arbiter::current(), Default::default());
     (dispatcher.start_actor(actor), asked, reports)
 }
 

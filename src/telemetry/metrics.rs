@@ -71,7 +71,7 @@ pub struct DeleteLabels {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct RequestLabels {
-    /// `create`, `delete`, `get`, `patch_status`, `event`.
+    /// `create`, `delete`, `get`, `patch`, `patch_status`, `event`.
     pub verb: &'static str,
     /// The HTTP status code, or `error` when no answer came back.
     pub code: String,
@@ -104,7 +104,9 @@ pub struct ReasonLabels {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct PriorityLabels {
-    /// The gateway class: `create_job`, `replace_delete`, `status`, `history_delete`.
+    /// The gateway class (`Priority::label` in the gateway's queue):
+    /// `record_slot`, `create_job`, `replace_delete`, `status`,
+    /// `history_delete`, `event`.
     pub priority: &'static str,
 }
 
@@ -151,6 +153,7 @@ pub struct Metrics {
     pub events_recorded: Family<ReasonLabels, Counter>,
     pub status_writes_given_way: Counter,
     pub dropped_for_gone: Family<DroppedLabels, Counter>,
+    pub actor_panics: Counter,
     /// The per-CronJob series of the CronJobs this replica owns.
     pub cronjobs: Arc<CronJobSeries>,
 }
@@ -474,10 +477,19 @@ impl Metrics {
             "Events and requests dropped unsent, each counted once, because their namespace is gone or terminating (the API server said so) or their CronJob was deleted",
             dropped_for_gone.clone(),
         );
+        let actor_panics = Counter::default();
+        register(
+            &mut registry,
+            &mut families,
+            "actor_panics",
+            "CronJob actors ended because their handler panicked (a bug; the panic is on stderr): each one's CronJob runs on no replica until it moves or this replica restarts",
+            actor_panics.clone(),
+        );
         Self {
             registry,
             cronjob_registry,
             dropped_for_gone,
+            actor_panics,
             events_queued,
             events_recorded,
             families,

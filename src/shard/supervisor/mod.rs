@@ -214,13 +214,18 @@ impl Supervisor {
         readiness: Arc<Readiness>,
         setup: ShardSetup,
     ) -> Self {
+        let panics = &actor_services.metrics.actor_panics;
+        let dispatchers = arbiters
+            .iter()
+            .map(|arbiter| Dispatcher::start(arbiter, panics.clone()))
+            .collect();
         Self {
             standby: standby::StandbyState::new(setup.standby),
             ownership: Ownership::new(setup.me.clone(), setup.keeper.incarnation())
                 .with_drain(setup.drain),
             wheel: TimerWheel::start(actor_services.clock),
             actor_services,
-            dispatchers: arbiters.iter().map(Dispatcher::start).collect(),
+            dispatchers,
             next_dispatcher: 0,
             scopes: scopes
                 .into_iter()
@@ -332,7 +337,7 @@ impl Actor for Supervisor {
         let namespaces = self.namespaces();
         self.watches.start(&namespaces, &ctx.address());
         // Nothing else is handled until they are read (a request each,
-        // bounded by the client's deadlines): the first ring must find them.
+        // each within a list page's deadline): the first ring must find them.
         if let Some(read) = self.watches.read_first_versions(&namespaces) {
             ctx.wait(
                 read.into_actor(self)
