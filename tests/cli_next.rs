@@ -64,6 +64,14 @@ fn spread_prints_the_delayed_starts_of_one_cronjob() {
     let bad = next(&[&args[..], &["--spread", "2d", "--cronjob", "a/b"]].concat());
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("--spread \"2d\""), "{}", stderr(&bad));
+    // At the ends of time: a clear error or a shorter list, never a panic.
+    let earliest = ["0 * * * *", "--after=-009999-01-02T01:59:59Z"];
+    let early = next(&[&earliest[..], &spread[..]].concat());
+    assert_eq!(early.status.code(), Some(2), "{}", stderr(&early));
+    assert!(stderr(&early).contains("--after"), "{}", stderr(&early));
+    let latest = ["0 * * * *", "--after", "9999-12-30T20:30:00Z"];
+    let late = next(&[&latest[..], &spread[..]].concat());
+    assert!(late.status.success(), "{}", stderr(&late));
 }
 
 #[test]

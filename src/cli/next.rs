@@ -51,6 +51,8 @@ pub enum NextError {
     Spread(String),
     #[error("--cronjob {0:?}: not NAMESPACE/NAME")]
     CronJob(String),
+    #[error("--after {0}: too early to start the spread offset before it")]
+    After(Timestamp),
     #[error("writing output: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -97,10 +99,16 @@ pub fn run(args: &NextArgs, out: &mut impl Write) -> Result<(), NextError> {
     let offset = SignedDuration::from_secs(spread_offset(args)?);
     // A slot starts `offset` late: the first printed is the first whose
     // start is after `after`.
+    let from = after
+        .checked_sub(offset)
+        .map_err(|_| NextError::After(after))?;
     let times: Vec<String> = parsed
-        .upcoming_slots(after - offset, &zone, once)
+        .upcoming_slots(from, &zone, once)
         .take(args.count)
-        .map(|t| format_rfc3339(t + offset, &shown))
+        // A slot whose start would fall past the last instant jiff holds
+        // ends the list.
+        .map_while(|t| t.checked_add(offset).ok())
+        .map(|t| format_rfc3339(t, &shown))
         .collect();
     match args.output {
         Output::Text => times.iter().try_for_each(|t| writeln!(out, "{t}"))?,

@@ -342,7 +342,7 @@ impl<A: LeaseRequests> State<A> {
         let mut spec = lease.spec.take().unwrap_or_default();
         if spec.holder_identity.as_deref() != holder {
             spec.acquire_time = holder.map(|_| now.clone());
-            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
         }
         spec.holder_identity = holder.map(str::to_owned);
         spec.lease_duration_seconds = Some(lease_duration_seconds(self.settings.duration));

@@ -25,6 +25,13 @@ use twox_hash::XxHash64;
 /// A member may hold this many times its even share of buckets.
 pub const SLACK: f64 = 1.08;
 
+/// The most members a ring has: one per bucket. A view naming more (a
+/// peer's Lease annotation is read as it is written) is read as its first
+/// `MAX_MEMBERS` by name, the same on every replica, so that no annotation
+/// can make a replica score millions of pairs or overflow a member's
+/// index.
+pub const MAX_MEMBERS: usize = crate::apiserver::bucket::BUCKETS as usize;
+
 /// A member's score for a bucket: xxHash64 of `<member>#<bucket, u16 LE>`.
 fn score(member: &str, bucket: Bucket) -> u64 {
     let mut bytes = Vec::with_capacity(member.len() + 3);
@@ -57,6 +64,7 @@ impl Ring {
         let mut members: Vec<Arc<str>> = members.into_iter().map(Arc::from).collect();
         members.sort();
         members.dedup();
+        members.truncate(MAX_MEMBERS);
         let owners = assign(&members, SLACK);
         Ring { members, owners }
     }
@@ -158,6 +166,11 @@ mod tests {
             .collect();
         assert_eq!(got, GOLDEN);
         assert_eq!(Ring::new(["x", "y", "x"]).members().len(), 2);
+        let crowd: Vec<String> = (0..70_000).map(|i| format!("r{i:05}")).collect();
+        let crowded = Ring::new(crowd.iter().map(String::as_str));
+        assert_eq!(crowded.members().len(), MAX_MEMBERS);
+        assert_eq!(crowded.members()[0].as_ref(), "r00000");
+        assert!(crowded.owner("some-uid").is_some());
         assert_eq!(Ring::new([]).owner("a"), None);
         assert!(Ring::new([]).buckets_of("x").is_empty());
     }

@@ -21,11 +21,9 @@ pub struct QueuedRequest {
 impl QueuedRequest {
     /// How long until its turn at the current rate.
     pub fn expected_wait(&self) -> Duration {
-        if self.rate > 0.0 {
-            Duration::from_secs_f64((self.ahead as f64 + 1.0) / self.rate)
-        } else {
-            Duration::MAX
-        }
+        // A rate so small that the wait overflows a Duration (a QPS of
+        // 1e-300 is positive and finite) is told as the longest one.
+        Duration::try_from_secs_f64((self.ahead as f64 + 1.0) / self.rate).unwrap_or(Duration::MAX)
     }
 }
 
@@ -143,6 +141,25 @@ impl Gateway {
         match &self.stop {
             Some(stop) => stop.cancelled().await,
             None => std::future::pending().await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::QueuedRequest;
+    use std::time::Duration;
+
+    #[test]
+    fn the_expected_wait_is_the_requests_ahead_at_the_rate_and_never_panics() {
+        let queued = |ahead, rate| QueuedRequest {
+            class: "status",
+            ahead,
+            rate,
+        };
+        assert_eq!(queued(9, 20.0).expected_wait(), Duration::from_millis(500));
+        for rate in [0.0, -1.0, 1e-300, f64::NAN] {
+            assert_eq!(queued(usize::MAX, rate).expected_wait(), Duration::MAX);
         }
     }
 }

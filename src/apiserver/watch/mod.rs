@@ -269,6 +269,18 @@ where
     })
 }
 
+/// `read` within a list page's deadline: the supervisor waits for these
+/// reads before anything else, and the client's own deadline covers only
+/// the response's headers, not a body that stalls after them.
+async fn bounded<T>(
+    read: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, String> {
+    match super::deadline::within(super::deadline::LIST_PAGE, read).await {
+        Ok(answer) => answer.map_err(|error| error.to_string()),
+        Err(elapsed) => Err(elapsed.to_string()),
+    }
+}
+
 /// The resourceVersion of a consistent read of `api` (a list of one
 /// object's metadata, no `resourceVersion`: the latest), if the server
 /// gives one: a watch started from it misses no change made after any read
@@ -314,7 +326,7 @@ pub async fn latest_versions(
 ) -> LatestVersions {
     let mut versions = LatestVersions::default();
     for &kind in kinds {
-        match latest_read(&cronjob_api(client.clone(), kind, namespace)).await {
+        match bounded(latest_read(&cronjob_api(client.clone(), kind, namespace))).await {
             Ok((version, count)) => {
                 if let Some(version) = version {
                     versions.cronjobs.push((kind, version));
@@ -329,7 +341,12 @@ pub async fn latest_versions(
         }
     }
     let jobs_namespace = super::question_namespace(namespace);
-    match latest_version(&api::<LeanJob>(client.clone(), Some(jobs_namespace))).await {
+    match bounded(latest_version(&api::<LeanJob>(
+        client.clone(),
+        Some(jobs_namespace),
+    )))
+    .await
+    {
         Ok(version) => versions.jobs = version,
         Err(error) => {
             tracing::warn!(%error, "could not read the Jobs' latest resourceVersion; the first watch lists")

@@ -154,7 +154,7 @@ pub struct RunArgs {
     /// Export per-CronJob series (`shardcron_cronjob_*`, labelled by
     /// namespace and CronJob) for the CronJobs this replica owns, at
     /// `/metrics/cronjobs` on the debug listener: a small record per
-    /// CronJob, 6 to 8 series each per scrape (docs/operations.md).
+    /// CronJob, 2 to 10 series each per scrape (docs/operations.md).
     /// `--cronjob-metrics=false` turns them off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "SHARDCRON_CRONJOB_METRICS")]
     pub(super) cronjob_metrics: bool,
@@ -304,8 +304,10 @@ pub(super) fn served_kinds(kinds: &[CronJobKind]) -> anyhow::Result<CronJobKinds
 
 #[cfg(test)]
 mod tests {
+    use super::RunArgs;
     use crate::cli::Cli;
-    use clap::Parser as _;
+    use clap::{Args as _, Command, Parser as _};
+    use std::collections::BTreeSet;
 
     fn threads(args: &[&str]) -> Result<u16, String> {
         let cli = Cli::try_parse_from([&["shardcron", "run"], args].concat())
@@ -362,5 +364,37 @@ mod tests {
         assert_eq!(threads(&["--threads", "4"]), Ok(4));
         let zero = threads(&["--threads", "0"]).expect_err("0 threads");
         assert!(zero.contains("--threads"), "{zero}");
+    }
+
+    /// The flags named in the first cell of each row of the flag table in
+    /// docs/operations.md's `shardcron run` section.
+    fn documented_flags() -> BTreeSet<String> {
+        let guide = include_str!("../../../docs/operations.md");
+        let section = guide
+            .split("## `shardcron run`")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("docs/operations.md has a `shardcron run` section");
+        section
+            .lines()
+            .filter(|line| line.starts_with("| `--"))
+            .filter_map(|row| row.split('|').nth(1))
+            .flat_map(|cell| cell.split("`--").skip(1))
+            .map(|flag| {
+                let name = flag.split([' ', '`']).next().unwrap_or_default();
+                format!("--{name}")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_flag_of_run_has_a_row_in_the_operations_guide_and_each_row_a_flag() {
+        let command = RunArgs::augment_args(Command::new("run"));
+        let flags: BTreeSet<String> = command
+            .get_arguments()
+            .filter_map(|argument| argument.get_long())
+            .map(|long| format!("--{long}"))
+            .collect();
+        assert_eq!(documented_flags(), flags);
     }
 }
