@@ -2,7 +2,8 @@
 //! any authentication: at most [`MAX_CONNECTIONS`] at once per listener
 //! (the rest wait in the kernel's listen backlog), a request's headers
 //! within [`HEADER_DEADLINE`], and a connection kept at most
-//! [`CONNECTION_LIFETIME`] (a scraper or a kubelet simply reconnects). Any
+//! [`CONNECTION_LIFETIME`] (a scraper or a kubelet simply reconnects), the
+//! answer then in flight given [`ANSWER_GRACE`] to finish. Any
 //! pod can reach the metrics and probe ports: without them, connections
 //! opened and left silent would each hold a task and a file descriptor for
 //! good, and the descriptors are the ones the replica's own API clients
@@ -22,6 +23,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub const MAX_CONNECTIONS: usize = 256;
 pub const HEADER_DEADLINE: Duration = Duration::from_secs(10);
 pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(300);
+pub const ANSWER_GRACE: Duration = Duration::from_secs(30);
 
 /// The bounds a listener serves within: [`LISTENER`] for every one of a
 /// replica's (tests shrink them).
@@ -30,12 +32,15 @@ pub struct Bounds {
     pub max_connections: usize,
     pub header_deadline: Duration,
     pub lifetime: Duration,
+    /// How long an answer in flight at the end of the lifetime may take.
+    pub grace: Duration,
 }
 
 pub const LISTENER: Bounds = Bounds {
     max_connections: MAX_CONNECTIONS,
     header_deadline: HEADER_DEADLINE,
     lifetime: CONNECTION_LIFETIME,
+    grace: ANSWER_GRACE,
 };
 
 /// A listener that admits at most so many connections at once.
@@ -155,17 +160,27 @@ where
     let admission = Admission::new(listener, bounds.max_connections);
     loop {
         let opening = open(admission.accept().await);
-        tokio::spawn(tokio::time::timeout(bounds.lifetime, async move {
-            let Some((stream, router)) = opening.await else {
+        tokio::spawn(async move {
+            let ends = tokio::time::Instant::now() + bounds.lifetime;
+            let Ok(Some((stream, router))) = tokio::time::timeout_at(ends, opening).await else {
                 return;
             };
             let service = hyper_util::service::TowerToHyperService::new(router);
-            let _ = hyper::server::conn::http1::Builder::new()
+            let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(bounds.header_deadline)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                .await;
-        }));
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                () = tokio::time::sleep_until(ends) => {
+                    // The answer in flight, if any, is finished (a scrape
+                    // of a large page is not cut): no new request is read.
+                    connection.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(bounds.grace, connection).await;
+                }
+            }
+        });
     }
 }
 
@@ -190,13 +205,25 @@ mod tests {
         max_connections: 4,
         header_deadline: Duration::from_millis(300),
         lifetime: Duration::from_secs(20),
+        grace: Duration::from_secs(5),
     };
 
     async fn serving() -> std::net::SocketAddr {
+        serving_within(SMALL).await
+    }
+
+    /// `/` answers at once, `/slow` after a second.
+    async fn serving_within(bounds: Bounds) -> std::net::SocketAddr {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("its address");
-        let router = Router::new().route("/", get(|| async { "ok" }));
-        tokio::spawn(serve_http_within(listener, SMALL, move |admitted| {
+        let router = Router::new().route("/", get(|| async { "ok" })).route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                "slow"
+            }),
+        );
+        tokio::spawn(serve_http_within(listener, bounds, move |admitted| {
             let router = router.clone();
             async move { Some((admitted, router)) }
         }));
@@ -241,5 +268,23 @@ mod tests {
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         // Served only once the silent ones had used up their deadline.
         assert!(started.elapsed() >= SMALL.header_deadline / 2);
+    }
+
+    #[tokio::test]
+    async fn an_answer_in_flight_when_the_lifetime_ends_is_finished_and_the_connection_closed() {
+        let addr = serving_within(Bounds {
+            lifetime: Duration::from_millis(500),
+            ..SMALL
+        })
+        .await;
+        let mut asking = TcpStream::connect(addr).await.expect("connect");
+        asking
+            .write_all(b"GET /slow HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .expect("write");
+        // Kept alive, the connection is closed once the answer is out.
+        let answer = read_to_close(&mut asking).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("slow"), "{answer}");
     }
 }
