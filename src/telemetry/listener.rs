@@ -65,11 +65,10 @@ impl Admission {
 
     /// The next connection, once one of the slots is free.
     pub async fn accept(&self) -> Admitted {
-        // The semaphore is never closed: acquiring fails only if it were.
-        let slot = loop {
-            if let Ok(slot) = self.slots.clone().acquire_owned().await {
-                break slot;
-            }
+        // Acquiring fails only on a closed semaphore, and this one is
+        // never closed: were it, no connection would be admitted again.
+        let Ok(slot) = self.slots.clone().acquire_owned().await else {
+            return std::future::pending().await;
         };
         loop {
             match self.listener.accept().await {
@@ -187,7 +186,11 @@ where
 /// Serves `router` over plain HTTP/1.1 on `listener` until the process
 /// ends, within [`LISTENER`].
 pub async fn serve_plain(listener: TcpListener, router: Router) {
-    serve_http(listener, move |admitted| {
+    serve_plain_within(listener, LISTENER, router).await
+}
+
+async fn serve_plain_within(listener: TcpListener, bounds: Bounds, router: Router) {
+    serve_http_within(listener, bounds, move |admitted| {
         let router = router.clone();
         async move { Some((admitted, router)) }
     })
@@ -223,11 +226,16 @@ mod tests {
                 "slow"
             }),
         );
-        tokio::spawn(serve_http_within(listener, bounds, move |admitted| {
-            let router = router.clone();
-            async move { Some((admitted, router)) }
-        }));
+        tokio::spawn(serve_plain_within(listener, bounds, router));
         addr
+    }
+
+    /// The answer to `request`, sent on a new connection, once the server
+    /// closes it.
+    async fn ask(addr: std::net::SocketAddr, request: &str) -> String {
+        let mut asking = TcpStream::connect(addr).await.expect("connect");
+        asking.write_all(request.as_bytes()).await.expect("write");
+        read_to_close(&mut asking).await
     }
 
     /// What the server sends before it closes `stream`.
@@ -259,12 +267,11 @@ mod tests {
             silent.push(TcpStream::connect(addr).await.expect("connect"));
         }
         let started = std::time::Instant::now();
-        let mut asking = TcpStream::connect(addr).await.expect("connect");
-        asking
-            .write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
-            .await
-            .expect("write");
-        let answer = read_to_close(&mut asking).await;
+        let answer = ask(
+            addr,
+            "GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        )
+        .await;
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         // Served only once the silent ones had used up their deadline.
         assert!(started.elapsed() >= SMALL.header_deadline / 2);
@@ -277,13 +284,8 @@ mod tests {
             ..SMALL
         })
         .await;
-        let mut asking = TcpStream::connect(addr).await.expect("connect");
-        asking
-            .write_all(b"GET /slow HTTP/1.1\r\nhost: x\r\n\r\n")
-            .await
-            .expect("write");
         // Kept alive, the connection is closed once the answer is out.
-        let answer = read_to_close(&mut asking).await;
+        let answer = ask(addr, "GET /slow HTTP/1.1\r\nhost: x\r\n\r\n").await;
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         assert!(answer.ends_with("slow"), "{answer}");
     }
