@@ -15,13 +15,13 @@
 //! annotations (all but the one a converted CronJob's last slot travels
 //! in and the opt-ins'). `benches/decode.rs` measures the difference.
 
+pub use crate::reconcile::RawJson;
 use crate::reconcile::options;
 use crate::reconcile::{
     CompactTemplate, CronJobKind, CronJobView, LAST_SCHEDULE_ANNOTATION, SpecView, ViewError,
 };
-use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, CronJobStatus, JobTemplateSpec};
+use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, CronJobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -45,15 +45,15 @@ pub struct LeanCronJob<Spec = LeanCronJobSpec> {
     pub status: Option<CronJobStatus>,
 }
 
-/// A CronJob read again for its Job template, typed: one too big to keep
+/// A CronJob read again for its Job template, as JSON: one too big to keep
 /// ([`CompactTemplate::Left`]) is read so when its Job is made.
 pub type CronJobWithTemplate = LeanCronJob<TemplateSpec>;
 
-/// `spec.jobTemplate` alone, typed.
+/// `spec.jobTemplate` alone, as the JSON it came in.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct TemplateSpec {
-    pub job_template: JobTemplateSpec,
+    pub job_template: RawJson,
 }
 
 /// `spec`, its Job template undecoded.
@@ -133,28 +133,6 @@ impl ReceivedTemplate {
             Self::Protobuf(message) => CompactTemplate::from_protobuf(message),
             Self::Compact(compact) => compact.clone(),
         }
-    }
-}
-
-/// A JSON value, re-emitted as compact JSON while it is read: no typed
-/// object is built. (serde_json's `RawValue` would copy the bytes as they
-/// are, but fails where serde buffers a value first, as it does for a watch
-/// event whose `object` comes before its `type`.)
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RawJson(Box<[u8]>);
-
-impl RawJson {
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl<'de> Deserialize<'de> for RawJson {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut json = Vec::with_capacity(1024);
-        serde_transcode::transcode(deserializer, &mut serde_json::Serializer::new(&mut json))
-            .map_err(D::Error::custom)?;
-        Ok(Self(json.into()))
     }
 }
 
@@ -394,6 +372,37 @@ mod tests {
         })
     }
 
+    /// A field a newer API server knows and this build's types do not, in
+    /// the Job's spec and in its pod template, reaches the Job's body as it
+    /// came, whether the template was kept or read again (too big to keep),
+    /// as upstream's controller of that release copies it.
+    #[test]
+    fn fields_this_build_does_not_know_reach_the_job_as_they_came() {
+        let mut cronjob = wire();
+        let spec = &mut cronjob["spec"]["jobTemplate"]["spec"];
+        spec["fieldOfANewerRelease"] = json!({"mode": "Gang", "members": [1, 2]});
+        spec["template"]["spec"]["containers"][0]["newerContainerField"] = json!(true);
+        let sent = cronjob["spec"]["jobTemplate"]["spec"].clone();
+        let lean: LeanCronJob = serde_json::from_value(cronjob.clone()).expect("a lean CronJob");
+        let view = lean.view(Arc::new(lean.spec_view())).expect("a view");
+        let slot = "2024-03-01T01:30:00Z".parse().expect("a time");
+        let job = crate::reconcile::build_job(&view, &TimeZone::UTC, slot).expect("a Job");
+        assert_eq!(job.ttl_seconds_after_finished(), Some(60));
+        let body = crate::apiserver::protobuf::job::JobBody::of(job).expect("a body");
+        assert_eq!(body.content_type, "application/json");
+        let body: Value = serde_json::from_slice(&body.bytes).expect("JSON");
+        assert_eq!(body["spec"], sent);
+        assert_eq!(body["kind"], "Job");
+        assert_eq!(body["metadata"]["labels"]["app"], "report");
+        // Read again (a template too big to keep): the same.
+        let again: CronJobWithTemplate = serde_json::from_value(cronjob).expect("read again");
+        let template = JobTemplate::from_json(again.spec.job_template.as_bytes());
+        let Some(JobTemplate::Json(kept)) = view.spec.job_template.decode() else {
+            panic!("a JSON template");
+        };
+        assert_eq!(template, JobTemplate::Json(kept));
+    }
+
     #[test]
     fn decides_as_the_full_cronjob_does() {
         let lean: LeanCronJob = serde_json::from_value(wire()).expect("a lean CronJob");
@@ -426,7 +435,7 @@ mod tests {
     }
 
     #[test]
-    fn a_big_template_is_compressed_or_left_as_it_is_read_and_read_again_typed() {
+    fn a_big_template_is_compressed_or_left_as_it_is_read_and_read_again_whole() {
         let noise = shardcron_harness::incompressible_text(1_000_000, 1);
         let mut big = wire();
         big["spec"]["jobTemplate"]["metadata"] = json!({"annotations": {"noise": noise}});
@@ -452,9 +461,12 @@ mod tests {
             CompactTemplate::from_json(&received)
         );
         let full: CronJob = serde_json::from_value(big.clone()).expect("a CronJob");
-        // Read again for its Job: the template typed, whole.
+        // Read again for its Job: the template whole.
         let again: CronJobWithTemplate = serde_json::from_value(big).expect("read again");
-        assert_eq!(again.spec.job_template, full.spec.job_template);
+        assert_eq!(
+            JobTemplate::from_json(again.spec.job_template.as_bytes()).typed(),
+            Some(full.spec.job_template.clone())
+        );
         assert_eq!(again.metadata.uid, full.metadata.uid);
     }
 
@@ -495,7 +507,7 @@ mod tests {
         .expect("a lean CronJob");
         assert_eq!(
             bare.spec_view().job_template.decode(),
-            Some(JobTemplate::Typed(Default::default()))
+            Some(JobTemplate::Json(Default::default()))
         );
     }
 

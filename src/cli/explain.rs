@@ -9,8 +9,9 @@
 use super::arguments::Output;
 use crate::clock::Clock;
 use crate::reconcile::{
-    CronJobKind, CronJobView, DeleteReason, Finished, Input, JobLookup, JobSummary, LiveAnswers,
-    LiveJob, Lookup, Plan, Requeue, StatusView, Step, ViewError, is_child_by_name, reconcile,
+    CronJobKind, CronJobView, DeleteReason, Finished, Input, JobLookup, JobSummary, JobTemplate,
+    LiveAnswers, LiveJob, Lookup, Plan, Requeue, StatusView, Step, ViewError, is_child_by_name,
+    reconcile,
 };
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
@@ -159,7 +160,9 @@ fn explain(
                 for lookup in lookups {
                     match lookup {
                         Lookup::CronJob { .. } => live.set_cronjob(Ok(cronjob.clone())),
-                        Lookup::JobTemplate { .. } => live.set_template(Ok(template.clone())),
+                        Lookup::JobTemplate { .. } => {
+                            live.set_template(Ok(JobTemplate::from(template)))
+                        }
                         Lookup::Job { namespace, name } => {
                             let found = jobs
                                 .iter()

@@ -7,13 +7,14 @@
 //! upstream and for shardcron's shards alike.
 
 use super::kind::CronJobKind;
+use super::raw_json::RawJson;
 use super::schedule_setup::NamedZone;
-use super::template::{JobTemplate, ProtobufTemplate};
+use super::template::{JobTemplate, JsonTemplate, ProtobufTemplate};
 use super::view::{CronJobView, SCHEDULED_TIMESTAMP_ANNOTATION};
 use crate::schedule::format_rfc3339;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
@@ -66,20 +67,24 @@ pub fn run_now_job_name(cronjob_name: &str, requested: Timestamp) -> String {
 }
 
 /// The Job a decision creates: its metadata built here; its spec the
-/// template's, typed (a template that came as JSON) or as the protobuf
-/// bytes it came in (a protobuf load's: sent back so, never decoded).
+/// template's, in the encoding it came in (JSON or protobuf), never
+/// decoded into this build's types: sent back so, it keeps every field the
+/// API server knows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewJob {
     pub metadata: ObjectMeta,
     pub spec: NewJobSpec,
 }
 
-/// A [`NewJob`]'s spec. (Unboxed: a decision builds one and moves it to
-/// its create, as it did the typed Job before.)
+/// A [`NewJob`]'s spec.
 #[derive(Debug, Clone, PartialEq)]
-#[allow(clippy::large_enum_variant)]
 pub enum NewJobSpec {
-    Typed(Option<JobSpec>),
+    /// A `JobSpec`'s JSON (`None`: the template had no spec), and its
+    /// `ttlSecondsAfterFinished`.
+    Json {
+        spec: Option<RawJson>,
+        ttl_seconds_after_finished: Option<i32>,
+    },
     /// A `JobSpec` message, and its `ttlSecondsAfterFinished`.
     Protobuf {
         message: Vec<u8>,
@@ -90,20 +95,24 @@ pub enum NewJobSpec {
 impl NewJob {
     pub fn ttl_seconds_after_finished(&self) -> Option<i32> {
         match &self.spec {
-            NewJobSpec::Typed(spec) => spec.as_ref()?.ttl_seconds_after_finished,
-            NewJobSpec::Protobuf {
+            NewJobSpec::Json {
+                ttl_seconds_after_finished,
+                ..
+            }
+            | NewJobSpec::Protobuf {
                 ttl_seconds_after_finished,
                 ..
             } => *ttl_seconds_after_finished,
         }
     }
 
-    /// The Job, if its spec is typed (tests, and what a JSON template built).
+    /// The Job typed, if its spec is JSON (tests: fields this build's
+    /// types do not know are dropped here).
     pub fn typed(self) -> Option<Job> {
         match self.spec {
-            NewJobSpec::Typed(spec) => Some(Job {
+            NewJobSpec::Json { spec, .. } => Some(Job {
                 metadata: self.metadata,
-                spec,
+                spec: spec.and_then(|spec| serde_json::from_slice(spec.as_bytes()).ok()),
                 status: None,
             }),
             NewJobSpec::Protobuf { .. } => None,
@@ -111,12 +120,19 @@ impl NewJob {
     }
 }
 
-/// A typed Job to create as it is.
+/// A typed Job to create as it is (tests).
 impl From<Job> for NewJob {
     fn from(job: Job) -> Self {
+        let spec = job.spec.as_ref().map(|spec| {
+            // Serializing an API object cannot fail (every map key is a string).
+            RawJson::from(&serde_json::to_value(spec).unwrap_or_default())
+        });
         Self {
             metadata: job.metadata,
-            spec: NewJobSpec::Typed(job.spec),
+            spec: NewJobSpec::Json {
+                spec,
+                ttl_seconds_after_finished: job.spec.and_then(|s| s.ttl_seconds_after_finished),
+            },
         }
     }
 }
@@ -165,12 +181,19 @@ pub(crate) fn build_job_in(
     name: String,
 ) -> NewJob {
     let (labels, mut annotations, spec) = match template {
-        JobTemplate::Typed(template) => {
-            let metadata = template.metadata.unwrap_or_default();
+        JobTemplate::Json(JsonTemplate {
+            metadata,
+            spec,
+            ttl_seconds_after_finished,
+        }) => {
+            let metadata = metadata.unwrap_or_default();
             (
                 metadata.labels.unwrap_or_default(),
                 metadata.annotations.unwrap_or_default(),
-                NewJobSpec::Typed(template.spec),
+                NewJobSpec::Json {
+                    spec,
+                    ttl_seconds_after_finished,
+                },
             )
         }
         JobTemplate::Protobuf(ProtobufTemplate {

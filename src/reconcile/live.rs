@@ -13,8 +13,9 @@
 //! 3. [`follow_up`](super::follow_up) gives the final status, events and
 //!    requeue from those results.
 
+use super::template::JobTemplate;
 use super::view::{CronJobView, controller_in};
-use k8s_openapi::api::batch::v1::{Job, JobTemplateSpec};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -104,7 +105,7 @@ pub enum JobLookup {
 pub struct LiveAnswers {
     cronjob: Option<Result<CronJobView, ApiError>>,
     jobs: HashMap<(String, String), JobLookup>,
-    template: Option<Result<JobTemplateSpec, ApiError>>,
+    template: Option<Result<JobTemplate, ApiError>>,
 }
 
 impl LiveAnswers {
@@ -127,11 +128,11 @@ impl LiveAnswers {
     /// Records the answer to [`Lookup::JobTemplate`]: the template of the
     /// CronJob read again, or why not (an error, the CronJob gone or
     /// replaced by another of its name).
-    pub fn set_template(&mut self, answer: Result<JobTemplateSpec, ApiError>) {
+    pub fn set_template(&mut self, answer: Result<JobTemplate, ApiError>) {
         self.template = Some(answer);
     }
 
-    pub(crate) fn template(&self) -> Option<&Result<JobTemplateSpec, ApiError>> {
+    pub(crate) fn template(&self) -> Option<&Result<JobTemplate, ApiError>> {
         self.template.as_ref()
     }
 

@@ -87,6 +87,7 @@ mod live;
 mod next_look;
 pub mod options;
 mod pause;
+mod raw_json;
 mod release;
 mod schedule_setup;
 mod slot_fates;
@@ -120,13 +121,16 @@ pub use pause::{
     PAUSE_AFTER_FAILURES_ANNOTATION, PAUSED_ANNOTATION, Pause, PauseState, StreakUpdate,
     streak_update,
 };
+pub use raw_json::RawJson;
 pub use release::{Release, releases};
 pub use slot_history::{
     Fate, LastFailure, MAX_SLOT_ENTRIES, MAX_SLOT_HISTORY_BYTES, SLOT_HISTORY_ANNOTATION,
     SkipCounts, SkipWhy, SlotEntry, SlotHistory, Suspension,
 };
 pub use sync::MAX_UNLISTED_LOOKUPS;
-pub use template::{CompactTemplate, JobTemplate, KEPT_TEMPLATE_BYTES, ProtobufTemplate};
+pub use template::{
+    CompactTemplate, JobTemplate, JsonTemplate, KEPT_TEMPLATE_BYTES, ProtobufTemplate,
+};
 pub use update::{AfterUpdate, after_update};
 pub use view::{
     ConcurrencyPolicy, CronJobView, FailureReason, Finished, JobSummary, LAST_SCHEDULE_ANNOTATION,

@@ -21,7 +21,6 @@ use super::options::{
 use super::pause::{self, Pause, StreakUpdate};
 use super::slot_fates::{SlotFacts, Unstarted, slot_history_update};
 use super::slot_history::SlotHistory;
-use super::template::JobTemplate;
 use super::view::{CronJobView, JobSummary, ref_name, ref_namespace, ref_uid};
 use super::{ConcurrencyPolicy, DeleteReason, Deletion, Input, JobToCreate, Requeue, StatusView};
 use crate::schedule::slots::{Missed, Slots};
@@ -845,7 +844,7 @@ impl Engine<'_> {
                             return self
                                 .fail_lookup(format!("cronjob {}", self.cj.name()), error.clone());
                         }
-                        Some(Ok(template)) => JobTemplate::Typed(template.clone()),
+                        Some(Ok(template)) => template.clone(),
                     },
                 };
                 Some(build_job_in(

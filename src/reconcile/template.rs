@@ -16,9 +16,12 @@
 //! at that moment ([`crate::reconcile::Lookup::JobTemplate`]): one GET per
 //! Job of such a CronJob, and nothing held between its firings.
 
+use super::raw_json::RawJson;
 use crate::k8s_proto;
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use prost::Message as _;
+use serde::Deserialize;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -120,7 +123,7 @@ impl CompactTemplate {
 
     /// The template, if it is kept. Decoding what `new` encoded cannot
     /// fail; if it ever did, the result would be an empty template, which
-    /// the API server rejects on create (a FailedCreate event), never a
+    /// the API server rejects on create (a FailedCreate Event), never a
     /// crash.
     pub fn decode(&self) -> Option<JobTemplate> {
         let encoded = self.decompress()?;
@@ -128,7 +131,7 @@ impl CompactTemplate {
             Some(message) => {
                 JobTemplate::Protobuf(ProtobufTemplate::decode(message).unwrap_or_default())
             }
-            None => JobTemplate::Typed(serde_json::from_slice(&encoded).unwrap_or_default()),
+            None => JobTemplate::from_json(&encoded),
         })
     }
 
@@ -158,22 +161,88 @@ impl CompactTemplate {
     }
 }
 
-/// A kept template, decoded as it came: typed from JSON, or read from
-/// protobuf only as far as a Job is built from it.
+/// A kept template, read as far as upstream's `getJobFromTemplate2` reads
+/// it, in the encoding it came in: JSON (a watch's, a JSON list's, the
+/// CRD's) or protobuf (a protobuf load's).
 #[derive(Debug, Clone, PartialEq)]
-#[allow(clippy::large_enum_variant)] // decoded once per create and moved into its Job
 pub enum JobTemplate {
-    Typed(JobTemplateSpec),
+    Json(JsonTemplate),
     Protobuf(ProtobufTemplate),
 }
 
 impl JobTemplate {
-    /// The typed template (tests, and templates that came as JSON).
+    /// The template whose JSON is `json`. Bytes that are not a template
+    /// give an empty one, which the API server rejects on create (a
+    /// FailedCreate Event), never a crash.
+    pub fn from_json(json: &[u8]) -> Self {
+        Self::Json(JsonTemplate::decode(json).unwrap_or_default())
+    }
+
+    /// The typed template (tests, and the command-line tools), if it came
+    /// as JSON: fields this build's types do not know are dropped here,
+    /// which is why a Job is never built from it.
     pub fn typed(self) -> Option<JobTemplateSpec> {
         match self {
-            Self::Typed(template) => Some(template),
+            Self::Json(template) => Some(JobTemplateSpec {
+                metadata: template.metadata,
+                spec: template
+                    .spec
+                    .and_then(|spec| serde_json::from_slice(spec.as_bytes()).ok()),
+            }),
             Self::Protobuf(_) => None,
         }
+    }
+}
+
+/// A typed template, as the API server would send it in JSON.
+impl From<&JobTemplateSpec> for JobTemplate {
+    fn from(template: &JobTemplateSpec) -> Self {
+        // Serializing an API object cannot fail (every map key is a string).
+        Self::from_json(&serde_json::to_vec(template).unwrap_or_default())
+    }
+}
+
+/// A `JobTemplateSpec` that came in JSON: its metadata typed (of which the
+/// Job takes the labels and annotations), its spec as the JSON it came in
+/// (the Job's spec, sent back so: a field this build's Kubernetes types do
+/// not know, from a newer API server, reaches the Job as upstream's
+/// controller of that release copies it) and whether that spec sets
+/// `ttlSecondsAfterFinished` (the slot's finalizer).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JsonTemplate {
+    pub metadata: Option<ObjectMeta>,
+    /// A `JobSpec`'s JSON; `None` where the template has no spec.
+    pub spec: Option<RawJson>,
+    pub ttl_seconds_after_finished: Option<i32>,
+}
+
+impl JsonTemplate {
+    pub fn decode(json: &[u8]) -> Result<Self, serde_json::Error> {
+        #[derive(Deserialize)]
+        struct Received {
+            #[serde(default)]
+            metadata: Option<ObjectMeta>,
+            #[serde(default)]
+            spec: Option<RawJson>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Ttl {
+            #[serde(default)]
+            ttl_seconds_after_finished: Option<i32>,
+        }
+        let Received { metadata, spec } = serde_json::from_slice(json)?;
+        let ttl_seconds_after_finished = match &spec {
+            Some(spec) => {
+                serde_json::from_slice::<Ttl>(spec.as_bytes())?.ttl_seconds_after_finished
+            }
+            None => None,
+        };
+        Ok(Self {
+            metadata,
+            spec,
+            ttl_seconds_after_finished,
+        })
     }
 }
 

@@ -2,8 +2,7 @@
 
 use crate::apiserver::lean_cronjob::CronJobWithTemplate;
 use crate::apiserver::requests::JobRequests;
-use crate::reconcile::{self, CronJobView, JobLookup, LiveAnswers, LiveJob, Lookup};
-use k8s_openapi::api::batch::v1::JobTemplateSpec;
+use crate::reconcile::{self, CronJobView, JobLookup, JobTemplate, LiveAnswers, LiveJob, Lookup};
 use std::sync::Arc;
 
 /// Answers one of the decision's lookups; a CronJob is looked up as the
@@ -55,7 +54,7 @@ pub async fn answer(
 fn template_of(
     held: &CronJobView,
     fresh: CronJobWithTemplate,
-) -> Result<JobTemplateSpec, reconcile::ApiError> {
+) -> Result<JobTemplate, reconcile::ApiError> {
     if fresh.metadata.uid.as_deref() != Some(&*held.uid) {
         return Err(reconcile::ApiError::new(format!(
             "cronjob {}/{} was replaced by another of its name",
@@ -63,5 +62,5 @@ fn template_of(
             held.name()
         )));
     }
-    Ok(fresh.spec.job_template)
+    Ok(JobTemplate::from_json(fresh.spec.job_template.as_bytes()))
 }

@@ -7,6 +7,7 @@ use super::*;
 use crate::apiserver::failure::ApiFailure;
 use crate::apiserver::lean_cronjob::CronJobWithTemplate;
 use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::apiserver::lean_cronjob::RawJson;
 use crate::apiserver::lean_cronjob::TemplateSpec;
 use crate::apiserver::lean_job::LeanJob;
 use crate::apiserver::requests::{DeleteFor, StatusFor};
@@ -166,7 +167,9 @@ impl JobRequests for Scripted {
             kind: CronJobKind::Batch,
             metadata: got.metadata,
             spec: TemplateSpec {
-                job_template: got.spec.job_template,
+                job_template: RawJson::from(
+                    &serde_json::to_value(&got.spec.job_template).expect("JSON"),
+                ),
             },
             status: None,
         });

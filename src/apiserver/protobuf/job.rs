@@ -1,7 +1,6 @@
-//! A Job to create, as the body of its POST: JSON when its spec is typed,
-//! protobuf when its spec is the protobuf a template came in (the
-//! template's bytes sent back as they came; the metadata this controller
-//! built encoded around them). Either way the server decodes the same Job:
+//! A Job to create, as the body of its POST, in the encoding its template
+//! came in: the template's spec sent back as it came (JSON or protobuf),
+//! the metadata this controller built encoded around it. Either way the server decodes the same Job:
 //! `tests/suites/controller_e2e.rs` creates both from one template and
 //! compares what the server stored.
 
@@ -20,14 +19,25 @@ pub struct JobBody {
 impl JobBody {
     pub fn of(job: NewJob) -> Result<Self, serde_json::Error> {
         match job.spec {
-            NewJobSpec::Typed(spec) => Ok(Self {
-                content_type: "application/json",
-                bytes: serde_json::to_vec(&Job {
+            NewJobSpec::Json { spec, .. } => {
+                let mut bytes = serde_json::to_vec(&Job {
                     metadata: job.metadata,
-                    spec,
+                    spec: None,
                     status: None,
-                })?,
-            }),
+                })?;
+                // `{"apiVersion":..,"kind":..,"metadata":{..}}`: the spec's
+                // bytes go in before its closing brace, as they came.
+                if let Some(spec) = spec {
+                    bytes.pop();
+                    bytes.extend_from_slice(b",\"spec\":");
+                    bytes.extend_from_slice(spec.as_bytes());
+                    bytes.push(b'}');
+                }
+                Ok(Self {
+                    content_type: "application/json",
+                    bytes,
+                })
+            }
             NewJobSpec::Protobuf { message, .. } => {
                 let job = k8s_proto::Job {
                     metadata: Some(metadata(job.metadata)),
@@ -132,7 +142,10 @@ mod tests {
                 name: Some("j".into()),
                 ..ObjectMeta::default()
             },
-            spec: NewJobSpec::Typed(None),
+            spec: NewJobSpec::Json {
+                spec: None,
+                ttl_seconds_after_finished: None,
+            },
         };
         let body = JobBody::of(job).unwrap();
         assert_eq!(body.content_type, "application/json");

@@ -61,7 +61,8 @@ pub const LEASE_WATCH_TIMEOUT_SECONDS: u32 = 15;
 /// How the initial list (and each re-list) is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ListStrategy {
-    /// A streaming list (`sendInitialEvents`) if the server is 1.34 or later, else paginated lists.
+    /// A streaming list (`sendInitialEvents`) where the server answers one
+    /// ([`server_streams_lists`], asked once at start), else paginated lists.
     Auto,
     Streaming,
     /// Paginated consistent LISTs (kube-rs sends no `resourceVersion=0` with
@@ -70,28 +71,23 @@ pub enum ListStrategy {
 }
 
 impl ListStrategy {
-    /// Resolves `Auto` against the server's version.
-    pub async fn resolve(self, client: &Client) -> ListStrategy {
+    /// Resolves `Auto` by asking the server ([`server_streams_lists`]) for
+    /// `kind`'s CronJobs in `namespace` (`None`: cluster-wide), never by
+    /// its version: a 1.34+ server may have `WatchList` turned off, and a
+    /// proxy in front of it may drop the parameter.
+    pub async fn resolve(
+        self,
+        client: &Client,
+        kind: CronJobKind,
+        namespace: Option<&str>,
+    ) -> ListStrategy {
         if self != ListStrategy::Auto {
             return self;
         }
-        match client.apiserver_version().await {
-            Ok(info) => {
-                let minor: u32 = info
-                    .minor
-                    .trim_end_matches(|c: char| !c.is_ascii_digit())
-                    .parse()
-                    .unwrap_or(0);
-                if info.major == "1" && minor >= 34 {
-                    ListStrategy::Streaming
-                } else {
-                    ListStrategy::Paginated
-                }
-            }
-            Err(error) => {
-                tracing::warn!(%error, "could not read the server version; using paginated lists");
-                ListStrategy::Paginated
-            }
+        if server_streams_lists(client, kind, namespace).await {
+            ListStrategy::Streaming
+        } else {
+            ListStrategy::Paginated
         }
     }
 
@@ -101,6 +97,65 @@ impl ListStrategy {
             _ => watcher::Config::default().page_size(500),
         }
     }
+}
+
+/// A name no CronJob has (names are DNS subdomains: no underscore), so that
+/// the probe's initial events are none.
+const PROBE_NAME: &str = "shardcron_list_probe";
+
+/// Whether the API server answers a streaming list of `kind`'s CronJobs:
+/// a watch with `sendInitialEvents=true` of none of them (a field selector
+/// on a name none has, where [`super::question_namespace`] says, for one
+/// second) must end its initial events with the bookmark annotated
+/// [`INITIAL_EVENTS_END`]. A server without `WatchList` refuses the
+/// parameter (a 4xx); one that ignores it sends no such bookmark. A failed
+/// or unanswered question counts as no: paginated lists serve every
+/// server.
+pub async fn server_streams_lists(
+    client: &Client,
+    kind: CronJobKind,
+    namespace: Option<&str>,
+) -> bool {
+    let namespace = super::question_namespace(namespace);
+    let uri = format!(
+        "/apis/{}/namespaces/{namespace}/cronjobs?watch=true&sendInitialEvents=true\
+         &resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1\
+         &fieldSelector=metadata.name%3D{PROBE_NAME}",
+        kind.api_version()
+    );
+    let request = match http::Request::get(uri).body(Vec::new()) {
+        Ok(request) => request,
+        Err(error) => {
+            tracing::warn!(%error, "could not build the list probe; using paginated lists");
+            return false;
+        }
+    };
+    let answer =
+        super::deadline::within(super::deadline::LIST_PAGE, client.request_text(request)).await;
+    let text = match answer {
+        Ok(Ok(text)) => text,
+        Ok(Err(error)) => {
+            tracing::info!(%error, "the server refused a streaming list; using paginated lists");
+            return false;
+        }
+        Err(elapsed) => {
+            tracing::warn!(%elapsed, "the list probe went unanswered; using paginated lists");
+            return false;
+        }
+    };
+    let streams = text.lines().any(|line| {
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
+            return false;
+        };
+        event["type"] == "BOOKMARK"
+            && event["object"]["metadata"]["annotations"][INITIAL_EVENTS_END] == "true"
+    });
+    if !streams {
+        tracing::info!(
+            "the server ended no initial events of a streaming list; using paginated lists"
+        );
+    }
+    streams
 }
 
 /// What the supervisor needs to route a Job: its controller, if that is a

@@ -5,43 +5,83 @@ use super::*;
 use crate::apiserver::scripted::{self, Answer};
 use serde_json::json;
 
-fn version(minor: &str) -> Answer {
-    Answer::Json(
-        200,
-        json!({
-            "major": "1", "minor": minor, "gitVersion": format!("v1.{minor}"),
-            "gitCommit": "", "gitTreeState": "clean", "buildDate": "",
-            "goVersion": "", "compiler": "gc", "platform": "linux/amd64",
-        }),
-    )
+/// A streaming list's answer: its initial events (none) ended by the
+/// annotated bookmark, or, where the server ignores the parameter, nothing.
+fn watch_of_none(ends_initial_events: bool) -> Answer {
+    let mut bookmark = json!({"type": "BOOKMARK", "object": {"apiVersion": "batch/v1",
+        "kind": "CronJob", "metadata": {"resourceVersion": "42"}}});
+    if ends_initial_events {
+        bookmark["object"]["metadata"]["annotations"] = json!({INITIAL_EVENTS_END: "true"});
+    }
+    Answer::Events(vec![bookmark])
 }
 
 #[tokio::test]
-async fn auto_lists_by_streaming_from_kubernetes_1_34_on() {
-    for (minor, expected) in [
-        ("36", ListStrategy::Streaming),
-        ("34+", ListStrategy::Streaming),
-        ("33", ListStrategy::Paginated),
+async fn auto_lists_by_streaming_where_the_server_answers_a_streaming_list() {
+    let (client, asked) = scripted::client(|_| watch_of_none(true));
+    assert_eq!(
+        ListStrategy::Auto
+            .resolve(&client, CronJobKind::Batch, None)
+            .await,
+        ListStrategy::Streaming
+    );
+    let probe = &asked.all()[0];
+    assert!(
+        probe.starts_with("GET /apis/batch/v1/namespaces/kube-system/cronjobs?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1&fieldSelector=metadata.name%3Dshardcron_list_probe"),
+        "{probe}"
+    );
+    // The CRD's CronJobs, in a scoped replica's namespace.
+    let (client, asked) = scripted::client(|_| watch_of_none(true));
+    assert_eq!(
+        ListStrategy::Auto
+            .resolve(&client, CronJobKind::Shardcron, Some("team-a"))
+            .await,
+        ListStrategy::Streaming
+    );
+    assert!(
+        asked.all()[0]
+            .starts_with("GET /apis/shardcron.io/v1/namespaces/team-a/cronjobs?watch=true&"),
+        "{:?}",
+        asked.all()
+    );
+    // Refused (WatchList off: 422), ignored (no annotated bookmark), failed
+    // or unanswered: page by page, which every server serves.
+    for (answer, what) in [
+        (scripted::status(422, "Invalid"), "refused"),
+        (watch_of_none(false), "ignored"),
+        (Answer::Events(Vec::new()), "nothing streamed"),
+        (scripted::status(503, "ServiceUnavailable"), "failed"),
     ] {
-        let (client, _) = scripted::client(move |_| version(minor));
+        let answer = std::sync::Mutex::new(Some(answer));
+        let (client, _) =
+            scripted::client(move |_| answer.lock().unwrap().take().unwrap_or(Answer::Silence));
         assert_eq!(
-            ListStrategy::Auto.resolve(&client).await,
-            expected,
-            "{minor}"
+            ListStrategy::Auto
+                .resolve(&client, CronJobKind::Batch, None)
+                .await,
+            ListStrategy::Paginated,
+            "{what}"
         );
     }
-    let (client, _) = scripted::client(|_| scripted::status(503, "ServiceUnavailable"));
+    let (client, asked) = scripted::client(|_| watch_of_none(true));
     assert_eq!(
-        ListStrategy::Auto.resolve(&client).await,
-        ListStrategy::Paginated,
-        "an unknown version lists page by page, which every server serves"
-    );
-    let (client, asked) = scripted::client(|_| version("36"));
-    assert_eq!(
-        ListStrategy::Paginated.resolve(&client).await,
+        ListStrategy::Paginated
+            .resolve(&client, CronJobKind::Batch, None)
+            .await,
         ListStrategy::Paginated
     );
     assert!(asked.all().is_empty(), "a chosen strategy asks nothing");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unanswered_list_probe_lists_page_by_page() {
+    let (client, _) = scripted::client(|_| Answer::Silence);
+    assert_eq!(
+        ListStrategy::Auto
+            .resolve(&client, CronJobKind::Batch, None)
+            .await,
+        ListStrategy::Paginated
+    );
 }
 
 #[tokio::test]

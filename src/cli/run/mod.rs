@@ -186,16 +186,18 @@ async fn start(
     let secure_metrics_tls = admin::https::server_config(&identity)
         .context("the certificate for the metrics endpoint")?;
 
-    let strategy = args.list_strategy.resolve(&client).await;
     let kinds = served_kinds(&args.cronjob_kinds)?;
+    let scope = args.namespaces.first().map(String::as_str);
+    // Asked of the first kind served: every watch of a replica lists alike.
+    let strategy = match kinds.iter().next() {
+        Some(kind) => args.list_strategy.resolve(&client, kind, scope).await,
+        None => watch::ListStrategy::Paginated,
+    };
     let mut served = Vec::new();
     for kind in kinds.iter() {
         // Asked per kind: Kubernetes 1.36 shards batch/v1's watches, not
         // custom resources'.
-        let server_shards = args
-            .server_side_shards
-            .resolve(&client, kind, args.namespaces.first().map(String::as_str))
-            .await;
+        let server_shards = args.server_side_shards.resolve(&client, kind, scope).await;
         served.push(ServedKind {
             kind,
             server_shards,

@@ -203,7 +203,7 @@ impl FakeApi {
             Lookup::JobTemplate { .. } => live.set_template(
                 self.cronjob
                     .as_ref()
-                    .map(|cj| cj.spec.job_template.clone())
+                    .map(|cj| JobTemplate::from(&cj.spec.job_template))
                     .ok_or_else(|| ApiError::new("the fake has no CronJob to read again")),
             ),
         }

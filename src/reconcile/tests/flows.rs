@@ -877,7 +877,7 @@ fn a_template_too_big_to_keep_is_read_again_for_its_job() {
         }]
     );
     let mut live = LiveAnswers::new();
-    live.set_template(Ok(cj.spec.job_template.clone()));
+    live.set_template(Ok(JobTemplate::from(&cj.spec.job_template)));
     let plan = plan_of(reconcile(&inp, &live));
     let job = plan
         .create

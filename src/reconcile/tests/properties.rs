@@ -160,7 +160,9 @@ fn answer_all(lookups: &[Lookup], cj: &CronJob, all: &[Job], live: &mut LiveAnsw
     for lookup in lookups {
         match lookup {
             Lookup::CronJob { .. } => live.set_cronjob(Ok(view(cj))),
-            Lookup::JobTemplate { .. } => live.set_template(Ok(cj.spec.job_template.clone())),
+            Lookup::JobTemplate { .. } => {
+                live.set_template(Ok(JobTemplate::from(&cj.spec.job_template)))
+            }
             Lookup::Job { namespace, name } => {
                 let answer = all
                     .iter()

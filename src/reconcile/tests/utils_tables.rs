@@ -77,8 +77,8 @@ fn upstream_get_job_from_template2() {
             "{name}"
         );
         assert_eq!(
-            job.spec,
-            NewJobSpec::Typed(cj.spec.job_template.spec.clone()),
+            job.clone().typed().and_then(|job| job.spec),
+            cj.spec.job_template.spec.clone(),
             "{name}"
         );
     }
