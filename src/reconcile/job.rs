@@ -182,20 +182,18 @@ pub(crate) fn build_job_in(
 ) -> NewJob {
     let (labels, mut annotations, spec) = match template {
         JobTemplate::Json(JsonTemplate {
-            metadata,
+            labels,
+            annotations,
             spec,
             ttl_seconds_after_finished,
-        }) => {
-            let metadata = metadata.unwrap_or_default();
-            (
-                metadata.labels.unwrap_or_default(),
-                metadata.annotations.unwrap_or_default(),
-                NewJobSpec::Json {
-                    spec,
-                    ttl_seconds_after_finished,
-                },
-            )
-        }
+        }) => (
+            labels,
+            annotations,
+            NewJobSpec::Json {
+                spec,
+                ttl_seconds_after_finished,
+            },
+        ),
         JobTemplate::Protobuf(ProtobufTemplate {
             labels,
             annotations,

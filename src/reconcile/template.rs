@@ -183,12 +183,21 @@ impl JobTemplate {
     /// which is why a Job is never built from it.
     pub fn typed(self) -> Option<JobTemplateSpec> {
         match self {
-            Self::Json(template) => Some(JobTemplateSpec {
-                metadata: template.metadata,
-                spec: template
-                    .spec
-                    .and_then(|spec| serde_json::from_slice(spec.as_bytes()).ok()),
-            }),
+            Self::Json(template) => {
+                let non_empty = |map: BTreeMap<String, String>| (!map.is_empty()).then_some(map);
+                let (labels, annotations) =
+                    (non_empty(template.labels), non_empty(template.annotations));
+                Some(JobTemplateSpec {
+                    metadata: (labels.is_some() || annotations.is_some()).then(|| ObjectMeta {
+                        labels,
+                        annotations,
+                        ..ObjectMeta::default()
+                    }),
+                    spec: template
+                        .spec
+                        .and_then(|spec| serde_json::from_slice(spec.as_bytes()).ok()),
+                })
+            }
             Self::Protobuf(_) => None,
         }
     }
@@ -202,15 +211,17 @@ impl From<&JobTemplateSpec> for JobTemplate {
     }
 }
 
-/// A `JobTemplateSpec` that came in JSON: its metadata typed (of which the
-/// Job takes the labels and annotations), its spec as the JSON it came in
+/// A `JobTemplateSpec` that came in JSON, read as far as upstream's
+/// `getJobFromTemplate2` reads it: its labels and annotations (copied to
+/// the Job), its spec as the JSON it came in
 /// (the Job's spec, sent back so: a field this build's Kubernetes types do
 /// not know, from a newer API server, reaches the Job as upstream's
 /// controller of that release copies it) and whether that spec sets
 /// `ttlSecondsAfterFinished` (the slot's finalizer).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct JsonTemplate {
-    pub metadata: Option<ObjectMeta>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
     /// A `JobSpec`'s JSON; `None` where the template has no spec.
     pub spec: Option<RawJson>,
     pub ttl_seconds_after_finished: Option<i32>,
@@ -221,9 +232,16 @@ impl JsonTemplate {
         #[derive(Deserialize)]
         struct Received {
             #[serde(default)]
-            metadata: Option<ObjectMeta>,
+            metadata: Option<Metadata>,
             #[serde(default)]
             spec: Option<RawJson>,
+        }
+        #[derive(Default, Deserialize)]
+        struct Metadata {
+            #[serde(default)]
+            labels: Option<BTreeMap<String, String>>,
+            #[serde(default)]
+            annotations: Option<BTreeMap<String, String>>,
         }
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
@@ -238,8 +256,10 @@ impl JsonTemplate {
             }
             None => None,
         };
+        let metadata = metadata.unwrap_or_default();
         Ok(Self {
-            metadata,
+            labels: metadata.labels.unwrap_or_default(),
+            annotations: metadata.annotations.unwrap_or_default(),
             spec,
             ttl_seconds_after_finished,
         })
