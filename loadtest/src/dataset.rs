@@ -117,6 +117,7 @@ pub async fn ensure(shape: Shape, create_qps: f64, work: &Path) -> anyhow::Resul
     let cluster_dir = work.join("dataset-cluster");
     let options = UpOptions {
         without_jaeger: true,
+        sharded_watch: true,
         ..UpOptions::default()
     };
     let cluster = LocalCluster::up_with(&cluster_dir, options).await?;

@@ -31,6 +31,9 @@ pub struct UpOptions {
     pub without_jaeger: bool,
     /// etcd starts on a copy of this data directory (`--etcd-from`).
     pub etcd_from: Option<PathBuf>,
+    /// kube-apiserver shards CronJob watches (`--with-sharded-watch`; off:
+    /// as `SHARDCRON_SHARDED_WATCH` says, by default off).
+    pub sharded_watch: bool,
 }
 
 pub struct LocalCluster {
@@ -56,6 +59,9 @@ impl LocalCluster {
         }
         if options.without_jaeger {
             up.arg("--without-jaeger");
+        }
+        if options.sharded_watch {
+            up.arg("--with-sharded-watch");
         }
         if let Some(data) = &options.etcd_from {
             up.arg("--etcd-from").arg(data);
