@@ -18,6 +18,9 @@ use support::cluster::Cluster;
 use support::crd::{COMMITTED, COMMITTED_PATH, grant_the_controller, install};
 use support::{eventually, first_job_named, repo_root};
 
+/// The minor whose batch/v1 the committed definition is made from.
+const PINNED_MINOR: &str = "36";
+
 async fn get_json(client: &Client, path: &str, accept: &str) -> Value {
     let request = http::Request::get(path)
         .header(http::header::ACCEPT, accept)
@@ -30,12 +33,38 @@ async fn get_json(client: &Client, path: &str, accept: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {path} is not JSON: {e}"))
 }
 
+/// The committed definition is the one the pinned minor's batch/v1 makes
+/// (deploy/local's default, the Kubernetes types this build compiles
+/// against); on another minor the one its own batch/v1 makes installs
+/// (`support::crd::install` installs that one everywhere) and the
+/// committed one installs too (deploy/managed's, for every supported minor).
 #[tokio::test]
 async fn the_committed_definition_is_made_from_the_api_servers_batch_v1() {
     let client = Cluster::shared_beside_upstream().admin().await;
     let openapi = get_json(&client, crd::OPENAPI_PATH, "application/json").await;
     let made = crd::definition(&openapi).and_then(|d| crd::to_yaml(&d));
     let made = made.unwrap_or_else(|e| panic!("making the definition: {e}"));
+    let version = client
+        .apiserver_version()
+        .await
+        .expect("the server's version");
+    if version.minor != PINNED_MINOR {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        let committed: CustomResourceDefinition =
+            serde_yaml_ng::from_str(COMMITTED).expect("the committed definition parses");
+        let name = committed.metadata.name.clone().unwrap_or_default();
+        // A dry run: the lanes beside it keep the one this server makes.
+        Api::<CustomResourceDefinition>::all(client.clone())
+            .patch(
+                &name,
+                &PatchParams::apply("shardcron-tests").force().dry_run(),
+                &Patch::Apply(&committed),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{COMMITTED_PATH} on Kubernetes 1.{}: {e}", version.minor));
+        support::crd::install(&client).await;
+        return;
+    }
     if std::env::var_os("SHARDCRON_UPDATE_CRD").is_some() {
         std::fs::write(repo_root().join(COMMITTED_PATH), &made).expect("write the definition");
         return;

@@ -1,12 +1,14 @@
-//! `cronjobs.shardcron.io` in a test cluster: the committed definition
-//! installed, the controller granted deploy/crd/rbac.yaml's rights, and the
-//! API resource of either kind for dynamic clients.
+//! `cronjobs.shardcron.io` in a test cluster: the definition installed
+//! (the one the cluster's own batch/v1 makes, which on the pinned minor is
+//! the committed one), the controller granted deploy/crd/rbac.yaml's
+//! rights, and the API resource of either kind for dynamic clients.
 
 use super::eventually;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use shardcron::apiserver::crd;
 use shardcron::reconcile::CronJobKind;
 use std::time::Duration;
 
@@ -22,11 +24,28 @@ pub fn api_resource(kind: CronJobKind) -> ApiResource {
     )
 }
 
-/// Installs the committed definition (server-side apply: idempotent, so
-/// every test may call it) and waits until its objects are served.
+/// The cluster's batch/v1 OpenAPI v3 document, which the definition is
+/// made from.
+pub async fn batch_openapi(client: &Client) -> serde_json::Value {
+    let request = http::Request::get(crd::OPENAPI_PATH)
+        .header(http::header::ACCEPT, "application/json")
+        .body(Vec::new())
+        .expect("a GET request");
+    let text = client
+        .request_text(request)
+        .await
+        .unwrap_or_else(|e| panic!("GET {}: {e}", crd::OPENAPI_PATH));
+    serde_json::from_str(&text).expect("the OpenAPI document is JSON")
+}
+
+/// Installs the definition the cluster's own batch/v1 makes, as
+/// docs/operations.md tells a cluster of another minor than the pinned
+/// one to (`shardcron crd --from-openapi`; on the pinned minor it is the
+/// committed one: tests/crd.rs), by server-side apply (idempotent, so
+/// every test may call it), and waits until its objects are served.
 pub async fn install(client: &Client) -> ApiResource {
-    let definition: CustomResourceDefinition =
-        serde_yaml_ng::from_str(COMMITTED).expect("the committed definition parses");
+    let definition = crd::definition(&batch_openapi(client).await)
+        .unwrap_or_else(|e| panic!("making the definition from the server's batch/v1: {e}"));
     let name = definition.metadata.name.clone().unwrap_or_default();
     Api::<CustomResourceDefinition>::all(client.clone())
         .patch(
@@ -35,7 +54,7 @@ pub async fn install(client: &Client) -> ApiResource {
             &Patch::Apply(&definition),
         )
         .await
-        .unwrap_or_else(|e| panic!("applying {COMMITTED_PATH}: {e}"));
+        .unwrap_or_else(|e| panic!("applying the definition: {e}"));
     let resource = api_resource(CronJobKind::Shardcron);
     let probe = Api::<DynamicObject>::all_with(client.clone(), &resource);
     eventually("the definition served", Duration::from_secs(30), || {

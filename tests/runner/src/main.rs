@@ -4,17 +4,23 @@
 //! prints each one's result and duration as it ends, then a summary.
 //!
 //! `cargo suite LANE...` runs only the binaries whose name contains one of
-//! the words; `cargo suite --list` prints the plan. Each binary's output
+//! the words (`=LANE`: so named); `cargo suite --list` prints the plan. Each binary's output
 //! goes to target/suite/LANE.log; a failed one's failures are printed.
+//! `--kubernetes MINOR`, `--sharded-watch` and `--without-watch-list` run
+//! every control plane on that server instead of the plan's; `--matrix`
+//! runs the lanes on every supported server in turn ([`matrix`]).
 
 mod build;
 mod cpu;
+mod matrix;
 mod plan;
 mod report;
+mod server;
 
 use cpu::{CpuSampler, LANE_VARIABLE};
 use plan::{Placement, SharedPlane, TestBinary};
 use report::{failures_of, panics_of};
+use server::Server;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::mpsc;
@@ -40,9 +46,25 @@ fn main() -> ExitCode {
 fn run() -> anyhow::Result<bool> {
     let started = Instant::now();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--matrix") {
+        return matrix::run(&args);
+    }
     let list = args.iter().any(|a| a == "--list");
-    let words: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
-    let wanted = |lane: &str| words.is_empty() || words.iter().any(|w| lane.contains(w.as_str()));
+    let forced = Server::forced_by(&args).map_err(anyhow::Error::msg)?;
+    let words: Vec<&String> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| !a.starts_with("--") && (*i == 0 || args[i - 1] != "--kubernetes"))
+        .map(|(_, a)| a)
+        .collect();
+    // A word matches the lanes whose name contains it; `=word`, the lane so named.
+    let wanted = |lane: &str| {
+        words.is_empty()
+            || words.iter().any(|w| match w.strip_prefix('=') {
+                Some(exact) => lane == exact,
+                None => lane.contains(w.as_str()),
+            })
+    };
 
     let binaries: Vec<TestBinary> = plan::order(build::build()?)
         .into_iter()
@@ -56,7 +78,18 @@ fn run() -> anyhow::Result<bool> {
     if list {
         for binary in &binaries {
             let (placement, weight) = plan::placement(binary);
-            println!("{:<40} {placement:?}, weight {weight}", binary.lane());
+            let server = match placement {
+                Placement::Shared(plane) => Some(plane.server()),
+                _ => plan::own_server(binary),
+            };
+            let server = forced
+                .or(server)
+                .map(|s| format!(", Kubernetes {}", s.label()))
+                .unwrap_or_default();
+            println!(
+                "{:<40} {placement:?}, weight {weight}{server}",
+                binary.lane()
+            );
         }
         if doc_tests {
             println!("{DOC_TESTS:<40} Offline, weight {DOC_TESTS_WEIGHT}");
@@ -69,7 +102,7 @@ fn run() -> anyhow::Result<bool> {
     std::fs::create_dir_all(&logs)?;
     let sampler = CpuSampler::start();
     let shared = plan::shared_planes(&binaries);
-    let planes = start_shared_planes(&shared)?;
+    let planes = start_shared_planes(&shared, forced)?;
     let planes_ready = started.elapsed();
 
     let budget = budget();
@@ -77,7 +110,7 @@ fn run() -> anyhow::Result<bool> {
     let (done, finished) = mpsc::channel::<Finished>();
     let mut waiting: Vec<Lane> = binaries
         .iter()
-        .map(|binary| Lane::of(binary, &planes, &logs))
+        .map(|binary| Lane::of(binary, &planes, forced, &logs))
         .collect();
     if doc_tests {
         waiting.push(Lane::doc_tests(&logs));
@@ -177,9 +210,13 @@ struct Plane {
     dir: PathBuf,
 }
 
-/// Starts each shared control plane (side by side) and applies deploy/ to
-/// it once, so that the binaries' own applies, which may race, only patch.
-fn start_shared_planes(kinds: &[SharedPlane]) -> anyhow::Result<Vec<Plane>> {
+/// Starts each shared control plane (side by side; on its own server, or
+/// on `forced` if set) and applies deploy/ to it once, so that the
+/// binaries' own applies, which may race, only patch.
+fn start_shared_planes(
+    kinds: &[SharedPlane],
+    forced: Option<Server>,
+) -> anyhow::Result<Vec<Plane>> {
     let root = repo_root().join("target/test-clusters");
     let starts: Vec<_> = kinds
         .iter()
@@ -187,7 +224,8 @@ fn start_shared_planes(kinds: &[SharedPlane]) -> anyhow::Result<Vec<Plane>> {
             let dir = root.join(format!("suite-{}-{}", kind.label(), std::process::id()));
             std::thread::spawn(move || -> anyhow::Result<Plane> {
                 let mut up = Command::new(repo_root().join("deploy/local/up"));
-                up.env(LANE_VARIABLE, plane_lane(kind))
+                up.envs(forced.unwrap_or(kind.server()).env())
+                    .env(LANE_VARIABLE, plane_lane(kind))
                     .arg("--dir")
                     .arg(&dir)
                     .arg("--watch-pid")
@@ -259,7 +297,7 @@ struct Lane {
 }
 
 impl Lane {
-    fn of(binary: &TestBinary, planes: &[Plane], logs: &Path) -> Lane {
+    fn of(binary: &TestBinary, planes: &[Plane], forced: Option<Server>, logs: &Path) -> Lane {
         let (placement, weight) = plan::placement(binary);
         let mut command = Command::new(&binary.executable);
         command
@@ -270,6 +308,10 @@ impl Lane {
             && let Some(shared) = planes.iter().find(|p| p.kind == plane)
         {
             command.env("SHARDCRON_TEST_CLUSTER", &shared.dir);
+        }
+        // The server of the control plane it starts, if it starts one.
+        if let Some(server) = forced.or(plan::own_server(binary)) {
+            command.envs(server.env());
         }
         let name = binary.lane();
         Lane {

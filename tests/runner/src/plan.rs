@@ -14,6 +14,7 @@
 //! the control plane's work), and a binary starts only while the weights
 //! running fit the budget (two cores by default).
 
+use crate::server::{self, Server};
 use std::collections::BTreeMap;
 
 /// Where a test binary runs.
@@ -43,6 +44,16 @@ impl SharedPlane {
         match self {
             SharedPlane::Plain => "plain",
             SharedPlane::BesideUpstream => "beside-upstream",
+        }
+    }
+
+    /// The Kubernetes it runs: the two ends of the supported range, so
+    /// that every run of the suite covers both (the managed path, CRD mode
+    /// beside upstream's controller, on the oldest), both with the gate off.
+    pub fn server(self) -> Server {
+        match self {
+            SharedPlane::Plain => Server::on(server::NEWEST),
+            SharedPlane::BesideUpstream => Server::on(server::OLDEST),
         }
     }
 }
@@ -81,6 +92,8 @@ struct Known {
     placement: Placement,
     seconds: u32,
     weight: Weight,
+    /// The Kubernetes of its own control plane ([`Placement::Own`]).
+    server: Server,
 }
 
 /// Tenths of a core a binary keeps busy while it runs, its control plane's
@@ -93,6 +106,15 @@ const fn known(lane: &'static str, placement: Placement, seconds: u32, weight: W
         placement,
         seconds,
         weight,
+        server: Server::on(server::DEFAULT),
+    }
+}
+
+/// A lane with a control plane of its own that runs `server`.
+const fn known_on(lane: &'static str, server: Server, seconds: u32, weight: Weight) -> Known {
+    Known {
+        server,
+        ..known(lane, Placement::Own, seconds, weight)
     }
 }
 
@@ -117,7 +139,15 @@ const KNOWN: &[Known] = &[
     // kills replicas and cuts them from the API server at a high Job rate).
     known("churn", Placement::Own, 700, 5),
     known("shardcron-loadtest ci_s1", Placement::Own, 300, 6),
-    known("sharding", PLAIN, 180, 7),
+    // The one lane with kube-apiserver's ShardedListAndWatch gate on: the
+    // server-sharded watches (every other lane runs the users' path, the
+    // gate off: each replica filters every CronJob itself).
+    known_on(
+        "sharding",
+        Server::on(server::DEFAULT).with_sharded_watch(),
+        180,
+        7,
+    ),
     known("controller_crd", BESIDE_UPSTREAM, 220, 6),
     known("controller", PLAIN, 240, 6),
     known("apiserver_restart", Placement::Own, 160, 3),
@@ -144,6 +174,23 @@ const KNOWN: &[Known] = &[
     // one replica, one Job.
     known("image", PLAIN, 100, 2),
     known("control_plane", PLAIN, 60, 1),
+    // Jobs field for field against kube-controller-manager's own, on the
+    // newest minor with the gates of two pod fields this build's types do
+    // not know (the other minors: `cargo suite --matrix`).
+    known_on(
+        "job_parity",
+        Server::on(server::NEWEST).with_alpha_gates(server::NEWER_FIELDS_GATES),
+        120,
+        3,
+    ),
+    // The fallbacks where the server has neither streaming lists nor the
+    // shard gate: the oldest minor with WatchList off.
+    known_on(
+        "server_features",
+        Server::on(server::OLDEST).without_watch_list(),
+        60,
+        3,
+    ),
     // promtool's rule tests: measured 0.3 of a core.
     known("monitoring", Placement::Offline, 10, 3),
     known("schedule_properties", Placement::Offline, 3, 10),
@@ -205,6 +252,14 @@ pub fn order(mut binaries: Vec<TestBinary>) -> Vec<TestBinary> {
         (std::cmp::Reverse(seconds), binary.lane())
     });
     binaries
+}
+
+/// The Kubernetes of `binary`'s own control plane, if it starts one.
+pub fn own_server(binary: &TestBinary) -> Option<Server> {
+    match placement(binary).0 {
+        Placement::Own => Some(find(binary).map_or(Server::on(server::DEFAULT), |k| k.server)),
+        _ => None,
+    }
 }
 
 /// The shared control planes `binaries` need.
@@ -348,7 +403,7 @@ mod tests {
 
     /// docs/testing.md's table of lanes says what the plan does: every
     /// binary the plan knows to run a minute or more has a row, with the
-    /// plan's weight and control plane.
+    /// plan's weight, control plane and its Kubernetes.
     #[test]
     fn the_docs_lane_table_matches_the_plan() {
         let docs = include_str!("../../../docs/testing.md");
@@ -366,11 +421,27 @@ mod tests {
                 .get(known.lane)
                 .unwrap_or_else(|| panic!("docs/testing.md has no row for {}", known.lane));
             assert_eq!(
-                cells.get(2).copied(),
+                cells.get(3).copied(),
                 Some(known.weight.to_string().as_str()),
                 "{}'s weight",
                 known.lane
             );
+            let server = match known.placement {
+                Placement::Own => Some(known.server),
+                Placement::Shared(plane) => Some(plane.server()),
+                Placement::Offline => None,
+            };
+            if let Some(server) = server {
+                let kubernetes = cells.get(2).copied().unwrap_or_default();
+                assert!(
+                    kubernetes.starts_with(server.kubernetes)
+                        && kubernetes.contains("ShardedListAndWatch") == server.sharded_watch
+                        && kubernetes.contains("WatchList` off") != server.watch_list,
+                    "{}'s Kubernetes: the docs say {kubernetes:?}, the plan {}",
+                    known.lane,
+                    server.label()
+                );
+            }
             let plane = match known.placement {
                 Placement::Own => "its own",
                 Placement::Shared(SharedPlane::Plain) => "plain",
