@@ -9,7 +9,7 @@
 use super::kind::CronJobKind;
 use super::raw_json::RawJson;
 use super::schedule_setup::NamedZone;
-use super::template::{JobTemplate, JsonTemplate, ProtobufTemplate};
+use super::template::{EncodedSpec, JobTemplate};
 use super::view::{CronJobView, SCHEDULED_TIMESTAMP_ANNOTATION};
 use crate::schedule::format_rfc3339;
 use jiff::Timestamp;
@@ -73,50 +73,22 @@ pub fn run_now_job_name(cronjob_name: &str, requested: Timestamp) -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewJob {
     pub metadata: ObjectMeta,
-    pub spec: NewJobSpec,
-}
-
-/// A [`NewJob`]'s spec.
-#[derive(Debug, Clone, PartialEq)]
-pub enum NewJobSpec {
-    /// A `JobSpec`'s JSON (`None`: the template had no spec), and its
-    /// `ttlSecondsAfterFinished`.
-    Json {
-        spec: Option<RawJson>,
-        ttl_seconds_after_finished: Option<i32>,
-    },
-    /// A `JobSpec` message, and its `ttlSecondsAfterFinished`.
-    Protobuf {
-        message: Vec<u8>,
-        ttl_seconds_after_finished: Option<i32>,
-    },
+    pub spec: EncodedSpec,
+    pub ttl_seconds_after_finished: Option<i32>,
 }
 
 impl NewJob {
-    pub fn ttl_seconds_after_finished(&self) -> Option<i32> {
-        match &self.spec {
-            NewJobSpec::Json {
-                ttl_seconds_after_finished,
-                ..
-            }
-            | NewJobSpec::Protobuf {
-                ttl_seconds_after_finished,
-                ..
-            } => *ttl_seconds_after_finished,
-        }
-    }
-
     /// The Job typed, if its spec is JSON (tests: fields this build's
     /// types do not know are dropped here).
     pub fn typed(self) -> Option<Job> {
-        match self.spec {
-            NewJobSpec::Json { spec, .. } => Some(Job {
-                metadata: self.metadata,
-                spec: spec.and_then(|spec| serde_json::from_slice(spec.as_bytes()).ok()),
-                status: None,
-            }),
-            NewJobSpec::Protobuf { .. } => None,
-        }
+        let EncodedSpec::Json(spec) = self.spec else {
+            return None;
+        };
+        Some(Job {
+            metadata: self.metadata,
+            spec: spec.and_then(|spec| serde_json::from_slice(spec.as_bytes()).ok()),
+            status: None,
+        })
     }
 }
 
@@ -129,10 +101,8 @@ impl From<Job> for NewJob {
         });
         Self {
             metadata: job.metadata,
-            spec: NewJobSpec::Json {
-                spec,
-                ttl_seconds_after_finished: job.spec.and_then(|s| s.ttl_seconds_after_finished),
-            },
+            spec: EncodedSpec::Json(spec),
+            ttl_seconds_after_finished: job.spec.and_then(|s| s.ttl_seconds_after_finished),
         }
     }
 }
@@ -180,39 +150,17 @@ pub(crate) fn build_job_in(
     scheduled: Timestamp,
     name: String,
 ) -> NewJob {
-    let (labels, mut annotations, spec) = match template {
-        JobTemplate::Json(JsonTemplate {
-            labels,
-            annotations,
-            spec,
-            ttl_seconds_after_finished,
-        }) => (
-            labels,
-            annotations,
-            NewJobSpec::Json {
-                spec,
-                ttl_seconds_after_finished,
-            },
-        ),
-        JobTemplate::Protobuf(ProtobufTemplate {
-            labels,
-            annotations,
-            spec,
-            ttl_seconds_after_finished,
-        }) => (
-            labels,
-            annotations,
-            NewJobSpec::Protobuf {
-                message: spec,
-                ttl_seconds_after_finished,
-            },
-        ),
-    };
+    let JobTemplate {
+        labels,
+        mut annotations,
+        spec,
+        ttl_seconds_after_finished,
+    } = template;
     annotations.insert(
         SCHEDULED_TIMESTAMP_ANNOTATION.to_owned(),
         format_rfc3339(scheduled, annotation_zone.resolve(default_zone)),
     );
-    let mut job = NewJob {
+    NewJob {
         metadata: ObjectMeta {
             name: Some(name),
             labels: Some(labels),
@@ -220,14 +168,12 @@ pub(crate) fn build_job_in(
             // The API server overrides it; upstream sets it, so do we.
             creation_timestamp: Some(Time(scheduled)),
             owner_references: Some(vec![controller_reference(cronjob)]),
+            finalizers: ttl_seconds_after_finished.map(|_| vec![SLOT_FINALIZER.to_owned()]),
             ..ObjectMeta::default()
         },
         spec,
-    };
-    job.metadata.finalizers = job
-        .ttl_seconds_after_finished()
-        .map(|_| vec![SLOT_FINALIZER.to_owned()]);
-    job
+        ttl_seconds_after_finished,
+    }
 }
 
 /// `metav1.NewControllerRef(cj, batch/v1 CronJob)`, with the CronJob's own

@@ -105,8 +105,8 @@ pub use decision::{Decision, SkipReason, skipped_slot, slot_outcome};
 pub use events::{Event, EventType, MAX_NOTE_BYTES, Reason, cut_text, rfc1123z_utc};
 pub use history::{OverHistoryLimit, by_start_time, over_limit};
 pub use job::{
-    NewJob, NewJobSpec, SLOT_FINALIZER, active_reference, build_job, controller_reference, is_held,
-    job_name, run_now_job_name,
+    NewJob, SLOT_FINALIZER, active_reference, build_job, controller_reference, is_held, job_name,
+    run_now_job_name,
 };
 pub use kind::{CronJobKind, CronJobKinds};
 pub use lateness::{PolicyWait, Readiness, readiness};
@@ -128,9 +128,7 @@ pub use slot_history::{
     SkipCounts, SkipWhy, SlotEntry, SlotHistory, Suspension,
 };
 pub use sync::MAX_UNLISTED_LOOKUPS;
-pub use template::{
-    CompactTemplate, JobTemplate, JsonTemplate, KEPT_TEMPLATE_BYTES, ProtobufTemplate,
-};
+pub use template::{CompactTemplate, EncodedSpec, JobTemplate, KEPT_TEMPLATE_BYTES};
 pub use update::{AfterUpdate, after_update};
 pub use view::{
     ConcurrencyPolicy, CronJobView, FailureReason, Finished, JobSummary, LAST_SCHEDULE_ANNOTATION,

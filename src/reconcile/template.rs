@@ -128,9 +128,7 @@ impl CompactTemplate {
     pub fn decode(&self) -> Option<JobTemplate> {
         let encoded = self.decompress()?;
         Some(match encoded.strip_prefix(k8s_proto::MAGIC) {
-            Some(message) => {
-                JobTemplate::Protobuf(ProtobufTemplate::decode(message).unwrap_or_default())
-            }
+            Some(message) => JobTemplate::from_protobuf(message).unwrap_or_default(),
             None => JobTemplate::from_json(&encoded),
         })
     }
@@ -162,12 +160,33 @@ impl CompactTemplate {
 }
 
 /// A kept template, read as far as upstream's `getJobFromTemplate2` reads
-/// it, in the encoding it came in: JSON (a watch's, a JSON list's, the
-/// CRD's) or protobuf (a protobuf load's).
+/// it: its labels and annotations (copied to the Job), its spec in the
+/// encoding it came in (the Job's spec, sent back so, never decoded into
+/// this build's types: a field of a newer API server's reaches the Job as
+/// upstream's controller of that release copies it) and whether that spec
+/// sets `ttlSecondsAfterFinished` (the slot's finalizer).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobTemplate {
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub spec: EncodedSpec,
+    pub ttl_seconds_after_finished: Option<i32>,
+}
+
+/// A `JobSpec` as it came: JSON (a watch's, a JSON list's, the CRD's) or
+/// protobuf (a protobuf load's).
 #[derive(Debug, Clone, PartialEq)]
-pub enum JobTemplate {
-    Json(JsonTemplate),
-    Protobuf(ProtobufTemplate),
+pub enum EncodedSpec {
+    /// Its JSON; `None` where the template has no spec.
+    Json(Option<RawJson>),
+    /// A `JobSpec` message.
+    Protobuf(Vec<u8>),
+}
+
+impl Default for EncodedSpec {
+    fn default() -> Self {
+        Self::Json(None)
+    }
 }
 
 impl JobTemplate {
@@ -175,60 +194,10 @@ impl JobTemplate {
     /// give an empty one, which the API server rejects on create (a
     /// FailedCreate Event), never a crash.
     pub fn from_json(json: &[u8]) -> Self {
-        Self::Json(JsonTemplate::decode(json).unwrap_or_default())
+        Self::decode_json(json).unwrap_or_default()
     }
 
-    /// The typed template (tests, and the command-line tools), if it came
-    /// as JSON: fields this build's types do not know are dropped here,
-    /// which is why a Job is never built from it.
-    pub fn typed(self) -> Option<JobTemplateSpec> {
-        match self {
-            Self::Json(template) => {
-                let non_empty = |map: BTreeMap<String, String>| (!map.is_empty()).then_some(map);
-                let (labels, annotations) =
-                    (non_empty(template.labels), non_empty(template.annotations));
-                Some(JobTemplateSpec {
-                    metadata: (labels.is_some() || annotations.is_some()).then(|| ObjectMeta {
-                        labels,
-                        annotations,
-                        ..ObjectMeta::default()
-                    }),
-                    spec: template
-                        .spec
-                        .and_then(|spec| serde_json::from_slice(spec.as_bytes()).ok()),
-                })
-            }
-            Self::Protobuf(_) => None,
-        }
-    }
-}
-
-/// A typed template, as the API server would send it in JSON.
-impl From<&JobTemplateSpec> for JobTemplate {
-    fn from(template: &JobTemplateSpec) -> Self {
-        // Serializing an API object cannot fail (every map key is a string).
-        Self::from_json(&serde_json::to_vec(template).unwrap_or_default())
-    }
-}
-
-/// A `JobTemplateSpec` that came in JSON, read as far as upstream's
-/// `getJobFromTemplate2` reads it: its labels and annotations (copied to
-/// the Job), its spec as the JSON it came in
-/// (the Job's spec, sent back so: a field this build's Kubernetes types do
-/// not know, from a newer API server, reaches the Job as upstream's
-/// controller of that release copies it) and whether that spec sets
-/// `ttlSecondsAfterFinished` (the slot's finalizer).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct JsonTemplate {
-    pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
-    /// A `JobSpec`'s JSON; `None` where the template has no spec.
-    pub spec: Option<RawJson>,
-    pub ttl_seconds_after_finished: Option<i32>,
-}
-
-impl JsonTemplate {
-    pub fn decode(json: &[u8]) -> Result<Self, serde_json::Error> {
+    fn decode_json(json: &[u8]) -> Result<Self, serde_json::Error> {
         #[derive(Deserialize)]
         struct Received {
             #[serde(default)]
@@ -260,28 +229,14 @@ impl JsonTemplate {
         Ok(Self {
             labels: metadata.labels.unwrap_or_default(),
             annotations: metadata.annotations.unwrap_or_default(),
-            spec,
+            spec: EncodedSpec::Json(spec),
             ttl_seconds_after_finished,
         })
     }
-}
 
-/// A `JobTemplateSpec` that came in protobuf, read as far as upstream's
-/// `getJobFromTemplate2` reads it: its labels and annotations (copied to
-/// the Job), its spec's bytes (the Job's spec, sent back in protobuf as
-/// they came, never decoded) and whether that spec sets
-/// `ttlSecondsAfterFinished` (the slot's finalizer).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ProtobufTemplate {
-    pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
-    /// A `JobSpec` message.
-    pub spec: Vec<u8>,
-    pub ttl_seconds_after_finished: Option<i32>,
-}
-
-impl ProtobufTemplate {
-    pub fn decode(message: &[u8]) -> Result<Self, prost::DecodeError> {
+    /// The template whose protobuf message (a `JobTemplateSpec`) is
+    /// `message`.
+    pub fn from_protobuf(message: &[u8]) -> Result<Self, prost::DecodeError> {
         let template = k8s_proto::JobTemplateSpec::decode(message)?;
         let metadata = template.metadata.unwrap_or_default();
         let spec = template.spec.unwrap_or_default();
@@ -289,9 +244,36 @@ impl ProtobufTemplate {
         Ok(Self {
             labels: metadata.labels,
             annotations: metadata.annotations,
-            spec,
+            spec: EncodedSpec::Protobuf(spec),
             ttl_seconds_after_finished: ttl,
         })
+    }
+
+    /// The typed template (tests, and the command-line tools), if it came
+    /// as JSON: fields this build's types do not know are dropped here,
+    /// which is why a Job is never built from it.
+    pub fn typed(self) -> Option<JobTemplateSpec> {
+        let EncodedSpec::Json(spec) = self.spec else {
+            return None;
+        };
+        let non_empty = |map: BTreeMap<String, String>| (!map.is_empty()).then_some(map);
+        let (labels, annotations) = (non_empty(self.labels), non_empty(self.annotations));
+        Some(JobTemplateSpec {
+            metadata: (labels.is_some() || annotations.is_some()).then(|| ObjectMeta {
+                labels,
+                annotations,
+                ..ObjectMeta::default()
+            }),
+            spec: spec.and_then(|spec| serde_json::from_slice(spec.as_bytes()).ok()),
+        })
+    }
+}
+
+/// A typed template, as the API server would send it in JSON.
+impl From<&JobTemplateSpec> for JobTemplate {
+    fn from(template: &JobTemplateSpec) -> Self {
+        // Serializing an API object cannot fail (every map key is a string).
+        Self::from_json(&serde_json::to_vec(template).unwrap_or_default())
     }
 }
 

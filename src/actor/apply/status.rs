@@ -55,7 +55,7 @@ pub fn created_job_lasts(plan: &reconcile::Plan) -> bool {
         .as_ref()
         .and_then(|create| create.job.as_ref())
         .is_some_and(|job| {
-            reconcile::is_held(&job.metadata) || job.ttl_seconds_after_finished().is_none()
+            reconcile::is_held(&job.metadata) || job.ttl_seconds_after_finished.is_none()
         })
 }
 

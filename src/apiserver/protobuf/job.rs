@@ -5,7 +5,7 @@
 //! compares what the server stored.
 
 use crate::k8s_proto;
-use crate::reconcile::{NewJob, NewJobSpec};
+use crate::reconcile::{EncodedSpec, NewJob};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use prost::Message as _;
@@ -19,7 +19,7 @@ pub struct JobBody {
 impl JobBody {
     pub fn of(job: NewJob) -> Result<Self, serde_json::Error> {
         match job.spec {
-            NewJobSpec::Json { spec, .. } => {
+            EncodedSpec::Json(spec) => {
                 let mut bytes = serde_json::to_vec(&Job {
                     metadata: job.metadata,
                     spec: None,
@@ -38,7 +38,7 @@ impl JobBody {
                     bytes,
                 })
             }
-            NewJobSpec::Protobuf { message, .. } => {
+            EncodedSpec::Protobuf(message) => {
                 let job = k8s_proto::Job {
                     metadata: Some(metadata(job.metadata)),
                     spec: Some(message),
@@ -110,10 +110,8 @@ mod tests {
                 finalizers: Some(vec!["shardcron.io/slot-record".into()]),
                 ..ObjectMeta::default()
             },
-            spec: NewJobSpec::Protobuf {
-                message: spec.clone(),
-                ttl_seconds_after_finished: Some(60),
-            },
+            spec: EncodedSpec::Protobuf(spec.clone()),
+            ttl_seconds_after_finished: Some(60),
         };
         let body = JobBody::of(job).unwrap();
         assert_eq!(body.content_type, "application/vnd.kubernetes.protobuf");
@@ -142,10 +140,8 @@ mod tests {
                 name: Some("j".into()),
                 ..ObjectMeta::default()
             },
-            spec: NewJobSpec::Json {
-                spec: None,
-                ttl_seconds_after_finished: None,
-            },
+            spec: EncodedSpec::Json(None),
+            ttl_seconds_after_finished: None,
         };
         let body = JobBody::of(job).unwrap();
         assert_eq!(body.content_type, "application/json");

@@ -1,6 +1,6 @@
 use super::*;
 use crate::apiserver::lean_cronjob::LeanCronJob;
-use crate::reconcile::{JobTemplate, LAST_SCHEDULE_ANNOTATION};
+use crate::reconcile::{EncodedSpec, LAST_SCHEDULE_ANNOTATION};
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -186,9 +186,8 @@ fn a_cronjob_reads_the_same_in_protobuf_as_in_json() {
     // The template: typed from JSON, as it came from protobuf; the same
     // labels and TTL either way.
     let typed: JobTemplateSpec = json_view.job_template.decode().unwrap().typed().unwrap();
-    let Some(JobTemplate::Protobuf(template)) = protobuf_view.job_template.decode() else {
-        panic!("a protobuf template");
-    };
+    let template = protobuf_view.job_template.decode().expect("kept");
+    assert!(matches!(template.spec, EncodedSpec::Protobuf(_)));
     assert_eq!(Some(template.labels), typed.metadata.unwrap().labels);
     assert_eq!(
         template.ttl_seconds_after_finished,

@@ -13,8 +13,8 @@
 //! 410 Gone and after errors (with kube-runtime's default backoff); a
 //! re-list shows up as `Init` .. `InitApply`* .. `InitDone`, which the
 //! receiver uses to drop objects that disappeared while it was not looking.
-//! Where the server supports it (Kubernetes 1.34 and later serve WatchList
-//! by default), the initial list is a streaming list with bookmarks.
+//! Where the server answers one ([`list_strategy`]), the initial list is a
+//! streaming list with bookmarks.
 //!
 //! A watch whose connection goes silent (a black hole: no reset, no close)
 //! is found by kube-runtime's idle timeout, the watch's server-side timeout
@@ -30,7 +30,10 @@
 //! objects, and a stale CronJob or Job watch only delays what the actors
 //! learn, never who may act.
 
+mod list_strategy;
 pub mod namespaces;
+
+pub use list_strategy::{INITIAL_EVENTS_END, ListStrategy, server_streams_lists};
 
 use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
@@ -49,114 +52,10 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
 
-/// The annotation of the bookmark that ends a streaming list's initial
-/// events.
-pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
-
 /// The server-side timeout of the Lease watch: the server ends it after this
 /// long and it is resumed from the last resourceVersion; a watch silent for
 /// 5 s longer is dead and re-established.
 pub const LEASE_WATCH_TIMEOUT_SECONDS: u32 = 15;
-
-/// How the initial list (and each re-list) is made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ListStrategy {
-    /// A streaming list (`sendInitialEvents`) where the server answers one
-    /// ([`server_streams_lists`], asked once at start), else paginated lists.
-    Auto,
-    Streaming,
-    /// Paginated consistent LISTs (kube-rs sends no `resourceVersion=0` with
-    /// a page size: the watch cache used to ignore limits).
-    Paginated,
-}
-
-impl ListStrategy {
-    /// Resolves `Auto` by asking the server ([`server_streams_lists`]) for
-    /// `kind`'s CronJobs in `namespace` (`None`: cluster-wide), never by
-    /// its version: a 1.34+ server may have `WatchList` turned off, and a
-    /// proxy in front of it may drop the parameter.
-    pub async fn resolve(
-        self,
-        client: &Client,
-        kind: CronJobKind,
-        namespace: Option<&str>,
-    ) -> ListStrategy {
-        if self != ListStrategy::Auto {
-            return self;
-        }
-        if server_streams_lists(client, kind, namespace).await {
-            ListStrategy::Streaming
-        } else {
-            ListStrategy::Paginated
-        }
-    }
-
-    fn config(self) -> watcher::Config {
-        match self {
-            ListStrategy::Streaming => watcher::Config::default().streaming_lists(),
-            _ => watcher::Config::default().page_size(500),
-        }
-    }
-}
-
-/// A name no CronJob has (names are DNS subdomains: no underscore), so that
-/// the probe's initial events are none.
-const PROBE_NAME: &str = "shardcron_list_probe";
-
-/// Whether the API server answers a streaming list of `kind`'s CronJobs:
-/// a watch with `sendInitialEvents=true` of none of them (a field selector
-/// on a name none has, where [`super::question_namespace`] says, for one
-/// second) must end its initial events with the bookmark annotated
-/// [`INITIAL_EVENTS_END`]. A server without `WatchList` refuses the
-/// parameter (a 4xx); one that ignores it sends no such bookmark. A failed
-/// or unanswered question counts as no: paginated lists serve every
-/// server.
-pub async fn server_streams_lists(
-    client: &Client,
-    kind: CronJobKind,
-    namespace: Option<&str>,
-) -> bool {
-    let namespace = super::question_namespace(namespace);
-    let uri = format!(
-        "/apis/{}/namespaces/{namespace}/cronjobs?watch=true&sendInitialEvents=true\
-         &resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1\
-         &fieldSelector=metadata.name%3D{PROBE_NAME}",
-        kind.api_version()
-    );
-    let request = match http::Request::get(uri).body(Vec::new()) {
-        Ok(request) => request,
-        Err(error) => {
-            tracing::warn!(%error, "could not build the list probe; using paginated lists");
-            return false;
-        }
-    };
-    let answer =
-        super::deadline::within(super::deadline::LIST_PAGE, client.request_text(request)).await;
-    let text = match answer {
-        Ok(Ok(text)) => text,
-        Ok(Err(error)) => {
-            tracing::info!(%error, "the server refused a streaming list; using paginated lists");
-            return false;
-        }
-        Err(elapsed) => {
-            tracing::warn!(%elapsed, "the list probe went unanswered; using paginated lists");
-            return false;
-        }
-    };
-    let streams = text.lines().any(|line| {
-        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
-            return false;
-        };
-        event["type"] == "BOOKMARK"
-            && event["object"]["metadata"]["annotations"][INITIAL_EVENTS_END] == "true"
-    });
-    if !streams {
-        tracing::info!(
-            "the server ended no initial events of a streaming list; using paginated lists"
-        );
-    }
-    streams
-}
 
 /// What the supervisor needs to route a Job: its controller, if that is a
 /// CronJob. The Job itself (as a [`LeanJob`]) rides along and is summarized
