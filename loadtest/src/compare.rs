@@ -69,6 +69,17 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// Its results' directory: `loadtest/results/<scenario>-<mode>-qps<qps>`,
+    /// then `-spread<seconds>` and `suffix` (a variant's: `-no-flood`,
+    /// `-unsharded`).
+    pub fn default_out(&self, qps: f64, spread: Option<u32>, suffix: &str) -> PathBuf {
+        let (name, mode) = (self.name, self.mode);
+        let spread = spread.map_or_else(String::new, |s| format!("-spread{s}"));
+        shardcron_harness::repo_root().join(
+            format!("loadtest/results/{name:?}-{mode:?}-qps{qps}{spread}{suffix}").to_lowercase(),
+        )
+    }
+
     pub fn new(name: ScenarioName, mode: Mode) -> Self {
         let (mix, count, namespaces, minutes, tail_seconds) = match (name, mode) {
             (ScenarioName::S1, Mode::Ci) => (Mix::Steady, 600, 20, 4, 60),
@@ -324,6 +335,9 @@ pub struct Settings {
     /// S7: after the kill and the rejoin, every replica restarted
     /// gracefully, one at a time.
     pub rolling_restart: bool,
+    /// kube-apiserver shards CronJob watches (`ShardedListAndWatch`); off
+    /// as on the clusters users run (`--without-sharded-watch`).
+    pub sharded_watch: bool,
 }
 
 /// Runs `scenario` against each variant in turn, saying each run's
@@ -403,7 +417,13 @@ async fn run_variant(
         "--kube-api-qps={} --kube-api-burst={}",
         settings.limits.qps, settings.limits.burst
     );
-    let mut cluster = LocalCluster::up(&dir, variant == Variant::Upstream, &kcm_args).await?;
+    let mut cluster = LocalCluster::up(
+        &dir,
+        variant == Variant::Upstream,
+        &kcm_args,
+        settings.sharded_watch,
+    )
+    .await?;
     let mut replicas = Vec::new();
     let result = run_on(&mut cluster, scenario, variant, settings, &mut replicas).await;
     let logs = settings.out.join(format!("logs-{variant}"));

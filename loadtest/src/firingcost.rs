@@ -407,7 +407,7 @@ pub async fn run(
     job_controller_qps: u32,
 ) -> anyhow::Result<FiringCostReport> {
     std::fs::create_dir_all(out)?;
-    let mut cluster = LocalCluster::up(&out.join("cluster"), false, "").await?;
+    let mut cluster = LocalCluster::up(&out.join("cluster"), false, "", true).await?;
     let result = run_on(
         &mut cluster,
         bin,

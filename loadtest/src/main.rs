@@ -153,6 +153,10 @@ enum Command {
         /// the rejoin).
         #[arg(long)]
         no_rolling_restart: bool,
+        /// kube-apiserver without `ShardedListAndWatch`, as on the clusters
+        /// users run: each replica gets every CronJob (`...-unsharded`).
+        #[arg(long)]
+        without_sharded_watch: bool,
     },
     /// Tracing overhead: CPU per firing of a replica exporting every span
     /// versus one with tracing off, side by side on one control plane
@@ -318,25 +322,21 @@ async fn main() -> anyhow::Result<()> {
             no_attacks,
             spread,
             no_rolling_restart,
+            without_sharded_watch,
         } => {
             let mut scenario = Scenario::new(scenario, mode);
             if let Some(minutes) = minutes {
                 scenario.set_minutes(minutes)?;
             }
             let controllers = scenario.controllers(controllers)?;
-            let repo = shardcron_harness::repo_root();
             let out = out.unwrap_or_else(|| {
-                let name = scenario.name;
-                let spread = spread.map_or_else(String::new, |s| format!("-spread{s}"));
                 let flood = match (no_flood, no_attacks) {
                     (true, _) => "-no-flood",
                     (false, true) => "-no-attacks",
                     (false, false) => "",
                 };
-                repo.join(
-                    format!("loadtest/results/{name:?}-{mode:?}-qps{qps}{spread}{flood}")
-                        .to_lowercase(),
-                )
+                let unsharded = ["", "-unsharded"][usize::from(without_sharded_watch)];
+                scenario.default_out(qps, spread, &[flood, unsharded].concat())
             });
             let settings = Settings {
                 shardcron_bin: if controllers.iter().any(|c| *c != Variant::Upstream) {
@@ -354,6 +354,7 @@ async fn main() -> anyhow::Result<()> {
                 attacks: !no_attacks,
                 spread_seconds: spread.unwrap_or(0),
                 rolling_restart: !no_rolling_restart,
+                sharded_watch: !without_sharded_watch,
             };
             if scenario.name == ScenarioName::S6 {
                 let runs = scaleout::run(&scenario, &controllers, &settings, report::scaleout_line)

@@ -292,7 +292,7 @@ pub async fn run(
         let options = UpOptions {
             without_jaeger: true,
             etcd_from: Some(data.clone()),
-            sharded_watch: true,
+            sharded_watch: settings.sharded_watch,
             ..UpOptions::default()
         };
         let cluster =

@@ -86,7 +86,7 @@ pub async fn run(
 ) -> anyhow::Result<OverheadReport> {
     std::fs::create_dir_all(out)?;
     let dir = out.join("cluster");
-    let cluster = LocalCluster::up(&dir, false, "").await?;
+    let cluster = LocalCluster::up(&dir, false, "", true).await?;
     let mut replicas = Vec::new();
     let result = run_on(
         &cluster,

@@ -76,7 +76,13 @@ pub async fn run(
         "--kube-api-qps={} --kube-api-burst={} --authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
         settings.limits.qps, settings.limits.burst
     );
-    let mut cluster = LocalCluster::up(&settings.out.join("cluster"), false, &kcm_args).await?;
+    let mut cluster = LocalCluster::up(
+        &settings.out.join("cluster"),
+        false,
+        &kcm_args,
+        settings.sharded_watch,
+    )
+    .await?;
     let result = run_on(&mut cluster, scenario, variants, settings, line).await;
     cluster
         .finish(

@@ -145,7 +145,13 @@ pub async fn run(
             return Ok(runs);
         }
     }
-    let mut cluster = LocalCluster::up(&settings.out.join("cluster"), false, "").await?;
+    let mut cluster = LocalCluster::up(
+        &settings.out.join("cluster"),
+        false,
+        "",
+        settings.sharded_watch,
+    )
+    .await?;
     let result = run_on(&mut cluster, scenario, variants, settings, line).await;
     cluster
         .finish(
