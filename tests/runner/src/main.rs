@@ -211,8 +211,9 @@ struct Plane {
 }
 
 /// Starts each shared control plane (side by side; on its own server, or
-/// on `forced` if set) and applies deploy/ to it once, so that the
-/// binaries' own applies, which may race, only patch.
+/// on `forced` if set) and applies deploy/ to it once (and deploy/managed
+/// to the one beside upstream's controller), so that the binaries' own
+/// applies, which may race, only patch.
 fn start_shared_planes(
     kinds: &[SharedPlane],
     forced: Option<Server>,
@@ -252,6 +253,16 @@ fn start_shared_planes(
                         .args(["apply", "-k"])
                         .arg(repo_root().join("deploy")),
                 )?;
+                // What a managed control plane installs, as the README
+                // says (the definition is over the client-side apply's
+                // 256 KiB): so every run installs it on the oldest minor.
+                if kind == SharedPlane::BesideUpstream {
+                    run_quietly(
+                        kubectl()
+                            .args(["apply", "--server-side", "--force-conflicts", "-k"])
+                            .arg(repo_root().join("deploy/managed")),
+                    )?;
+                }
                 run_quietly(kubectl().args([
                     "scale",
                     "statefulset",
