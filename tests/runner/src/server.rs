@@ -1,7 +1,8 @@
 //! The Kubernetes a control plane of the suite runs: its minor and the
 //! kube-apiserver feature gates the tests care about, handed to
 //! `deploy/local/up` as its environment (`SHARDCRON_KUBERNETES`,
-//! `SHARDCRON_SHARDED_WATCH`, `SHARDCRON_WATCH_LIST`), which a lane's own
+//! `SHARDCRON_SHARDED_WATCH`, `SHARDCRON_WATCH_LIST`, and
+//! `KUBE_APISERVER_EXTRA_ARGS` for alpha gates), which a lane's own
 //! control plane inherits too.
 
 /// The oldest supported minor: the lanes of the plane beside upstream's
