@@ -25,6 +25,7 @@ pub mod clock;
 pub mod k8s_proto;
 pub mod memory;
 pub mod reconcile;
+pub mod release;
 pub mod schedule;
 pub mod shard;
 pub mod telemetry;

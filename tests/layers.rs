@@ -17,7 +17,7 @@ const LAYERS: [&str; 7] = [
     "admin",
     "cli",
 ];
-const BESIDE: [&str; 4] = ["telemetry", "memory", "clock", "k8s_proto"];
+const BESIDE: [&str; 5] = ["telemetry", "memory", "clock", "k8s_proto", "release"];
 
 /// Module path (`shard::ownership`) -> the modules it refers to.
 type Graph = BTreeMap<String, BTreeSet<String>>;

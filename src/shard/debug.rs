@@ -35,6 +35,15 @@ pub struct MemberReport {
     pub deleted: bool,
     pub last_renewal_seen_ms: u64,
     pub view_digest: Option<String>,
+    /// The ring protocol versions it speaks (`1`, `1-2`; `None`: they do
+    /// not read) and the version of its view.
+    #[serde(default)]
+    pub protocols: Option<String>,
+    #[serde(default)]
+    pub view_protocol: Option<String>,
+    /// Its release and commit, as its Lease states them.
+    #[serde(default)]
+    pub build: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -50,6 +59,9 @@ pub struct ShardReport {
     /// The members of the ring it acts on (empty: none yet).
     pub view: Vec<String>,
     pub view_digest: Option<String>,
+    /// The ring protocol version of the view (`None`: no ring yet).
+    #[serde(default)]
+    pub protocol: Option<u16>,
     /// The view has been handed to the Lease keeper.
     pub published: bool,
     pub members: Vec<MemberReport>,

@@ -14,22 +14,40 @@
 //! Two replicas that both want a key each published before checking; the
 //! one that published second sees the other's claim and waits. A peer that
 //! is gone from the live set (its Lease expired on our clock, and it fenced
-//! itself before that; or it released the Lease) claims nothing.
+//! itself before that; or it released the Lease) claims nothing. A view is
+//! read under the protocol version it was written in; one this build
+//! cannot read claims every key ([`super::protocol`]).
 
+use super::protocol::Protocol;
 use super::ring::Ring;
 use std::collections::HashMap;
 use std::sync::Arc;
 use twox_hash::XxHash64;
 
-/// A view as written on a Lease: the ring's members, sorted, comma-separated.
+/// A view as written on a Lease: the ring's members, sorted, comma-separated
+/// (protocol version 1; the version goes beside it,
+/// [`super::protocol::VIEW_PROTOCOL_ANNOTATION`]).
 pub fn encode_view(ring: &Ring) -> String {
     ring.members().join(",")
+}
+
+/// Whether a Lease's view (`view` written in `protocol`) is `ring`'s.
+pub fn shows(view: Option<&str>, protocol: Option<Protocol>, ring: &Ring) -> bool {
+    protocol == Some(ring.protocol()) && view == Some(encode_view(ring).as_str())
 }
 
 /// The members a view as written on a Lease names ([`encode_view`]'s
 /// inverse).
 pub fn view_members(view: &str) -> impl Iterator<Item = &str> {
     view.split(',').filter(|m| !m.is_empty())
+}
+
+/// The digest of who owns what under `ring`, its protocol version and
+/// members, as a number a float holds exactly (53 bits): the metric
+/// `shardcron_ring_assignment`, equal on replicas that agree.
+pub fn assignment_digest(ring: &Ring) -> u64 {
+    let text = format!("{}:{}", ring.protocol(), encode_view(ring));
+    XxHash64::oneshot(0, text.as_bytes()) >> 11
 }
 
 /// The short digest of a view, for logs, metrics and `/debug/shards`.
@@ -40,29 +58,75 @@ pub fn view_digest(view: &str) -> String {
 /// Peers' published views as rings, built once per distinct view.
 #[derive(Default)]
 pub struct ViewRings {
-    rings: HashMap<String, Arc<Ring>>,
+    rings: HashMap<(Protocol, String), Arc<Ring>>,
 }
 
 impl ViewRings {
-    pub fn ring(&mut self, view: &str) -> Arc<Ring> {
-        if let Some(ring) = self.rings.get(view) {
-            return ring.clone();
+    /// The ring of `view` written in `protocol`; `None` if this build
+    /// cannot read that version.
+    pub fn ring(&mut self, protocol: Protocol, view: &str) -> Option<Arc<Ring>> {
+        let key = (protocol, view.to_owned());
+        if let Some(ring) = self.rings.get(&key) {
+            return Some(ring.clone());
         }
+        let ring = Arc::new(Ring::of(protocol, view_members(view))?);
         // Views come and go with rebalances; a handful are live at a time.
         if self.rings.len() > 64 {
             self.rings.clear();
         }
-        let ring = Arc::new(Ring::new(view_members(view)));
-        self.rings.insert(view.to_owned(), ring.clone());
-        ring
+        self.rings.insert(key, ring.clone());
+        Some(ring)
+    }
+
+    /// What a peer's Lease claims: its `view`, written in `protocol`
+    /// (`None`: a version that does not read).
+    pub fn claims(&mut self, view: Option<&str>, protocol: Option<Protocol>) -> Claims {
+        match (view, protocol) {
+            (None, _) => Claims::Nothing,
+            (Some(view), Some(protocol)) => match self.ring(protocol, view) {
+                Some(ring) => Claims::Ring(ring),
+                None => Claims::Everything,
+            },
+            (Some(_), None) => Claims::Everything,
+        }
     }
 }
 
-/// A live peer and the ring of the view it published (`None`: no view yet,
-/// so it runs nothing).
+/// The keys a live peer's published view gives it.
+#[derive(Debug, Clone)]
+pub enum Claims {
+    /// No view yet: it runs nothing.
+    Nothing,
+    /// The keys this ring gives it.
+    Ring(Arc<Ring>),
+    /// A view this build cannot read: any key may be its.
+    Everything,
+}
+
+impl Claims {
+    /// Whether `peer`, whose claims these are, may run the key `uid`.
+    pub fn key(&self, peer: &str, uid: &str) -> bool {
+        match self {
+            Claims::Nothing => false,
+            Claims::Ring(ring) => ring.owner(uid) == Some(peer),
+            Claims::Everything => true,
+        }
+    }
+
+    /// Whether `peer` may run the keys of `bucket`.
+    pub fn bucket(&self, peer: &str, bucket: crate::apiserver::bucket::Bucket) -> bool {
+        match self {
+            Claims::Nothing => false,
+            Claims::Ring(ring) => ring.owner_of(bucket) == Some(peer),
+            Claims::Everything => true,
+        }
+    }
+}
+
+/// A live peer and what its published view claims.
 pub struct Peer {
     pub name: String,
-    pub ring: Option<Arc<Ring>>,
+    pub claims: Claims,
 }
 
 /// What to do with a key.
@@ -79,28 +143,25 @@ pub enum KeyDecision {
 }
 
 /// Decides the CronJob with UID `uid` for replica `me` acting on `target`.
-/// `own_view_seen`: the view on our own Lease as the watch last showed it;
-/// `peers`: the other live members.
+/// `own_view_seen`: whether the watch has shown our own Lease with the
+/// publication of `target`'s view; `peers`: the other live members.
 pub fn decide(
     me: &str,
     uid: &str,
     target: &Ring,
-    own_view_seen: Option<&str>,
+    own_view_seen: bool,
     peers: &[Peer],
 ) -> KeyDecision {
     if target.owner(uid) != Some(me) {
         return KeyDecision::NotOurs;
     }
-    if own_view_seen != Some(encode_view(target).as_str()) {
+    if !own_view_seen {
         return KeyDecision::WaitForOwnView;
     }
-    match peers.iter().find(|peer| {
-        peer.name != me
-            && peer
-                .ring
-                .as_ref()
-                .is_some_and(|ring| ring.owner(uid) == Some(peer.name.as_str()))
-    }) {
+    match peers
+        .iter()
+        .find(|peer| peer.name != me && peer.claims.key(&peer.name, uid))
+    {
         Some(peer) => KeyDecision::WaitFor(peer.name.clone()),
         None => KeyDecision::Run,
     }
@@ -113,7 +174,10 @@ mod tests {
     fn peer(name: &str, view: Option<&Ring>) -> Peer {
         Peer {
             name: name.into(),
-            ring: view.map(|r| Arc::new(r.clone())),
+            claims: match view {
+                Some(ring) => Claims::Ring(Arc::new(ring.clone())),
+                None => Claims::Nothing,
+            },
         }
     }
 
@@ -130,20 +194,16 @@ mod tests {
         let old = Ring::new(["r0"]);
         let new = Ring::new(["r0", "r1"]);
         let key = moving_key(&old, &new);
-        let seen = encode_view(&new);
         let peers = [peer("r0", Some(&old))];
         assert_eq!(
-            decide("r1", &key, &new, Some(&seen), &peers),
+            decide("r1", &key, &new, true, &peers),
             KeyDecision::WaitFor("r0".into())
         );
         // The old owner sees the same: not ours any more.
-        assert_eq!(decide("r0", &key, &new, None, &[]), KeyDecision::NotOurs);
+        assert_eq!(decide("r0", &key, &new, false, &[]), KeyDecision::NotOurs);
         // r0 stopped the key and published the new view.
         let peers = [peer("r0", Some(&new))];
-        assert_eq!(
-            decide("r1", &key, &new, Some(&seen), &peers),
-            KeyDecision::Run
-        );
+        assert_eq!(decide("r1", &key, &new, true, &peers), KeyDecision::Run);
     }
 
     #[test]
@@ -151,16 +211,15 @@ mod tests {
         let ring = Ring::new(["r0"]);
         let key = &crate::apiserver::bucket::test_uid(1);
         assert_eq!(
-            decide("r0", key, &ring, None, &[]),
+            decide("r0", key, &ring, false, &[]),
             KeyDecision::WaitForOwnView
         );
-        let stale = encode_view(&Ring::new(["r0", "r1"]));
-        assert_eq!(
-            decide("r0", key, &ring, Some(&stale), &[]),
-            KeyDecision::WaitForOwnView
-        );
-        let seen = encode_view(&ring);
-        assert_eq!(decide("r0", key, &ring, Some(&seen), &[]), KeyDecision::Run);
+        assert_eq!(decide("r0", key, &ring, true, &[]), KeyDecision::Run);
+        let v1 = encode_view(&ring);
+        assert!(shows(Some(&v1), Some(Protocol::V1), &ring));
+        assert!(!shows(Some(&v1), Some(Protocol::new(2)), &ring));
+        assert!(!shows(Some(&v1), None, &ring));
+        assert!(!shows(Some("r0,r1"), Some(Protocol::V1), &ring));
     }
 
     #[test]
@@ -171,20 +230,8 @@ mod tests {
         let b = Ring::new(["r0", "r2"]);
         for i in 0..2000 {
             let key = crate::apiserver::bucket::test_uid(i);
-            let r1 = decide(
-                "r1",
-                &key,
-                &a,
-                Some(&encode_view(&a)),
-                &[peer("r2", Some(&b))],
-            );
-            let r2 = decide(
-                "r2",
-                &key,
-                &b,
-                Some(&encode_view(&b)),
-                &[peer("r1", Some(&a))],
-            );
+            let r1 = decide("r1", &key, &a, true, &[peer("r2", Some(&b))]);
+            let r2 = decide("r2", &key, &b, true, &[peer("r1", Some(&a))]);
             assert!(!(r1 == KeyDecision::Run && r2 == KeyDecision::Run), "{key}");
         }
     }
@@ -196,9 +243,8 @@ mod tests {
             .map(crate::apiserver::bucket::test_uid)
             .find(|k| ring.owner(k) == Some("r0"))
             .unwrap();
-        let seen = encode_view(&ring);
         assert_eq!(
-            decide("r0", &key, &ring, Some(&seen), &[peer("r1", None)]),
+            decide("r0", &key, &ring, true, &[peer("r1", None)]),
             KeyDecision::Run
         );
         assert_eq!(
@@ -210,7 +256,40 @@ mod tests {
             view_digest(&encode_view(&Ring::new(["a"])))
         );
         let mut rings = ViewRings::default();
-        assert_eq!(rings.ring("a,b").members().len(), 2);
-        assert!(Arc::ptr_eq(&rings.ring("a,b"), &rings.ring("a,b")));
+        let ab = rings.ring(Protocol::V1, "a,b").unwrap();
+        assert_eq!(ab.members().len(), 2);
+        assert!(Arc::ptr_eq(&ab, &rings.ring(Protocol::V1, "a,b").unwrap()));
+    }
+
+    #[test]
+    fn a_view_in_a_version_this_build_cannot_read_claims_every_key() {
+        let ring = Ring::new(["r0", "r1"]);
+        let mut rings = ViewRings::default();
+        for (view, protocol) in [
+            (Some("r0,r1"), Some(Protocol::new(99))),
+            (Some("r0,r1"), None),
+            (Some("whatever v99 writes"), Some(Protocol::new(99))),
+        ] {
+            let claims = rings.claims(view, protocol);
+            assert!(
+                matches!(claims, Claims::Everything),
+                "{view:?} {protocol:?}"
+            );
+            let r1 = Peer {
+                name: "r1".into(),
+                claims,
+            };
+            for i in 0..200 {
+                let key = crate::apiserver::bucket::test_uid(i);
+                let decision = decide("r0", &key, &ring, true, std::slice::from_ref(&r1));
+                assert_ne!(decision, KeyDecision::Run, "{key}");
+            }
+        }
+        assert!(matches!(rings.claims(None, None), Claims::Nothing));
+        // The same members in a version it reads: the ring of that version.
+        let Claims::Ring(v2) = rings.claims(Some("r0,r1"), Some(Protocol::new(2))) else {
+            panic!("version 2 reads in the tests");
+        };
+        assert_eq!(v2.protocol(), Protocol::new(2));
     }
 }

@@ -14,6 +14,9 @@
 
 use super::fence::SharedFence;
 use super::membership::LeaseObservation;
+use super::protocol::{
+    BUILD_ANNOTATION, PROTOCOLS_ANNOTATION, Protocol, Protocols, VIEW_PROTOCOL_ANNOTATION,
+};
 use crate::clock::BootInstant;
 use crate::clock::Clock;
 use actix::Recipient;
@@ -105,6 +108,22 @@ pub fn observe(lease: &Lease) -> (String, LeaseObservation) {
             .annotations()
             .get(LEAVING_ANNOTATION)
             .is_some_and(|v| v == "true"),
+        protocols: Protocols::of_lease(
+            lease
+                .annotations()
+                .get(PROTOCOLS_ANNOTATION)
+                .map(String::as_str),
+        ),
+        view_protocol: Protocol::of_view(
+            lease
+                .annotations()
+                .get(VIEW_PROTOCOL_ANNOTATION)
+                .map(String::as_str),
+        ),
+        build: lease
+            .annotations()
+            .get(BUILD_ANNOTATION)
+            .map(|build| crate::release::bounded(build)),
     };
     (lease.name_any(), observation)
 }
@@ -121,6 +140,8 @@ pub enum KeeperReport {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Publication {
     pub view: String,
+    /// The protocol version `view` is written in.
+    pub protocol: Protocol,
     pub id: String,
     /// The replica is leaving ([`LEAVING_ANNOTATION`]).
     pub leaving: bool,
@@ -313,6 +334,11 @@ impl<A: LeaseRequests> State<A> {
             .insert(RING_LABEL.to_owned(), self.settings.ring.clone());
         let annotations: &mut BTreeMap<String, String> = lease.annotations_mut();
         annotations.insert(INCARNATION_ANNOTATION.to_owned(), self.incarnation.clone());
+        annotations.insert(
+            PROTOCOLS_ANNOTATION.to_owned(),
+            Protocols::THIS_BUILD.encode(),
+        );
+        annotations.insert(BUILD_ANNOTATION.to_owned(), crate::release::build());
         for (key, value) in [
             (CERT_ANNOTATION, &self.settings.admin_certificate),
             (ADDRESS_ANNOTATION, &self.settings.admin_address),
@@ -327,6 +353,10 @@ impl<A: LeaseRequests> State<A> {
             (Some(publication), Some(_)) => {
                 annotations.insert(VIEW_ANNOTATION.to_owned(), publication.view.clone());
                 annotations.insert(PUBLICATION_ANNOTATION.to_owned(), publication.id.clone());
+                annotations.insert(
+                    VIEW_PROTOCOL_ANNOTATION.to_owned(),
+                    publication.protocol.to_string(),
+                );
                 if publication.leaving {
                     annotations.insert(LEAVING_ANNOTATION.to_owned(), "true".to_owned());
                 } else {
@@ -336,6 +366,7 @@ impl<A: LeaseRequests> State<A> {
             _ => {
                 annotations.remove(VIEW_ANNOTATION);
                 annotations.remove(PUBLICATION_ANNOTATION);
+                annotations.remove(VIEW_PROTOCOL_ANNOTATION);
                 annotations.remove(LEAVING_ANNOTATION);
             }
         }

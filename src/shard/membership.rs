@@ -7,8 +7,10 @@
 //! live until its duration has passed without a renewal (the holder may
 //! still be acting, and re-creates it on its next renewal). Only a released
 //! Lease (no holder) ends membership at once. Pure: the caller feeds
-//! observations and the monotonic time.
+//! observations and the monotonic time. It also tells which protocol
+//! version the live members share ([`super::protocol::negotiate`]).
 
+use super::protocol::{Negotiated, Protocol, Protocols, negotiate};
 use crate::apiserver::resource_version::is_older;
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -32,6 +34,12 @@ pub struct LeaseObservation {
     /// The member is leaving: it still runs (and claims) the keys of its
     /// view, and is in no peer's ring (see [`super::ownership`]).
     pub leaving: bool,
+    /// The protocol versions it speaks (`None`: its Lease's do not read).
+    pub protocols: Option<Protocols>,
+    /// The version its view is written in (`None`: it does not read).
+    pub view_protocol: Option<Protocol>,
+    /// Its release and commit, as it states them (for people only).
+    pub build: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -43,12 +51,59 @@ struct Seen {
 }
 
 /// The member Leases as this replica has seen them.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Membership {
     leases: HashMap<String, Seen>,
+    /// The protocol versions this replica speaks.
+    speaks: Protocols,
+    /// The incompatible peers last reported ([`Self::note_incompatible`]).
+    reported_incompatible: BTreeSet<String>,
+}
+
+impl Default for Membership {
+    fn default() -> Self {
+        Self::speaking(Protocols::THIS_BUILD)
+    }
 }
 
 impl Membership {
+    /// For a replica that speaks `speaks` (tests of mixed builds; a
+    /// process speaks [`Protocols::THIS_BUILD`]).
+    pub fn speaking(speaks: Protocols) -> Self {
+        Self {
+            leases: HashMap::new(),
+            speaks,
+            reported_incompatible: BTreeSet::new(),
+        }
+    }
+
+    /// Whether `negotiated`'s incompatible peers differ from those last
+    /// reported; remembers them as reported.
+    pub fn note_incompatible(&mut self, negotiated: &Negotiated) -> bool {
+        let names = super::protocol::incompatible_names(negotiated);
+        if names == self.reported_incompatible {
+            return false;
+        }
+        self.reported_incompatible = names;
+        true
+    }
+
+    /// The versions this replica speaks.
+    pub fn speaks(&self) -> Protocols {
+        self.speaks
+    }
+
+    /// The version a ring of `me` and the live peers runs at `now`, and
+    /// the peers it leaves out.
+    pub fn negotiate(&self, me: &str, now: Instant) -> Negotiated {
+        negotiate(
+            self.speaks,
+            self.live_views(now)
+                .filter(|(member, _)| *member != me)
+                .map(|(member, lease)| (member, lease.protocols)),
+        )
+    }
+
     /// Records Lease `name` as observed at `now`. A renewal restarts its
     /// expiry; an event that changes nothing (a re-list) does not, nor does
     /// one older than what was seen (a re-list served from a lagging cache,
@@ -159,6 +214,9 @@ mod tests {
             view: view.map(Into::into),
             publication: None,
             leaving: false,
+            protocols: Some(Protocols::THIS_BUILD),
+            view_protocol: Some(Protocol::V1),
+            build: None,
         }
     }
 
@@ -227,6 +285,26 @@ mod tests {
         assert!(m.live(t0 + D).is_empty(), "a stale version is no renewal");
         let views: Vec<_> = m.live_views(t0).map(|(_, l)| l.view.clone()).collect();
         assert_eq!(views, [Some("r0,r1".to_string())]);
+    }
+
+    #[test]
+    fn the_live_peers_negotiate_the_version_and_expired_ones_count_for_nothing() {
+        let t0 = Instant::now();
+        let mut m = Membership::speaking(Protocols::THIS_BUILD);
+        m.observe("me", lease("me", "1", None), t0);
+        m.observe(
+            "odd",
+            LeaseObservation {
+                protocols: Protocols::of_lease(Some("900")),
+                ..lease("odd", "1", None)
+            },
+            t0,
+        );
+        m.observe("r1", lease("r1", "1", None), t0 + D / 2);
+        let now = m.negotiate("me", t0);
+        assert_eq!(now.protocol, Protocol::V1);
+        assert!(now.excludes("odd") && !now.excludes("r1") && !now.excludes("me"));
+        assert!(m.negotiate("me", t0 + D).incompatible.is_empty());
     }
 
     #[test]

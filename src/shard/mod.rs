@@ -15,10 +15,12 @@
 pub mod debug;
 pub mod fence;
 pub mod handoff;
+pub mod incompatible;
 pub mod jobs;
 pub mod lease;
 pub mod membership;
 pub mod ownership;
+pub mod protocol;
 pub mod relist;
 pub mod ring;
 pub mod standby;

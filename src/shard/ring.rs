@@ -15,9 +15,13 @@
 //!
 //! Every replica must compute the same owner for a key, including replicas
 //! built by different compilers during a rolling upgrade. So scores hash
-//! explicit bytes with xxHash64 (seed 0), whose output is fixed by its
-//! specification, and ties are broken by member name.
+//! explicit bytes with xxHash64, whose output is fixed by its
+//! specification, and ties are broken by member name. The assignment is
+//! fixed per [`Protocol`] version (golden digests in the tests): changing
+//! it takes a new version, which a ring runs only once every member speaks
+//! it ([`super::protocol`]).
 
+use super::protocol::Protocol;
 use crate::apiserver::bucket::Bucket;
 use std::sync::Arc;
 use twox_hash::XxHash64;
@@ -32,41 +36,109 @@ pub const SLACK: f64 = 1.08;
 /// index.
 pub const MAX_MEMBERS: usize = crate::apiserver::bucket::BUCKETS as usize;
 
+/// How a protocol version assigns buckets.
+#[derive(Debug, Clone, Copy)]
+struct Assignment {
+    seed: u64,
+    slack: f64,
+}
+
+/// The assignment of `protocol`, if this build knows it.
+fn assignment(protocol: Protocol) -> Option<Assignment> {
+    match protocol.number() {
+        1 => Some(Assignment {
+            seed: 0,
+            slack: SLACK,
+        }),
+        // A second version for the tests of a switch between versions
+        // (another seed: most buckets move).
+        #[cfg(test)]
+        2 => Some(Assignment {
+            seed: 2,
+            slack: SLACK,
+        }),
+        _ => None,
+    }
+}
+
 /// A member's score for a bucket: xxHash64 of `<member>#<bucket, u16 LE>`.
-fn score(member: &str, bucket: Bucket) -> u64 {
+fn score(seed: u64, member: &str, bucket: Bucket) -> u64 {
     let mut bytes = Vec::with_capacity(member.len() + 3);
     bytes.extend_from_slice(member.as_bytes());
     bytes.push(b'#');
     bytes.extend_from_slice(&(bucket.index() as u16).to_le_bytes());
-    XxHash64::oneshot(0, &bytes)
+    XxHash64::oneshot(seed, &bytes)
 }
 
-/// The ring over one set of members.
+/// Whether this build knows `protocol`'s assignment (can read a view
+/// written in it).
+pub fn knows(protocol: Protocol) -> bool {
+    assignment(protocol).is_some()
+}
+
+/// The ring over one set of members, under one protocol version.
 #[derive(Debug, Clone)]
 pub struct Ring {
+    protocol: Protocol,
+    assignment: Assignment,
     members: Vec<Arc<str>>,
     /// For each bucket, the index of its owner in `members`.
     owners: Vec<u16>,
 }
 
-/// A ring is a function of its members.
+/// A ring is a function of its version and members.
 impl PartialEq for Ring {
     fn eq(&self, other: &Self) -> bool {
-        self.members == other.members
+        self.protocol == other.protocol && self.members == other.members
     }
 }
 
 impl Eq for Ring {}
 
 impl Ring {
-    /// The ring of `members` (order and duplicates do not matter).
-    pub fn new<'a>(members: impl IntoIterator<Item = &'a str>) -> Ring {
+    /// The ring of `members` (order and duplicates do not matter) under
+    /// `protocol`; `None` if this build does not know that version.
+    pub fn of<'a>(protocol: Protocol, members: impl IntoIterator<Item = &'a str>) -> Option<Ring> {
+        let assignment = assignment(protocol)?;
         let mut members: Vec<Arc<str>> = members.into_iter().map(Arc::from).collect();
         members.sort();
         members.dedup();
         members.truncate(MAX_MEMBERS);
-        let owners = assign(&members, SLACK);
-        Ring { members, owners }
+        let owners = assign(&members, assignment);
+        Some(Ring {
+            protocol,
+            assignment,
+            members,
+            owners,
+        })
+    }
+
+    /// The ring of `members` under protocol version 1.
+    #[cfg(test)]
+    pub fn new<'a>(members: impl IntoIterator<Item = &'a str>) -> Ring {
+        Ring::of(Protocol::V1, members).expect("this build speaks version 1")
+    }
+
+    /// This ring without `member`, under the same version.
+    pub fn without(&self, member: &str) -> Ring {
+        let members: Vec<Arc<str>> = self
+            .members
+            .iter()
+            .filter(|m| &***m != member)
+            .cloned()
+            .collect();
+        let owners = assign(&members, self.assignment);
+        Ring {
+            protocol: self.protocol,
+            assignment: self.assignment,
+            members,
+            owners,
+        }
+    }
+
+    /// The protocol version it assigns by.
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
     }
 
     /// The members, sorted.
@@ -97,7 +169,7 @@ impl Ring {
 }
 
 /// Each bucket's owner (an index into the sorted `members`); empty for no member.
-fn assign(members: &[Arc<str>], slack: f64) -> Vec<u16> {
+fn assign(members: &[Arc<str>], Assignment { seed, slack }: Assignment) -> Vec<u16> {
     if members.is_empty() {
         return Vec::new();
     }
@@ -106,7 +178,7 @@ fn assign(members: &[Arc<str>], slack: f64) -> Vec<u16> {
     let mut pairs: Vec<(u64, u16, Bucket)> = members
         .iter()
         .enumerate()
-        .flat_map(|(m, member)| Bucket::all().map(move |b| (score(member, b), m as u16, b)))
+        .flat_map(|(m, member)| Bucket::all().map(move |b| (score(seed, member, b), m as u16, b)))
         .collect();
     // Highest score first; equal scores: the member first by name, then the bucket.
     pairs.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
@@ -173,6 +245,53 @@ mod tests {
         assert!(crowded.owner("some-uid").is_some());
         assert_eq!(Ring::new([]).owner("a"), None);
         assert!(Ring::new([]).buckets_of("x").is_empty());
+    }
+
+    /// xxHash64 of each bucket's owner's name, in bucket order, for
+    /// rings of 1, 2, 3, 5 and 10 members named `shardcron-<i>`, per
+    /// protocol version this build speaks. A change to the assignment fails
+    /// here: give it a new version instead (docs/upgrading.md).
+    const GOLDEN_ASSIGNMENTS: &[(u16, [u64; 5])] = &[(
+        1,
+        [
+            14238113281281448642,
+            6922710684664009701,
+            10061071290402874906,
+            10560944213475866239,
+            65555337010789161,
+        ],
+    )];
+
+    #[test]
+    fn each_versions_assignment_is_frozen() {
+        let speaks = crate::shard::protocol::Protocols::THIS_BUILD;
+        for version in speaks.lowest().number()..=speaks.highest().number() {
+            let protocol = Protocol::new(version);
+            let got: Vec<u64> = [1, 2, 3, 5, 10]
+                .map(|n| {
+                    let names = members(n);
+                    let ring = Ring::of(protocol, names.iter().map(String::as_str)).unwrap();
+                    let mut owners = Vec::new();
+                    for bucket in Bucket::all() {
+                        owners.extend_from_slice(ring.owner_of(bucket).unwrap().as_bytes());
+                        owners.push(b'\n');
+                    }
+                    XxHash64::oneshot(0, &owners)
+                })
+                .to_vec();
+            let golden = GOLDEN_ASSIGNMENTS
+                .iter()
+                .find(|(v, _)| *v == version)
+                .unwrap_or_else(|| panic!("version {version} has no golden assignment: {got:?}"));
+            assert_eq!(got, golden.1, "version {version}'s assignment changed");
+        }
+        assert!(Ring::of(Protocol::new(99), ["a"]).is_none());
+        let ring = Ring::new(["a", "b", "c"]);
+        assert_eq!(ring.without("b"), Ring::new(["a", "c"]));
+        assert_ne!(
+            Ring::of(Protocol::new(2), ["a", "b"]),
+            Some(Ring::new(["a", "b"]))
+        );
     }
 
     const GOLDEN: [&str; 6] = [

@@ -93,7 +93,7 @@ pub fn standby_buckets(ring: &Ring, me: &str) -> BucketSet {
         return set;
     }
     for gone in ring.members().iter().filter(|m| &***m != me) {
-        let without = Ring::new(ring.members().iter().filter(|m| *m != gone).map(|m| &**m));
+        let without = ring.without(gone);
         for bucket in Bucket::all() {
             if ring.owner_of(bucket) != Some(me) && without.owner_of(bucket) == Some(me) {
                 set.insert(bucket);

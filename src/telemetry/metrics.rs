@@ -110,6 +110,15 @@ pub struct PriorityLabels {
     pub priority: &'static str,
 }
 
+/// `shardcron_build_info`'s labels: this build's release.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: &'static str,
+    pub commit: &'static str,
+    /// The ring protocol versions it speaks (`1`, `1-2`).
+    pub protocol: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct SyncLabels {
     pub result: OkLabel,
@@ -136,6 +145,10 @@ pub struct Metrics {
     pub watch_events: Family<ResourceLabels, Counter>,
     pub watch_bytes: Family<ResourceLabels, Counter>,
     pub ring_members: Gauge,
+    pub ring_protocol: Gauge,
+    pub ring_assignment: Gauge<f64, std::sync::atomic::AtomicU64>,
+    pub ring_incompatible_peers: Gauge,
+    build_info: Family<BuildLabels, Gauge>,
     pub owned: Family<OwnedLabels, Gauge>,
     pub rebalances: Counter,
     pub keys_moved: Family<MovedLabels, Counter>,
@@ -213,6 +226,18 @@ impl Metrics {
     /// Every metric, the per-CronJob ones included.
     pub fn new() -> Self {
         Self::with_cronjob_series(true)
+    }
+
+    /// Sets `shardcron_build_info`: this release, and `protocols`, the ring
+    /// protocol versions it speaks (the shard layer's to say).
+    pub fn set_build(&self, protocols: String) {
+        self.build_info
+            .get_or_create(&BuildLabels {
+                version: crate::release::VERSION,
+                commit: crate::release::COMMIT,
+                protocol: protocols,
+            })
+            .set(1);
     }
 
     /// Every metric; the per-CronJob ones only if `per_cronjob`
@@ -340,6 +365,38 @@ impl Metrics {
             "ring_members",
             "Members of the ring this replica acts on (0 while it acts on none)",
             ring_members.clone(),
+        );
+        let ring_protocol = Gauge::default();
+        register(
+            &mut registry,
+            &mut families,
+            "ring_protocol",
+            "The ring protocol version of the ring this replica acts on (0 while it acts on none)",
+            ring_protocol.clone(),
+        );
+        let ring_assignment = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        register(
+            &mut registry,
+            &mut families,
+            "ring_assignment",
+            "A digest of the ring this replica acts on, its protocol version and members (0 while it acts on none): replicas that agree on who owns what show the same value",
+            ring_assignment.clone(),
+        );
+        let ring_incompatible_peers = Gauge::default();
+        register(
+            &mut registry,
+            &mut families,
+            "ring_incompatible_peers",
+            "Live peers left out of the ring because they speak no ring protocol version it can run",
+            ring_incompatible_peers.clone(),
+        );
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        register(
+            &mut registry,
+            &mut families,
+            "build_info",
+            "This build: its release (version), commit and the ring protocol versions it speaks; always 1",
+            build_info.clone(),
         );
         let owned = Family::<OwnedLabels, Gauge>::default();
         register(
@@ -499,6 +556,10 @@ impl Metrics {
             events_held_back,
             status_writes_given_way,
             ring_members,
+            ring_protocol,
+            ring_assignment,
+            ring_incompatible_peers,
+            build_info,
             owned,
             rebalances,
             keys_moved,

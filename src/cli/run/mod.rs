@@ -77,6 +77,7 @@ fn withdraw_apiservice_if_last(args: &RunArgs, namespace: &str, ring: &str, own:
 /// Runs the controller until SIGTERM or Ctrl-C.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::with_cronjob_series(args.cronjob_metrics));
+    metrics.set_build(crate::shard::protocol::Protocols::THIS_BUILD.encode());
     let traces = traces::start(args.otlp_endpoint.as_deref(), &metrics)?;
     logging::init(args.log_format);
     let result = run_controller(args, metrics);

@@ -77,19 +77,24 @@ impl Ownership {
         let Some(target) = self.phase.target().cloned() else {
             return;
         };
-        let own_view = handoff::encode_view(&target);
-        let claims: Vec<(String, String)> = self
+        let claims: Vec<(String, handoff::Claims)> = self
             .membership
             .live_views(now)
-            .filter(|(member, _)| *member != self.me)
-            .filter_map(|(member, lease)| Some((member.to_owned(), lease.view.clone()?)))
-            .filter(|(_, view)| *view != own_view)
+            .filter(|(member, lease)| {
+                *member != self.me
+                    && !handoff::shows(lease.view.as_deref(), lease.view_protocol, &target)
+            })
+            .map(|(member, lease)| (member.to_owned(), (lease.view.clone(), lease.view_protocol)))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|(member, (view, protocol))| {
+                let claims = self.rings.claims(view.as_deref(), protocol);
+                (member, claims)
+            })
             .collect();
-        for (peer, view) in claims {
-            let theirs = self.rings.ring(&view);
+        for (peer, theirs) in claims {
             for bucket in Bucket::all() {
-                if target.owner_of(bucket) == Some(self.me.as_str())
-                    && theirs.owner_of(bucket) == Some(peer.as_str())
+                if target.owner_of(bucket) == Some(self.me.as_str()) && theirs.bucket(&peer, bucket)
                 {
                     self.ran_elsewhere.set(bucket, true);
                 }

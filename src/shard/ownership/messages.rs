@@ -200,6 +200,19 @@ pub enum Command {
     SetReady,
     /// Every actor stopped after SIGTERM: release the Lease and exit.
     ReleaseAndExit,
+    /// The live peers that speak no protocol version the ring can run
+    /// changed: these now (empty: none). They are out of the ring and
+    /// their views claim every key ([`crate::shard::protocol`]).
+    PeersIncompatible(Vec<IncompatiblePeer>),
+}
+
+/// A live peer this replica cannot share a ring with, as its Lease says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncompatiblePeer {
+    pub name: String,
+    /// The versions it speaks (`None`: they do not read).
+    pub protocols: Option<crate::shard::protocol::Protocols>,
+    pub build: Option<String>,
 }
 
 /// A rule of the protocol broken on purpose, to show that the simulation
@@ -220,6 +233,9 @@ pub enum Flaw {
     /// state): a key the watch shows starts without waiting for a load's
     /// copy, or for the Jobs of the loads in flight.
     StartFromStandby,
+    /// Read every peer's view as protocol version 1, whatever version its
+    /// Lease states (what a build that predates versions does).
+    ReadViewsAsVersion1,
     /// Tell every started key that it ran nowhere else, as if the watches
     /// had brought a live previous owner's last writes by the time its
     /// release is seen on the Lease watch.

@@ -104,7 +104,7 @@ mod tests;
 mod transitions;
 mod warm;
 
-pub use messages::{Command, Epoch, Flaw, Input, Phase};
+pub use messages::{Command, Epoch, Flaw, IncompatiblePeer, Input, Phase};
 pub use warm::{HOLD_AFTER_MINUTE, HOLD_BEFORE_MINUTE, near_a_whole_minute};
 
 /// Before retrying a failed bulk load.
@@ -218,6 +218,13 @@ impl Ownership {
             #[cfg(test)]
             flaw: None,
         }
+    }
+
+    /// For a replica that speaks `protocols` (tests of mixed builds).
+    #[cfg(test)]
+    pub fn speaking(mut self, protocols: crate::shard::protocol::Protocols) -> Self {
+        self.membership = Membership::speaking(protocols);
+        self
     }
 
     /// How long a graceful stop may keep running keys while peers load them.

@@ -140,8 +140,7 @@ impl Ownership {
         if let Some(target) = self.phase.target().cloned() {
             let (peers, own) = self.peers(now);
             for uid in self.waiting.keys().filter_map(|key| self.keys.get(key)) {
-                let blocker = match handoff::decide(&self.me, uid, &target, own.as_deref(), &peers)
-                {
+                let blocker = match handoff::decide(&self.me, uid, &target, own, &peers) {
                     KeyDecision::WaitFor(peer) => peer,
                     KeyDecision::WaitForOwnView => "own view not published yet".to_owned(),
                     KeyDecision::Run => "starting".to_owned(),
@@ -158,6 +157,7 @@ impl Ownership {
             lease_valid,
             recovering: matches!(self.phase, Phase::Recovering),
             view_digest: view.as_deref().map(handoff::view_digest),
+            protocol: self.phase.target().map(|r| r.protocol().number()),
             view: view
                 .map(|v| handoff::view_members(&v).map(str::to_owned).collect())
                 .unwrap_or_default(),
@@ -172,6 +172,13 @@ impl Ownership {
                     deleted,
                     last_renewal_seen_ms: since.as_millis() as u64,
                     view_digest: lease.view.as_deref().map(handoff::view_digest),
+                    protocols: lease.protocols.map(|p| p.encode()),
+                    view_protocol: lease.view.as_ref().map(|_| {
+                        lease
+                            .view_protocol
+                            .map_or("unreadable".to_owned(), |p| p.to_string())
+                    }),
+                    build: lease.build.clone(),
                 })
                 .collect(),
             owned,

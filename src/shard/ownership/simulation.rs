@@ -39,6 +39,12 @@
 //! end (a VM resumed, a cut healed, a watch speaking again, a process
 //! restarted) every key runs on exactly one replica.
 //!
+//! With mixed builds ([`run_mixed`]), every process start is, at random,
+//! an old build that speaks protocol version 1 only or a new one that
+//! speaks 1-2 (a rolling upgrade and rollback, over and over): the ring
+//! switches to version 2 whenever every live member speaks it, and back
+//! when an old one starts, under the same faults and the same checks.
+//!
 //! A failure names its seed; [`replay`] runs one seed again, exactly.
 //! `SHARDCRON_SIM_SEEDS=N` runs N seeds instead of the default.
 
@@ -47,6 +53,7 @@ use crate::clock::BootInstant;
 use crate::shard::fence::Fence;
 use crate::shard::lease::Publication;
 use crate::shard::membership::LeaseObservation;
+use crate::shard::protocol::{Protocol, Protocols};
 use crate::shard::ring::Ring;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -224,11 +231,22 @@ struct ServerLease {
     holder: Option<String>,
     incarnation: u64,
     publication: Option<Publication>,
+    protocols: Protocols,
 }
+
+/// An old build: version 1 only.
+const OLD_BUILD: Protocols = Protocols::RELEASE_ZERO;
+/// A new build: versions 1 and 2 (2 exists only in the tests' rings).
+const NEW_BUILD: Protocols = match Protocols::new(Protocol::V1, Protocol::new(2)) {
+    Some(p) => p,
+    None => panic!("1 <= 2"),
+};
 
 /// One replica process.
 struct Process {
     incarnation: u64,
+    /// The versions its build speaks.
+    protocols: Protocols,
     ownership: Ownership,
     fence: Fence,
     /// Actors started and not yet reported stopped, by key index (bit).
@@ -291,6 +309,10 @@ struct World {
     epoch: Instant,
     seed: u64,
     flaw: Option<Flaw>,
+    /// Each process start picks an old or a new build ([`run_mixed`]).
+    mixed_builds: bool,
+    /// Views published in version 2 (mixed builds reach it).
+    v2_publishes: u64,
     /// The last events, kept only when replaying a failure.
     trace: Option<Vec<String>>,
     violation: Option<String>,
@@ -315,10 +337,11 @@ pub struct Outcome {
     pub violation: Option<String>,
     pub events: u64,
     pub early_publishes: u64,
+    pub v2_publishes: u64,
 }
 
 impl World {
-    fn new(seed: u64, flaw: Option<Flaw>) -> Self {
+    fn new(seed: u64, flaw: Option<Flaw>, mixed_builds: bool) -> Self {
         let mut rng = Rng(seed);
         let replicas = (0..REPLICAS)
             .map(|i| Replica {
@@ -349,6 +372,8 @@ impl World {
             pending_writes: HashMap::new(),
             epoch: Instant::now(),
             flaw,
+            mixed_builds,
+            v2_publishes: 0,
             trace: None,
             violation: None,
             settled_since: None,
@@ -424,12 +449,20 @@ impl World {
         let r = &mut self.replicas[replica];
         r.incarnations += 1;
         let incarnation = r.incarnations;
-        let mut ownership = Ownership::new(r.name.clone(), format!("i{incarnation}"));
+        let protocols = match self.mixed_builds {
+            true if self.rng.chance(50) => OLD_BUILD,
+            true => NEW_BUILD,
+            false => Protocols::THIS_BUILD,
+        };
+        let r = &mut self.replicas[replica];
+        let mut ownership =
+            Ownership::new(r.name.clone(), format!("i{incarnation}")).speaking(protocols);
         if let Some(flaw) = self.flaw {
             ownership = ownership.with_flaw(flaw);
         }
         r.process = Some(Process {
             incarnation,
+            protocols,
             ownership,
             fence: Fence::new(RENEW_DEADLINE),
             writers: 0,
@@ -540,7 +573,7 @@ impl World {
             return;
         };
         match command {
-            Command::Spawn { .. } | Command::SetReady => {}
+            Command::Spawn { .. } | Command::SetReady | Command::PeersIncompatible(_) => {}
             Command::RingChanged { target, .. } => {
                 let owned = self.gains(&name, target.as_deref(), None);
                 let process = self.replicas[replica]
@@ -621,6 +654,9 @@ impl World {
                         publication.view,
                         process.stopping.count_ones()
                     ));
+                }
+                if publication.protocol == Protocol::new(2) {
+                    self.v2_publishes += 1;
                 }
                 process.publication = Some(publication);
                 self.renew(replica);
@@ -792,6 +828,7 @@ impl World {
                 holder: Some(name.clone()),
                 incarnation: process.incarnation,
                 publication: process.publication.clone(),
+                protocols: process.protocols,
             };
             self.write_lease(&name, lease);
         }
@@ -827,6 +864,12 @@ impl World {
             view: lease.publication.as_ref().map(|p| p.view.clone()),
             publication: lease.publication.as_ref().map(|p| p.id.clone()),
             leaving: lease.publication.as_ref().is_some_and(|p| p.leaving),
+            protocols: Some(lease.protocols),
+            view_protocol: lease
+                .publication
+                .as_ref()
+                .map_or(Some(Protocol::V1), |p| Some(p.protocol)),
+            build: None,
         }
     }
 
@@ -1236,6 +1279,7 @@ impl World {
                     violation: Some(format!("{violation}\n{}", self.trace_text())),
                     events,
                     early_publishes: self.early_publishes,
+                    v2_publishes: self.v2_publishes,
                 };
             }
             if self.now >= FAULTS_UNTIL {
@@ -1255,19 +1299,25 @@ impl World {
             }),
             events,
             early_publishes: self.early_publishes,
+            v2_publishes: self.v2_publishes,
         }
     }
 }
 
 /// Runs seed `seed` (with `flaw` planted, if any).
 pub fn run(seed: u64, flaw: Option<Flaw>) -> Outcome {
-    World::new(seed, flaw).run()
+    World::new(seed, flaw, false).run()
+}
+
+/// Runs seed `seed` with mixed builds.
+pub fn run_mixed(seed: u64, flaw: Option<Flaw>) -> Outcome {
+    World::new(seed, flaw, true).run()
 }
 
 /// Runs seed `seed` again, exactly, keeping the trace of its last events
 /// for the report.
 pub fn replay(seed: u64, flaw: Option<Flaw>) -> Outcome {
-    let mut world = World::new(seed, flaw);
+    let mut world = World::new(seed, flaw, false);
     world.trace = Some(Vec::new());
     world.run()
 }
@@ -1344,6 +1394,38 @@ fn a_planted_flaw_is_found() {
         eprintln!("{flaw:?}: violations in {found} of {runs} runs");
         assert!(found > 0, "{flaw:?} went unnoticed in {runs} runs");
     }
+}
+
+/// A rolling upgrade and rollback between builds of two protocol
+/// versions, over and over, under the same faults: the ring reaches version
+/// 2 and comes back, and no key ever has two writers. With peers' views
+/// read as version 1 whatever they say (what a build that predates
+/// versions does), it finds two writers.
+#[test]
+fn mixed_builds_switch_versions_and_keep_every_key_on_one_writer() {
+    // 500 runs: each is four times a plain one (its processes start and
+    // stop over and over); the planted flaw shows in about 1 run in 11.
+    let runs = seeds(10_000).min(500);
+    let mut v2 = 0;
+    for seed in 0..runs {
+        let outcome = run_mixed(seed, None);
+        if let Some(violation) = outcome.violation {
+            panic!("mixed builds, seed {seed}: {violation}");
+        }
+        v2 += outcome.v2_publishes;
+    }
+    eprintln!("{runs} runs of mixed builds, {v2} views published in version 2");
+    assert!(v2 > 0, "no run reached version 2");
+    let found = (0..runs).find(|seed| {
+        run_mixed(*seed, Some(Flaw::ReadViewsAsVersion1))
+            .violation
+            .is_some_and(|v| v.contains("two writers"))
+    });
+    eprintln!("ReadViewsAsVersion1: first found by seed {found:?}");
+    assert!(
+        found.is_some(),
+        "ReadViewsAsVersion1 went unnoticed in {runs} runs"
+    );
 }
 
 #[test]

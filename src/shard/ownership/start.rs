@@ -4,33 +4,35 @@
 
 use super::{Command, Flaw, Ownership, Phase};
 use crate::shard::handoff::{self, KeyDecision, Peer};
+use crate::shard::protocol::Protocol;
 use std::sync::Arc;
 use std::time::Instant;
 
 impl Ownership {
-    /// The live peers with the rings of their views, and our own
-    /// publication if the watch has shown it back.
-    pub(super) fn peers(&mut self, now: Instant) -> (Vec<Peer>, Option<String>) {
+    /// The live peers with what their views claim, and whether the watch
+    /// has shown our own publication back.
+    pub(super) fn peers(&mut self, now: Instant) -> (Vec<Peer>, bool) {
         let asked = match &self.phase {
             Phase::Serving { publication, .. } => Some(publication),
             _ => None,
         };
         let ignore_peers = self.flawed(Flaw::IgnorePeers);
-        let mut echoed = None;
+        let mut echoed = false;
         let mut peers = Vec::new();
         for (member, lease) in self.membership.live_views(now) {
             if member == self.me {
-                let this_one = asked.is_some_and(|asked| {
+                echoed |= asked.is_some_and(|asked| {
                     lease.view.as_deref() == Some(asked.view.as_str())
                         && lease.publication.as_deref() == Some(asked.id.as_str())
                 });
-                if this_one {
-                    echoed = lease.view.clone();
-                }
             } else if !ignore_peers {
+                let protocol = match self.flawed(Flaw::ReadViewsAsVersion1) {
+                    true => Some(Protocol::V1),
+                    false => lease.view_protocol,
+                };
                 peers.push(Peer {
                     name: member.to_owned(),
-                    ring: lease.view.as_deref().map(|v| self.rings.ring(v)),
+                    claims: self.rings.claims(lease.view.as_deref(), protocol),
                 });
             }
         }
@@ -71,7 +73,7 @@ impl Ownership {
         if candidates.is_empty() {
             return;
         }
-        let (peers, own_view) = self.peers(now);
+        let (peers, own_view_seen) = self.peers(now);
         for key in candidates {
             let Some(uid) = self.keys.get(&key).cloned() else {
                 continue;
@@ -81,7 +83,7 @@ impl Ownership {
             if unread && !from_standby {
                 continue;
             }
-            match handoff::decide(&self.me, &uid, &target, own_view.as_deref(), &peers) {
+            match handoff::decide(&self.me, &uid, &target, own_view_seen, &peers) {
                 KeyDecision::Run => {
                     if let Some(since) = self.waiting.remove(&key) {
                         let ran_elsewhere = self.ran_elsewhere(&uid);

@@ -5,6 +5,7 @@
 use super::*;
 use crate::shard::lease::Publication;
 use crate::shard::membership::LeaseObservation;
+use crate::shard::protocol::{Protocol, Protocols};
 use crate::shard::ring::Ring;
 use std::sync::Arc;
 
@@ -18,6 +19,9 @@ fn lease(holder: &str, renewal: u64, publication: Option<&Publication>) -> Lease
         view: publication.map(|p| p.view.clone()),
         publication: publication.map(|p| p.id.clone()),
         leaving: publication.is_some_and(|p| p.leaving),
+        protocols: Some(Protocols::THIS_BUILD),
+        view_protocol: Some(publication.map_or(Protocol::V1, |p| p.protocol)),
+        build: None,
     }
 }
 
@@ -32,6 +36,7 @@ fn seen(name: &str, lease: LeaseObservation) -> Input {
 fn r1_publication(view: &str) -> Publication {
     Publication {
         view: view.into(),
+        protocol: Protocol::V1,
         id: "j1.1".into(),
         leaving: false,
     }
@@ -369,6 +374,7 @@ fn keys_start_only_after_the_load_and_the_echo_of_this_very_publication() {
     // or before a lapse) are not this publication's echo.
     let stale = Publication {
         view: publication.view.clone(),
+        protocol: Protocol::V1,
         id: "i0.7".into(),
         leaving: false,
     };
@@ -430,6 +436,7 @@ fn a_key_a_live_peer_still_claims_waits_until_the_peer_lets_go() {
     // r1 publishes {r0, r1}: the key is r0's alone.
     let r1_both = Publication {
         view: "r0,r1".into(),
+        protocol: Protocol::V1,
         id: "j1.2".into(),
         leaving: false,
     };
@@ -639,6 +646,7 @@ fn a_graceful_stop_runs_its_keys_until_the_peer_has_loaded_them() {
     assert!(o.is_running(&key));
     let r1_alone = Publication {
         view: "r1".into(),
+        protocol: Protocol::V1,
         id: "j1.2".into(),
         leaving: false,
     };
@@ -667,6 +675,7 @@ fn a_graceful_stop_during_a_ring_change_leaves_once_the_lost_keys_have_stopped()
     });
     let r2 = Publication {
         view: "r0,r1,r2".into(),
+        protocol: Protocol::V1,
         id: "k1.1".into(),
         leaving: false,
     };

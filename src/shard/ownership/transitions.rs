@@ -7,6 +7,7 @@ use super::{Command, Flaw, JOIN_GRACE, Ownership, Phase};
 use crate::shard::fence::FenceState;
 use crate::shard::handoff;
 use crate::shard::lease::Publication;
+use crate::shard::protocol::{Negotiated, Protocol};
 use crate::shard::ring::Ring;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -83,13 +84,16 @@ impl Ownership {
             }
         }
         self.membership.prune(now);
-        let live = self.ring_members(now);
+        let negotiated = self.membership.negotiate(&self.me, now);
+        self.report_incompatible(&negotiated, now, out);
+        let live = self.ring_members(&negotiated, now);
         let changed = self.phase.target().is_none_or(|ring| {
-            !ring
-                .members()
-                .iter()
-                .map(|m| &**m)
-                .eq(live.iter().map(String::as_str))
+            ring.protocol() != negotiated.protocol
+                || !ring
+                    .members()
+                    .iter()
+                    .map(|m| &**m)
+                    .eq(live.iter().map(String::as_str))
         });
         if changed {
             // A member that is leaving still runs the keys this ring gains
@@ -100,7 +104,7 @@ impl Ownership {
                 .phase
                 .target()
                 .is_some_and(|ring| ring.members().iter().any(|m| leaving.contains(&**m)));
-            self.move_to(&live, now, out);
+            self.move_to(&live, negotiated.protocol, now, out);
         }
         if let Phase::Stopping { target } = &self.phase
             && (self.stopping.is_empty() || self.flawed(Flaw::PublishWhileStopping))
@@ -133,6 +137,34 @@ impl Ownership {
         }
         self.start_waiting(None, now, out);
         self.check_ready(out);
+    }
+
+    /// Tells the shell when the live peers the ring leaves out for their
+    /// protocol versions change.
+    fn report_incompatible(
+        &mut self,
+        negotiated: &Negotiated,
+        now: Instant,
+        out: &mut Vec<Command>,
+    ) {
+        if !self.membership.note_incompatible(negotiated) {
+            return;
+        }
+        let builds: std::collections::BTreeMap<&str, Option<String>> = self
+            .membership
+            .live_views(now)
+            .map(|(member, lease)| (member, lease.build.clone()))
+            .collect();
+        let peers = negotiated
+            .incompatible
+            .iter()
+            .map(|(name, protocols)| super::IncompatiblePeer {
+                name: name.clone(),
+                protocols: *protocols,
+                build: builds.get(name.as_str()).cloned().flatten(),
+            })
+            .collect();
+        out.push(Command::PeersIncompatible(peers));
     }
 
     /// SIGTERM came at `asked` during a ring change: once the lost keys'
@@ -176,11 +208,13 @@ impl Ownership {
         self.published_live = self.live_peers(now);
         let publication = Publication {
             view: handoff::encode_view(target),
+            protocol: target.protocol(),
             id: format!("{}.{}", self.incarnation, self.publications),
             leaving,
         };
         tracing::info!(
             view = %publication.view,
+            protocol = %publication.protocol,
             digest = %handoff::view_digest(&publication.view),
             leaving,
             "publishing view"
@@ -189,16 +223,22 @@ impl Ownership {
         publication
     }
 
-    /// The live set changed: stop lost keys, load gained ones.
+    /// The live set or the protocol version changed: stop lost keys, load
+    /// gained ones.
     pub(super) fn move_to(
         &mut self,
         live: &BTreeSet<String>,
+        protocol: Protocol,
         now: Instant,
         out: &mut Vec<Command>,
     ) {
         let members: Vec<&str> = live.iter().map(String::as_str).collect();
         // Rings are cached by view: a ring that comes back is not rebuilt.
-        let target = self.rings.ring(&members.join(","));
+        // Negotiation chooses only a version this build speaks.
+        let Some(target) = self.rings.ring(protocol, &members.join(",")) else {
+            tracing::error!(%protocol, "no ring of a version this build speaks; staying");
+            return;
+        };
         let previous = self.phase.target().cloned();
         self.phase = Phase::Stopping {
             target: target.clone(),
@@ -209,7 +249,7 @@ impl Ownership {
             .filter(|(_, uid)| target.owner(uid) != Some(self.me.as_str()))
             .map(|(key, _)| key.clone())
             .collect();
-        tracing::info!(members = ?live, lost = lost.len(), "ring changed");
+        tracing::info!(members = ?live, %protocol, lost = lost.len(), "ring changed");
         for key in &lost {
             self.stop(key, now, out);
         }

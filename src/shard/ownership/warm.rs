@@ -4,7 +4,8 @@
 
 use super::Ownership;
 use crate::shard::handoff;
-use crate::shard::ring::Ring;
+use crate::shard::protocol::Negotiated;
+use crate::shard::ring::{self, Ring};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -51,16 +52,16 @@ impl Ownership {
     /// Whether every live peer that is not leaving has published a view
     /// that leaves this replica out: they have loaded its keys, or read
     /// those due first ([`Self::may_publish`]), and wait only for it to
-    /// let go.
+    /// let go. A view this build cannot read leaves nobody out.
     pub(super) fn peers_took_over(&self, now: Instant) -> bool {
         self.membership
             .live_views(now)
             .filter(|(member, lease)| *member != self.me && !lease.leaving)
             .all(|(_, lease)| {
-                lease
-                    .view
-                    .as_deref()
-                    .is_some_and(|view| !handoff::view_members(view).any(|m| m == self.me))
+                lease.view.as_deref().is_some_and(|view| {
+                    lease.view_protocol.is_some_and(ring::knows)
+                        && !handoff::view_members(view).any(|m| m == self.me)
+                })
             })
     }
 
@@ -70,13 +71,11 @@ impl Ownership {
     /// that started with it and published `target` first run none of its
     /// keys: that is a start of the whole ring.
     pub fn joins_a_running_ring(&self, target: &Ring, now: Instant) -> bool {
-        let view = handoff::encode_view(target);
         self.membership.live_views(now).any(|(member, lease)| {
             member != self.me
-                && lease
-                    .view
-                    .as_deref()
-                    .is_some_and(|v| lease.leaving || v != view)
+                && lease.view.is_some()
+                && (lease.leaving
+                    || !handoff::shows(lease.view.as_deref(), lease.view_protocol, target))
         })
     }
 
@@ -84,14 +83,16 @@ impl Ownership {
     /// but not a peer that is leaving ([warm leaves](self#warm-leaves)),
     /// nor a joiner still loading (no view published) that is not in the
     /// ring yet, unless this is our own first ring ([warm
-    /// joins](self#warm-joins)).
-    pub(super) fn ring_members(&self, now: Instant) -> BTreeSet<String> {
+    /// joins](self#warm-joins)), nor a peer that cannot run the ring's
+    /// protocol version (`negotiated`).
+    pub(super) fn ring_members(&self, negotiated: &Negotiated, now: Instant) -> BTreeSet<String> {
         let current = self.phase.target();
         let mut members: BTreeSet<String> = self
             .membership
             .live_views(now)
             .filter(|(member, lease)| {
                 !lease.leaving
+                    && !negotiated.excludes(member)
                     && current.is_none_or(|ring| {
                         lease.view.is_some() || ring.members().iter().any(|m| &**m == *member)
                     })

@@ -118,6 +118,7 @@ impl Supervisor {
                     crate::memory::release_free_pages();
                     self.share_armed(ctx);
                 }
+                Command::PeersIncompatible(peers) => self.peers_incompatible(peers),
                 Command::ReleaseAndExit => {
                     tracing::info!("every actor stopped; releasing the Lease");
                     let keeper = self.setup.keeper.clone();
@@ -171,6 +172,29 @@ impl Supervisor {
         true
     }
 
+    /// The live peers left out of the ring for their protocol versions
+    /// changed: the gauge, a warning and an Event for each.
+    fn peers_incompatible(&mut self, peers: Vec<crate::shard::ownership::IncompatiblePeer>) {
+        self.actor_services
+            .metrics
+            .ring_incompatible_peers
+            .set(peers.len() as i64);
+        if peers.is_empty() {
+            tracing::info!("every live peer speaks the ring's protocol version");
+        }
+        for peer in peers {
+            tracing::warn!(peer = %peer.name, "{}", crate::shard::incompatible::describe(&peer));
+            let lease = format!("{}.{}", self.setup.ring_name, peer.name);
+            tokio::spawn(crate::shard::incompatible::record_event(
+                self.setup.client.clone(),
+                self.setup.namespace.clone(),
+                lease,
+                self.setup.me.clone(),
+                peer,
+            ));
+        }
+    }
+
     pub(super) fn ring_changed(&mut self, target: Option<Arc<Ring>>, lost: usize) {
         let metrics = &self.actor_services.metrics;
         metrics
@@ -182,6 +206,14 @@ impl Supervisor {
         metrics
             .ring_members
             .set(target.as_ref().map_or(0, |t| t.members().len()) as i64);
+        metrics
+            .ring_protocol
+            .set(target.as_ref().map_or(0, |t| t.protocol().number().into()));
+        metrics.ring_assignment.set(
+            target
+                .as_ref()
+                .map_or(0.0, |t| crate::shard::handoff::assignment_digest(t) as f64),
+        );
         if let Some(target) = &target {
             metrics.rebalances.inc();
             // A span per transition (in traces when exporting): who is in
@@ -196,6 +228,7 @@ impl Supervisor {
                         crate::shard::handoff::view_digest(&view).to_string(),
                     ),
                     KeyValue::new("shard.members", view),
+                    KeyValue::new("shard.protocol", i64::from(target.protocol().number())),
                     KeyValue::new("shard.keys_lost", lost as i64),
                 ]
             });

@@ -109,6 +109,8 @@ struct ShardSetup {
     /// `--shard-drain-timeout`.
     drain: Duration,
     ring_name: String,
+    /// Where the ring's Leases are.
+    namespace: String,
     fence: SharedFence,
     keeper: Keeper,
     /// For bulk loads.
@@ -189,6 +191,7 @@ impl Supervisor {
                 drain: parts.lease.drain,
                 me: parts.lease.replica_id,
                 ring_name: parts.lease.ring,
+                namespace: parts.lease.namespace,
                 fence: parts.fence,
                 keeper,
                 client: parts.client,
