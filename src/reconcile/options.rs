@@ -5,7 +5,7 @@
 //! its own leaves upstream's behaviour in place and is reported on the
 //! CronJob, naming the values it takes.
 
-use super::slot_history::{SLOT_HISTORY_ANNOTATION, SlotHistory};
+use super::slot_history::{Parsed, SLOT_HISTORY_ANNOTATION, SlotHistory};
 use std::collections::BTreeMap;
 use thiserror::Error;
 
@@ -164,6 +164,9 @@ pub struct Options {
     /// The slot history as written ([`super::slot_history`]); boxed, absent
     /// for a CronJob that never skipped a slot nor failed.
     pub history: Option<Box<SlotHistory>>,
+    /// The slot history was written by a newer release (a format this
+    /// build does not know): nothing is recorded in it.
+    pub history_of_a_newer_release: bool,
 }
 
 impl Options {
@@ -215,7 +218,11 @@ impl Options {
         }
         if let Some(value) = annotations.get(SLOT_HISTORY_ANNOTATION) {
             // One that does not read is replaced at the next write.
-            options.history = SlotHistory::parse(value).map(Box::new);
+            match SlotHistory::parse_versioned(value) {
+                Parsed::Read(history) => options.history = Some(Box::new(history)),
+                Parsed::Newer(_) => options.history_of_a_newer_release = true,
+                Parsed::Unreadable => {}
+            }
         }
         if let Some((state, invalid)) = PauseState::from_annotations(annotations) {
             if let Some(value) = invalid {

@@ -25,9 +25,20 @@
 //! one longer than that, or that does not read, is not parsed (the history
 //! starts anew at the next write); a tenant can only fake its own
 //! CronJob's history.
+//!
+//! # Versions
+//! The JSON carries its format's version (`"v"`, last, so that `kubectl
+//! describe` still shows the summary; absent: 1, as release zero wrote it).
+//! Any change to what is written takes a new version. A history of a
+//! version newer than [`FORMAT`] (written by a newer release, before a
+//! rollback) is left as it is: this build records nothing in it rather
+//! than overwrite it with less ([`Parsed::Newer`]).
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
+
+/// The version of the format this build writes and reads.
+pub const FORMAT: u32 = 1;
 
 /// The annotation that holds a CronJob's [`SlotHistory`], as JSON.
 pub const SLOT_HISTORY_ANNOTATION: &str = "shardcron.io/slot-history";
@@ -193,6 +204,27 @@ pub struct SlotHistory {
     /// The newest entries first, at most [`MAX_SLOT_ENTRIES`].
     #[serde(default)]
     pub slots: Vec<SlotEntry>,
+    /// The format's version ([`FORMAT`]).
+    #[serde(rename = "v", default = "one")]
+    pub format: u32,
+}
+
+/// What the annotation's value reads as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed {
+    Read(SlotHistory),
+    /// Written by a newer release in format `v`: left as it is.
+    Newer(u32),
+    /// Too long, or not a history: replaced at the next write.
+    Unreadable,
+}
+
+/// Only the version, read before the rest (a newer format may not read
+/// as this one).
+#[derive(Deserialize)]
+struct Version {
+    #[serde(default = "one")]
+    v: u32,
 }
 
 /// A suspension in progress.
@@ -206,13 +238,34 @@ pub struct Suspension {
 }
 
 impl SlotHistory {
-    /// Reads the annotation's value: `None` when it is too long or does
-    /// not read (the next write starts anew).
+    /// Reads the annotation's value: `None` unless it is a history of a
+    /// format this build knows ([`Self::parse_versioned`] tells which).
     pub fn parse(value: &str) -> Option<Self> {
-        if value.len() > MAX_SLOT_HISTORY_BYTES {
-            return None;
+        match Self::parse_versioned(value) {
+            Parsed::Read(history) => Some(history),
+            Parsed::Newer(_) | Parsed::Unreadable => None,
         }
+    }
+
+    /// Reads the annotation's value.
+    pub fn parse_versioned(value: &str) -> Parsed {
+        if value.len() > MAX_SLOT_HISTORY_BYTES {
+            return Parsed::Unreadable;
+        }
+        match serde_json::from_str::<Version>(value) {
+            Ok(Version { v }) if v > FORMAT => return Parsed::Newer(v),
+            Ok(_) => {}
+            Err(_) => return Parsed::Unreadable,
+        }
+        match Self::read(value) {
+            Some(history) => Parsed::Read(history),
+            None => Parsed::Unreadable,
+        }
+    }
+
+    fn read(value: &str) -> Option<Self> {
         let mut history: Self = serde_json::from_str(value).ok()?;
+        history.format = FORMAT;
         history.slots.truncate(MAX_SLOT_ENTRIES);
         for entry in &mut history.slots {
             cut(&mut entry.job);
@@ -243,6 +296,7 @@ impl SlotHistory {
             recorded_to: Timestamp::UNIX_EPOCH,
             suspended: None,
             slots: Vec::new(),
+            format: FORMAT,
         }
     }
 

@@ -116,17 +116,22 @@ pub(crate) fn run(
         }
         _ => {}
     }
-    let slot_history = slot_history_update(
-        input.cronjob.options.history.as_deref(),
-        &input.cronjob.spec.concurrency_policy,
-        input.cronjob.spec.suspend,
-        input.children,
-        &engine.decisions,
-        SlotFacts {
-            unstarted: engine.unstarted,
-        },
-        input.now,
-    );
+    // A newer release's history is kept as it is, not overwritten with less.
+    let slot_history = (!input.cronjob.options.history_of_a_newer_release)
+        .then(|| {
+            slot_history_update(
+                input.cronjob.options.history.as_deref(),
+                &input.cronjob.spec.concurrency_policy,
+                input.cronjob.spec.suspend,
+                input.children,
+                &engine.decisions,
+                SlotFacts {
+                    unstarted: engine.unstarted,
+                },
+                input.now,
+            )
+        })
+        .flatten();
     Ok(Run {
         slot_history,
         deletes: engine.deletes,

@@ -385,6 +385,29 @@ fn the_history_is_bounded_and_reads_back() {
 }
 
 #[test]
+fn a_newer_releases_history_is_kept_and_release_zeros_reads() {
+    use crate::reconcile::slot_history::{FORMAT, Parsed};
+    let zero = r#"{"failed":0,"since":"2026-11-28T10:00:00Z","recordedTo":"2026-11-28T10:00:00Z"}"#;
+    let Parsed::Read(read) = SlotHistory::parse_versioned(zero) else {
+        panic!("release zero's history reads");
+    };
+    assert_eq!(read.format, FORMAT);
+    assert!(read.to_json().ends_with(&format!(",\"v\":{FORMAT}}}")));
+    // A newer format, whatever its shape, is left as it is.
+    for newer in [
+        r#"{"v":2,"since":"2026-11-28T10:00:00Z","recordedTo":"2026-11-28T10:00:00Z"}"#,
+        r#"{"v":2,"entirely":"different"}"#,
+    ] {
+        assert_eq!(SlotHistory::parse_versioned(newer), Parsed::Newer(2));
+        assert_eq!(SlotHistory::parse(newer), None);
+    }
+    assert_eq!(
+        SlotHistory::parse_versioned(r#"{"v":"two"}"#),
+        Parsed::Unreadable
+    );
+}
+
+#[test]
 fn a_tenants_edit_that_does_not_read_or_is_too_long_is_not_parsed() {
     assert_eq!(SlotHistory::parse("not json"), None);
     assert_eq!(SlotHistory::parse("{\"since\": 3}"), None);
