@@ -7,9 +7,15 @@
 
 /// This build's release.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-/// The commit it was built from (12 hex digits), or `unknown` outside a
-/// git checkout (see build.rs).
-pub const COMMIT: &str = env!("SHARDCRON_COMMIT");
+/// The commit it was built from, as the builds that ship or compare
+/// releases stamp it (`SHARDCRON_COMMIT`: deploy/image/build,
+/// deploy/local/build-release), else `unknown`. Not read from git by a
+/// build script: every commit would then rebuild the whole crate and its
+/// tests in a developer's loop.
+pub const COMMIT: &str = match option_env!("SHARDCRON_COMMIT") {
+    Some(commit) => commit,
+    None => "unknown",
+};
 
 /// The longest build description read from a peer's Lease.
 const MAX_BUILD_BYTES: usize = 64;
