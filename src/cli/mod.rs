@@ -44,8 +44,17 @@ enum Command {
     /// Show each recent slot of a CronJob and what became of it (skipped and
     /// why, failed, replaced, started), from the API server alone.
     History(history::HistoryArgs),
+    /// Print this build's release: version, commit and ring protocol versions.
+    Version,
     /// Run the controller.
     Run(Box<run::RunArgs>),
+}
+
+/// `shardcron version`'s answer.
+fn version() -> String {
+    use crate::release::{COMMIT, VERSION};
+    let protocols = crate::shard::protocol::Protocols::THIS_BUILD;
+    format!("shardcron {VERSION}\ncommit: {COMMIT}\nring protocols: {protocols}\n")
 }
 
 /// Runs the command line; returns the process exit code.
@@ -78,6 +87,10 @@ pub fn main() -> ExitCode {
         }
         Command::Crd(args) => {
             crd::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
+        }
+        Command::Version => {
+            print!("{}", version());
+            Ok(())
         }
         Command::Run(args) => {
             return match run::run(&args) {
