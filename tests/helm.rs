@@ -302,12 +302,58 @@ fn bad_values_are_refused_with_a_message() {
         ),
         ("replicas=2", "additional properties 'replicas' not allowed"),
         ("kubeApi.qps=0", "kubeApi/qps"),
+        (
+            "topologySpread.whenUnsatisfiable=Never",
+            "value must be one of 'ScheduleAnyway', 'DoNotSchedule'",
+        ),
+        ("priorityClassName=Not_A_Name", "/priorityClassName"),
     ] {
         match render(&["--set", values]) {
             Ok(_) => panic!("{values} was rendered"),
             Err(error) => assert!(error.contains(message), "{values}: {error}"),
         }
     }
+}
+
+/// The pod's placement values: a priority class when named, the spread
+/// over zones and nodes (on by default, as deploy/ has it) with the
+/// release's own pods only, or none.
+#[test]
+fn the_placement_values_render_into_the_pod() {
+    let pod_of = |values: &[&str]| {
+        let chart = objects(&render(values).expect("render"));
+        chart
+            .into_iter()
+            .find_map(|((kind, _), object)| (kind == "StatefulSet").then_some(object))
+            .expect("a StatefulSet")["spec"]["template"]["spec"]
+            .clone()
+    };
+    let pod = pod_of(&[
+        "--set",
+        "priorityClassName=shardcron-critical",
+        "--set",
+        "topologySpread.whenUnsatisfiable=DoNotSchedule",
+    ]);
+    assert_eq!(pod["priorityClassName"], "shardcron-critical");
+    let spread = pod["topologySpreadConstraints"].as_array().expect("spread");
+    let keys: Vec<&str> = spread
+        .iter()
+        .filter_map(|c| c["topologyKey"].as_str())
+        .collect();
+    assert_eq!(
+        keys,
+        ["topology.kubernetes.io/zone", "kubernetes.io/hostname"]
+    );
+    for constraint in spread {
+        assert_eq!(constraint["whenUnsatisfiable"], "DoNotSchedule");
+        assert_eq!(
+            constraint["labelSelector"]["matchLabels"]["app.kubernetes.io/instance"], "shardcron",
+            "only this release's pods: {constraint}"
+        );
+    }
+    let pod = pod_of(&["--set", "topologySpread.enabled=false"]);
+    assert!(pod.get("topologySpreadConstraints").is_none(), "{pod}");
+    assert!(pod.get("priorityClassName").is_none(), "{pod}");
 }
 
 /// What the chart's StatefulSet runs: its container's arguments (those
