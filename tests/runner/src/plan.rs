@@ -139,6 +139,10 @@ const KNOWN: &[Known] = &[
     // kills replicas and cuts them from the API server at a high Job rate).
     known("churn", Placement::Own, 700, 5),
     known("shardcron-loadtest ci_s1", Placement::Own, 300, 6),
+    // Six replacements one at a time, from the previous release (built
+    // before the lanes start by .ci/run) to this build and back, under 24
+    // CronJobs; and a peer of an unknown protocol version.
+    known("upgrade", PLAIN, 260, 3),
     // The one lane with kube-apiserver's ShardedListAndWatch gate on: the
     // server-sharded watches (every other lane runs the users' path, the
     // gate off: each replica filters every CronJob itself).
@@ -194,6 +198,7 @@ const KNOWN: &[Known] = &[
     // promtool's rule tests: measured 0.3 of a core.
     known("monitoring", Placement::Offline, 10, 3),
     known("schedule_properties", Placement::Offline, 3, 10),
+    known("release", Placement::Offline, 1, 1),
     known("schedule_differential", Placement::Offline, 8, 10),
 ];
 
@@ -235,7 +240,7 @@ fn is_offline(binary: &TestBinary) -> bool {
     binary.kind != "test"
         || matches!(
             binary.target.as_str(),
-            "cli_next" | "explain_cli" | "layers" | "monitoring"
+            "cli_next" | "explain_cli" | "layers" | "monitoring" | "release"
         )
 }
 
