@@ -9,6 +9,7 @@ mod history;
 mod next;
 mod run;
 mod trigger;
+mod zone_check;
 
 use arguments::EXIT_BAD_INPUT;
 use clap::{Parser, Subcommand};
@@ -44,6 +45,9 @@ enum Command {
     /// Show each recent slot of a CronJob and what became of it (skipped and
     /// why, failed, replaced, started), from the API server alone.
     History(history::HistoryArgs),
+    /// List the CronJobs without spec.timeZone whose slots move when their
+    /// controller's zone changes (kube-controller-manager's to shardcron's).
+    ZoneCheck(zone_check::ZoneCheckArgs),
     /// Print this build's release: version, commit and ring protocol versions.
     Version,
     /// Run the controller.
@@ -87,6 +91,9 @@ pub fn main() -> ExitCode {
         }
         Command::Crd(args) => {
             crd::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
+        }
+        Command::ZoneCheck(args) => {
+            zone_check::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
         }
         Command::Version => {
             print!("{}", version());
