@@ -23,13 +23,12 @@
 
 mod support;
 
-use jiff::{Timestamp, ToSpan};
+use jiff::Timestamp;
 use shardcron_harness::replica::Signal;
-use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::fleet::*;
-use support::jobs_seen::{Record, watch_jobs};
+use support::jobs_seen::{Record, tally, watch_jobs};
 use support::proxy::Proxy;
 use support::scenario::keeping_no_job;
 
@@ -123,72 +122,32 @@ async fn faults_under_cronjobs_with_no_history(ring: &str, salt: u64) {
     }
 
     fleet.converged(Duration::from_secs(120)).await;
-    let last = next_minute(Timestamp::now() + 5.seconds());
-    let expected: BTreeSet<(String, Timestamp)> = fleet
-        .names
-        .iter()
-        .flat_map(|name| minutes(fleet.first_slot, last).map(move |slot| (name.clone(), slot)))
-        .collect();
-    // Waits for a Job for every slot; one still missing at the deadline is
-    // not a panic here but listed below with the rest of the record, so a
-    // failure says which slots, and after which faults.
-    let every_slot_seen = async {
-        loop {
-            let all = {
-                let record = seen.lock().expect("record");
-                expected.iter().all(|slot| record.slots.contains_key(slot))
-            };
-            if all {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    };
-    let wait = last
-        .as_second()
-        .saturating_sub(Timestamp::now().as_second()) as u64
-        + 60;
-    let _ = tokio::time::timeout(Duration::from_secs(wait), every_slot_seen).await;
-    // Late duplicates would come within a renew period or two.
-    tokio::time::sleep(Duration::from_secs(10)).await;
-
-    let record = seen.lock().expect("record");
-    let twice: Vec<_> = record
-        .slots
-        .iter()
-        .filter(|(_, jobs)| jobs.len() > 1)
-        .collect();
-    let missing: Vec<_> = expected
-        .iter()
-        .filter(|slot| !record.slots.contains_key(slot))
-        .collect();
-    let delays: Vec<i64> = expected
-        .iter()
-        .filter_map(|slot| {
-            let first = record.slots.get(slot)?.values().map(|s| s.created).min()?;
-            Some(first.as_second() - slot.1.as_second())
-        })
-        .collect();
+    let tally = tally(&seen, &fleet.names, fleet.first_slot).await;
     fleet.figure(&format!(
         "{length} min, {} faults (seed {seed}); {} slots of {CRONJOBS} CronJobs with no history: {} twice, {} missing; delay max {} s, over 20 s: {}",
         faults.len(),
-        expected.len(),
-        twice.len(),
-        missing.len(),
-        delays.iter().max().copied().unwrap_or(0),
-        delays.iter().filter(|&&d| d > 20).count(),
+        tally.slots,
+        tally.twice.len(),
+        tally.missing.len(),
+        tally.delays.iter().max().copied().unwrap_or(0),
+        tally.delays.iter().filter(|&&d| d > 20).count(),
     ));
     println!("{ring}: faults in order: {}", faults.join("; "));
     assert_eq!(
-        record.relists, 0,
+        tally.relists, 0,
         "the Job watch re-listed: Jobs created and deleted meanwhile were not seen"
     );
     // The seed and the faults in the message too: CI's excerpt of a failed
     // run keeps the panic, not the stdout.
     let replay = format!("SHARDCRON_CHURN_SEED={seed}; faults: {}", faults.join("; "));
-    assert!(twice.is_empty(), "slots run twice ({replay}): {twice:?}");
     assert!(
-        missing.is_empty(),
-        "slots never run ({replay}): {missing:?}"
+        tally.twice.is_empty(),
+        "slots run twice ({replay}): {:?}",
+        tally.twice
+    );
+    assert!(
+        tally.missing.is_empty(),
+        "slots never run ({replay}): {:?}",
+        tally.missing
     );
 }

@@ -15,7 +15,7 @@
 
 mod support;
 
-use jiff::{Timestamp, ToSpan};
+use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;
@@ -23,14 +23,13 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use shardcron::shard::protocol::{PROTOCOLS_ANNOTATION, VIEW_PROTOCOL_ANNOTATION};
 use shardcron_harness::cluster::CONTROLLER_NAMESPACE;
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::eventually;
 use support::fleet::*;
-use support::jobs_seen::{Record, watch_jobs};
+use support::jobs_seen::{Record, tally, watch_jobs};
 use support::scenario::{cronjob, keeping_no_job};
 
 const REPLICAS: usize = 3;
@@ -116,52 +115,25 @@ async fn a_rolling_upgrade_from_the_previous_release_and_back_runs_every_slot_on
         }
     }
 
-    let last = next_minute(Timestamp::now() + 5.seconds());
-    let expected: BTreeSet<(String, Timestamp)> = fleet
-        .names
-        .iter()
-        .flat_map(|name| minutes(fleet.first_slot, last).map(move |slot| (name.clone(), slot)))
-        .collect();
-    let wait = last
-        .as_second()
-        .saturating_sub(Timestamp::now().as_second()) as u64
-        + 60;
-    let every_slot_seen = async {
-        while !{
-            let record = seen.lock().expect("record");
-            expected.iter().all(|slot| record.slots.contains_key(slot))
-        } {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(wait), every_slot_seen).await;
-    // Late duplicates would come within a renew period or two.
-    tokio::time::sleep(Duration::from_secs(10)).await;
-
-    let record = seen.lock().expect("record");
-    let twice: Vec<_> = record
-        .slots
-        .iter()
-        .filter(|(_, jobs)| jobs.len() > 1)
-        .collect();
-    let missing: Vec<_> = expected
-        .iter()
-        .filter(|slot| !record.slots.contains_key(slot))
-        .collect();
+    let tally = tally(&seen, &fleet.names, fleet.first_slot).await;
     let worst = handoffs.iter().max().copied().unwrap_or_default();
     fleet.figure(&format!(
         "previous release to this build and back, 3 replicas one at a time: {} slots of {CRONJOBS} CronJobs: {} twice, {} missing; hand-offs max {:.1} s",
-        expected.len(),
-        twice.len(),
-        missing.len(),
+        tally.slots,
+        tally.twice.len(),
+        tally.missing.len(),
         worst.as_secs_f64(),
     ));
     assert_eq!(
-        record.relists, 0,
+        tally.relists, 0,
         "the Job watch re-listed: Jobs may have been missed"
     );
-    assert!(twice.is_empty(), "slots run twice: {twice:?}");
-    assert!(missing.is_empty(), "slots never run: {missing:?}");
+    assert!(tally.twice.is_empty(), "slots run twice: {:?}", tally.twice);
+    assert!(
+        tally.missing.is_empty(),
+        "slots never run: {:?}",
+        tally.missing
+    );
     assert!(
         worst <= LEASE + Duration::from_secs(2),
         "a hand-off took {worst:?}: {handoffs:?}"
