@@ -70,9 +70,14 @@ pub struct LeaseSettings {
     pub admin_pod: Option<String>,
 }
 
+/// The name of the Lease of member `replica` of ring `ring`.
+pub fn lease_name_of(ring: &str, replica: &str) -> String {
+    format!("{ring}.{replica}")
+}
+
 impl LeaseSettings {
     pub fn lease_name(&self) -> String {
-        format!("{}.{}", self.ring, self.replica_id)
+        lease_name_of(&self.ring, &self.replica_id)
     }
 
     /// The label selector of the ring's Leases.

@@ -184,7 +184,7 @@ impl Supervisor {
         }
         for peer in peers {
             tracing::warn!(peer = %peer.name, "{}", crate::shard::incompatible::describe(&peer));
-            let lease = format!("{}.{}", self.setup.ring_name, peer.name);
+            let lease = crate::shard::lease::lease_name_of(&self.setup.ring_name, &peer.name);
             tokio::spawn(crate::shard::incompatible::record_event(
                 self.setup.client.clone(),
                 self.setup.namespace.clone(),
