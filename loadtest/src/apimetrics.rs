@@ -104,12 +104,78 @@ pub struct ClientLoad {
 pub type Snapshot = BTreeMap<String, ClientLoad>;
 
 pub async fn snapshot(client: &kube::Client) -> anyhow::Result<Snapshot> {
+    Ok(parse(&metrics_text(client).await?))
+}
+
+async fn metrics_text(client: &kube::Client) -> anyhow::Result<String> {
     let request = http::Request::get("/metrics").body(Vec::new())?;
-    let text = client
+    client
         .request_text(request)
         .await
-        .context("GET /metrics from kube-apiserver")?;
-    Ok(parse(&text))
+        .context("GET /metrics from kube-apiserver")
+}
+
+/// What kube-apiserver sent and created, every client summed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerTotals {
+    /// Watch event bytes sent to every watcher, by `group/resource`
+    /// (`apiserver_watch_events_sizes_sum`).
+    pub watch_bytes: BTreeMap<String, f64>,
+    /// Jobs created (POST answered 201): the firings.
+    pub job_creates: f64,
+}
+
+impl ServerTotals {
+    pub async fn read(client: &kube::Client) -> anyhow::Result<Self> {
+        Ok(Self::parse(&metrics_text(client).await?))
+    }
+
+    pub fn parse(text: &str) -> Self {
+        let mut out = Self::default();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let Some((series, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let Ok(value) = value.parse::<f64>() else {
+                continue;
+            };
+            if series.starts_with("apiserver_watch_events_sizes_sum{") {
+                // The label is `resource` since 1.31, `kind` before.
+                let what = label(series, "resource").or_else(|| label(series, "kind"));
+                let key = format!(
+                    "{}/{}",
+                    label(series, "group").unwrap_or(""),
+                    what.unwrap_or("")
+                );
+                *out.watch_bytes.entry(key).or_default() += value;
+            } else if series.starts_with("apiserver_request_total{")
+                && label(series, "verb") == Some("POST")
+                && label(series, "resource") == Some("jobs")
+                && label(series, "subresource").unwrap_or("").is_empty()
+                && label(series, "code") == Some("201")
+            {
+                out.job_creates += value;
+            }
+        }
+        out
+    }
+
+    /// `self - before`.
+    pub fn since(&self, before: &Self) -> Self {
+        Self {
+            watch_bytes: self
+                .watch_bytes
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v - before.watch_bytes.get(k).copied().unwrap_or(0.0),
+                    )
+                })
+                .collect(),
+            job_creates: self.job_creates - before.job_creates,
+        }
+    }
 }
 
 /// Reads the counters from Prometheus text, summed over the other labels.
@@ -200,5 +266,26 @@ mod tests {
             }
         );
         assert_eq!(d["global-default"].rejected, 1.0);
+    }
+
+    #[test]
+    fn the_servers_totals_are_its_watch_bytes_by_resource_and_its_job_creates() {
+        let before = ServerTotals::parse(
+            "apiserver_watch_events_sizes_sum{group=\"batch\",resource=\"cronjobs\",version=\"v1\"} 100\n\
+             apiserver_request_total{code=\"201\",group=\"batch\",resource=\"jobs\",subresource=\"\",verb=\"POST\",version=\"v1\"} 2\n",
+        );
+        let after = ServerTotals::parse(
+            "apiserver_watch_events_sizes_sum{group=\"batch\",resource=\"cronjobs\",version=\"v1\"} 350\n\
+             apiserver_watch_events_sizes_sum{group=\"shardcron.io\",kind=\"CronJob\",version=\"v1\"} 7\n\
+             apiserver_watch_events_sizes_count{group=\"batch\",resource=\"cronjobs\",version=\"v1\"} 9\n\
+             apiserver_request_total{code=\"201\",group=\"batch\",resource=\"jobs\",subresource=\"\",verb=\"POST\",version=\"v1\"} 12\n\
+             apiserver_request_total{code=\"409\",group=\"batch\",resource=\"jobs\",subresource=\"\",verb=\"POST\",version=\"v1\"} 5\n\
+             apiserver_request_total{code=\"201\",group=\"\",resource=\"events\",subresource=\"\",verb=\"POST\",version=\"v1\"} 50\n",
+        );
+        let d = after.since(&before);
+        assert_eq!(d.job_creates, 10.0);
+        assert_eq!(d.watch_bytes["batch/cronjobs"], 250.0);
+        assert_eq!(d.watch_bytes["shardcron.io/CronJob"], 7.0);
+        assert_eq!(d.watch_bytes.len(), 2);
     }
 }

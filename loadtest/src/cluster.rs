@@ -5,9 +5,10 @@
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
+use shardcron::reconcile::CronJobKind;
 use shardcron_harness::cluster::UpOptions;
 use shardcron_harness::replica::die_with_parent;
-use shardcron_harness::{Replica, ReplicaSpec, repo_root};
+use shardcron_harness::{Replica, ReplicaSpec};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -31,6 +32,9 @@ pub struct ClientLimits {
 pub struct LocalCluster {
     harness: shardcron_harness::LocalCluster,
     pub client: kube::Client,
+    /// The CronJobs the replicas serve (`--cronjob-kinds`): batch/v1, or
+    /// the CRD as on a managed control plane.
+    kind: CronJobKind,
 }
 
 impl std::ops::Deref for LocalCluster {
@@ -69,41 +73,17 @@ impl LocalCluster {
         })
         .await??;
         let client = harness.admin_client().await?;
-        Ok(Self { harness, client })
+        Ok(Self {
+            harness,
+            client,
+            kind: CronJobKind::Batch,
+        })
     }
 
-    /// kube-controller-manager's recorded command line (up's `printf %q`
-    /// of each argument) with `flags` set: each `(--name, value)` replaces
-    /// that flag's value or is appended. Values are written as `%q` would
-    /// write them (`\*` for `*`, `\,` for `,`).
-    fn kcm_command(&self, flags: &[(&str, &str)]) -> anyhow::Result<String> {
-        let cmd_file = self.dir().join("kube-controller-manager.cmd");
-        let cmd = std::fs::read_to_string(&cmd_file)
-            .with_context(|| format!("reading {}", cmd_file.display()))?;
-        let mut args: Vec<String> = cmd.split_whitespace().map(str::to_owned).collect();
-        for (flag, value) in flags {
-            let set = format!("{flag}={value}");
-            match args.iter_mut().find(|a| a.starts_with(&format!("{flag}="))) {
-                Some(arg) => *arg = set,
-                None => args.push(set),
-            }
-        }
-        Ok(args.join(" "))
-    }
-
-    /// Restarts kube-controller-manager (deploy/local/restart: same ports,
-    /// same data) with `flags` set (see `kcm_command`), and returns the new
-    /// process's pid.
-    pub fn restart_kcm(&mut self, flags: &[(&str, &str)]) -> anyhow::Result<u32> {
-        let cmd = self.kcm_command(flags)?;
-        std::fs::write(self.dir().join("kube-controller-manager.cmd"), cmd)?;
-        shardcron_harness::cluster::run(
-            std::process::Command::new(repo_root().join("deploy/local/restart"))
-                .arg("--dir")
-                .arg(self.dir())
-                .arg("kube-controller-manager"),
-        )?;
-        self.pid("kube-controller-manager")
+    /// The replicas started from now on serve `kind` (by default batch/v1);
+    /// [`Self::shardcron_credentials`] installs what that kind needs.
+    pub fn serve(&mut self, kind: CronJobKind) {
+        self.kind = kind;
     }
 
     /// Starts a second kube-controller-manager, a child of this process, on
@@ -112,7 +92,7 @@ impl LocalCluster {
         let port = shardcron_harness::net::free_port().port().to_string();
         let mut flags = flags.to_vec();
         flags.push(("--secure-port", &port));
-        let cmd = self.kcm_command(&flags)?;
+        let cmd = self.harness.kcm_command(&flags)?;
         let file = std::fs::File::create(log)?;
         let mut command = std::process::Command::new("bash");
         command
@@ -141,11 +121,14 @@ impl LocalCluster {
         Ok(kube::Client::try_from(config)?)
     }
 
-    /// Applies deploy/ and returns a kubeconfig that authenticates as the
-    /// controller's ServiceAccount.
+    /// Applies deploy/ (deploy/managed for the CRD) and returns a
+    /// kubeconfig that authenticates as the controller's ServiceAccount.
     pub async fn shardcron_credentials(&self) -> anyhow::Result<PathBuf> {
         let path = self.dir().join("shardcron.kubeconfig");
-        self.controller_kubeconfig(&path).await?;
+        match self.kind {
+            CronJobKind::Batch => self.controller_kubeconfig(&path).await?,
+            CronJobKind::Shardcron => self.managed_controller_kubeconfig(&path).await?,
+        }
         Ok(path)
     }
 
@@ -182,6 +165,8 @@ impl LocalCluster {
             limits.qps.to_string(),
             "--kube-api-burst".into(),
             limits.burst.to_string(),
+            "--cronjob-kinds".into(),
+            self.kind.name().into(),
         ];
         let starts = ids.map(|i| {
             let id = format!("shardcron-{i}");

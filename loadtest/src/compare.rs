@@ -7,6 +7,7 @@ use crate::observe::{self, JobWatch, Observation, Process, Window};
 use crate::{apimetrics, create};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
+use shardcron::reconcile::CronJobKind;
 use shardcron_harness::Replica;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -338,6 +339,8 @@ pub struct Settings {
     /// kube-apiserver shards CronJob watches (`ShardedListAndWatch`); off
     /// as on the clusters users run (`--without-sharded-watch`).
     pub sharded_watch: bool,
+    /// The CronJobs shardcron's runs serve (upstream's are batch/v1).
+    pub cronjob_kind: CronJobKind,
 }
 
 /// Runs `scenario` against each variant in turn, saying each run's
@@ -441,6 +444,11 @@ async fn run_on(
 ) -> anyhow::Result<Run> {
     let client = &cluster.client.clone();
     apimetrics::install_flow_schemas(client).await?;
+    let kind = match variant {
+        Variant::Shardcron(_) => settings.cronjob_kind,
+        Variant::Upstream => CronJobKind::Batch,
+    };
+    cluster.serve(kind);
     let credentials = match variant {
         Variant::Shardcron(_) => Some(cluster.shardcron_credentials().await?),
         Variant::Upstream => None,
@@ -453,7 +461,14 @@ async fn run_on(
         quiet_hour: 0,
     };
     let plan = mix::plan(scenario.mix, scenario.count, scenario.namespaces, "a", at);
-    create::create_spread(client, &plan, settings.create_qps, settings.spread_seconds).await?;
+    create::create_as(
+        client,
+        &plan,
+        settings.create_qps,
+        settings.spread_seconds,
+        kind,
+    )
+    .await?;
     let watch = JobWatch::start(client, mix::NAMESPACE_PREFIX);
 
     let mut processes = Vec::new();
@@ -518,6 +533,7 @@ async fn run_on(
         // A spread herd's last Jobs start up to the window late.
         tail: Duration::from_secs(scenario.tail_seconds + u64::from(settings.spread_seconds)),
         prefix: mix::NAMESPACE_PREFIX,
+        kind,
         processes: &processes,
         big_tenant: matches!(scenario.mix, Mix::Tenants | Mix::Hostile).then_some(big.as_str()),
         done_after_jobs: scenario.is_herd().then_some(scenario.count),

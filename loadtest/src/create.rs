@@ -2,16 +2,32 @@
 
 use crate::mix::{Planned, namespaces_of};
 use anyhow::Context;
-use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use shardcron::reconcile::CronJobKind;
 use std::time::{Duration, Instant};
+
+/// The API a CronJob of `kind` is read and written at (batch/v1, or the
+/// CRD `cronjobs.shardcron.io/v1` of managed control planes).
+pub fn resource(kind: CronJobKind) -> ApiResource {
+    ApiResource {
+        group: kind.group().into(),
+        version: kind.version().into(),
+        api_version: kind.api_version().into(),
+        kind: CronJobKind::KIND.into(),
+        plural: CronJobKind::PLURAL.into(),
+    }
+}
 
 /// The Job template of every loadtest CronJob: one pod that kwok completes
 /// after about a second, or the plan's `run_for` (deploy/local/kwok-stages.yaml).
 /// With `spread_seconds`, the CronJob spreads its slots over that window
 /// (`shardcron.io/spread`; kube-controller-manager ignores it).
-fn cronjob(planned: &Planned, spread_seconds: u32) -> anyhow::Result<CronJob> {
+fn cronjob(
+    planned: &Planned,
+    spread_seconds: u32,
+    kind: CronJobKind,
+) -> anyhow::Result<DynamicObject> {
     let annotations = match spread_seconds {
         0 => serde_json::json!({}),
         s => serde_json::json!({shardcron::reconcile::SPREAD_ANNOTATION: format!("{s}s")}),
@@ -22,8 +38,8 @@ fn cronjob(planned: &Planned, spread_seconds: u32) -> anyhow::Result<CronJob> {
     };
     let policy = if planned.forbid { "Forbid" } else { "Allow" };
     Ok(serde_json::from_value(serde_json::json!({
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
+        "apiVersion": kind.api_version(),
+        "kind": CronJobKind::KIND,
         "metadata": {"name": planned.name, "namespace": planned.namespace, "annotations": annotations},
         "spec": {
             "schedule": planned.schedule,
@@ -45,16 +61,19 @@ fn cronjob(planned: &Planned, spread_seconds: u32) -> anyhow::Result<CronJob> {
 /// Creates the plan's namespaces, then its CronJobs at `qps` (objects that
 /// exist already are left alone), printing progress to stderr.
 pub async fn create(client: &kube::Client, plan: &[Planned], qps: f64) -> anyhow::Result<()> {
-    create_spread(client, plan, qps, 0).await
+    create_as(client, plan, qps, 0, CronJobKind::Batch).await
 }
 
-/// [`create`], each CronJob spread over `spread_seconds` (0: none).
-pub async fn create_spread(
+/// [`create`], each CronJob of `kind`, spread over `spread_seconds` (0:
+/// none).
+pub async fn create_as(
     client: &kube::Client,
     plan: &[Planned],
     qps: f64,
     spread_seconds: u32,
+    kind: CronJobKind,
 ) -> anyhow::Result<()> {
+    let resource = resource(kind);
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for name in namespaces_of(plan) {
         let ns: Namespace =
@@ -81,8 +100,9 @@ pub async fn create_spread(
                 done += 1;
             }
         }
-        let api: Api<CronJob> = Api::namespaced(client.clone(), &planned.namespace);
-        let object = cronjob(planned, spread_seconds)?;
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &planned.namespace, &resource);
+        let object = cronjob(planned, spread_seconds, kind)?;
         let what = format!("creating CronJob {}/{}", planned.namespace, planned.name);
         in_flight.spawn(async move {
             ignore_exists(api.create(&PostParams::default(), &object).await).context(what)

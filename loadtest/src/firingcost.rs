@@ -37,6 +37,7 @@ use crate::observe::{self, JobWatch, Observation, Process, Window};
 use crate::{apimetrics, create};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+use shardcron::reconcile::CronJobKind;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -522,6 +523,7 @@ async fn run_on(
                 to,
                 tail: TAIL,
                 prefix: &prefix,
+                kind: CronJobKind::Batch,
                 processes: &processes,
                 big_tenant: None,
                 done_after_jobs: None,

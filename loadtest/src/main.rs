@@ -24,6 +24,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use cluster::ClientLimits;
 use compare::{Mode, Scenario, ScenarioName, Settings, Variant};
+use shardcron::reconcile::CronJobKind;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -157,6 +158,12 @@ enum Command {
         /// users run: each replica gets every CronJob (`...-unsharded`).
         #[arg(long)]
         without_sharded_watch: bool,
+        /// The CronJobs shardcron serves: `batch` (batch/v1), or
+        /// `shardcron`, the CRD of managed control planes (`deploy/managed`,
+        /// the gate off: custom resources' watches are never sharded;
+        /// output under `...-crd`). Upstream's runs stay batch/v1.
+        #[arg(long, value_parser = cronjob_kind, default_value = "batch")]
+        cronjob_kind: CronJobKind,
     },
     /// Tracing overhead: CPU per firing of a replica exporting every span
     /// versus one with tracing off, side by side on one control plane
@@ -295,6 +302,7 @@ async fn main() -> anyhow::Result<()> {
                 to,
                 tail: Duration::from_secs(tail),
                 prefix: mix::NAMESPACE_PREFIX,
+                kind: CronJobKind::Batch,
                 processes: &processes,
                 big_tenant: None,
                 done_after_jobs: None,
@@ -323,20 +331,35 @@ async fn main() -> anyhow::Result<()> {
             spread,
             no_rolling_restart,
             without_sharded_watch,
+            cronjob_kind,
         } => {
             let mut scenario = Scenario::new(scenario, mode);
             if let Some(minutes) = minutes {
                 scenario.set_minutes(minutes)?;
             }
             let controllers = scenario.controllers(controllers)?;
+            if cronjob_kind == CronJobKind::Shardcron
+                && matches!(
+                    scenario.name,
+                    ScenarioName::S3 | ScenarioName::S7 | ScenarioName::S8
+                )
+            {
+                bail!(
+                    "--cronjob-kind shardcron runs S1, S2, S4, S5 and S6 (S3, S7 and S8 make batch/v1 CronJobs only)"
+                );
+            }
             let out = out.unwrap_or_else(|| {
                 let flood = match (no_flood, no_attacks) {
                     (true, _) => "-no-flood",
                     (false, true) => "-no-attacks",
                     (false, false) => "",
                 };
-                let unsharded = ["", "-unsharded"][usize::from(without_sharded_watch)];
-                scenario.default_out(qps, spread, &[flood, unsharded].concat())
+                let served = match (cronjob_kind, without_sharded_watch) {
+                    (CronJobKind::Shardcron, _) => "-crd",
+                    (CronJobKind::Batch, true) => "-unsharded",
+                    (CronJobKind::Batch, false) => "",
+                };
+                scenario.default_out(qps, spread, &[flood, served].concat())
             });
             let settings = Settings {
                 shardcron_bin: if controllers.iter().any(|c| *c != Variant::Upstream) {
@@ -354,7 +377,8 @@ async fn main() -> anyhow::Result<()> {
                 attacks: !no_attacks,
                 spread_seconds: spread.unwrap_or(0),
                 rolling_restart: !no_rolling_restart,
-                sharded_watch: !without_sharded_watch,
+                sharded_watch: !without_sharded_watch && cronjob_kind == CronJobKind::Batch,
+                cronjob_kind,
             };
             if scenario.name == ScenarioName::S6 {
                 let runs = scaleout::run(&scenario, &controllers, &settings, report::scaleout_line)
@@ -488,6 +512,13 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// `--spread`: a Go duration of 1 s to a day, in whole seconds.
+fn cronjob_kind(name: &str) -> Result<CronJobKind, String> {
+    CronJobKind::ALL
+        .into_iter()
+        .find(|kind| kind.name() == name)
+        .ok_or_else(|| format!("'{name}' is neither batch nor shardcron"))
+}
+
 fn spread_seconds(value: &str) -> Result<u32, String> {
     let nanos = shardcron::schedule::parse_go_duration(value).map_err(|e| e.to_string())?;
     u32::try_from(nanos / 1_000_000_000)

@@ -2,18 +2,18 @@
 //! it, the controller processes' CPU and memory, and the API server's
 //! per-client counters; summarized into an [`Observation`].
 
-use crate::apimetrics;
 use crate::procstat::{self, ProcSample};
 use crate::slots::{self, CronJobSeen, JobSeen, SlotSummary};
+use crate::{apimetrics, create};
 use anyhow::Context;
 use futures::StreamExt;
-use k8s_openapi::api::batch::v1::{CronJob, Job};
-use kube::api::{Api, ListParams};
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde::{Deserialize, Serialize};
 use shardcron::actor::apply::CREATED_BY_ANNOTATION;
-use shardcron::reconcile::SCHEDULED_TIMESTAMP_ANNOTATION;
+use shardcron::reconcile::{CronJobKind, SCHEDULED_TIMESTAMP_ANNOTATION};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -165,6 +165,8 @@ pub struct Window<'a> {
     pub to: i64,
     pub tail: Duration,
     pub prefix: &'a str,
+    /// The kind of the window's CronJobs (their Jobs are the same).
+    pub kind: CronJobKind,
     pub processes: &'a [Process],
     /// The tenants mix's big namespace, to report the others apart.
     pub big_tenant: Option<&'a str>,
@@ -214,7 +216,7 @@ pub async fn observe(
     let api_after = apimetrics::snapshot(client).await?;
     let (jobs, watch_errors) = watch.take();
 
-    let cronjobs = list_cronjobs(client, window.prefix).await?;
+    let cronjobs = list_cronjobs(client, window.prefix, window.kind).await?;
     let summary = slots::summarize(&cronjobs, &jobs, window.from, window.to)?;
     let small_tenants = match window.big_tenant {
         Some(big) => {
@@ -293,11 +295,13 @@ pub async fn sleep_until_ms(at_ms: i64) {
     }
 }
 
+/// The CronJobs of `kind` in namespaces starting with `prefix`.
 pub async fn list_cronjobs(
     client: &kube::Client,
     prefix: &str,
+    kind: CronJobKind,
 ) -> anyhow::Result<Vec<CronJobSeen>> {
-    let api: Api<CronJob> = Api::all(client.clone());
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &create::resource(kind));
     let mut out = Vec::new();
     let mut params = ListParams::default().limit(500);
     loop {
@@ -310,10 +314,14 @@ pub async fn list_cronjobs(
                     cj.metadata.annotations.as_ref(),
                 )
                 .spread_offset(&namespace, &name);
+                let schedule = cj.data["spec"]["schedule"]
+                    .as_str()
+                    .with_context(|| format!("CronJob {namespace}/{name} without a schedule"))?
+                    .to_owned();
                 out.push(CronJobSeen {
                     namespace,
                     name,
-                    schedule: cj.spec.schedule.clone(),
+                    schedule,
                     spread_offset,
                 });
             }

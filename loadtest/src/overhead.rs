@@ -17,6 +17,7 @@ use crate::observe::{self, JobWatch, Observation, Process, Window};
 use crate::{apimetrics, create};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+use shardcron::reconcile::CronJobKind;
 use shardcron_harness::{Replica, ReplicaSpec};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -176,6 +177,7 @@ async fn run_on(
                 to,
                 tail: Duration::from_secs(30),
                 prefix,
+                kind: CronJobKind::Batch,
                 processes,
                 big_tenant: None,
                 done_after_jobs: None,

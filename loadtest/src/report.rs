@@ -4,7 +4,7 @@
 use crate::cluster::ClientLimits;
 use crate::compare::{Run, Scenario};
 use crate::scale::ScaleRun;
-use crate::scaleout::{ReplicaFigures, ScaleOutRun};
+use crate::scaleout::{ApiServerFigures, ReplicaFigures, ScaleOutRun};
 use crate::slots::{SlotSummary, percentile};
 use anyhow::Context;
 use plotters::prelude::*;
@@ -502,11 +502,13 @@ fn plot_error<E: std::fmt::Debug>(error: E) -> anyhow::Error {
 }
 
 /// What a scale-out replica received in the window from the watches of
-/// `resource` (`jobs`: both Job watches), in `figures` (objects or bytes).
+/// `resource` (`jobs`: both Job watches; `cronjobs`: batch/v1's or the
+/// CRD's), in `figures` (objects or bytes).
 fn in_window(figures: &std::collections::BTreeMap<String, f64>, resource: &str) -> f64 {
     let get = |r: &str| figures.get(r).copied().unwrap_or(0.0);
     match resource {
         "jobs" => get("jobs") + get("unlabelled_jobs"),
+        "cronjobs" => get("cronjobs") + get("cronjobs.shardcron.io"),
         "all" => figures.values().sum(),
         other => get(other),
     }
@@ -594,6 +596,46 @@ pub fn scaleout_markdown(scenario: &Scenario, runs: &[ScaleOutRun]) -> String {
          change (in report.json: `events`, `bytes`, from each process's start). RSS \
          includes each process's fixed cost (about 20 MiB with no CronJob), which does \
          not divide.\n",
+    );
+    let servers: Vec<(&ScaleOutRun, &ApiServerFigures)> = runs
+        .iter()
+        .filter_map(|run| Some((run, run.api_server.as_ref()?)))
+        .collect();
+    if servers.is_empty() {
+        return out;
+    }
+    out.push_str(
+        "\n### kube-apiserver\n\n\
+         | controller | Jobs created | CPU ms/s | CPU ms per Job | CronJob watch KiB sent per Job | vs 1 replica | Job watch KiB sent per Job |\n\
+         |---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let single = servers.iter().find(|(run, _)| run.replicas == 1);
+    for (run, server) in &servers {
+        let cronjob_bytes = server.watch_bytes_per_firing("cronjobs");
+        let versus_one = single
+            .map(|(_, one)| one.watch_bytes_per_firing("cronjobs"))
+            .filter(|one| *one > 0.0)
+            .map(|one| format!("{:.2}", cronjob_bytes / one))
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.1} | {:.1} | {:.1} | {} | {:.1} |",
+            run.variant,
+            server.sent.job_creates,
+            1000.0 * server.cpu,
+            server.cpu_ms_per_firing(run.window_seconds),
+            cronjob_bytes / 1024.0,
+            versus_one,
+            server.watch_bytes_per_firing("jobs") / 1024.0,
+        );
+    }
+    out.push_str(
+        "\nkube-apiserver's own CPU over each window, and the watch event bytes it \
+         sent (`apiserver_watch_events_sizes`, every watcher: the replicas' and \
+         kube-controller-manager's, whose share does not change with N), per Job it \
+         created (`apiserver_request_total`, POST jobs 201). \"vs 1 replica\": the \
+         CronJob bytes per Job against the single replica's (1.00: sharding keeps the \
+         server's cost; N: the server sends every replica everything).\n",
     );
     out
 }

@@ -7,6 +7,7 @@
 //! seconds and resident memory. Sharding divides the input when each of N
 //! replicas sees about 1/N of what one replica sees.
 
+use crate::apimetrics::ServerTotals;
 use crate::cluster::{self, LocalCluster};
 use crate::compare::{Scenario, Settings, Variant};
 use crate::create;
@@ -89,6 +90,33 @@ impl ReplicaFigures {
     }
 }
 
+/// kube-apiserver over one run's window: what the ring costs the server.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ApiServerFigures {
+    /// kube-apiserver's CPU seconds per second.
+    pub cpu: f64,
+    /// What it sent and created in the window (every client's watches:
+    /// the replicas', and a constant share of kube-controller-manager's).
+    pub sent: ServerTotals,
+}
+
+impl ApiServerFigures {
+    /// Watch bytes sent per Job created for `resource` (`cronjobs` of
+    /// either group, `jobs`).
+    pub fn watch_bytes_per_firing(&self, resource: &str) -> f64 {
+        let bytes: f64 = (self.sent.watch_bytes.iter())
+            .filter(|(key, _)| key.rsplit_once('/').is_some_and(|(_, r)| r == resource))
+            .map(|(_, bytes)| bytes)
+            .sum();
+        bytes / self.sent.job_creates.max(1.0)
+    }
+
+    /// CPU milliseconds per Job created.
+    pub fn cpu_ms_per_firing(&self, window_seconds: f64) -> f64 {
+        1000.0 * self.cpu * window_seconds / self.sent.job_creates.max(1.0)
+    }
+}
+
 /// One variant's run: its replicas' figures.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScaleOutRun {
@@ -97,6 +125,9 @@ pub struct ScaleOutRun {
     pub cronjobs: usize,
     pub window_seconds: f64,
     pub per_replica: Vec<ReplicaFigures>,
+    /// Absent in reports written before it was recorded.
+    #[serde(default)]
+    pub api_server: Option<ApiServerFigures>,
 }
 
 impl ScaleOutRun {
@@ -170,6 +201,7 @@ async fn run_on(
     settings: &Settings,
     line: fn(&ScaleOutRun) -> String,
 ) -> anyhow::Result<Vec<ScaleOutRun>> {
+    cluster.serve(settings.cronjob_kind);
     let credentials = cluster.shardcron_credentials().await?;
     let plan = mix::plan(
         scenario.mix,
@@ -178,7 +210,14 @@ async fn run_on(
         "a",
         Anchor::default(),
     );
-    create::create(&cluster.client, &plan, settings.create_qps).await?;
+    create::create_as(
+        &cluster.client,
+        &plan,
+        settings.create_qps,
+        0,
+        settings.cronjob_kind,
+    )
+    .await?;
     let window = Duration::from_secs(60 * u64::from(scenario.minutes.max(1)));
     let mut runs = Vec::new();
     for variant in variants {
@@ -207,7 +246,16 @@ async fn run_on(
             .zip(&pids)
             .map(|(replica, pid)| WindowStart::read(replica, *pid))
             .collect::<Result<_, _>>()?;
+        let server_pid = cluster.pid("kube-apiserver")?;
+        let server_cpu = procstat::sample(server_pid)?.cpu_seconds;
+        let server_sent = ServerTotals::read(&cluster.client).await?;
         tokio::time::sleep(window).await;
+        let api_server = ApiServerFigures {
+            cpu: (procstat::sample(server_pid)?.cpu_seconds - server_cpu) / window.as_secs_f64(),
+            sent: ServerTotals::read(&cluster.client)
+                .await?
+                .since(&server_sent),
+        };
         let per_replica: Vec<ReplicaFigures> = replicas
             .iter()
             .zip(pids.iter().zip(&starts))
@@ -224,6 +272,7 @@ async fn run_on(
             cronjobs: scenario.count,
             window_seconds: window.as_secs_f64(),
             per_replica,
+            api_server: Some(api_server),
         };
         eprintln!("scale-out: {}", line(&run));
         std::fs::write(

@@ -212,6 +212,23 @@ impl LocalCluster {
             .arg("apply")
             .arg("-k")
             .arg(repo_root().join("deploy")))?;
+        self.controller_kubeconfig_applied(out).await
+    }
+
+    /// [`Self::controller_kubeconfig`] for CRD mode: applies
+    /// `deploy/managed` (server-side, as the README does: the definition is
+    /// over 256 KiB), whose replicas serve `cronjobs.shardcron.io` only.
+    pub async fn managed_controller_kubeconfig(&self, out: &Path) -> anyhow::Result<()> {
+        run(self
+            .kubectl()?
+            .args(["apply", "--server-side", "-k"])
+            .arg(repo_root().join("deploy/managed")))?;
+        self.controller_kubeconfig_applied(out).await
+    }
+
+    /// The kubeconfig of the applied ServiceAccount, once RBAC lets it
+    /// create Jobs; the StatefulSet scaled to 0.
+    async fn controller_kubeconfig_applied(&self, out: &Path) -> anyhow::Result<()> {
         run(self.kubectl()?.args([
             "scale",
             "statefulset",
@@ -274,6 +291,38 @@ impl LocalCluster {
             }
         }
         Ok(())
+    }
+
+    /// kube-controller-manager's recorded command line (up's `printf %q`
+    /// of each argument) with `flags` set: each `(--name, value)` replaces
+    /// that flag's value or is appended. Values are written as `%q` would
+    /// write them (`\*` for `*`, `\,` for `,`).
+    pub fn kcm_command(&self, flags: &[(&str, &str)]) -> anyhow::Result<String> {
+        let cmd_file = self.dir().join("kube-controller-manager.cmd");
+        let cmd = std::fs::read_to_string(&cmd_file)
+            .with_context(|| format!("reading {}", cmd_file.display()))?;
+        let mut args: Vec<String> = cmd.split_whitespace().map(str::to_owned).collect();
+        for (flag, value) in flags {
+            let set = format!("{flag}={value}");
+            match args.iter_mut().find(|a| a.starts_with(&format!("{flag}="))) {
+                Some(arg) => *arg = set,
+                None => args.push(set),
+            }
+        }
+        Ok(args.join(" "))
+    }
+
+    /// Restarts kube-controller-manager (deploy/local/restart: same ports,
+    /// same data) with `flags` set (see `kcm_command`), and returns the new
+    /// process's pid.
+    pub fn restart_kcm(&self, flags: &[(&str, &str)]) -> anyhow::Result<u32> {
+        let cmd = self.kcm_command(flags)?;
+        std::fs::write(self.dir().join("kube-controller-manager.cmd"), cmd)?;
+        run(Command::new(repo_root().join("deploy/local/restart"))
+            .arg("--dir")
+            .arg(self.dir())
+            .arg("kube-controller-manager"))?;
+        self.pid("kube-controller-manager")
     }
 
     /// Stops every component and removes the directory (`deploy/local/down`).
