@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use support::eventually;
 use support::fleet::*;
 use support::jobs_seen::{Record, tally, watch_jobs};
-use support::scenario::{cronjob, keeping_no_job};
+use support::scenario::{cronjob, mixed};
 
 const REPLICAS: usize = 3;
 const CRONJOBS: usize = 24;
@@ -50,22 +50,6 @@ fn previous_release() -> PathBuf {
             .unwrap_or_default()
             .trim(),
     )
-}
-
-/// CronJob `name`: every third keeps no Job; of the others, every third
-/// is Forbid, every third Replace, the rest Allow (upstream's default).
-fn mixed(name: &str) -> CronJob {
-    let index: usize = name.trim_start_matches('c').parse().unwrap_or(0);
-    if index.is_multiple_of(3) {
-        return keeping_no_job(name);
-    }
-    let policy = ["Allow", "Forbid", "Replace"][(index / 3) % 3];
-    let spec = json!({
-        "concurrencyPolicy": policy,
-        "successfulJobsHistoryLimit": 100,
-        "failedJobsHistoryLimit": 100,
-    });
-    cronjob(name, "*/1 * * * *", spec, json!({}))
 }
 
 /// Replaces replica `index` with one running `binary`: a graceful stop (its

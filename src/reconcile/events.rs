@@ -43,6 +43,9 @@ pub enum Reason {
     /// shardcron's own: the CronJob was suspended after N consecutive failed
     /// Jobs (`shardcron.io/pause-after-failures`, [`super::pause`]).
     PausedAfterFailures,
+    /// shardcron's own: a slot's Job was created by another controller
+    /// (kube-controller-manager's CronJob controller left on).
+    JobCreatedElsewhere,
 }
 
 impl Reason {
@@ -77,6 +80,7 @@ impl Reason {
             ForeignActiveJob => "ForeignActiveJob",
             InvalidOption => "InvalidOption",
             PausedAfterFailures => "PausedAfterFailures",
+            JobCreatedElsewhere => "JobCreatedElsewhere",
         }
     }
 }
@@ -218,6 +222,24 @@ impl Event {
 
     pub fn failed_delete(error: &str) -> Self {
         Self::new(Reason::FailedDelete, format!("Deleted job: {error}"))
+    }
+
+    pub fn created_elsewhere(job: &str) -> Self {
+        Self::new(
+            Reason::JobCreatedElsewhere,
+            format!(
+                "Job {job} was created by another controller, not shardcron: run one CronJob controller (is kube-controller-manager's cronjob-controller still on?)"
+            ),
+        )
+    }
+
+    pub fn made_elsewhere(job: &str) -> Self {
+        Self::new(
+            Reason::JobCreatedElsewhere,
+            format!(
+                "Job {job} was created by another controller, not shardcron: run one CronJob controller (is kube-controller-manager's cronjob-controller still on?)"
+            ),
+        )
     }
 
     pub fn failed_create(error: &str) -> Self {

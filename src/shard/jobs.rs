@@ -9,9 +9,16 @@
 //! starts and claims it. Every Job with a CronJob controller is remembered (UID ->
 //! namespace and owner), so that a change of controller withdraws it from
 //! the old owner and a re-list can tell which Jobs disappeared meanwhile.
+//!
+//! shardcron labels every Job it creates with its CronJob's bucket. A Job
+//! of a slot due since this replica started that arrives without the label
+//! was made by another controller running the same CronJob
+//! (kube-controller-manager's, left on): said once per Job
+//! ([`JobRoute::MadeElsewhere`]), by the replica whose actor has it.
 
 use crate::apiserver::watch::JobFacts;
-use crate::reconcile::JobSummary;
+use crate::reconcile::{JobSummary, controller_in};
+use jiff::Timestamp;
 use std::collections::HashMap;
 
 /// A message for the actor of the CronJob with UID `owner_uid`.
@@ -21,6 +28,16 @@ pub enum JobRoute {
     Deliver { owner_uid: String, job: JobSummary },
     /// The Job was deleted, or its controller is no longer this CronJob.
     Withdraw { owner_uid: String, job_uid: String },
+    /// A slot's Job made by another controller, first seen: its CronJob
+    /// (`namespace`, the controller reference's API version, name and UID)
+    /// and name.
+    MadeElsewhere {
+        namespace: String,
+        api_version: String,
+        cronjob: String,
+        owner_uid: String,
+        job: String,
+    },
 }
 
 struct Home {
@@ -35,6 +52,9 @@ pub struct JobIndex {
     homes: HashMap<String, Home>,
     /// By the CronJob they wait for: its namespace (the Jobs') and UID.
     parked: HashMap<(String, String), Vec<JobSummary>>,
+    /// Unlabelled Jobs of slots from this instant on are another
+    /// controller's ([`JobRoute::MadeElsewhere`]); `None`: not looked for.
+    made_elsewhere_since: Option<Timestamp>,
 }
 
 /// `has_actor(namespace, uid)`: the CronJob with that UID has an actor here
@@ -43,6 +63,15 @@ pub trait HasActor: Fn(&str, &str) -> bool {}
 impl<F: Fn(&str, &str) -> bool> HasActor for F {}
 
 impl JobIndex {
+    /// An index that tells the unlabelled Jobs of slots due from `started`
+    /// on (this replica's start: earlier ones may be from before a move).
+    pub fn made_elsewhere_since(started: Timestamp) -> Self {
+        Self {
+            made_elsewhere_since: Some(started),
+            ..Self::default()
+        }
+    }
+
     /// A Job was added or changed. Returns the messages for the actors.
     pub fn apply(&mut self, job: JobFacts, has_actor: impl HasActor) -> Vec<JobRoute> {
         let mut routes = Vec::new();
@@ -57,6 +86,7 @@ impl JobIndex {
             ),
             None => self.homes.remove(&job.uid),
         };
+        let first_seen = previous.is_none();
         if let Some(previous) = previous.filter(|p| Some(&p.owner_uid) != job.owner_uid.as_ref()) {
             routes.extend(self.withdraw(previous, &job.uid, &has_actor));
         }
@@ -64,9 +94,26 @@ impl JobIndex {
             return routes;
         };
         if has_actor(&job.namespace, &owner_uid) {
+            let summary = job.summary();
+            let since = self.made_elsewhere_since;
+            let made_elsewhere = first_seen
+                && !job.labelled
+                && summary
+                    .scheduled
+                    .zip(since)
+                    .is_some_and(|(slot, since)| slot >= since);
+            if made_elsewhere && let Some(owner) = controller_in(&job.job.metadata) {
+                routes.push(JobRoute::MadeElsewhere {
+                    namespace: job.namespace.clone(),
+                    api_version: owner.api_version.clone(),
+                    cronjob: owner.name.clone(),
+                    owner_uid: owner_uid.clone(),
+                    job: summary.name.clone(),
+                });
+            }
             routes.push(JobRoute::Deliver {
                 owner_uid,
-                job: job.summary(),
+                job: summary,
             });
         } else {
             let waiting = self
@@ -174,6 +221,85 @@ mod tests {
                 .expect("a Job"),
             ),
         }
+    }
+
+    /// A Job without the bucket label, controlled by CronJob `owner`
+    /// (named `cj-<owner>`), of the slot `slot` if any.
+    fn unlabelled(uid: &str, owner: &str, slot: Option<&str>) -> JobFacts {
+        let annotations = match slot {
+            Some(slot) => {
+                serde_json::json!({crate::reconcile::SCHEDULED_TIMESTAMP_ANNOTATION: slot})
+            }
+            None => serde_json::json!({}),
+        };
+        JobFacts {
+            labelled: false,
+            job: Box::new(
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {
+                        "name": format!("job-{uid}"), "namespace": "ns", "uid": uid,
+                        "annotations": annotations,
+                        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob",
+                            "name": format!("cj-{owner}"), "uid": owner, "controller": true}],
+                    }
+                }))
+                .expect("a Job"),
+            ),
+            ..job(uid, Some(owner))
+        }
+    }
+
+    fn made_elsewhere(routes: &[JobRoute]) -> Vec<&str> {
+        routes
+            .iter()
+            .filter_map(|route| match route {
+                JobRoute::MadeElsewhere { job, .. } => Some(job.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_slots_job_without_the_bucket_label_since_the_start_is_said_once() {
+        let started: Timestamp = "2026-12-07T10:00:00Z".parse().unwrap();
+        let mut index = JobIndex::made_elsewhere_since(started);
+        let mine = running(&["c1"]);
+        // Another controller's Job of a slot since the start: said once,
+        // and delivered as any Job.
+        let routes = index.apply(unlabelled("j1", "c1", Some("2026-12-07T10:01:00Z")), &mine);
+        assert_eq!(
+            routes[0],
+            JobRoute::MadeElsewhere {
+                namespace: "ns".into(),
+                api_version: "batch/v1".into(),
+                cronjob: "cj-c1".into(),
+                owner_uid: "c1".into(),
+                job: "job-j1".into(),
+            }
+        );
+        assert!(matches!(routes[1], JobRoute::Deliver { .. }));
+        let again = index.apply(unlabelled("j1", "c1", Some("2026-12-07T10:01:00Z")), &mine);
+        assert!(made_elsewhere(&again).is_empty(), "said once per Job");
+        // Not said: a slot before the start (a move's history), a Job of
+        // no slot (`kubectl create job --from`), shardcron's own (labelled),
+        // a CronJob with no actor here (its owner says it).
+        for (uid, owner, slot) in [
+            ("j2", "c1", Some("2026-12-07T09:59:00Z")),
+            ("j3", "c1", None),
+            ("j5", "c2", Some("2026-12-07T10:01:00Z")),
+        ] {
+            let routes = index.apply(unlabelled(uid, owner, slot), &mine);
+            assert!(made_elsewhere(&routes).is_empty(), "{uid}");
+        }
+        let labelled = JobFacts {
+            labelled: true,
+            ..unlabelled("j4", "c1", Some("2026-12-07T10:01:00Z"))
+        };
+        assert!(made_elsewhere(&index.apply(labelled, &mine)).is_empty());
+        // An index not told when the replica started says nothing.
+        let mut quiet = JobIndex::default();
+        let routes = quiet.apply(unlabelled("j6", "c1", Some("2026-12-07T10:01:00Z")), &mine);
+        assert!(made_elsewhere(&routes).is_empty());
     }
 
     /// CronJobs of namespace `ns` with an actor here.

@@ -165,6 +165,7 @@ pub struct Metrics {
     pub events_queued: Gauge,
     pub events_recorded: Family<ReasonLabels, Counter>,
     pub status_writes_given_way: Counter,
+    pub jobs_created_elsewhere: Counter,
     pub dropped_for_gone: Family<DroppedLabels, Counter>,
     pub actor_panics: Counter,
     /// The per-CronJob series of the CronJobs this replica owns.
@@ -526,6 +527,14 @@ impl Metrics {
             "Status writes recording a slot never sent: the slot's Job ended while the write waited for its turn, and the next decision wrote the slot and the Job's end at once",
             status_writes_given_way.clone(),
         );
+        let jobs_created_elsewhere = Counter::default();
+        register(
+            &mut registry,
+            &mut families,
+            "jobs_created_elsewhere",
+            "Slots whose Job this replica found already created by another controller, not shardcron (kube-controller-manager's CronJob controller left on): two controllers run these CronJobs",
+            jobs_created_elsewhere.clone(),
+        );
         let dropped_for_gone = Family::<DroppedLabels, Counter>::default();
         register(
             &mut registry,
@@ -555,6 +564,7 @@ impl Metrics {
             events_dropped,
             events_held_back,
             status_writes_given_way,
+            jobs_created_elsewhere,
             ring_members,
             ring_protocol,
             ring_assignment,

@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 pub const LEASE: Duration = Duration::from_secs(15);
 
 pub struct Fleet {
+    /// The control plane the fleet runs on.
+    pub cluster: &'static Cluster,
     pub ns: TestNamespace,
     pub admin: Client,
     pub jobs: Api<Job>,
@@ -117,10 +119,15 @@ impl Fleet {
 
     /// As [`Fleet::empty`], every replica to be started with `replica_args` too.
     pub async fn empty_with(test: &str, replica_args: &[&str]) -> Fleet {
-        let cluster = Cluster::shared();
+        Self::empty_on(Cluster::shared(), test, replica_args).await
+    }
+
+    /// As [`Fleet::empty_with`], on `cluster`.
+    pub async fn empty_on(cluster: &'static Cluster, test: &str, replica_args: &[&str]) -> Fleet {
         let ns = cluster.namespace(test).await;
         let admin = cluster.admin().await;
         Fleet {
+            cluster,
             jobs: Api::namespaced(admin.clone(), &ns.name),
             admin,
             ns,
@@ -135,6 +142,17 @@ impl Fleet {
     /// Creates `count` CronJobs `c00`, `c01`, ... made by `make`, and waits
     /// until the ring runs each on exactly one replica.
     pub async fn create_cronjobs(&mut self, count: usize, make: impl Fn(&str) -> CronJob) {
+        self.create_cronjobs_unwatched(count, make).await;
+        self.converged(Duration::from_secs(60)).await;
+    }
+
+    /// [`Self::create_cronjobs`] without waiting for the ring: another
+    /// controller runs them, or none yet.
+    pub async fn create_cronjobs_unwatched(
+        &mut self,
+        count: usize,
+        make: impl Fn(&str) -> CronJob,
+    ) {
         let cronjobs: Api<CronJob> = Api::namespaced(self.admin.clone(), &self.ns.name);
         self.names = (0..count).map(|i| format!("c{i:02}")).collect();
         for name in &self.names {
@@ -144,7 +162,6 @@ impl Fleet {
                 .expect("create CronJob");
         }
         self.first_slot = next_minute(Timestamp::now() + 5.seconds());
-        self.converged(Duration::from_secs(60)).await;
     }
 
     /// Starts one more replica and waits until it is ready.
@@ -249,7 +266,7 @@ impl Fleet {
             args.extend(["--threads", "2"]);
         }
         Controller::replica(
-            Cluster::shared(),
+            self.cluster,
             &self.ns.name,
             &self.ns.name,
             &format!("r{index}"),

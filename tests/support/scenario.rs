@@ -117,6 +117,22 @@ pub fn keeping_no_job(name: &str) -> CronJob {
     cronjob
 }
 
+/// CronJob `name`: every third keeps no Job; of the others, every third
+/// is Forbid, every third Replace, the rest Allow (upstream's default).
+pub fn mixed(name: &str) -> CronJob {
+    let index: usize = name.trim_start_matches('c').parse().unwrap_or(0);
+    if index.is_multiple_of(3) {
+        return keeping_no_job(name);
+    }
+    let policy = ["Allow", "Forbid", "Replace"][(index / 3) % 3];
+    let spec = json!({
+        "concurrencyPolicy": policy,
+        "successfulJobsHistoryLimit": 100,
+        "failedJobsHistoryLimit": 100,
+    });
+    cronjob(name, "*/1 * * * *", spec, json!({}))
+}
+
 pub fn long_running() -> Value {
     json!({"shardcron.test/run-for": "600s"})
 }

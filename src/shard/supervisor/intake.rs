@@ -7,13 +7,15 @@
 use super::Supervisor;
 use crate::actor::cronjob::Update;
 use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::apiserver::requests::JobRequests;
 use crate::apiserver::watch::JobFacts;
-use crate::reconcile::{CronJobKind, CronJobKinds};
+use crate::reconcile::{CronJobKind, CronJobKinds, Event as CronJobEvent};
 use crate::shard::jobs::JobRoute;
 use crate::shard::membership::LeaseObservation;
 use crate::shard::ownership::{Epoch, Input};
 use crate::shard::relist::Relist;
 use actix::prelude::*;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::watcher::Event;
 use std::sync::Arc;
 use std::time::Instant;
@@ -248,6 +250,32 @@ impl Supervisor {
             JobRoute::Deliver { owner_uid, job } => (owner_uid, Update::Job { job, relisted }),
             JobRoute::Withdraw { owner_uid, job_uid } => {
                 (owner_uid, Update::JobGone { uid: job_uid })
+            }
+            JobRoute::MadeElsewhere {
+                namespace,
+                api_version,
+                cronjob,
+                owner_uid,
+                job,
+            } => {
+                tracing::warn!(
+                    %namespace, %cronjob, %job,
+                    "a slot's Job made by another controller, not shardcron: is kube-controller-manager's CronJob controller still on?"
+                );
+                let services = &self.actor_services;
+                services.metrics.jobs_created_elsewhere.inc();
+                let regarding = ObjectReference {
+                    api_version: Some(api_version),
+                    kind: Some(CronJobKind::KIND.to_owned()),
+                    namespace: Some(namespace),
+                    name: Some(cronjob),
+                    uid: Some(owner_uid),
+                    ..ObjectReference::default()
+                };
+                services
+                    .gateway
+                    .record(regarding, &CronJobEvent::made_elsewhere(&job));
+                return;
             }
         };
         if let Some(running) = self.actors.get(owner_uid.as_str()) {

@@ -217,6 +217,8 @@ impl Supervisor {
         readiness: Arc<Readiness>,
         setup: ShardSetup,
     ) -> Self {
+        // Unlabelled Jobs of slots from here on are another controller's.
+        let started = actor_services.clock.now();
         let panics = &actor_services.metrics.actor_panics;
         let dispatchers = arbiters
             .iter()
@@ -244,7 +246,7 @@ impl Supervisor {
             leases: Relist::default(),
             setup,
             actors: HashMap::new(),
-            jobs: JobIndex::default(),
+            jobs: JobIndex::made_elsewhere_since(started),
             unrecorded: UnrecordedSlots::default(),
             tombstones: HashSet::new(),
             orphan_checks: HashSet::new(),

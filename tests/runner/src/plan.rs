@@ -143,6 +143,9 @@ const KNOWN: &[Known] = &[
     // before the lanes start by .ci/run) to this build and back, under 24
     // CronJobs; and a peer of an unknown protocol version.
     known("upgrade", PLAIN, 260, 3),
+    // kube-controller-manager's CronJob controller to shardcron and back:
+    // it restarts kube-controller-manager with other --controllers.
+    known("switch", Placement::Own, 430, 3),
     // The one lane with kube-apiserver's ShardedListAndWatch gate on: the
     // server-sharded watches (every other lane runs the users' path, the
     // gate off: each replica filters every CronJob itself).
