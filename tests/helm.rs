@@ -223,6 +223,8 @@ fn the_monitoring_values_render_deploy_monitoring() {
             "--set",
             "monitoring.serviceMonitor.enabled=true",
             "--set",
+            "monitoring.podMonitor.enabled=true",
+            "--set",
             "monitoring.prometheusRule.enabled=true",
             "--set",
             "monitoring.dashboard.enabled=true",
@@ -279,13 +281,126 @@ fn the_monitoring_values_render_deploy_monitoring() {
     let endpoints = monitor["endpoints"].as_array().expect("endpoints");
     let paths: Vec<_> = endpoints.iter().map(|e| e["path"].as_str()).collect();
     assert_eq!(paths, [Some("/metrics"), Some("/metrics/cronjobs")]);
-    for endpoint in endpoints {
+    // Each scrape with the scraper's token (`authorization`, not the
+    // deprecated bearerTokenFile): a token Secret of a ServiceAccount the
+    // metrics-reader ClusterRole is bound to.
+    let secret = &chart[&key("Secret", "shardcron-scraper-token")];
+    assert_eq!(secret["type"], "kubernetes.io/service-account-token");
+    let scraper = &secret["metadata"]["annotations"]["kubernetes.io/service-account.name"];
+    assert!(chart.contains_key(&key("ServiceAccount", scraper.as_str().expect("a name"))));
+    let binding = &chart[&key("ClusterRoleBinding", "shardcron-scraper")];
+    assert_eq!(binding["roleRef"]["name"], "shardcron-metrics-reader");
+    assert_eq!(binding["subjects"][0]["name"], *scraper);
+    let pods = &chart[&key("PodMonitor", "shardcron")]["spec"];
+    let pod_labels = &container_spec_labels(&chart);
+    for (label, value) in pods["selector"]["matchLabels"]
+        .as_object()
+        .expect("a selector")
+    {
+        assert_eq!(&pod_labels[label], value, "{label}");
+    }
+    let pod_endpoints = pods["podMetricsEndpoints"].as_array().expect("endpoints");
+    for endpoint in endpoints.iter().chain(pod_endpoints) {
         assert_eq!(
             (&endpoint["port"], &endpoint["scheme"]),
             (&json!("https-metrics"), &json!("https"))
         );
-        assert!(endpoint["bearerTokenFile"].is_string(), "{endpoint}");
+        assert!(endpoint.get("bearerTokenFile").is_none(), "{endpoint}");
+        assert_eq!(
+            endpoint["authorization"],
+            json!({"type": "Bearer", "credentials": {"name": "shardcron-scraper-token", "key": "token"}})
+        );
     }
+    let pod_paths: Vec<_> = pod_endpoints.iter().map(|e| e["path"].as_str()).collect();
+    assert_eq!(pod_paths, paths);
+}
+
+/// The labels of the chart's pods.
+fn container_spec_labels(chart: &BTreeMap<(String, String), Value>) -> Value {
+    chart[&("StatefulSet".to_owned(), "shardcron".to_owned())]["spec"]["template"]["metadata"]
+        ["labels"]
+        .clone()
+}
+
+#[test]
+fn the_network_policy_admits_what_the_replicas_serve_and_reach() {
+    assert!(
+        !objects(&render(&[]).expect("render"))
+            .keys()
+            .any(|(kind, _)| kind == "NetworkPolicy"),
+        "off by default"
+    );
+    let chart = objects(
+        &render(&[
+            "--set",
+            "networkPolicy.enabled=true",
+            "--set",
+            "aggregatedApi.enabled=true",
+            "--set-json",
+            r#"networkPolicy.metricsFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]"#,
+            "--set-json",
+            r#"networkPolicy.extraEgress=[{"ports":[{"port":4317,"protocol":"TCP"}]}]"#,
+        ])
+        .expect("render"),
+    );
+    let policy = &chart[&("NetworkPolicy".to_owned(), "shardcron".to_owned())]["spec"];
+    let pod_labels = container_spec_labels(&chart);
+    for (label, value) in policy["podSelector"]["matchLabels"]
+        .as_object()
+        .expect("a selector")
+    {
+        assert_eq!(&pod_labels[label], value, "{label}");
+    }
+    assert_eq!(policy["policyTypes"], json!(["Ingress", "Egress"]));
+    let container = &chart[&("StatefulSet".to_owned(), "shardcron".to_owned())]["spec"]["template"]
+        ["spec"]["containers"][0];
+    let declared: Vec<&str> = container["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    let ports_of = |rule: &Value| -> Vec<Value> {
+        rule["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| p["port"].clone())
+            .collect()
+    };
+    let ingress = policy["ingress"].as_array().expect("ingress rules");
+    // Every named port admitted is one the container declares.
+    for port in ingress.iter().flat_map(ports_of) {
+        let name = port.as_str().expect("a named port");
+        assert!(declared.contains(&name), "{name} is not a container port");
+    }
+    assert_eq!(
+        ports_of(&ingress[0]),
+        [json!("health"), json!("aggregated-api")]
+    );
+    assert!(
+        ingress[0].get("from").is_none(),
+        "probes and the aggregator from anywhere"
+    );
+    assert_eq!(
+        ports_of(&ingress[1]),
+        [json!("https-metrics"), json!("metrics")]
+    );
+    assert_eq!(
+        ingress[1]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+        "monitoring"
+    );
+    let egress = policy["egress"].as_array().expect("egress rules");
+    assert_eq!(ports_of(&egress[0]), [json!(443), json!(6443)]);
+    assert_eq!(ports_of(&egress[1]), [json!(53), json!(53)]);
+    assert_eq!(ports_of(&egress[2]), [json!(4317)]);
+    let refused = render(&[
+        "--set",
+        "networkPolicy.enabled=true",
+        "--set-json",
+        "networkPolicy.apiServerPorts=[]",
+    ]);
+    assert!(refused.is_err(), "no port to reach kube-apiserver on");
 }
 
 #[test]
@@ -417,9 +532,20 @@ async fn helm_install_brings_up_a_controller_serving_the_crd() {
         "cronjobKinds={shardcron}",
         "--set",
         "replicaCount=1",
+        "--set",
+        "networkPolicy.enabled=true",
         "--kubeconfig",
         &kubeconfig_arg,
     ]);
+    // The API server took the NetworkPolicy (no plugin here enforces it).
+    let policies = Api::<k8s_openapi::api::networking::v1::NetworkPolicy>::namespaced(
+        cluster.admin().await,
+        namespace,
+    )
+    .list(&ListParams::default())
+    .await
+    .expect("list NetworkPolicies");
+    assert_eq!(policies.items.len(), 1, "the chart's NetworkPolicy");
 
     // The chart's container, as the chart's ServiceAccount. The ports are
     // the one thing replaced: the harness gives each process free ones.
