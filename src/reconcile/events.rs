@@ -224,15 +224,6 @@ impl Event {
         Self::new(Reason::FailedDelete, format!("Deleted job: {error}"))
     }
 
-    pub fn created_elsewhere(job: &str) -> Self {
-        Self::new(
-            Reason::JobCreatedElsewhere,
-            format!(
-                "Job {job} was created by another controller, not shardcron: run one CronJob controller (is kube-controller-manager's cronjob-controller still on?)"
-            ),
-        )
-    }
-
     pub fn made_elsewhere(job: &str) -> Self {
         Self::new(
             Reason::JobCreatedElsewhere,

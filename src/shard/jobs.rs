@@ -28,16 +28,19 @@ pub enum JobRoute {
     Deliver { owner_uid: String, job: JobSummary },
     /// The Job was deleted, or its controller is no longer this CronJob.
     Withdraw { owner_uid: String, job_uid: String },
-    /// A slot's Job made by another controller, first seen: its CronJob
-    /// (`namespace`, the controller reference's API version, name and UID)
-    /// and name.
-    MadeElsewhere {
-        namespace: String,
-        api_version: String,
-        cronjob: String,
-        owner_uid: String,
-        job: String,
-    },
+    /// A slot's Job made by another controller, first seen.
+    MadeElsewhere(MadeElsewhere),
+}
+
+/// A slot's Job another controller made: its CronJob (`namespace`, the
+/// controller reference's API version, name and UID) and its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MadeElsewhere {
+    pub namespace: String,
+    pub api_version: String,
+    pub cronjob: String,
+    pub owner_uid: String,
+    pub job: String,
 }
 
 struct Home {
@@ -103,13 +106,13 @@ impl JobIndex {
                     .zip(since)
                     .is_some_and(|(slot, since)| slot >= since);
             if made_elsewhere && let Some(owner) = controller_in(&job.job.metadata) {
-                routes.push(JobRoute::MadeElsewhere {
+                routes.push(JobRoute::MadeElsewhere(MadeElsewhere {
                     namespace: job.namespace.clone(),
                     api_version: owner.api_version.clone(),
                     cronjob: owner.name.clone(),
                     owner_uid: owner_uid.clone(),
                     job: summary.name.clone(),
-                });
+                }));
             }
             routes.push(JobRoute::Deliver {
                 owner_uid,
@@ -253,7 +256,7 @@ mod tests {
         routes
             .iter()
             .filter_map(|route| match route {
-                JobRoute::MadeElsewhere { job, .. } => Some(job.as_str()),
+                JobRoute::MadeElsewhere(found) => Some(found.job.as_str()),
                 _ => None,
             })
             .collect()
@@ -269,13 +272,13 @@ mod tests {
         let routes = index.apply(unlabelled("j1", "c1", Some("2026-12-07T10:01:00Z")), &mine);
         assert_eq!(
             routes[0],
-            JobRoute::MadeElsewhere {
+            JobRoute::MadeElsewhere(MadeElsewhere {
                 namespace: "ns".into(),
                 api_version: "batch/v1".into(),
                 cronjob: "cj-c1".into(),
                 owner_uid: "c1".into(),
                 job: "job-j1".into(),
-            }
+            })
         );
         assert!(matches!(routes[1], JobRoute::Deliver { .. }));
         let again = index.apply(unlabelled("j1", "c1", Some("2026-12-07T10:01:00Z")), &mine);

@@ -532,7 +532,7 @@ impl Metrics {
             &mut registry,
             &mut families,
             "jobs_created_elsewhere",
-            "Slots whose Job this replica found already created by another controller, not shardcron (kube-controller-manager's CronJob controller left on): two controllers run these CronJobs",
+            "Jobs of slots due since this replica started, of CronJobs it runs, made by another controller (without shardcron's bucket label): kube-controller-manager's CronJob controller left on, two controllers running these CronJobs",
             jobs_created_elsewhere.clone(),
         );
         let dropped_for_gone = Family::<DroppedLabels, Counter>::default();

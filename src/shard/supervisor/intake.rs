@@ -10,7 +10,7 @@ use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::requests::JobRequests;
 use crate::apiserver::watch::JobFacts;
 use crate::reconcile::{CronJobKind, CronJobKinds, Event as CronJobEvent};
-use crate::shard::jobs::JobRoute;
+use crate::shard::jobs::{JobRoute, MadeElsewhere};
 use crate::shard::membership::LeaseObservation;
 use crate::shard::ownership::{Epoch, Input};
 use crate::shard::relist::Relist;
@@ -251,36 +251,32 @@ impl Supervisor {
             JobRoute::Withdraw { owner_uid, job_uid } => {
                 (owner_uid, Update::JobGone { uid: job_uid })
             }
-            JobRoute::MadeElsewhere {
-                namespace,
-                api_version,
-                cronjob,
-                owner_uid,
-                job,
-            } => {
-                tracing::warn!(
-                    %namespace, %cronjob, %job,
-                    "a slot's Job made by another controller, not shardcron: is kube-controller-manager's CronJob controller still on?"
-                );
-                let services = &self.actor_services;
-                services.metrics.jobs_created_elsewhere.inc();
-                let regarding = ObjectReference {
-                    api_version: Some(api_version),
-                    kind: Some(CronJobKind::KIND.to_owned()),
-                    namespace: Some(namespace),
-                    name: Some(cronjob),
-                    uid: Some(owner_uid),
-                    ..ObjectReference::default()
-                };
-                services
-                    .gateway
-                    .record(regarding, &CronJobEvent::made_elsewhere(&job));
-                return;
-            }
+            JobRoute::MadeElsewhere(found) => return self.report_made_elsewhere(found),
         };
         if let Some(running) = self.actors.get(owner_uid.as_str()) {
             running.addr.do_send(update);
         }
+    }
+
+    /// Another controller made a slot's Job of a CronJob running here:
+    /// counted, logged, and told on the CronJob.
+    fn report_made_elsewhere(&self, found: MadeElsewhere) {
+        tracing::warn!(
+            namespace = %found.namespace, cronjob = %found.cronjob, job = %found.job,
+            "a slot's Job made by another controller, not shardcron: is kube-controller-manager's CronJob controller still on?"
+        );
+        let services = &self.actor_services;
+        services.metrics.jobs_created_elsewhere.inc();
+        let event = CronJobEvent::made_elsewhere(&found.job);
+        let regarding = ObjectReference {
+            api_version: Some(found.api_version),
+            kind: Some(CronJobKind::KIND.to_owned()),
+            namespace: Some(found.namespace),
+            name: Some(found.cronjob),
+            uid: Some(found.owner_uid),
+            ..ObjectReference::default()
+        };
+        services.gateway.record(regarding, &event);
     }
 
     /// Once every scope has listed CronJobs and Jobs, the protocol may
