@@ -132,13 +132,7 @@ impl ServerTotals {
 
     pub fn parse(text: &str) -> Self {
         let mut out = Self::default();
-        for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let Some((series, value)) = line.rsplit_once(' ') else {
-                continue;
-            };
-            let Ok(value) = value.parse::<f64>() else {
-                continue;
-            };
+        for (series, value) in samples(text) {
             if series.starts_with("apiserver_watch_events_sizes_sum{") {
                 // The label is `resource` since 1.31, `kind` before.
                 let what = label(series, "resource").or_else(|| label(series, "kind"));
@@ -178,16 +172,20 @@ impl ServerTotals {
     }
 }
 
+/// Each sample of Prometheus text: its series (name and labels) and value.
+fn samples(text: &str) -> impl Iterator<Item = (&str, f64)> {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            Some((series, value.parse::<f64>().ok()?))
+        })
+}
+
 /// Reads the counters from Prometheus text, summed over the other labels.
 pub fn parse(text: &str) -> Snapshot {
     let mut out = Snapshot::new();
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some((series, value)) = line.rsplit_once(' ') else {
-            continue;
-        };
-        let Ok(value) = value.parse::<f64>() else {
-            continue;
-        };
+    for (series, value) in samples(text) {
         let Some(schema) = label(series, "flow_schema") else {
             continue;
         };
