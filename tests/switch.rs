@@ -5,10 +5,11 @@
 //! Each switch straddles a slot: the controller going away stops ten
 //! seconds before it, the one coming starts five seconds after it, so that
 //! slot falls due while neither runs, and the one that starts runs it late
-//! from the status the other wrote (`lastScheduleTime`). Under 12 CronJobs
-//! firing every minute, a third keeping no Job (history limits 0,
-//! `ttlSecondsAfterFinished: 0`: a slot's Job name no longer guards a second
-//! run), Forbid and Replace among the rest, every Job recorded from a watch:
+//! from the status the other wrote (`lastScheduleTime`). Under 25 CronJobs
+//! firing every minute, a third of the 24 [`mixed`] ones keeping no Job
+//! (history limits 0, `ttlSecondsAfterFinished: 0`: a slot's Job name no
+//! longer guards a second run), Forbid and Replace among the rest, one
+//! spread, every Job recorded from a watch:
 //! every slot runs exactly once, each by the controller the steps say.
 //!
 //! Then the mistake users will make: shardcron started again while
@@ -34,7 +35,7 @@ use support::cluster::Cluster;
 use support::eventually;
 use support::fleet::Fleet;
 use support::jobs_seen::{Record, tally, watch_jobs};
-use support::scenario::{cronjob, mixed};
+use support::scenario::{cronjob, keeps_no_job_in_mix, mixed};
 
 const REPLICAS: usize = 2;
 const CRONJOBS: usize = 24;
@@ -59,13 +60,6 @@ fn spread_cronjob(namespace: &str) -> CronJob {
     );
     cronjob.metadata.annotations = Some(annotations);
     cronjob
-}
-
-/// Whether CronJob `name` keeps no Job ([`mixed`]: every third).
-fn keeps_no_job(name: &str) -> bool {
-    name.strip_prefix('c')
-        .and_then(|index| index.parse::<usize>().ok())
-        .is_some_and(|index| index.is_multiple_of(3))
 }
 
 async fn sleep_until(t: Timestamp) {
@@ -195,7 +189,7 @@ async fn the_move_from_kube_controller_managers_controller_and_back_runs_every_s
     let twice: Vec<_> = tally
         .twice
         .iter()
-        .filter(|((name, slot), _)| !(keeps_no_job(name) && *slot >= s5))
+        .filter(|((name, slot), _)| !(keeps_no_job_in_mix(name) && *slot >= s5))
         .collect();
     assert!(twice.is_empty(), "slots run twice: {twice:?}");
     assert!(

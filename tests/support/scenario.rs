@@ -117,10 +117,20 @@ pub fn keeping_no_job(name: &str) -> CronJob {
     cronjob
 }
 
+/// The index of a [`mixed`] CronJob's name (`c07`: 7), if it is one.
+fn mix_index(name: &str) -> Option<usize> {
+    name.strip_prefix('c')?.parse().ok()
+}
+
+/// Whether [`mixed`] makes CronJob `name` keep no Job (every third).
+pub fn keeps_no_job_in_mix(name: &str) -> bool {
+    mix_index(name).is_some_and(|index| index.is_multiple_of(3))
+}
+
 /// CronJob `name`: every third keeps no Job; of the others, every third
 /// is Forbid, every third Replace, the rest Allow (upstream's default).
 pub fn mixed(name: &str) -> CronJob {
-    let index: usize = name.trim_start_matches('c').parse().unwrap_or(0);
+    let index = mix_index(name).unwrap_or(0);
     if index.is_multiple_of(3) {
         return keeping_no_job(name);
     }
