@@ -5,14 +5,19 @@
 //! control plane running kube-controller-manager's own CronJob controller
 //! (a managed one): the chart's container, run as the chart's
 //! ServiceAccount with the chart's arguments and environment, fires a
-//! shardcron.io CronJob; that ServiceAccount may do what the mode needs and
-//! no more; `helm uninstall` keeps the definition and the CronJobs.
+//! shardcron.io CronJob, serving the certificate the chart made (verified
+//! against its CA for the Service's name, the CA published on the Lease);
+//! that ServiceAccount may do what the mode needs and no more; `helm
+//! uninstall` keeps the definition and the CronJobs.
 
 mod support;
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
+use shardcron::admin::tls::CERT_ANNOTATION;
 use shardcron::reconcile::CronJobKind;
 use shardcron_harness::{Replica, ReplicaSpec};
 use std::collections::BTreeMap;
@@ -194,7 +199,17 @@ fn serving_both_kinds_the_chart_grants_both_and_installs_the_definition() {
 /// `aggregatedApi.enabled`: deploy/admin-api, object for object.
 #[test]
 fn with_the_aggregated_api_the_chart_adds_deploy_admin_api() {
-    let chart = objects(&render(&["--set", "aggregatedApi.enabled=true"]).expect("render"));
+    // deploy/admin-api keeps the replicas' self-signed certificates (a
+    // kustomization makes no CA): the chart's certificate is below.
+    let chart = objects(
+        &render(&[
+            "--set",
+            "aggregatedApi.enabled=true",
+            "--set",
+            "tls.source=selfSigned",
+        ])
+        .expect("render"),
+    );
     let added = objects(&kustomize("deploy/admin-api"));
     assert_eq!(added.len(), 10, "{:?}", added.keys());
     for (key, object) in &added {
@@ -307,12 +322,117 @@ fn the_monitoring_values_render_deploy_monitoring() {
         );
         assert!(endpoint.get("bearerTokenFile").is_none(), "{endpoint}");
         assert_eq!(
+            endpoint["tlsConfig"],
+            json!({"ca": {"secret": {"name": "shardcron-tls", "key": "ca.crt"}},
+                   "serverName": "shardcron.shardcron-system.svc"}),
+            "verified against the chart's CA"
+        );
+        assert_eq!(
             endpoint["authorization"],
             json!({"type": "Bearer", "credentials": {"name": "shardcron-scraper-token", "key": "token"}})
         );
     }
     let pod_paths: Vec<_> = pod_endpoints.iter().map(|e| e["path"].as_str()).collect();
     assert_eq!(pod_paths, paths);
+}
+
+/// `tls`: with a monitor or the aggregated API (and `tls.source` left
+/// empty), the chart makes a CA and a certificate for the names its clients
+/// check, mounts it into the replicas (who publish the CA on their Leases),
+/// and its monitors and APIService verify it; `selfSigned` keeps deploy/'s
+/// unverified certificates; `secret` mounts the one named.
+#[test]
+fn the_chart_makes_a_certificate_its_monitors_and_aggregator_verify() {
+    let key = |kind: &str, name: &str| (kind.to_owned(), name.to_owned());
+    let verified = [
+        "--set",
+        "monitoring.serviceMonitor.enabled=true",
+        "--set",
+        "aggregatedApi.enabled=true",
+    ];
+    let chart = objects(&render(&verified).expect("render"));
+    let secret: Secret =
+        serde_json::from_value(chart[&key("Secret", "shardcron-tls")].clone()).expect("a Secret");
+    assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+    let dir = tempfile::tempdir().expect("a directory");
+    let data = secret.data.unwrap_or_default();
+    for file in ["ca.crt", "tls.crt", "tls.key"] {
+        std::fs::write(dir.path().join(file), &data[file].0).expect("write it");
+    }
+    for check in [
+        "-verify_hostname=shardcron.shardcron-system.svc",
+        "-verify_hostname=shardcron-admin.shardcron-system.svc",
+        "-verify_hostname=localhost",
+        "-verify_ip=127.0.0.1",
+    ] {
+        let (flag, value) = check.split_once('=').expect("flag=value");
+        let out = Command::new("openssl")
+            .args(["verify", "-CAfile", "ca.crt", flag, value, "tls.crt"])
+            .current_dir(dir.path())
+            .output()
+            .expect("run openssl");
+        assert!(out.status.success(), "{check}: {}", support::stderr(&out));
+    }
+    let api = &chart[&key("APIService", "v1alpha1.admin.shardcron.io")]["spec"];
+    assert_eq!(
+        api["caBundle"],
+        json!(chart[&key("Secret", "shardcron-tls")]["data"]["ca.crt"]),
+        "the aggregator verifies the replicas against the chart's CA"
+    );
+    assert!(api.get("insecureSkipTLSVerify").is_none(), "{api}");
+    let pod = &chart[&key("StatefulSet", "shardcron")]["spec"]["template"];
+    let args = &pod["spec"]["containers"][0]["args"];
+    for flag in [
+        "--admin-tls-cert-file=/etc/shardcron/tls/tls.crt",
+        "--admin-tls-key-file=/etc/shardcron/tls/tls.key",
+        "--admin-tls-ca-file=/etc/shardcron/tls/ca.crt",
+    ] {
+        assert!(
+            args.as_array().expect("args").contains(&json!(flag)),
+            "{flag}"
+        );
+    }
+    assert_eq!(
+        pod["spec"]["volumes"][0]["secret"]["secretName"],
+        "shardcron-tls"
+    );
+    assert!(
+        pod["metadata"]["annotations"]["checksum/tls"].is_string(),
+        "{pod}"
+    );
+
+    // Self-signed: deploy/'s, and a scrape that cannot verify.
+    let self_signed = objects(
+        &render(&[&verified[..], &["--set", "tls.source=selfSigned"]].concat()).expect("render"),
+    );
+    assert!(!self_signed.contains_key(&key("Secret", "shardcron-tls")));
+    let endpoint = &self_signed[&key("ServiceMonitor", "shardcron")]["spec"]["endpoints"][0];
+    assert_eq!(endpoint["tlsConfig"], json!({"insecureSkipVerify": true}));
+    let pod = &self_signed[&key("StatefulSet", "shardcron")]["spec"]["template"]["spec"];
+    assert!(pod.get("volumes").is_none(), "{pod}");
+
+    // A Secret of the user's (cert-manager's, say), and a tlsConfig given.
+    let mine = objects(
+        &render(&[
+            "--set",
+            "monitoring.serviceMonitor.enabled=true",
+            "--set",
+            "tls.source=secret",
+            "--set",
+            "tls.secretName=mine",
+            "--set",
+            "monitoring.serviceMonitor.tlsConfig.serverName=scraped.example",
+        ])
+        .expect("render"),
+    );
+    assert!(!mine.contains_key(&key("Secret", "shardcron-tls")));
+    let pod = &mine[&key("StatefulSet", "shardcron")]["spec"]["template"]["spec"];
+    assert_eq!(pod["volumes"][0]["secret"]["secretName"], "mine");
+    let endpoint = &mine[&key("ServiceMonitor", "shardcron")]["spec"]["endpoints"][0];
+    assert_eq!(
+        endpoint["tlsConfig"],
+        json!({"serverName": "scraped.example"})
+    );
 }
 
 /// The labels of the chart's pods.
@@ -422,6 +542,8 @@ fn bad_values_are_refused_with_a_message() {
             "value must be one of 'ScheduleAnyway', 'DoNotSchedule'",
         ),
         ("priorityClassName=Not_A_Name", "/priorityClassName"),
+        ("tls.source=none", "value must be one of"),
+        ("tls.source=secret", "name the kubernetes.io/tls Secret"),
     ] {
         match render(&["--set", values]) {
             Ok(_) => panic!("{values} was rendered"),
@@ -534,6 +656,8 @@ async fn helm_install_brings_up_a_controller_serving_the_crd() {
         "replicaCount=1",
         "--set",
         "networkPolicy.enabled=true",
+        "--set",
+        "tls.source=generated",
         "--kubeconfig",
         &kubeconfig_arg,
     ]);
@@ -548,11 +672,22 @@ async fn helm_install_brings_up_a_controller_serving_the_crd() {
     assert_eq!(policies.items.len(), 1, "the chart's NetworkPolicy");
 
     // The chart's container, as the chart's ServiceAccount. The ports are
-    // the one thing replaced: the harness gives each process free ones.
+    // replaced (the harness gives each process free ones), and the
+    // certificate's mount by a directory holding its Secret's files.
     let (args, env) = container_of(release, namespace, &kubeconfig);
+    let tls = Api::<Secret>::namespaced(cluster.admin().await, namespace)
+        .get(&format!("{release}-tls"))
+        .await
+        .expect("the chart's certificate");
+    let mounted = cluster.dir().join("chart-tls");
+    std::fs::create_dir_all(&mounted).expect("a directory for it");
+    for (file, bytes) in tls.data.iter().flatten() {
+        std::fs::write(mounted.join(file), &bytes.0).expect("write it");
+    }
     let args: Vec<String> = args
         .into_iter()
         .filter(|a| !a.contains("-bind-address="))
+        .map(|a| a.replace("/etc/shardcron/tls", &mounted.to_string_lossy()))
         .collect();
     let sa_kubeconfig: PathBuf = cluster.dir().join("chart-controller.kubeconfig");
     let yaml = cluster
@@ -601,6 +736,49 @@ async fn helm_install_brings_up_a_controller_serving_the_crd() {
         .wait_ready(Duration::from_secs(60))
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
+
+    // Its certificate is the chart's: verified against the CA for the
+    // name a monitor's tlsConfig gives (and no other), the CA on its Lease.
+    let scrape_as = |name: &str| {
+        let port = controller.secure_metrics.port();
+        let out = Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "20",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+            ])
+            .arg("--cacert")
+            .arg(mounted.join("ca.crt"))
+            .args(["--resolve", &format!("{name}:{port}:127.0.0.1")])
+            .arg(format!("https://{name}:{port}/metrics"))
+            .output()
+            .expect("run curl");
+        (out.status.code(), support::stdout(&out))
+    };
+    let service = format!("{release}.{namespace}.svc");
+    assert_eq!(
+        scrape_as(&service),
+        (Some(0), "401".to_owned()),
+        "verified for {service}, then asked for a token"
+    );
+    assert_eq!(
+        scrape_as("elsewhere.svc").0,
+        Some(60),
+        "a name the certificate does not carry"
+    );
+    let lease = Api::<Lease>::namespaced(cluster.admin().await, namespace)
+        .get(&format!("shardcron.{release}-0"))
+        .await
+        .expect("the replica's Lease");
+    assert_eq!(
+        lease.metadata.annotations.unwrap_or_default()[CERT_ANNOTATION].as_bytes(),
+        std::fs::read(mounted.join("ca.crt")).expect("the CA"),
+        "the Lease publishes the CA for the CLI"
+    );
 
     // It fires a shardcron.io CronJob.
     let tenant = cluster.namespace("chart-tenant").await;

@@ -24,7 +24,6 @@ use serde_json::json;
 use shardcron::shard::protocol::{PROTOCOLS_ANNOTATION, VIEW_PROTOCOL_ANNOTATION};
 use shardcron_harness::cluster::CONTROLLER_NAMESPACE;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::eventually;
@@ -34,23 +33,6 @@ use support::scenario::{cronjob, mixed};
 
 const REPLICAS: usize = 3;
 const CRONJOBS: usize = 24;
-
-/// The previous release's binary (built once per machine, then cached).
-fn previous_release() -> PathBuf {
-    let script = support::repo_root().join("deploy/local/build-release");
-    let output = Command::new(&script)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
-    assert!(output.status.success(), "deploy/local/build-release failed");
-    PathBuf::from(
-        support::stdout(&output)
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .trim(),
-    )
-}
 
 /// Replaces replica `index` with one running `binary`: a graceful stop (its
 /// CronJobs handed off), then a start; returns how long the ring took to
@@ -71,7 +53,7 @@ async fn replace(fleet: &mut Fleet, index: usize, binary: &Path) -> Duration {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rolling_upgrade_from_the_previous_release_and_back_runs_every_slot_once() {
-    let previous = previous_release();
+    let previous = support::previous_release();
     let current = PathBuf::from(env!("CARGO_BIN_EXE_shardcron"));
     let mut fleet = Fleet::empty("upgrade").await;
     let seen = Arc::new(Mutex::new(Record::default()));

@@ -1,10 +1,11 @@
 //! The admin API's TLS identity: the files given (`--admin-tls-cert-file`,
-//! `--admin-tls-key-file`, say from cert-manager), or a self-signed
-//! certificate made at start for the replica's name, `localhost` and
-//! 127.0.0.1. A self-signed certificate is published, PEM, on the
-//! replica's own Lease ([`CERT_ANNOTATION`]): a client that may read the
-//! ring's Leases trusts exactly that certificate, so trust is rooted in the
-//! API server and no CA is needed.
+//! `--admin-tls-key-file`, say from cert-manager or the chart), or a
+//! self-signed certificate made at start for the replica's name,
+//! `localhost` and 127.0.0.1. A self-signed certificate, or the CA of
+//! `--admin-tls-ca-file`, is published, PEM, on the replica's own Lease
+//! ([`CERT_ANNOTATION`]): a client that may read the ring's Leases trusts
+//! exactly that, so trust is rooted in the API server and the CLI needs no
+//! CA of its own.
 
 use thiserror::Error;
 
@@ -17,15 +18,17 @@ pub use crate::shard::lease::CERT_ANNOTATION;
 pub struct TlsIdentity {
     pub cert_pem: String,
     pub key_pem: String,
-    /// Made here (then published on the Lease), not read from files.
-    pub self_signed: bool,
+    /// What clients are told to trust, on the Lease: the self-signed
+    /// certificate, or the CA given with the files; `None`: a CA the
+    /// clients bring (the CLI's `--ca-file`).
+    pub published: Option<String>,
 }
 
 impl std::fmt::Debug for TlsIdentity {
     // The key never reaches a log.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TlsIdentity")
-            .field("self_signed", &self.self_signed)
+            .field("published", &self.published.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -42,8 +45,9 @@ pub enum TlsError {
 }
 
 impl TlsIdentity {
-    /// Reads the certificate and the key from PEM files.
-    pub fn from_files(cert: &str, key: &str) -> Result<Self, TlsError> {
+    /// Reads the certificate, the key and, to publish, the CA that signed
+    /// the certificate from PEM files.
+    pub fn from_files(cert: &str, key: &str, ca: Option<&str>) -> Result<Self, TlsError> {
         let read = |path: &str| {
             std::fs::read_to_string(path).map_err(|source| TlsError::Read {
                 path: path.to_owned(),
@@ -53,7 +57,7 @@ impl TlsIdentity {
         Ok(Self {
             cert_pem: read(cert)?,
             key_pem: read(key)?,
-            self_signed: false,
+            published: ca.map(read).transpose()?,
         })
     }
 
@@ -65,10 +69,11 @@ impl TlsIdentity {
             "127.0.0.1".to_owned(),
         ];
         let certified = rcgen::generate_simple_self_signed(names)?;
+        let cert_pem = certified.cert.pem();
         Ok(Self {
-            cert_pem: certified.cert.pem(),
+            published: Some(cert_pem.clone()),
+            cert_pem,
             key_pem: certified.signing_key.serialize_pem(),
-            self_signed: true,
         })
     }
 }
@@ -83,5 +88,23 @@ mod tests {
         assert!(identity.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(identity.key_pem.contains("PRIVATE KEY"));
         assert!(!format!("{identity:?}").contains("PRIVATE"));
+        assert_eq!(identity.published, Some(identity.cert_pem.clone()));
+    }
+
+    #[test]
+    fn given_files_publish_their_ca_or_nothing() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let file = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).expect("write");
+            path.to_string_lossy().into_owned()
+        };
+        let (cert, key, ca) = (file("c", "CERT"), file("k", "KEY"), file("ca", "CA"));
+        let with_ca = TlsIdentity::from_files(&cert, &key, Some(&ca)).expect("read");
+        assert_eq!(with_ca.published.as_deref(), Some("CA"));
+        let without = TlsIdentity::from_files(&cert, &key, None).expect("read");
+        assert_eq!(without.published, None);
+        let missing = TlsIdentity::from_files(&cert, &key, Some("/nonexistent/ca"));
+        assert!(matches!(missing, Err(TlsError::Read { path, .. }) if path == "/nonexistent/ca"));
     }
 }

@@ -35,7 +35,8 @@ pub const RING_LABEL: &str = "shardcron.io/ring";
 /// Where the replica's admin API is reached (HOST:PORT); see
 /// docs/admin-api.md.
 pub const ADDRESS_ANNOTATION: &str = "shardcron.io/admin-address";
-/// The replica's self-signed admin API certificate (PEM).
+/// What a client trusts for the replica's admin API (PEM): its
+/// self-signed certificate, or the CA that signed the one it was given.
 pub const CERT_ANNOTATION: &str = "shardcron.io/admin-certificate";
 /// The pod the replica runs in and its admin API's port there
 /// (`NAMESPACE/NAME:PORT`): clients reach it through the API server's
@@ -61,8 +62,8 @@ pub struct LeaseSettings {
     /// How long a graceful stop keeps running its CronJobs at most while
     /// the peers load them (`--shard-drain-timeout`).
     pub drain: Duration,
-    /// The admin API's self-signed certificate (PEM), published on the
-    /// Lease for clients to trust ([`CERT_ANNOTATION`]).
+    /// The admin API's self-signed certificate or its CA (PEM), published
+    /// on the Lease for clients to trust ([`CERT_ANNOTATION`]).
     pub admin_certificate: Option<String>,
     /// Where the admin API is reached ([`ADDRESS_ANNOTATION`]).
     pub admin_address: Option<String>,

@@ -8,18 +8,34 @@ use std::process::Command;
 
 /// Builds (or reuses from the cache) a deploy/local component and returns its path.
 pub fn local_binary(name: &str) -> PathBuf {
-    let script = repo_root().join("deploy/local/build");
-    let output = Command::new(&script)
-        .arg(name)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
-    assert!(output.status.success(), "deploy/local/build {name} failed");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let bin_dir = stdout.lines().last().unwrap_or_default().trim();
-    let path = Path::new(bin_dir).join(name);
+    let bin_dir = last_line_of("deploy/local/build", &[name]);
+    let path = Path::new(&bin_dir).join(name);
     assert!(path.is_file(), "{} was not built", path.display());
     path
+}
+
+/// The previous release's binary (deploy/local/build-release: built once
+/// per machine from this repository's history, then cached).
+pub fn previous_release() -> PathBuf {
+    PathBuf::from(last_line_of("deploy/local/build-release", &[]))
+}
+
+/// The last line a deploy/local script prints: the path it built, or found
+/// in the cache.
+fn last_line_of(script: &str, args: &[&str]) -> String {
+    let path = repo_root().join(script);
+    let output = Command::new(&path)
+        .args(args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", path.display()));
+    assert!(output.status.success(), "{script} {args:?} failed");
+    stdout(&output)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
 }
 
 pub mod cluster;

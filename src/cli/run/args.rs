@@ -84,6 +84,12 @@ pub struct RunArgs {
     /// The admin API certificate's private key (PEM).
     #[arg(long, requires = "admin_tls_cert_file", value_name = "FILE")]
     pub(super) admin_tls_key_file: Option<String>,
+    /// The CA (PEM) that signed `--admin-tls-cert-file`'s certificate,
+    /// published on the replica's Lease for the `shardcron` CLI to trust
+    /// (as a self-signed certificate is); without it, the CLI needs
+    /// `--ca-file` or the aggregated API.
+    #[arg(long, requires = "admin_tls_cert_file", value_name = "FILE")]
+    pub(super) admin_tls_ca_file: Option<String>,
     /// Accept on the admin API only bearer tokens meant for one of these
     /// audiences (comma-separated), e.g. `shardcron-admin`, made with
     /// `kubectl create token SA --audience shardcron-admin` and passed to

@@ -94,10 +94,12 @@ fn run_controller(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<()> {
     served_kinds(&args.cronjob_kinds)?;
     let mut settings = lease_settings(args, replica_id(args)?)?;
     let identity = match (&args.admin_tls_cert_file, &args.admin_tls_key_file) {
-        (Some(cert), Some(key)) => TlsIdentity::from_files(cert, key)?,
+        (Some(cert), Some(key)) => {
+            TlsIdentity::from_files(cert, key, args.admin_tls_ca_file.as_deref())?
+        }
         _ => TlsIdentity::self_signed(&settings.replica_id)?,
     };
-    settings.admin_certificate = identity.self_signed.then(|| identity.cert_pem.clone());
+    settings.admin_certificate = identity.published.clone();
     settings.admin_address = admin::advertised_address(
         args.admin_bind_address,
         args.admin_advertise_address.as_deref(),
