@@ -87,12 +87,14 @@
 use super::fence::FenceState;
 use super::handoff::ViewRings;
 use super::membership::Membership;
+use keys::Keys;
 use loads::Loads;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod claims;
+mod keys;
 mod loads;
 mod messages;
 mod queries;
@@ -142,21 +144,8 @@ pub struct Ownership {
     membership: Membership,
     rings: ViewRings,
     publications: u64,
-    /// Ordered, so that every run of the same inputs gives the same
-    /// commands in the same order (the simulation replays seeds exactly).
-    /// The keys this replica owns, each with its CronJob's UID.
-    keys: BTreeMap<Arc<str>, Arc<str>>,
-    /// Owned keys whose actor has not made its first decision (readiness),
-    /// and the owned keys that wait to start, since when: kept, not
-    /// counted, because they are asked after every message. Apart from
-    /// `keys`, which would otherwise hold 16 bytes of "since" for every
-    /// running key too (about 24 bytes a CronJob at 10^6 with the tree's
-    /// spare room).
-    unarmed: BTreeSet<Arc<str>>,
-    waiting: BTreeMap<Arc<str>, Instant>,
-    /// Actors told to stop that have not reported back: key -> the CronJob's
-    /// UID and when the stop was asked.
-    stopping: BTreeMap<Arc<str>, (Arc<str>, Instant)>,
+    /// The keys owned here, and the actors told to stop.
+    keys: Keys,
     loads: Loads,
     /// A view was published since the last join ([`Self::may_publish`]).
     published_in_join: bool,
@@ -201,10 +190,7 @@ impl Ownership {
             membership: Membership::default(),
             rings: ViewRings::default(),
             publications: 0,
-            keys: BTreeMap::new(),
-            unarmed: BTreeSet::new(),
-            waiting: BTreeMap::new(),
-            stopping: BTreeMap::new(),
+            keys: Keys::default(),
             loads: Loads::default(),
             published_in_join: false,
             ran_elsewhere: claims::RanElsewhere::default(),
@@ -298,19 +284,12 @@ impl Ownership {
                 self.check_ready(&mut commands);
             }
             Input::ActorArmed { key } => {
-                self.unarmed.remove(&key);
+                self.keys.armed(&key);
                 self.check_ready(&mut commands);
             }
             Input::ActorStopped { key, uid } => {
-                if self
-                    .stopping
-                    .get(&key)
-                    .is_some_and(|(stopping, _)| *stopping == uid)
-                {
-                    self.stopping.remove(&key);
-                    if self.stopping.is_empty() {
-                        self.advance(now, &mut commands);
-                    }
+                if self.keys.stopped(&key, &uid) {
+                    self.advance(now, &mut commands);
                 }
             }
             Input::LoadJobsDone => {
@@ -395,9 +374,7 @@ impl Ownership {
         if !self.owns(&uid) {
             return;
         }
-        self.keys.insert(key.clone(), uid.clone());
-        self.unarmed.insert(key.clone());
-        self.waiting.insert(key.clone(), now);
+        self.keys.gain(key.clone(), uid.clone(), now);
         if !fresh {
             self.loads.shown_by_the_watch(key.clone());
         }
@@ -410,16 +387,14 @@ impl Ownership {
 
     /// Drops `key` from the owned keys; returns it with its CronJob's UID.
     fn forget(&mut self, key: &str) -> Option<(Arc<str>, Arc<str>)> {
-        let (key, uid) = self.keys.remove_entry(key)?;
-        self.unarmed.remove(&key);
-        self.waiting.remove(&key);
+        let (key, uid) = self.keys.forget(key)?;
         self.loads.forget(&key);
         Some((key, uid))
     }
 
     fn stop(&mut self, key: &str, now: Instant, out: &mut Vec<Command>) {
-        if let Some((key, uid)) = self.forget(key) {
-            self.stopping.insert(key.clone(), (uid.clone(), now));
+        if let Some((key, uid)) = self.keys.stop(key, now) {
+            self.loads.forget(&key);
             out.push(Command::Stop { key, uid });
         }
     }
@@ -432,7 +407,7 @@ impl Ownership {
     }
 
     fn stop_all(&mut self, now: Instant, out: &mut Vec<Command>) {
-        let keys: Vec<Arc<str>> = self.keys.keys().cloned().collect();
+        let keys: Vec<Arc<str>> = self.keys.owned().map(|(key, _)| key.clone()).collect();
         for key in keys {
             self.stop(&key, now, out);
         }

@@ -41,7 +41,7 @@ impl Ownership {
     /// The buckets of the keys whose actors were told to stop and have not
     /// reported back (one per such key).
     pub fn stopping_buckets(&self) -> impl Iterator<Item = Bucket> + '_ {
-        self.stopping.values().map(|(uid, _)| Bucket::of(uid))
+        self.keys.stopping_buckets()
     }
 
     /// Whether the ring change acted on last gave `bucket` to this replica.
@@ -57,17 +57,17 @@ impl Ownership {
 
     /// Whether `key` is owned here but waits for its previous owner.
     pub fn is_waiting(&self, key: &str) -> bool {
-        self.waiting.contains_key(key)
+        self.keys.is_waiting(key)
     }
 
     /// The UID of the CronJob whose actor is the one for `key`.
     pub fn uid_of(&self, key: &str) -> Option<&Arc<str>> {
-        self.keys.get(key)
+        self.keys.uid(key)
     }
 
     /// Whether an actor of CronJob `uid` is the one for `key`.
     pub fn has(&self, key: &str, uid: &str) -> bool {
-        self.keys.get(key).is_some_and(|owned| **owned == *uid)
+        self.keys.has(key, uid)
     }
 
     /// The owned keys that start with `prefix`, in key order, each with
@@ -76,17 +76,12 @@ impl Ownership {
         &'a self,
         prefix: &'a str,
     ) -> impl Iterator<Item = (&'a Arc<str>, &'a Arc<str>)> + 'a {
-        self.keys
-            .range::<str, _>((
-                std::ops::Bound::Included(prefix),
-                std::ops::Bound::Unbounded,
-            ))
-            .take_while(move |(key, _)| key.starts_with(prefix))
+        self.keys.owned_from(prefix)
     }
 
     /// Whether the actor of `key` has been started.
     pub fn is_running(&self, key: &str) -> bool {
-        self.keys.contains_key(key) && !self.waiting.contains_key(key)
+        self.keys.is_running(key)
     }
 
     pub fn loads_in_flight(&self) -> usize {
@@ -111,20 +106,20 @@ impl Ownership {
 
     /// When the longest-stopping actor was told to stop.
     pub fn oldest_stop(&self) -> Option<Instant> {
-        self.stopping.values().map(|(_, since)| *since).min()
+        self.keys.oldest_stop()
     }
 
     /// Owned actors, and how many of them still wait to start.
     pub fn counts(&self) -> (usize, usize) {
-        (self.keys.len(), self.waiting.len())
+        self.keys.counts()
     }
 
     /// The keys whose actors run (unsorted: sorting is the reader's job).
     pub fn running_keys(&self) -> Vec<String> {
         self.keys
-            .keys()
-            .filter(|key| !self.waiting.contains_key(*key))
-            .map(|key| key.to_string())
+            .owned()
+            .filter(|(key, _)| !self.keys.is_waiting(key))
+            .map(|(key, _)| key.to_string())
             .collect()
     }
 
@@ -139,7 +134,7 @@ impl Ownership {
         let mut waiting_for: HashMap<String, usize> = HashMap::new();
         if let Some(target) = self.phase.target().cloned() {
             let (peers, own) = self.peers(now);
-            for uid in self.waiting.keys().filter_map(|key| self.keys.get(key)) {
+            for uid in self.keys.waiting().filter_map(|key| self.keys.uid(key)) {
                 let blocker = match handoff::decide(&self.me, uid, &target, own, &peers) {
                     KeyDecision::WaitFor(peer) => peer,
                     KeyDecision::WaitForOwnView => "own view not published yet".to_owned(),
@@ -185,7 +180,7 @@ impl Ownership {
             running: owned - waiting,
             waiting,
             waiting_for,
-            stopping: self.stopping.len(),
+            stopping: self.keys.stopping_count(),
             loads_in_flight: self.loads.in_flight(),
             jobs_remembered: 0,
             standby: Default::default(),

@@ -50,7 +50,7 @@ impl Ownership {
             return;
         };
         let target = target.clone();
-        if !self.synced || self.waiting.is_empty() {
+        if !self.synced || self.keys.none_waiting() {
             return;
         }
         // While a load hands over Jobs, only keys read on their own (with
@@ -58,24 +58,24 @@ impl Ownership {
         let jobs_pending = self.loads.loading_jobs();
         let from_standby = self.flawed(Flaw::StartFromStandby);
         let candidates: Vec<Arc<str>> = match only {
-            Some(key) => match self.waiting.get_key_value(key) {
+            Some(key) => match self.keys.waiting_entry(key) {
                 Some((key, _)) => vec![key.clone()],
                 None => return,
             },
             None if jobs_pending && !from_standby => self
                 .loads
                 .read_alone_keys()
-                .filter(|key| self.waiting.contains_key(&***key))
+                .filter(|key| self.keys.is_waiting(key))
                 .cloned()
                 .collect(),
-            None => self.waiting.keys().cloned().collect(),
+            None => self.keys.waiting().cloned().collect(),
         };
         if candidates.is_empty() {
             return;
         }
         let (peers, own_view_seen) = self.peers(now);
         for key in candidates {
-            let Some(uid) = self.keys.get(&key).cloned() else {
+            let Some(uid) = self.keys.uid(&key).cloned() else {
                 continue;
             };
             let unread =
@@ -85,7 +85,7 @@ impl Ownership {
             }
             match handoff::decide(&self.me, &uid, &target, own_view_seen, &peers) {
                 KeyDecision::Run => {
-                    if let Some(since) = self.waiting.remove(&key) {
+                    if let Some(since) = self.keys.started(&key) {
                         let ran_elsewhere = self.ran_elsewhere(&uid);
                         out.push(Command::Start {
                             waited: now.saturating_duration_since(since),

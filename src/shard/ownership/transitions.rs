@@ -20,7 +20,7 @@ impl Ownership {
         match self.phase {
             Phase::Exited => return,
             Phase::ShuttingDown => {
-                if self.stopping.is_empty() {
+                if self.keys.none_stopping() {
                     self.phase = Phase::Exited;
                     out.push(Command::ReleaseAndExit);
                 }
@@ -59,7 +59,7 @@ impl Ownership {
                     self.loads.ring_changed(None, None, &self.me);
                     out.push(Command::RingChanged { target: None, lost });
                 }
-                if self.stopping.is_empty() {
+                if self.keys.none_stopping() {
                     tracing::info!("every actor stopped; rejoining the ring");
                     self.phase = Phase::Joining { valid_since: None };
                     // The fence reopens at the next renewal; until it is
@@ -107,7 +107,7 @@ impl Ownership {
             self.move_to(&live, negotiated.protocol, now, out);
         }
         if let Phase::Stopping { target } = &self.phase
-            && (self.stopping.is_empty() || self.flawed(Flaw::PublishWhileStopping))
+            && (self.keys.none_stopping() || self.flawed(Flaw::PublishWhileStopping))
             && self.may_publish(target, now)
         {
             let target = target.clone();
@@ -185,7 +185,7 @@ impl Ownership {
                 return;
             }
         };
-        if !self.stopping.is_empty() {
+        if !self.keys.none_stopping() {
             return;
         }
         self.publish(&target, true, now, out);
@@ -245,7 +245,7 @@ impl Ownership {
         };
         let lost: Vec<Arc<str>> = self
             .keys
-            .iter()
+            .owned()
             .filter(|(_, uid)| target.owner(uid) != Some(self.me.as_str()))
             .map(|(key, _)| key.clone())
             .collect();
@@ -285,7 +285,7 @@ impl Ownership {
             && self.synced
             && self.phase.target().is_some()
             && self.loads.idle()
-            && self.unarmed.is_empty()
+            && self.keys.all_armed()
         {
             tracing::info!(actors = self.keys.len(), "every owned actor armed; ready");
             self.ready = true;
