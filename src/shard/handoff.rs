@@ -113,6 +113,15 @@ impl Claims {
         }
     }
 
+    /// The buckets whose keys `peer` may run, in order.
+    pub fn buckets(&self, peer: &str) -> Vec<crate::apiserver::bucket::Bucket> {
+        match self {
+            Claims::Nothing => Vec::new(),
+            Claims::Ring(ring) => ring.buckets_of(peer),
+            Claims::Everything => crate::apiserver::bucket::Bucket::all().collect(),
+        }
+    }
+
     /// Whether `peer` may run the keys of `bucket`.
     pub fn bucket(&self, peer: &str, bucket: crate::apiserver::bucket::Bucket) -> bool {
         match self {

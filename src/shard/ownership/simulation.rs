@@ -1383,16 +1383,23 @@ fn a_planted_flaw_is_found() {
         (Flaw::StartFromStandby, "from no read since"),
         (Flaw::TrustTheWatchesAtHandOff, "as run nowhere else"),
     ] {
+        // Three finds are enough to show it is no fluke; counting them in
+        // all 1,000 runs took 87 s (the rarest shows in 4 % of the runs).
         let runs = seeds(10_000).min(1_000);
-        let found = (0..runs)
-            .filter(|seed| {
-                run(*seed, Some(flaw))
-                    .violation
-                    .is_some_and(|v| v.contains(found_as))
-            })
-            .count();
-        eprintln!("{flaw:?}: violations in {found} of {runs} runs");
-        assert!(found > 0, "{flaw:?} went unnoticed in {runs} runs");
+        let mut found = Vec::new();
+        for seed in 0..runs {
+            if run(seed, Some(flaw))
+                .violation
+                .is_some_and(|v| v.contains(found_as))
+            {
+                found.push(seed);
+                if found.len() == 3 {
+                    break;
+                }
+            }
+        }
+        eprintln!("{flaw:?}: violations in seeds {found:?}");
+        assert!(!found.is_empty(), "{flaw:?} went unnoticed in {runs} runs");
     }
 }
 
