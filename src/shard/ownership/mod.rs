@@ -88,15 +88,18 @@ use super::fence::FenceState;
 use super::handoff::ViewRings;
 use super::membership::Membership;
 use keys::Keys;
+use leave::Leave;
 use loads::Loads;
-use std::collections::BTreeSet;
+use published::Published;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod claims;
 mod keys;
+mod leave;
 mod loads;
 mod messages;
+mod published;
 mod queries;
 #[cfg(test)]
 mod simulation;
@@ -132,47 +135,41 @@ pub const JOIN_GRACE: Duration = Duration::from_secs(2);
 /// default is 30 s).
 pub const DRAIN: Duration = Duration::from_secs(60);
 
+/// How far a replica's start has come: each only ever turns true.
+#[derive(Debug, Default)]
+struct Startup {
+    /// The CronJob and Job watches' first lists are done ([`Input::ListsSynced`]).
+    watches_listed: bool,
+    /// The ring's Leases were listed once ([`Input::LeasesListed`]).
+    leases_listed: bool,
+    /// Reported ready ([`Command::SetReady`]).
+    ready: bool,
+}
+
 /// The protocol's state for one replica.
 pub struct Ownership {
     me: String,
-    incarnation: String,
     phase: Phase,
-    synced: bool,
-    leases_listed: bool,
+    /// How far the start has come.
+    started: Startup,
     /// The fence as last judged.
     fence: FenceState,
     membership: Membership,
     rings: ViewRings,
-    publications: u64,
+    /// What was published of the view, and when it may be again.
+    published: Published,
     /// The keys owned here, and the actors told to stop.
     keys: Keys,
     loads: Loads,
-    /// A view was published since the last join ([`Self::may_publish`]).
-    published_in_join: bool,
     /// By bucket, whether its keys may have run elsewhere since they were
     /// read here ([`claims`]).
     ran_elsewhere: claims::RanElsewhere,
-    /// The ring changed to leave out a live member that is leaving: the
-    /// next view is published once its keys are loaded here, or those due
-    /// first read ([`Self::may_publish`]).
-    gains_from_leaving: bool,
-    /// The epoch of the last [`Input::DueKeysRead`]: in the current one,
-    /// a ring gaining from a leaving peer publishes with its loads in
-    /// flight ([`Self::may_publish`]).
-    due_read_in: Option<Epoch>,
-    /// How long a graceful stop may keep running keys ([`DRAIN`]).
-    drain: Duration,
-    /// SIGTERM came while a ring change was under way (stopping): the
-    /// replica leaves as soon as its lost keys have stopped, when.
-    leave_asked: Option<Instant>,
-    /// The live peers when the view was last published: a change of them
-    /// publishes again ([`Self::advance`]).
-    published_live: BTreeSet<String>,
+    /// A graceful stop's terms ([`DRAIN`]).
+    leave: Leave,
     /// The wall clock as the last [`Input::Tick`] told it, and the instant
     /// it was told at: the wall clock of any later instant, for the hold
     /// around whole minutes ([`near_a_whole_minute`]).
     wall: Option<(Instant, jiff::Timestamp)>,
-    ready: bool,
     #[cfg(test)]
     flaw: Option<Flaw>,
 }
@@ -182,25 +179,17 @@ impl Ownership {
     pub fn new(me: impl Into<String>, incarnation: impl Into<String>) -> Self {
         Self {
             me: me.into(),
-            incarnation: incarnation.into(),
             phase: Phase::Joining { valid_since: None },
-            synced: false,
-            leases_listed: false,
+            started: Startup::default(),
             fence: FenceState::Waiting,
             membership: Membership::default(),
             rings: ViewRings::default(),
-            publications: 0,
+            published: Published::new(incarnation.into()),
             keys: Keys::default(),
             loads: Loads::default(),
-            published_in_join: false,
             ran_elsewhere: claims::RanElsewhere::default(),
-            gains_from_leaving: false,
-            due_read_in: None,
-            drain: DRAIN,
-            leave_asked: None,
-            published_live: BTreeSet::new(),
+            leave: Leave::new(DRAIN),
             wall: None,
-            ready: false,
             #[cfg(test)]
             flaw: None,
         }
@@ -215,7 +204,7 @@ impl Ownership {
 
     /// How long a graceful stop may keep running keys while peers load them.
     pub fn with_drain(mut self, drain: Duration) -> Self {
-        self.drain = drain;
+        self.leave = Leave::new(drain);
         self
     }
 
@@ -241,7 +230,7 @@ impl Ownership {
         let mut commands = Vec::new();
         match input {
             Input::ListsSynced => {
-                self.synced = true;
+                self.started.watches_listed = true;
                 self.advance(now, &mut commands);
             }
             Input::LeaseSeen { name, lease } => {
@@ -249,7 +238,7 @@ impl Ownership {
                 self.note_claims_elsewhere(now);
             }
             Input::LeaseDeleted { name } => self.membership.deleted(&name),
-            Input::LeasesListed => self.leases_listed = true,
+            Input::LeasesListed => self.started.leases_listed = true,
             Input::Tick { fence, wall } => {
                 self.fence = fence;
                 if let Some(wall) = wall {
@@ -274,7 +263,7 @@ impl Ownership {
             // An older epoch's report (messages may pass each other) says
             // nothing of this one's gains, nor undoes this one's.
             Input::DueKeysRead { epoch } if epoch == self.loads.epoch() => {
-                self.due_read_in = Some(epoch);
+                self.published.due_read(epoch);
                 self.advance(now, &mut commands);
             }
             Input::DueKeysRead { .. } => {}
@@ -324,7 +313,7 @@ impl Ownership {
                 // Nobody to hand the keys to (no live peer, or every one
                 // leaving too): stop at once.
                 Phase::Serving { target, .. }
-                    if !self.drain.is_zero() && !self.peers_took_over(now) =>
+                    if self.leave.drains() && !self.peers_took_over(now) =>
                 {
                     let target = target.clone();
                     self.publish(&target, true, now, &mut commands);
@@ -338,11 +327,11 @@ impl Ownership {
                 // them at once left a quarter of 10^6 CronJobs to wait for
                 // its peers' loads in a rolling restart (S7).
                 Phase::Stopping { .. }
-                    if !self.drain.is_zero()
-                        && self.published_in_join
+                    if self.leave.drains()
+                        && self.published.in_join()
                         && !self.peers_took_over(now) =>
                 {
-                    self.leave_asked.get_or_insert(now);
+                    self.leave.ask_midway(now);
                     self.advance(now, &mut commands);
                 }
                 _ => self.shut_down(now, &mut commands),

@@ -50,7 +50,7 @@ impl Ownership {
             return;
         };
         let target = target.clone();
-        if !self.synced || self.keys.none_waiting() {
+        if !self.started.watches_listed || self.keys.none_waiting() {
             return;
         }
         // While a load hands over Jobs, only keys read on their own (with

@@ -27,11 +27,11 @@ impl Ownership {
                 return;
             }
             Phase::Leaving { since, .. } => {
-                let over = now.saturating_duration_since(since) >= self.drain;
+                let over = self.leave.over(since, now);
                 if over || self.fence != FenceState::Valid || self.peers_took_over(now) {
                     if over {
                         tracing::warn!(
-                            drain = ?self.drain,
+                            drain = ?self.leave.drain(),
                             "peers did not take this replica's CronJobs over within the drain time: stopping anyway"
                         );
                     }
@@ -41,7 +41,7 @@ impl Ownership {
             }
             _ => {}
         }
-        if let Some(asked) = self.leave_asked {
+        if let Some(asked) = self.leave.asked_midway() {
             // Neither a new ring nor a rejoin: it is on its way out.
             self.leave_when_stopped(asked, now, out);
             return;
@@ -66,7 +66,7 @@ impl Ownership {
                     // judged again, it is not valid. The view is withdrawn
                     // with it (RejoinFence): a warm join again.
                     self.fence = FenceState::Waiting;
-                    self.published_in_join = false;
+                    self.published.withdrawn();
                     out.push(Command::RejoinFence);
                 }
                 return;
@@ -74,7 +74,7 @@ impl Ownership {
             FenceState::Waiting => return,
             FenceState::Valid => {}
         }
-        if !self.leases_listed {
+        if !self.started.leases_listed {
             return;
         }
         if let Phase::Joining { valid_since } = &mut self.phase {
@@ -100,10 +100,13 @@ impl Ownership {
             // from it: publish once they are loaded here, or those due
             // first read (it waits for that).
             let leaving = self.leaving_peers(now);
-            self.gains_from_leaving |= self
+            if self
                 .phase
                 .target()
-                .is_some_and(|ring| ring.members().iter().any(|m| leaving.contains(&**m)));
+                .is_some_and(|ring| ring.members().iter().any(|m| leaving.contains(&**m)))
+            {
+                self.published.gains_from_leaving();
+            }
             self.move_to(&live, negotiated.protocol, now, out);
         }
         if let Phase::Stopping { target } = &self.phase
@@ -112,8 +115,7 @@ impl Ownership {
         {
             let target = target.clone();
             let publication = self.publish(&target, false, now, out);
-            self.published_in_join = true;
-            self.gains_from_leaving = false;
+            self.published.joined();
             self.phase = Phase::Serving {
                 target,
                 publication,
@@ -126,7 +128,7 @@ impl Ownership {
         // that is still running its keys expire on this clock: without the
         // echo, its keys started here beside it (the simulation found it).
         if let Phase::Serving { target, .. } = &self.phase
-            && self.live_peers(now) != self.published_live
+            && self.published.live_changed(&self.live_peers(now))
         {
             let target = target.clone();
             let publication = self.publish(&target, false, now, out);
@@ -175,8 +177,7 @@ impl Ownership {
     fn leave_when_stopped(&mut self, asked: Instant, now: Instant, out: &mut Vec<Command>) {
         let target = match &self.phase {
             Phase::Stopping { target }
-                if now.saturating_duration_since(asked) < self.drain
-                    && self.fence == FenceState::Valid =>
+                if !self.leave.over(asked, now) && self.fence == FenceState::Valid =>
             {
                 target.clone()
             }
@@ -204,14 +205,7 @@ impl Ownership {
         now: Instant,
         out: &mut Vec<Command>,
     ) -> Publication {
-        self.publications += 1;
-        self.published_live = self.live_peers(now);
-        let publication = Publication {
-            view: handoff::encode_view(target),
-            protocol: target.protocol(),
-            id: format!("{}.{}", self.incarnation, self.publications),
-            leaving,
-        };
+        let publication = self.published.next(target, leaving, self.live_peers(now));
         tracing::info!(
             view = %publication.view,
             protocol = %publication.protocol,
@@ -281,14 +275,14 @@ impl Ownership {
     }
 
     pub(super) fn check_ready(&mut self, out: &mut Vec<Command>) {
-        if !self.ready
-            && self.synced
+        if !self.started.ready
+            && self.started.watches_listed
             && self.phase.target().is_some()
             && self.loads.idle()
             && self.keys.all_armed()
         {
             tracing::info!(actors = self.keys.len(), "every owned actor armed; ready");
-            self.ready = true;
+            self.started.ready = true;
             out.push(Command::SetReady);
         }
     }

@@ -121,10 +121,12 @@ impl Ownership {
     /// of the two that moves keys off a live peer waits, besides, while a
     /// whole minute is near ([`Self::holds_for_the_minute`]).
     pub(super) fn may_publish(&self, target: &Ring, now: Instant) -> bool {
-        let gains_ready = !self.gains_from_leaving || self.due_read_in == Some(self.loads.epoch());
-        let ready = (self.published_in_join && gains_ready)
-            || (self.synced && self.loads.idle())
-            || (self.synced && gains_ready && !self.joins_a_running_ring(target, now));
+        let gains_ready = self.published.gains_ready(self.loads.epoch());
+        let ready = (self.published.in_join() && gains_ready)
+            || (self.started.watches_listed && self.loads.idle())
+            || (self.started.watches_listed
+                && gains_ready
+                && !self.joins_a_running_ring(target, now));
         ready && !self.holds_for_the_minute(target, now)
     }
 
@@ -142,7 +144,7 @@ impl Ownership {
         };
         let wall = crate::clock::advanced(wall, now.saturating_duration_since(told_at));
         near_a_whole_minute(wall)
-            && ((self.gains_from_leaving && !self.leaving_peers(now).is_empty())
-                || (!self.published_in_join && self.joins_a_running_ring(target, now)))
+            && ((self.published.gains_from_a_leaver() && !self.leaving_peers(now).is_empty())
+                || (!self.published.in_join() && self.joins_a_running_ring(target, now)))
     }
 }
