@@ -151,7 +151,7 @@ impl Supervisor {
             children,
             known_slot,
             self.actor_services.clone(),
-            self.wheel.clone(),
+            self.threads.wheel(),
         ) {
             Ok(actor) => actor.sharing(key, uid),
             Err(error) => {
@@ -159,9 +159,7 @@ impl Supervisor {
                 return false;
             }
         };
-        let dispatcher = &self.dispatchers[self.next_dispatcher % self.dispatchers.len()];
-        self.next_dispatcher = self.next_dispatcher.wrapping_add(1);
-        let addr = dispatcher.start_actor(actor);
+        let addr = self.threads.start_actor(actor);
         self.actors.insert(
             uid.clone(),
             Running {

@@ -28,6 +28,7 @@ mod queries;
 mod standby;
 #[cfg(test)]
 mod tests;
+mod threads;
 mod watches;
 
 pub use intake::{CronJobWatch, JobStream, JobWatch, LeaseWatch};
@@ -41,9 +42,8 @@ use super::ownership::{self, Input, Ownership};
 use super::relist::Relist;
 use super::unrecorded::UnrecordedSlots;
 use crate::actor::cronjob::{CronJobActor, Update};
-use crate::actor::runtime::{Address, Dispatcher};
+use crate::actor::runtime::Address;
 use crate::actor::services::{ActorReport, ActorServices};
-use crate::actor::wheel::TimerWheel;
 use crate::apiserver::gateway::Gateway;
 use crate::clock::{BootInstant, Clock};
 use crate::telemetry::Metrics;
@@ -55,6 +55,7 @@ use kube::Client;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use threads::ActorThreads;
 
 /// How long a graceful stop waits for decisions in flight, after the drain.
 const STOP_GRACE: Duration = Duration::from_secs(10);
@@ -129,11 +130,8 @@ struct Running {
 
 pub struct Supervisor {
     actor_services: Arc<ActorServices>,
-    /// The wheel every actor here arms its wake-ups on.
-    wheel: TimerWheel<CronJobActor>,
-    /// One per thread actors run on, assigned in turn.
-    dispatchers: Vec<Dispatcher<CronJobActor>>,
-    next_dispatcher: usize,
+    /// Where the actors run, and the wheel they arm their wake-ups on.
+    threads: ActorThreads,
     scopes: Vec<ScopeState>,
     watches: watches::Watches,
     leases: Relist<String>,
@@ -219,19 +217,17 @@ impl Supervisor {
     ) -> Self {
         // Unlabelled Jobs of slots from here on are another controller's.
         let started = actor_services.clock.now();
-        let panics = &actor_services.metrics.actor_panics;
-        let dispatchers = arbiters
-            .iter()
-            .map(|arbiter| Dispatcher::start(arbiter, panics.clone()))
-            .collect();
+        let threads = ActorThreads::start(
+            &arbiters,
+            &actor_services.metrics.actor_panics,
+            actor_services.clock,
+        );
         Self {
             standby: standby::StandbyState::new(setup.standby),
             ownership: Ownership::new(setup.me.clone(), setup.keeper.incarnation())
                 .with_drain(setup.drain),
-            wheel: TimerWheel::start(actor_services.clock),
+            threads,
             actor_services,
-            dispatchers,
-            next_dispatcher: 0,
             scopes: scopes
                 .into_iter()
                 .map(|namespace| {
