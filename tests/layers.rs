@@ -345,6 +345,137 @@ fn module_roots_and_the_readme_stay_short() {
     );
 }
 
+/// Fields a struct of src/ may hold: about as many names as a reader keeps
+/// in mind at once. Past it a type usually holds two ideas, each wanting a
+/// type of its own with its own invariants (`Ownership` had 24, changed in
+/// 13 files).
+const STRUCT_FIELDS: usize = 12;
+
+/// The structs past it, each at its count (it may only come down, and the
+/// entry goes once within) and why: a catalogue (independent fields, no
+/// invariant between any two), a wire format, or a type still to be split.
+const STRUCTS_PAST: [(&str, usize, &str); 6] = [
+    ("Metrics", 41, "a catalogue: one handle per metric family"),
+    (
+        "RunArgs",
+        37,
+        "a catalogue: `shardcron run`'s flags, as clap derives them",
+    ),
+    (
+        "ShardReport",
+        19,
+        "a wire format: /debug/shards' JSON, field for field",
+    ),
+    (
+        "Supervisor",
+        18,
+        "to be split: its watches, standby and Job intake",
+    ),
+    ("SupervisorParts", 14, "to be split with Supervisor"),
+    (
+        "StandbyState",
+        13,
+        "to be split: the standby reads and their schedule",
+    ),
+];
+
+/// Each named-field struct of `text` with its field count (fields under
+/// `#[cfg(test)]` left out), by the layout rustfmt gives.
+fn struct_fields(text: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (at, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let Some(rest) = [
+            "pub struct ",
+            "pub(crate) struct ",
+            "pub(super) struct ",
+            "struct ",
+        ]
+        .iter()
+        .find_map(|prefix| trimmed.strip_prefix(prefix)) else {
+            continue;
+        };
+        if !rest.ends_with('{') {
+            continue;
+        }
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let field_indent = " ".repeat(indent + 4);
+        let end = format!("{}}}", " ".repeat(indent));
+        let mut count = 0;
+        let mut test_only = false;
+        for body in lines[at + 1..].iter().take_while(|l| !l.starts_with(&end)) {
+            let Some(inner) = body.strip_prefix(&field_indent) else {
+                continue;
+            };
+            if inner.starts_with("#[cfg(test)]") {
+                test_only = true;
+            } else if inner.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+                && inner.contains(':')
+                && !inner.starts_with("//")
+            {
+                count += usize::from(!test_only);
+                test_only = false;
+            }
+        }
+        found.push((name, count));
+    }
+    found
+}
+
+#[test]
+fn structs_hold_what_a_reader_can() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&repo.join("src"), &mut files);
+    let mut past = BTreeMap::new();
+    for file in files.iter().filter(|path| {
+        // Test code: its tables and worlds are read as tables.
+        !path.ends_with("tests.rs")
+            && !path.ends_with("simulation.rs")
+            && !path.components().any(|c| c.as_os_str() == "tests")
+    }) {
+        let text = std::fs::read_to_string(file).expect("read a source file");
+        for (name, fields) in struct_fields(&text) {
+            if fields > STRUCT_FIELDS {
+                past.insert(name, fields);
+            }
+        }
+    }
+    for (name, fields) in &past {
+        let listed = STRUCTS_PAST.iter().find(|(listed, ..)| listed == name);
+        match listed {
+            Some((_, most, _)) => assert!(
+                fields <= most,
+                "{name} has {fields} fields, more than the {most} it is listed at"
+            ),
+            None => panic!(
+                "{name} has {fields} fields (past {STRUCT_FIELDS}): split it into types that each hold one idea"
+            ),
+        }
+    }
+    for (name, most, _) in STRUCTS_PAST {
+        assert_eq!(
+            past.get(name),
+            Some(&most),
+            "{name} is listed at {most} fields: write its count now (a limit once reached stays reached)"
+        );
+    }
+}
+
+#[test]
+fn struct_fields_are_counted_as_rustfmt_lays_them_out() {
+    let text = "pub struct A {\n    pub a: u8,\n    /// b: doc\n    b: u8,\n    #[cfg(test)]\n    flaw: u8,\n}\nstruct B(u8);\n    pub(super) struct C {\n        c: Vec<(u8, u8)>,\n    }\n";
+    assert_eq!(
+        struct_fields(text),
+        [("A".to_owned(), 2), ("C".to_owned(), 1)]
+    );
+}
+
 /// Reads of the wall clock. Only src/clock/ makes them: the rest take the
 /// `Clock` they were handed (the supervisor, the wheel, the actors) or read
 /// `Clock::System` at the shell's edge, so a test can run them on paused time.
