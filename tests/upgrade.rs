@@ -6,7 +6,10 @@
 //!   24 CronJobs firing every minute, a third of them keeping no Job
 //!   (history limits 0, `ttlSecondsAfterFinished: 0`), Forbid and Replace
 //!   among them: every slot runs exactly once, and each hand-off ends
-//!   within the Lease and 2 s.
+//!   within the Lease and 2 s. The ring stays mixed about four minutes
+//!   each way (30 s after each replacement besides the replacements'
+//!   own minutes); `SHARDCRON_UPGRADE_MIXED_SECONDS=300` keeps it mixed
+//!   more than ten (docs/testing.md has that run's figure).
 //! - A live peer that speaks no ring protocol version in common with the
 //!   ring: it is named in the metric and an Event within a minute, left
 //!   out of the ring, and no new CronJob starts until it is gone.
@@ -67,6 +70,12 @@ async fn a_rolling_upgrade_from_the_previous_release_and_back_runs_every_slot_on
     }
     fleet.create_cronjobs(CRONJOBS, mixed).await;
 
+    let mixed_for = Duration::from_secs(
+        std::env::var("SHARDCRON_UPGRADE_MIXED_SECONDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(30),
+    );
     let mut handoffs = Vec::new();
     for (binary, to) in [
         (&current, "this build"),
@@ -76,8 +85,9 @@ async fn a_rolling_upgrade_from_the_previous_release_and_back_runs_every_slot_on
             let handoff = replace(&mut fleet, index, binary).await;
             println!("r{index} to {to}: hand-off {handoff:?}");
             handoffs.push(handoff);
-            // A whole minute's slot with the ring mixed.
-            tokio::time::sleep(Duration::from_secs(30)).await;
+            // A whole minute's slot with the ring mixed (longer, for the
+            // record: SHARDCRON_UPGRADE_MIXED_SECONDS).
+            tokio::time::sleep(mixed_for).await;
         }
     }
 
