@@ -103,3 +103,38 @@ impl Published {
         !self.gains_from_leaving || self.due_read_in == Some(epoch)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shard::ring::Ring;
+
+    #[test]
+    fn each_publication_has_an_id_of_its_own_and_remembers_its_live_peers() {
+        let ring = Ring::new(["r0", "r1"]);
+        let mut published = Published::new("inc".into());
+        let live: BTreeSet<String> = ["r1".to_owned()].into();
+        let first = published.next(&ring, false, live.clone());
+        let second = published.next(&ring, true, BTreeSet::new());
+        assert_eq!((first.id.as_str(), second.id.as_str()), ("inc.1", "inc.2"));
+        assert_eq!(first.view, "r0,r1");
+        assert!(second.leaving && !first.leaving);
+        assert!(published.live_changed(&live), "published last before none");
+        assert!(!published.live_changed(&BTreeSet::new()));
+    }
+
+    #[test]
+    fn gains_from_a_leaver_hold_the_view_until_those_due_are_read_in_the_epoch() {
+        let mut published = Published::new("inc".into());
+        let (epoch, later): (Epoch, Epoch) = (1, 2);
+        assert!(published.gains_ready(epoch));
+        published.gains_from_leaving();
+        assert!(!published.gains_ready(epoch));
+        published.due_read(epoch);
+        assert!(published.gains_ready(epoch) && !published.gains_ready(later));
+        published.joined();
+        assert!(published.in_join() && published.gains_ready(later));
+        published.withdrawn();
+        assert!(!published.in_join());
+    }
+}
