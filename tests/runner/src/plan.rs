@@ -137,9 +137,7 @@ const BESIDE_UPSTREAM: Placement = Placement::Shared(SharedPlane::BesideUpstream
 const KNOWN: &[Known] = &[
     // Ten minutes of faults: starts first, on its own control plane (it
     // kills replicas and cuts them from the API server at a high Job rate).
-    // Measured at 0.12 of a core with its plane; its checks count slots,
-    // they time nothing.
-    known("churn", Placement::Own, 700, 4),
+    known("churn", Placement::Own, 700, 5),
     known("shardcron-loadtest ci_s1", Placement::Own, 300, 6),
     // Six replacements one at a time, from the previous release (built
     // before the lanes start by .ci/run) to this build and back, under 24
@@ -160,8 +158,7 @@ const KNOWN: &[Known] = &[
     known("controller_crd", BESIDE_UPSTREAM, 220, 6),
     known("controller", PLAIN, 240, 6),
     known("apiserver_restart", Placement::Own, 160, 3),
-    // Measured at 0.02 of a core (its plane's share apart).
-    known("crd", BESIDE_UPSTREAM, 160, 2),
+    known("crd", BESIDE_UPSTREAM, 160, 3),
     // Installs the chart's cluster-wide objects, which deploy/ (applied by
     // the others) already holds under the same names.
     known("helm", Placement::Own, 60, 3),
