@@ -121,15 +121,6 @@ impl Claims {
             Claims::Everything => crate::apiserver::bucket::Bucket::all().collect(),
         }
     }
-
-    /// Whether `peer` may run the keys of `bucket`.
-    pub fn bucket(&self, peer: &str, bucket: crate::apiserver::bucket::Bucket) -> bool {
-        match self {
-            Claims::Nothing => false,
-            Claims::Ring(ring) => ring.owner_of(bucket) == Some(peer),
-            Claims::Everything => true,
-        }
-    }
 }
 
 /// A live peer and what its published view claims.

@@ -84,7 +84,7 @@ impl Published {
     }
 
     /// The ring acted on had a member that is leaving: this ring gains from it.
-    pub(super) fn gains_from_leaving(&mut self) {
+    pub(super) fn note_gains_from_a_leaver(&mut self) {
         self.gains_from_leaving = true;
     }
 
@@ -128,7 +128,7 @@ mod tests {
         let mut published = Published::new("inc".into());
         let (epoch, later): (Epoch, Epoch) = (1, 2);
         assert!(published.gains_ready(epoch));
-        published.gains_from_leaving();
+        published.note_gains_from_a_leaver();
         assert!(!published.gains_ready(epoch));
         published.due_read(epoch);
         assert!(published.gains_ready(epoch) && !published.gains_ready(later));

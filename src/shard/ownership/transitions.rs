@@ -105,7 +105,7 @@ impl Ownership {
                 .target()
                 .is_some_and(|ring| ring.members().iter().any(|m| leaving.contains(&**m)))
             {
-                self.published.gains_from_leaving();
+                self.published.note_gains_from_a_leaver();
             }
             self.move_to(&live, negotiated.protocol, now, out);
         }

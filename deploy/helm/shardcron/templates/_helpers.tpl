@@ -100,7 +100,7 @@ keeps them; delete it to renew), else made once per render (memoised in
 {{- define "shardcron.generatedTls" -}}
 {{- if not .Values.tls.generatedOnce -}}
 {{- $name := include "shardcron.fullname" . -}}
-{{- $existing := lookup "v1" "Secret" .Release.Namespace (printf "%s-tls" $name) -}}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "shardcron.tlsSecretName" .) -}}
 {{- $data := dict -}}
 {{- if and $existing (hasKey ($existing.data | default dict) "ca.crt") -}}
 {{- $data = pick $existing.data "ca.crt" "tls.crt" "tls.key" -}}
