@@ -135,9 +135,9 @@ const BESIDE_UPSTREAM: Placement = Placement::Shared(SharedPlane::BesideUpstream
 /// once, the machine was 79 % busy instead of 62 %, the plain plane
 /// stalled for 15 s and two timing tests failed (2026-11-29).
 const KNOWN: &[Known] = &[
-    // Ten minutes of faults: starts first, on its own control plane (it
+    // Six minutes of faults: starts first, on its own control plane (it
     // kills replicas and cuts them from the API server at a high Job rate).
-    known("churn", Placement::Own, 700, 5),
+    known("churn", Placement::Own, 460, 5),
     known("shardcron-loadtest ci_s1", Placement::Own, 300, 6),
     // Six replacements one at a time, from the previous release (built
     // before the lanes start by .ci/run) to this build and back, under 24
