@@ -12,7 +12,7 @@ mod support;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use shardcron::apiserver::crd;
+use shardcron::cli::crd;
 use std::time::Duration;
 use support::cluster::Cluster;
 use support::crd::{COMMITTED, COMMITTED_PATH, grant_the_controller, install};

@@ -22,7 +22,7 @@
 //! answers TCP but no longer HTTP, such as a stuck proxy or load balancer)
 //! is found by deadlines: every request's response headers within
 //! [`super::deadline::RESPONSE_HEADERS`] or the request's own wait
-//! ([`super::headers_deadline`]: a load's whole LISTs), a gateway request's
+//! ([`super::deadline::headers`]: a load's whole LISTs), a gateway request's
 //! whole exchange within its verb's deadline, a watch's body by its idle
 //! timeout ([`super::watch`]).
 //!
@@ -39,8 +39,8 @@
 //! either way; so does the admin CLI, whose port-forward is an HTTP/1.1
 //! upgrade.
 
+use super::deadline::headers::HeadersDeadlineLayer;
 use super::fenced_socket::FencedConnector;
-use super::headers_deadline::HeadersDeadlineLayer;
 use super::write_fence::WriteFence;
 use crate::telemetry::trace_span::TraceSpan;
 use hyper_rustls::{FixedServerNameResolver, HttpsConnector, HttpsConnectorBuilder};

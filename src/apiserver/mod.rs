@@ -6,23 +6,19 @@
 //! the decision's requests ([`requests`], the seam its tests script); the
 //! question every write asks first ([`write_fence`]) and the connections
 //! that ask it ([`fenced_socket`]); every request's deadline
-//! ([`deadline`]; the answer's headers: [`headers_deadline`]), which of
+//! ([`deadline`], the answer's headers too), which of
 //! two resourceVersions is older ([`resource_version`]), the buckets a replica's share is named by to the
-//! server ([`bucket`]), and the `shardcron.io` CronJob's definition, made
-//! from batch/v1's published schema ([`crd`]). The
-//! own Lease is written by the shard layer. The shell's unit tests run
+//! server ([`bucket`]). The own Lease is written by the shard layer. The shell's unit tests run
 //! against a scripted server (`scripted`, test builds only).
 
 pub mod bucket;
 pub mod bulk;
 pub mod client;
 pub mod counted;
-pub mod crd;
 pub mod deadline;
 pub mod failure;
 pub mod fenced_socket;
 pub mod gateway;
-pub mod headers_deadline;
 pub mod lean_cronjob;
 pub mod lean_job;
 pub mod protobuf;

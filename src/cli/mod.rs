@@ -3,7 +3,7 @@
 mod admin;
 mod arguments;
 mod convert;
-mod crd;
+pub mod crd;
 mod explain;
 mod history;
 mod next;
@@ -30,7 +30,7 @@ enum Command {
     /// Show what the controller would do with a CronJob and its Jobs now, and why.
     Explain(explain::ExplainArgs),
     /// Print the cronjobs.shardcron.io CustomResourceDefinition (batch/v1's CronJob as a CRD).
-    Crd(crd::CrdArgs),
+    Crd(crd::command::CrdArgs),
     /// Copy batch/v1 CronJobs as cronjobs.shardcron.io ones, their last slot carried.
     Convert(convert::ConvertArgs),
     /// Ask for one run of a CronJob now (its shardcron.io/run-now annotation).
@@ -90,7 +90,7 @@ pub fn main() -> ExitCode {
             history::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
         }
         Command::Crd(args) => {
-            crd::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
+            crd::command::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
         }
         Command::ZoneCheck(args) => {
             zone_check::run(&args, &mut std::io::stdout().lock()).map_err(|e| e.to_string())

@@ -1,7 +1,7 @@
 //! Which API serves a CronJob: batch/v1, or `cronjobs.shardcron.io/v1`, the
 //! CRD with batch/v1's spec and status for clusters whose
 //! kube-controller-manager keeps its own CronJob controller
-//! (`crate::apiserver::crd`). A decision is the same for both; only the
+//! (`crate::cli::crd`). A decision is the same for both; only the
 //! references to the CronJob (the Jobs' controller reference, the events'
 //! regarding object) and the URLs it is read and written at differ.
 

@@ -8,7 +8,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
-use shardcron::apiserver::crd;
+use shardcron::cli::crd;
 use shardcron::reconcile::CronJobKind;
 use std::time::Duration;
 

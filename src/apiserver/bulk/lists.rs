@@ -53,7 +53,7 @@ pub const LIST_TARGET: usize = 25_000;
 /// answer's headers then had, twice in two runs, and each such load
 /// failed and was read again whole (114.2 s). A whole LIST now waits for
 /// them as long as the server's own request timeout
-/// ([`crate::apiserver::headers_deadline`]); the length stays the one
+/// ([`crate::apiserver::deadline::headers`]); the length stays the one
 /// measured since: a quarter of S7 is three even lists
 /// ([`even_per_list`]) of about 85,000.
 pub const WHOLE_LIST_TARGET: usize = 100_000;

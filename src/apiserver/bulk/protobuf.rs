@@ -15,8 +15,8 @@
 //! ([`ListItems`]): never more than one item and one chunk held.
 
 use super::lists::{LoadError, PAGE};
+use crate::apiserver::deadline::headers::ResponseHeadersWithin;
 use crate::apiserver::deadline::{LIST_PAGE, within};
-use crate::apiserver::headers_deadline::ResponseHeadersWithin;
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::protobuf::list::ListItems;
 use crate::apiserver::protobuf::{self, ProtobufError, ReadError, cronjob};

@@ -5,12 +5,12 @@
 //! makes it from another cluster's own batch/v1 schema:
 //! `kubectl get --raw /openapi/v3/apis/batch/v1 | shardcron crd --from-openapi -`.
 
-use crate::apiserver::crd::{self, CrdError};
+use crate::cli::crd::{self, CrdError};
 use std::io::Write;
 use std::path::PathBuf;
 
 /// The definition generated from the pinned Kubernetes' batch/v1.
-pub const COMMITTED: &str = include_str!("../../deploy/crd/cronjobs.shardcron.io.yaml");
+pub const COMMITTED: &str = include_str!("../../../deploy/crd/cronjobs.shardcron.io.yaml");
 
 #[derive(Debug, clap::Args)]
 pub struct CrdArgs {
@@ -46,7 +46,7 @@ pub fn run(args: &CrdArgs, out: &mut impl Write) -> Result<(), CrdCommandError> 
         return Ok(());
     };
     let shown = path.display().to_string();
-    let text = super::arguments::read_input(path).map_err(|source| CrdCommandError::Read {
+    let text = crate::cli::arguments::read_input(path).map_err(|source| CrdCommandError::Read {
         path: shown.clone(),
         source,
     })?;

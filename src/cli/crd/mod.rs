@@ -11,8 +11,10 @@
 //! status subresource and the names ([`convert`] copies a batch/v1 CronJob
 //! into one). `deploy/crd/` holds the definition
 //! generated from the pinned Kubernetes; `tests/crd.rs` regenerates it from
-//! the local API server and fails if the committed file differs.
+//! the local API server and fails if the committed file differs. Its
+//! commands: `shardcron crd` ([`command`]) and `shardcron convert`.
 
+pub mod command;
 pub mod convert;
 pub mod structural;
 

@@ -1,12 +1,12 @@
 //! How long a request may take before it counts as failed, so that no
 //! request can wait forever on a peer that went silent. Which gateway
 //! request gets which is in the verbs' table
-//! ([`super::requests::Verb::terms`]).
+//! ([`crate::apiserver::requests::Verb::terms`]).
 //!
 //! A request past its deadline is dropped (its connection with it: an HTTP/1
 //! connection with a request in flight is never reused; with `--api-http2`,
 //! the gateway's one connection is given up by its PINGs sooner than a
-//! write's deadline, [`super::client::PING_TIMEOUT`]) and reported as a
+//! write's deadline, [`crate::apiserver::client::PING_TIMEOUT`]) and reported as a
 //! transport failure, which the gateway retries with backoff like a reset
 //! connection. A write that timed out may still have been applied: its retry
 //! then meets 409 AlreadyExists (a create: the Job's name is the slot's lock)
@@ -16,6 +16,8 @@
 //! a request waits at most about 15 s in an APF queue and is cut at 60 s
 //! (`--request-timeout`), but a single object's read or write takes
 //! milliseconds once served.
+
+pub mod headers;
 
 use std::future::Future;
 use std::time::Duration;
@@ -34,9 +36,9 @@ pub const LIST_PAGE: Duration = Duration::from_secs(60);
 /// a LIST page or a request held in an APF queue within about 15 s; a
 /// request whose headers have not come by then is talking to a black hole.
 /// (A watch's body is bounded by its own idle timeout, see
-/// [`super::watch`]; a gateway request's whole exchange by the deadlines
+/// [`crate::apiserver::watch`]; a gateway request's whole exchange by the deadlines
 /// above.) A load's whole LIST waits longer, [`LIST_PAGE`]
-/// ([`super::headers_deadline`]): the server answers its headers only once
+/// ([`headers`]): the server answers its headers only once
 /// every item is gathered, converted and sized.
 pub const RESPONSE_HEADERS: Duration = Duration::from_secs(30);
 

@@ -10,7 +10,7 @@
 //! of a load therefore waits as long as the server's own request timeout,
 //! after which the server gives the request up itself.
 //!
-//! [`RESPONSE_HEADERS`]: super::deadline::RESPONSE_HEADERS
+//! [`RESPONSE_HEADERS`]: super::RESPONSE_HEADERS
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
