@@ -8,7 +8,7 @@
 //! caller's kubeconfig, so RBAC decides what may be read), and prints the
 //! copies as YAML documents for `kubectl apply -f -`.
 
-use crate::cli::crd::convert::{ConvertError, to_shardcron};
+use crate::cli::crd::from_batch::{ConvertError, to_shardcron};
 use serde::Deserialize;
 use serde_json::Value;
 use std::io::Write;

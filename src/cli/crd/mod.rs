@@ -8,14 +8,14 @@
 //! batch/v1's defaults, the validation CEL can express (the cron syntax it
 //! cannot: the controller reports that, as upstream, with a Warning event
 //! naming the field), the columns `kubectl get cronjobs.batch` prints, the
-//! status subresource and the names ([`convert`] copies a batch/v1 CronJob
+//! status subresource and the names ([`from_batch`] copies a batch/v1 CronJob
 //! into one). `deploy/crd/` holds the definition
 //! generated from the pinned Kubernetes; `tests/crd.rs` regenerates it from
 //! the local API server and fails if the committed file differs. Its
 //! commands: `shardcron crd` ([`command`]) and `shardcron convert`.
 
 pub mod command;
-pub mod convert;
+pub mod from_batch;
 pub mod structural;
 
 use crate::reconcile::CronJobKind;

@@ -101,8 +101,6 @@ mod loads;
 mod messages;
 mod published;
 mod queries;
-#[cfg(test)]
-mod simulation;
 mod start;
 #[cfg(test)]
 mod tests;

@@ -14,25 +14,26 @@
 //! CronJobs the ring gives to others are dropped, so memory follows the
 //! owned share.
 //!
-//! [`intake`] turns the watches into inputs and routes; [`load`] runs the
-//! bulk loads of gained keys; [`watches`] runs the watches, their selectors
-//! following the buckets this replica owns; [`orphans`] releases the held
-//! Jobs of deleted CronJobs; [`queries`] answers what the admin API and
-//! the debug endpoint ask.
+//! [`intake`] turns the watches into inputs and routes; [`bulk_load`] runs
+//! the bulk loads of gained keys; [`standby_reads`] keeps the standby
+//! CronJobs and reads the gained ones due first at a take-over; [`watches`]
+//! runs the watches, their selectors following the buckets this replica
+//! owns; [`orphans`] releases the held Jobs of deleted CronJobs;
+//! [`answers`] answers what the admin API and the debug endpoint ask.
 
+mod answers;
+mod bulk_load;
 mod commands;
 mod intake;
-mod load;
 mod orphans;
-mod queries;
-mod standby;
+mod standby_reads;
 #[cfg(test)]
 mod tests;
 mod threads;
 mod watches;
 
+pub use answers::{ListOwned, Locate, Located, OwnedList};
 pub use intake::{CronJobWatch, JobStream, JobWatch, LeaseWatch};
-pub use queries::{ListOwned, Locate, Located, OwnedList};
 pub use watches::{ServedKind, WatchSetup};
 
 use super::fence::{FenceState, SharedFence};
@@ -146,7 +147,7 @@ pub struct Supervisor {
     /// Slots started but not recorded, from stopped actors to their CronJobs' next.
     unrecorded: UnrecordedSlots,
     /// The CronJobs this replica would gain if a peer died ([`standby`]).
-    standby: standby::StandbyState,
+    standby: standby_reads::StandbyState,
     /// UIDs (CronJobs and Jobs) the watch saw deleted while a load was in flight.
     tombstones: HashSet<String>,
     /// Held Jobs whose CronJob is being looked up (see [`orphans`]).
@@ -223,7 +224,7 @@ impl Supervisor {
             actor_services.clock,
         );
         Self {
-            standby: standby::StandbyState::new(setup.standby),
+            standby: standby_reads::StandbyState::new(setup.standby),
             ownership: Ownership::new(setup.me.clone(), setup.keeper.incarnation())
                 .with_drain(setup.drain),
             threads,

@@ -48,11 +48,11 @@
 //! A failure names its seed; [`replay`] runs one seed again, exactly.
 //! `SHARDCRON_SIM_SEEDS=N` runs N seeds instead of the default.
 
-use super::{Command, Epoch, Flaw, Input, Ownership};
 use crate::clock::BootInstant;
 use crate::shard::fence::Fence;
 use crate::shard::lease::Publication;
 use crate::shard::membership::LeaseObservation;
+use crate::shard::ownership::{Command, Epoch, Flaw, Input, Ownership};
 use crate::shard::protocol::{Protocol, Protocols};
 use crate::shard::ring::Ring;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};

@@ -1,6 +1,8 @@
 //! Table tests of the ownership protocol, one replica at a time, with the
 //! time passed in. The many-replica interleavings are the simulation's
-//! ([`super::simulation`]).
+//! ([`simulation`]).
+
+mod simulation;
 
 use super::*;
 use crate::shard::lease::Publication;
