@@ -354,7 +354,7 @@ const STRUCT_FIELDS: usize = 12;
 /// The structs past it, each at its count (it may only come down, and the
 /// entry goes once within) and why: a catalogue (independent fields, no
 /// invariant between any two), a wire format, or a type still to be split.
-const STRUCTS_PAST: [(&str, usize, &str); 6] = [
+const STRUCTS_PAST: [(&str, usize, &str); 3] = [
     ("Metrics", 41, "a catalogue: one handle per metric family"),
     (
         "RunArgs",
@@ -365,17 +365,6 @@ const STRUCTS_PAST: [(&str, usize, &str); 6] = [
         "ShardReport",
         19,
         "a wire format: /debug/shards' JSON, field for field",
-    ),
-    (
-        "Supervisor",
-        18,
-        "to be split: its watches, standby and Job intake",
-    ),
-    ("SupervisorParts", 14, "to be split with Supervisor"),
-    (
-        "StandbyState",
-        13,
-        "to be split: the standby reads and their schedule",
     ),
 ];
 

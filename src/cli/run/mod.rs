@@ -21,7 +21,7 @@ use crate::shard::debug;
 use crate::shard::fence::SharedFence;
 use crate::shard::lease::{self, LeaseSettings};
 use crate::shard::supervisor::{
-    LeaseWatch, ServedKind, Shutdown, Supervisor, SupervisorParts, WatchSetup,
+    ActorParts, LeaseWatch, ServedKind, Shutdown, Supervisor, SupervisorParts, WatchSetup,
 };
 use crate::telemetry::Metrics;
 use crate::telemetry::http::{self, Readiness};
@@ -235,14 +235,17 @@ async fn start(
     };
     let feed = crate::actor::feed::DecisionFeed::default();
     let supervisor = Supervisor::start_with(SupervisorParts {
-        feed: feed.clone(),
         client: client.clone(),
         lease: settings.clone(),
         fence,
-        gateway: gateway.clone(),
-        metrics: metrics.clone(),
-        default_zone,
-        slot_history: args.slot_history,
+        actors: ActorParts {
+            gateway: gateway.clone(),
+            metrics: metrics.clone(),
+            default_zone,
+            slot_history: args.slot_history,
+            feed: feed.clone(),
+            clock: crate::clock::Clock::System,
+        },
         arbiters,
         scopes: scopes.clone(),
         readiness: readiness.clone(),
@@ -253,7 +256,6 @@ async fn start(
             kinds: served.clone(),
             protobuf: args.api_protobuf,
         }),
-        clock: crate::clock::Clock::System,
         standby: args.shard_standby,
     });
     let metrics_addr = metrics_listener.local_addr()?;

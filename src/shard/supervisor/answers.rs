@@ -107,7 +107,7 @@ impl Handler<DebugShards> for Supervisor {
         let report = self.ownership.report(now(), lease_valid, message.keys);
         MessageResult(ShardReport {
             ring: self.setup.ring_name.clone(),
-            jobs_remembered: self.jobs.len(),
+            jobs_remembered: self.for_actors.jobs.len(),
             standby: self.standby_report(),
             ..report
         })

@@ -215,7 +215,7 @@ impl Handler<LoadDone> for Supervisor {
             None,
         );
         if self.ownership.loads_in_flight() == 0 {
-            self.tombstones.clear();
+            self.deletions.loads_done();
             self.loads_idle_on_standby(ctx);
             crate::memory::release_free_pages();
         }

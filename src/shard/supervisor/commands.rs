@@ -53,7 +53,7 @@ impl Supervisor {
                     }
                 }
                 Command::RingChanged { target, lost } => {
-                    self.unpublished_since.get_or_insert(now);
+                    self.marks.ring_changed(now);
                     if let Some(target) = &target {
                         let namespaces = self.namespaces();
                         let buckets = target.buckets_of(&self.setup.me);
@@ -67,7 +67,7 @@ impl Supervisor {
                         if reshaped.labelled_jobs_at_first_version
                             || !reshaped.cronjobs_at_first_version.is_empty()
                         {
-                            for scope in &mut self.scopes {
+                            for scope in &mut self.listed.scopes {
                                 scope.started_without_list(
                                     reshaped.labelled_jobs_at_first_version,
                                     &reshaped.cronjobs_at_first_version,
@@ -82,11 +82,11 @@ impl Supervisor {
                     self.ring_changed(target, lost);
                 }
                 Command::Publish(publication) => {
-                    if let Some(since) = self.unpublished_since.take() {
+                    if let Some(unpublished) = self.marks.published(now) {
                         self.actor_services
                             .metrics
                             .handoff_publish
-                            .observe(now.saturating_duration_since(since).as_secs_f64());
+                            .observe(unpublished.as_secs_f64());
                     }
                     self.setup.keeper.publish(publication);
                 }
@@ -144,8 +144,7 @@ impl Supervisor {
             return false;
         };
         let (_, namespace, _) = crate::reconcile::CronJobKind::parse_key(key);
-        let children = self.jobs.claim(namespace, uid);
-        let known_slot = self.unrecorded.take(uid);
+        let (children, known_slot) = self.for_actors.claim(namespace, uid);
         let actor = match CronJobActor::new(
             &cronjob,
             children,
@@ -232,7 +231,8 @@ impl Supervisor {
             });
         }
         let ownership = &self.ownership;
-        self.jobs
+        self.for_actors
+            .jobs
             .retain_owners(|owner_uid| ownership.owns(owner_uid));
     }
 }

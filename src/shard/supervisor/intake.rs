@@ -9,11 +9,10 @@ use crate::actor::cronjob::Update;
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::requests::JobRequests;
 use crate::apiserver::watch::JobFacts;
-use crate::reconcile::{CronJobKind, CronJobKinds, Event as CronJobEvent};
+use crate::reconcile::{CronJobKind, Event as CronJobEvent};
 use crate::shard::jobs::{JobRoute, MadeElsewhere};
 use crate::shard::membership::LeaseObservation;
 use crate::shard::ownership::{Epoch, Input};
-use crate::shard::relist::Relist;
 use actix::prelude::*;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::watcher::Event;
@@ -55,74 +54,6 @@ pub struct JobWatch {
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct LeaseWatch(pub Event<(String, LeaseObservation)>);
-
-/// Where one watched scope (a namespace, or all) stands.
-#[derive(Default)]
-pub(super) struct ScopeState {
-    pub(super) namespace: Option<String>,
-    /// Each served kind's CronJob watch: its re-list, and whether it has
-    /// listed once.
-    cronjobs: Vec<(CronJobKind, Relist<Arc<str>>, bool)>,
-    labelled_jobs_listed: bool,
-    unlabelled_jobs_listed: bool,
-    labelled_jobs: Relist<String>,
-    unlabelled_jobs: Relist<String>,
-}
-
-impl ScopeState {
-    /// The scope of `namespace`, serving `kinds`; without the unlabelled
-    /// Job watch (`unlabelled_jobs: false`), its list counts as done from
-    /// the start.
-    pub(super) fn new(
-        namespace: Option<String>,
-        kinds: CronJobKinds,
-        unlabelled_jobs: bool,
-    ) -> Self {
-        Self {
-            namespace,
-            cronjobs: kinds
-                .iter()
-                .map(|kind| (kind, Relist::default(), false))
-                .collect(),
-            unlabelled_jobs_listed: !unlabelled_jobs,
-            ..Self::default()
-        }
-    }
-
-    /// The re-list of the CronJob watch of `kind`, and whether it listed.
-    fn cronjobs(&mut self, kind: CronJobKind) -> Option<(&mut Relist<Arc<str>>, &mut bool)> {
-        self.cronjobs
-            .iter_mut()
-            .find(|(k, _, _)| *k == kind)
-            .map(|(_, relist, listed)| (relist, listed))
-    }
-
-    fn listed(&self) -> bool {
-        self.cronjobs.iter().all(|(_, _, listed)| *listed)
-            && self.labelled_jobs_listed
-            && self.unlabelled_jobs_listed
-    }
-
-    /// Watches that started at a version rather than with a list (the
-    /// first ring's: [`super::watches::Reshaped`]) count as listed.
-    pub(super) fn started_without_list(&mut self, labelled_jobs: bool, kinds: &[CronJobKind]) {
-        self.labelled_jobs_listed |= labelled_jobs;
-        for (kind, _, listed) in &mut self.cronjobs {
-            *listed |= kinds.contains(kind);
-        }
-    }
-
-    fn covers(&self, namespace: &str) -> bool {
-        self.namespace.as_deref().is_none_or(|n| n == namespace)
-    }
-
-    fn jobs(&mut self, stream: JobStream) -> (&mut Relist<String>, &mut bool) {
-        match stream {
-            JobStream::Labelled => (&mut self.labelled_jobs, &mut self.labelled_jobs_listed),
-            JobStream::Unlabelled => (&mut self.unlabelled_jobs, &mut self.unlabelled_jobs_listed),
-        }
-    }
-}
 
 /// Whether the CronJob with UID `owner_uid` has an actor here (`actors`)
 /// and lives in `namespace`: a Job counts only for a CronJob of its own
@@ -200,10 +131,8 @@ impl Supervisor {
 
     fn on_cronjob_deleted(&mut self, cronjob: &LeanCronJob, now: Instant, ctx: &mut Context<Self>) {
         if let Some(uid) = &cronjob.metadata.uid {
-            if self.ownership.loads_in_flight() > 0 {
-                self.tombstones.insert(uid.clone());
-            }
-            self.deleted_cronjobs.insert(uid);
+            self.deletions
+                .cronjob(uid, self.ownership.loads_in_flight() > 0);
             // Its Events waiting to be sent are about nothing any more.
             self.actor_services.gateway.cronjob_deleted(uid);
         }
@@ -225,6 +154,7 @@ impl Supervisor {
         }
         let actors = &self.actors;
         for route in self
+            .for_actors
             .jobs
             .apply(job, |ns, owner| has_actor_in(actors, ns, owner))
         {
@@ -233,11 +163,11 @@ impl Supervisor {
     }
 
     fn on_job_deleted(&mut self, uid: &str) {
-        if self.ownership.loads_in_flight() > 0 {
-            self.tombstones.insert(uid.to_owned());
-        }
+        self.deletions
+            .job(uid, self.ownership.loads_in_flight() > 0);
         let actors = &self.actors;
         if let Some(route) = self
+            .for_actors
             .jobs
             .delete(uid, |ns, owner| has_actor_in(actors, ns, owner))
         {
@@ -282,13 +212,12 @@ impl Supervisor {
     /// Once every scope has listed CronJobs and Jobs, the protocol may
     /// start actors.
     pub(super) fn maybe_sync(&mut self, now: Instant, ctx: &mut Context<Self>) {
-        if self.scopes.iter().all(ScopeState::listed) {
-            // Again after each restarted watch's list (the ring changed):
-            // logged the first time only.
-            if !self.lists_synced {
+        // Again after each restarted watch's list (the ring changed):
+        // logged the first time only.
+        if let Some(first) = self.listed.all_listed() {
+            if first {
                 tracing::info!(owned = self.actors.len(), "initial lists synced");
             }
-            self.lists_synced = true;
             self.step(Input::ListsSynced, now, ctx, None);
         }
     }
@@ -311,7 +240,7 @@ impl Handler<CronJobWatch> for Supervisor {
         {
             return;
         }
-        let Some(state) = self.scopes.get_mut(scope) else {
+        let Some(state) = self.listed.scopes.get_mut(scope) else {
             return;
         };
         let Some((relist, _)) = state.cronjobs(kind) else {
@@ -326,7 +255,7 @@ impl Handler<CronJobWatch> for Supervisor {
                 self.on_cronjob(cronjob, Source::Watch, now, ctx);
             }
             Event::InitDone => {
-                let in_scope = &self.scopes[scope];
+                let in_scope = &self.listed.scopes[scope];
                 let known: Vec<&Arc<str>> = self
                     .actors
                     .values()
@@ -336,7 +265,7 @@ impl Handler<CronJobWatch> for Supervisor {
                         of_kind == kind && in_scope.covers(namespace)
                     })
                     .collect();
-                let Some((relist, listed)) = self.scopes[scope].cronjobs(kind) else {
+                let Some((relist, listed)) = self.listed.scopes[scope].cronjobs(kind) else {
                     return;
                 };
                 let gone = relist.finish(known);
@@ -371,6 +300,7 @@ impl Handler<JobWatch> for Supervisor {
             // the watch it was last seen in may delete it.
             Event::Delete(job) => {
                 let in_the_other_watch = self
+                    .for_actors
                     .jobs
                     .is_labelled(&job.uid)
                     .is_some_and(|labelled| labelled != (stream == JobStream::Labelled));
@@ -378,15 +308,15 @@ impl Handler<JobWatch> for Supervisor {
                     self.on_job_deleted(&job.uid);
                 }
             }
-            Event::Init => self.scopes[scope].jobs(stream).0.begin(),
+            Event::Init => self.listed.scopes[scope].jobs(stream).0.begin(),
             Event::InitApply(job) => {
-                self.scopes[scope].jobs(stream).0.saw(&job.uid);
+                self.listed.scopes[scope].jobs(stream).0.saw(&job.uid);
                 self.on_job(job, true, ctx);
             }
             Event::InitDone => {
-                let state = &mut self.scopes[scope];
+                let state = &mut self.listed.scopes[scope];
                 let namespace = state.namespace.clone();
-                let known = self.jobs.uids_in(
+                let known = self.for_actors.jobs.uids_in(
                     |ns| namespace.as_deref().is_none_or(|n| n == ns),
                     stream == JobStream::Labelled,
                 );
@@ -412,16 +342,16 @@ impl Handler<LeaseWatch> for Supervisor {
             Event::Apply((name, lease)) => vec![Input::LeaseSeen { name, lease }],
             Event::Delete((name, _)) => vec![Input::LeaseDeleted { name }],
             Event::Init => {
-                self.leases.begin();
+                self.listed.leases.begin();
                 vec![]
             }
             Event::InitApply((name, lease)) => {
-                self.leases.saw(&name);
+                self.listed.leases.saw(&name);
                 vec![Input::LeaseSeen { name, lease }]
             }
             Event::InitDone => {
                 let known = self.ownership.lease_names();
-                let gone = self.leases.finish(&known);
+                let gone = self.listed.leases.finish(&known);
                 gone.into_iter()
                     .map(|name| Input::LeaseDeleted { name })
                     .chain([Input::LeasesListed])

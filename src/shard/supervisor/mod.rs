@@ -24,7 +24,12 @@
 mod answers;
 mod bulk_load;
 mod commands;
+mod deletions;
+mod due_reads;
+mod for_actors;
 mod intake;
+mod listed;
+mod marks;
 mod orphans;
 mod standby_reads;
 #[cfg(test)]
@@ -40,8 +45,6 @@ use super::fence::{FenceState, SharedFence};
 use super::jobs::JobIndex;
 use super::lease::{self, Keeper, KeeperReport, LeaseSettings};
 use super::ownership::{self, Input, Ownership};
-use super::relist::Relist;
-use super::unrecorded::UnrecordedSlots;
 use crate::actor::cronjob::{CronJobActor, Update};
 use crate::actor::runtime::Address;
 use crate::actor::services::{ActorReport, ActorServices};
@@ -51,8 +54,8 @@ use crate::telemetry::Metrics;
 use crate::telemetry::http::Readiness;
 use crate::telemetry::metrics::{OwnedLabels, OwnedState};
 use actix::prelude::*;
-use intake::ScopeState;
 use kube::Client;
+use listed::{Listed, ScopeState};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -81,12 +84,8 @@ pub struct SupervisorParts {
     pub client: Client,
     pub lease: LeaseSettings,
     pub fence: SharedFence,
-    pub gateway: Gateway,
-    pub metrics: Arc<Metrics>,
-    /// For CronJobs without `spec.timeZone`.
-    pub default_zone: jiff::tz::TimeZone,
-    /// Whether decisions write the slot history (`--slot-history`).
-    pub slot_history: bool,
+    /// What every CronJob actor is handed.
+    pub actors: ActorParts,
     /// Where actors run, assigned in turn.
     pub arbiters: Vec<ArbiterHandle>,
     /// The namespaces watched (`None`: all), in the order of the scope
@@ -95,14 +94,25 @@ pub struct SupervisorParts {
     pub readiness: Arc<Readiness>,
     /// The watches to run (`None`: the caller feeds the watch messages).
     pub watches: Option<WatchSetup>,
-    /// Where the actors publish their decisions (the admin API watches it).
-    pub feed: crate::actor::feed::DecisionFeed,
-    /// The wall clock the supervisor hands to the wheel and every actor.
-    pub clock: Clock,
     /// Keep the CronJobs this replica would gain if a peer died on
     /// standby, and read those due first at a take-over
     /// (`--shard-standby`; [`crate::shard::standby`]).
     pub standby: bool,
+}
+
+/// What every CronJob actor is handed ([`ActorServices`], with the
+/// supervisor's address and the replica's id).
+pub struct ActorParts {
+    pub gateway: Gateway,
+    pub metrics: Arc<Metrics>,
+    /// For CronJobs without `spec.timeZone`.
+    pub default_zone: jiff::tz::TimeZone,
+    /// Whether decisions write the slot history (`--slot-history`).
+    pub slot_history: bool,
+    /// Where the actors publish their decisions (the admin API watches it).
+    pub feed: crate::actor::feed::DecisionFeed,
+    /// The wall clock the supervisor hands to the wheel and every actor.
+    pub clock: Clock,
 }
 
 /// What the supervisor needs to take part in the ring.
@@ -119,6 +129,9 @@ struct ShardSetup {
     client: Client,
     /// `--shard-standby`.
     standby: bool,
+    /// `/readyz`: the protocol's readiness, the fence's and the standby
+    /// load's.
+    readiness: Arc<Readiness>,
 }
 
 /// An actor here, in [`Supervisor::actors`] under its CronJob's UID. Its
@@ -133,9 +146,9 @@ pub struct Supervisor {
     actor_services: Arc<ActorServices>,
     /// Where the actors run, and the wheel they arm their wake-ups on.
     threads: ActorThreads,
-    scopes: Vec<ScopeState>,
+    /// Where the watches stand.
+    listed: Listed,
     watches: watches::Watches,
-    leases: Relist<String>,
     ownership: Ownership,
     setup: ShardSetup,
     /// The actors here by their CronJob's UID: Jobs name their CronJob by
@@ -143,26 +156,17 @@ pub struct Supervisor {
     /// key and one by UID: at 10^6 CronJobs a hash table costs 60-120 bytes
     /// a CronJob).
     actors: HashMap<Arc<str>, Running>,
-    jobs: JobIndex,
-    /// Slots started but not recorded, from stopped actors to their CronJobs' next.
-    unrecorded: UnrecordedSlots,
+    /// Jobs and unrecorded slots kept for CronJobs' next actors.
+    for_actors: for_actors::ForActors,
     /// The CronJobs this replica would gain if a peer died ([`standby`]).
     standby: standby_reads::StandbyState,
-    /// UIDs (CronJobs and Jobs) the watch saw deleted while a load was in flight.
-    tombstones: HashSet<String>,
+    /// What the watches saw deleted.
+    deletions: deletions::Deletions,
     /// Held Jobs whose CronJob is being looked up (see [`orphans`]).
     orphan_checks: HashSet<String>,
-    /// CronJobs the watch saw deleted (see [`orphans`]).
-    deleted_cronjobs: orphans::RecentlyDeleted,
-    /// Every scope's watches have listed once.
-    lists_synced: bool,
-    readiness: Arc<Readiness>,
-    /// The instant of the one-off tick armed for a peer's Lease expiry.
-    expiry_armed: Option<Instant>,
-    /// When the ring changed and the view has not been published since: the
-    /// hand-off's losing side (stopping the lost keys' actors) is timed from
-    /// here to the publication.
-    unpublished_since: Option<Instant>,
+    /// The one-off tick armed for a peer's Lease expiry; when the ring
+    /// changed with the view not yet published.
+    marks: marks::Marks,
 }
 
 impl Supervisor {
@@ -170,15 +174,23 @@ impl Supervisor {
     /// its actors report to it.
     pub fn start_with(parts: SupervisorParts) -> Addr<Self> {
         Supervisor::create(move |ctx| {
+            let ActorParts {
+                gateway,
+                metrics,
+                default_zone,
+                slot_history,
+                feed,
+                clock,
+            } = parts.actors;
             let actor_services = Arc::new(ActorServices {
-                gateway: parts.gateway,
+                gateway,
                 reports: ctx.address().recipient(),
-                metrics: parts.metrics,
-                default_zone: parts.default_zone,
-                slot_history: parts.slot_history,
+                metrics,
+                default_zone,
+                slot_history,
                 replica: parts.lease.replica_id.clone(),
-                feed: parts.feed.clone(),
-                clock: parts.clock,
+                feed,
+                clock,
             });
             let keeper = lease::start(
                 parts.client.clone(),
@@ -195,16 +207,10 @@ impl Supervisor {
                 keeper,
                 client: parts.client,
                 standby: parts.standby,
+                readiness: parts.readiness,
             };
             let watches = watches::Watches::new(parts.watches, parts.scopes.len());
-            Supervisor::new(
-                actor_services,
-                parts.arbiters,
-                parts.scopes,
-                watches,
-                parts.readiness,
-                shard,
-            )
+            Supervisor::new(actor_services, parts.arbiters, parts.scopes, watches, shard)
         })
     }
 
@@ -213,7 +219,6 @@ impl Supervisor {
         arbiters: Vec<ArbiterHandle>,
         scopes: Vec<Option<String>>,
         watches: watches::Watches,
-        readiness: Arc<Readiness>,
         setup: ShardSetup,
     ) -> Self {
         // Unlabelled Jobs of slots from here on are another controller's.
@@ -229,35 +234,35 @@ impl Supervisor {
                 .with_drain(setup.drain),
             threads,
             actor_services,
-            scopes: scopes
-                .into_iter()
-                .map(|namespace| {
-                    ScopeState::new(
-                        namespace,
-                        watches.kinds(),
-                        watches.watches_unlabelled_jobs(),
-                    )
-                })
-                .collect(),
+            listed: Listed::new(
+                scopes
+                    .into_iter()
+                    .map(|namespace| {
+                        ScopeState::new(
+                            namespace,
+                            watches.kinds(),
+                            watches.watches_unlabelled_jobs(),
+                        )
+                    })
+                    .collect(),
+            ),
             watches,
-            leases: Relist::default(),
             setup,
             actors: HashMap::new(),
-            jobs: JobIndex::made_elsewhere_since(started),
-            unrecorded: UnrecordedSlots::default(),
-            tombstones: HashSet::new(),
+            for_actors: for_actors::ForActors::new(JobIndex::made_elsewhere_since(started)),
+            deletions: deletions::Deletions::default(),
             orphan_checks: HashSet::new(),
-            deleted_cronjobs: orphans::RecentlyDeleted::default(),
-            lists_synced: false,
-            readiness,
-            expiry_armed: None,
-            unpublished_since: None,
+            marks: marks::Marks::default(),
         }
     }
 
     /// The watched namespaces (`None`: all), by scope number.
     fn namespaces(&self) -> Vec<Option<String>> {
-        self.scopes.iter().map(|s| s.namespace.clone()).collect()
+        self.listed
+            .scopes
+            .iter()
+            .map(|s| s.namespace.clone())
+            .collect()
     }
 
     fn update_gauges(&self) {
@@ -288,7 +293,7 @@ impl Supervisor {
             let mut fence = self.setup.fence.lock();
             (fence.check(BootInstant::now()), fence.lapses())
         };
-        self.readiness.tick(
+        self.setup.readiness.tick(
             now,
             fence == FenceState::Valid,
             self.ownership.oldest_stop(),
@@ -318,13 +323,11 @@ impl Supervisor {
         let Some(expiry) = self.ownership.next_expiry(now) else {
             return;
         };
-        let wait = expiry.saturating_duration_since(now);
-        if wait >= TICK || self.expiry_armed.is_some_and(|armed| armed <= expiry) {
+        let Some(wait) = self.marks.arm_expiry(expiry, now, TICK) else {
             return;
-        }
-        self.expiry_armed = Some(expiry);
+        };
         ctx.run_later(wait, |supervisor, ctx| {
-            supervisor.expiry_armed = None;
+            supervisor.marks.expiry_judged();
             supervisor.tick(ctx);
         });
     }
@@ -364,7 +367,7 @@ impl Handler<ActorReport> for Supervisor {
             } => {
                 if let Some(slot) = unrecorded {
                     tracing::warn!(cronjob = %key, %slot, "a started slot is not recorded in the CronJob's status yet; remembered for its next actor here");
-                    self.unrecorded.remember(&uid, slot);
+                    self.for_actors.remember_unrecorded(&uid, slot);
                 }
                 self.keep_stopped_on_standby(&key, &uid, next_look);
                 Input::ActorStopped { key, uid }

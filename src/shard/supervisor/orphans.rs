@@ -4,7 +4,7 @@
 //! its Jobs), there is no actor, and no slot left to protect. The owner of
 //! the CronJob's bucket removes the finalizer of each such Job it sees
 //! being deleted, once it knows the CronJob is gone: from the watch's
-//! deletion (remembered for the last [`REMEMBERED`] deleted CronJobs, so
+//! deletion (remembered for the last [`super::deletions::REMEMBERED`] deleted CronJobs, so
 //! that a namespace's deletion costs a release per Job, not a GET more),
 //! or else from the API server (a GET), never from the mere absence of an
 //! actor: one that has not started yet (a hand-off, a load in flight) keeps
@@ -15,35 +15,6 @@ use crate::apiserver::requests::JobRequests;
 use crate::apiserver::watch::JobFacts;
 use crate::reconcile::CronJobKind;
 use actix::prelude::*;
-use std::collections::{HashSet, VecDeque};
-
-/// How many deleted CronJobs' UIDs are remembered (about 40 bytes each).
-pub const REMEMBERED: usize = 10_000;
-
-/// The UIDs of the last [`REMEMBERED`] CronJobs the watch saw deleted.
-#[derive(Default)]
-pub struct RecentlyDeleted {
-    order: VecDeque<String>,
-    uids: HashSet<String>,
-}
-
-impl RecentlyDeleted {
-    pub fn insert(&mut self, uid: &str) {
-        if !self.uids.insert(uid.to_owned()) {
-            return;
-        }
-        self.order.push_back(uid.to_owned());
-        if self.order.len() > REMEMBERED
-            && let Some(oldest) = self.order.pop_front()
-        {
-            self.uids.remove(&oldest);
-        }
-    }
-
-    pub fn contains(&self, uid: &str) -> bool {
-        self.uids.contains(uid)
-    }
-}
 
 impl Supervisor {
     /// Checks `job` if it is held, being deleted, and its CronJob (owned
@@ -71,7 +42,7 @@ impl Supervisor {
         };
         self.orphan_checks.insert(job.uid.clone());
         let gateway = self.actor_services.gateway.clone();
-        let known_gone = self.deleted_cronjobs.contains(owner_uid);
+        let known_gone = self.deletions.cronjob_deleted(owner_uid);
         let (namespace, uid, owner_uid) =
             (job.namespace.clone(), job.uid.clone(), owner_uid.to_owned());
         let check = async move {
@@ -95,24 +66,5 @@ impl Supervisor {
         ctx.spawn(check.into_actor(self).map(|uid, supervisor, _| {
             supervisor.orphan_checks.remove(&uid);
         }));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn remembers_the_last_deleted_uids_only() {
-        let mut deleted = RecentlyDeleted::default();
-        for i in 0..REMEMBERED + 5 {
-            deleted.insert(&format!("uid-{i}"));
-        }
-        deleted.insert("uid-7");
-        assert!(!deleted.contains("uid-4"), "the oldest are forgotten");
-        assert!(deleted.contains("uid-5"));
-        assert!(deleted.contains(&format!("uid-{}", REMEMBERED + 4)));
-        assert_eq!(deleted.order.len(), REMEMBERED);
-        assert_eq!(deleted.uids.len(), REMEMBERED);
     }
 }

@@ -9,6 +9,7 @@
 //! [`standby::RESCAN`] while the bulk load runs.
 
 use super::Supervisor;
+use super::due_reads::DueReads;
 use super::intake::Source;
 use crate::apiserver::bucket::Bucket;
 use crate::apiserver::bulk::{self, LoadError, Loaded, narrow};
@@ -81,18 +82,8 @@ pub(super) struct StandbyState {
     /// Standby loads asked for, to tell the current one's end from an
     /// aborted one's.
     loads_asked: u64,
-    /// A rescan of the gained keys is armed.
-    rescan_armed: bool,
-    /// Gained keys being read on their own.
-    narrow_in_flight: usize,
-    /// The entries cannot tell every gained key due soon, until the loads
-    /// of gained keys are idle again: a bucket gained since had none
-    /// loaded (its standby load pending or in flight, its actors' stop
-    /// reports not all in, the watch's list under way). Nothing is
-    /// reported read then ([`Supervisor::tell_due_read`]).
-    due_unknown: bool,
-    /// The epoch whose due keys were last reported read.
-    due_told: Option<Epoch>,
+    /// The gained keys read on their own.
+    due: DueReads,
 }
 
 impl StandbyState {
@@ -110,7 +101,7 @@ impl StandbyState {
     /// until the loads are next idle they cannot tell the keys due soon.
     pub(super) fn listed_by_the_watch(&mut self) {
         self.pending = BucketSet::default();
-        self.due_unknown = true;
+        self.due.unknown_until_loads_idle(true);
     }
 }
 
@@ -192,13 +183,14 @@ impl Supervisor {
         let loading = standby.loading.as_ref().map(|load| &load.buckets);
         let ownership = &self.ownership;
         let stopping: BucketSet = ownership.stopping_buckets().collect();
-        self.standby.due_unknown |= target.buckets_of(me).into_iter().any(|b| {
+        let unknown = target.buckets_of(me).into_iter().any(|b| {
             ownership.gained_now(b)
                 && (!standby.index.covers(b)
                     || standby.pending.contains(b)
                     || loading.is_some_and(|l| l.contains(b))
                     || stopping.contains(b))
         });
+        self.standby.due.unknown_until_loads_idle(unknown);
         let added = self
             .standby
             .index
@@ -244,7 +236,7 @@ impl Supervisor {
         uid: &str,
         next_look: Option<jiff::Timestamp>,
     ) {
-        if self.ownership.owns(uid) || self.deleted_cronjobs.contains(uid) {
+        if self.ownership.owns(uid) || self.deletions.cronjob_deleted(uid) {
             return;
         }
         self.standby.index.record(key, Bucket::of(uid), next_look);
@@ -264,7 +256,7 @@ impl Supervisor {
             until,
             standby::MAX_NARROW_PER_ROUND,
         );
-        self.standby.narrow_in_flight += due.len();
+        self.standby.due.started(due.len());
         if !due.is_empty() {
             tracing::debug!(keys = due.len(), "reading the gained CronJobs due first");
             let client = self.setup.client.clone();
@@ -297,10 +289,9 @@ impl Supervisor {
             ));
         }
         self.tell_due_read(ctx);
-        if !self.standby.rescan_armed && self.ownership.loads_in_flight() > 0 {
-            self.standby.rescan_armed = true;
+        if self.ownership.loads_in_flight() > 0 && self.standby.due.arm_rescan() {
             ctx.run_later(standby::RESCAN, |supervisor, ctx| {
-                supervisor.standby.rescan_armed = false;
+                supervisor.standby.due.rescan_ran();
                 if supervisor.ownership.loads_in_flight() > 0 {
                     supervisor.read_due(ctx);
                 }
@@ -312,15 +303,11 @@ impl Supervisor {
     /// [`standby::HORIZON_SECONDS`] has been read on its own while loads
     /// are in flight: a ring leaving out a leaver may publish then, and
     /// the leaver let go ([`crate::shard::ownership::Input::DueKeysRead`]).
-    /// Not when the entries cannot tell (`due_unknown`, standby off).
+    /// Not when the entries cannot tell ([`DueReads::may_tell`], standby off).
     fn tell_due_read(&mut self, ctx: &mut Context<Self>) {
         let epoch = self.ownership.epoch();
         let standby = &self.standby;
-        if !standby.enabled
-            || standby.due_unknown
-            || standby.narrow_in_flight > 0
-            || standby.due_told == Some(epoch)
-            || self.ownership.loads_in_flight() == 0
+        if !standby.enabled || !standby.due.may_tell(epoch) || self.ownership.loads_in_flight() == 0
         {
             return;
         }
@@ -329,7 +316,7 @@ impl Supervisor {
         if standby.index.any_due(|b| ownership.owns_bucket(b), until) {
             return;
         }
-        self.standby.due_told = Some(epoch);
+        self.standby.due.told(epoch);
         ctx.notify(DueKeysRead(epoch));
     }
 
@@ -345,7 +332,7 @@ impl Supervisor {
     /// The loads of gained keys are done: their standby entries go (they
     /// are actors here), and the buckets newly on standby are read.
     pub(super) fn loads_idle_on_standby(&mut self, ctx: &mut Context<Self>) {
-        self.standby.due_unknown = false;
+        self.standby.due.loads_idle();
         let ownership = &self.ownership;
         self.standby
             .index
@@ -370,9 +357,9 @@ impl Supervisor {
         self.load_standby(ctx);
         self.ready_once_on_standby();
         ctx.run_later(READY_WAIT, |supervisor, _| {
-            if !supervisor.readiness.is_ready() {
+            if !supervisor.setup.readiness.is_ready() {
                 tracing::warn!(wait = ?READY_WAIT, "the standby load is not done; ready without it");
-                supervisor.readiness.set_ready();
+                supervisor.setup.readiness.set_ready();
             }
         });
     }
@@ -388,12 +375,12 @@ impl Supervisor {
         let standby = &self.standby;
         let waits = standby.joined_serving == Some(true)
             && (standby.loading.is_some() || !standby.pending.is_empty());
-        if standby.share_armed && !waits && !self.readiness.is_ready() {
+        if standby.share_armed && !waits && !self.setup.readiness.is_ready() {
             tracing::info!(
                 standby = standby.index.len(),
                 "the share is armed and the standby entries loaded; ready"
             );
-            self.readiness.set_ready();
+            self.setup.readiness.set_ready();
         }
     }
 
@@ -484,13 +471,13 @@ impl Supervisor {
     pub(super) fn take_loaded(&mut self, page: Loaded, source: Source, ctx: &mut Context<Self>) {
         let now = super::now();
         for job in page.jobs {
-            if !self.tombstones.contains(&job.uid) && !self.jobs.knows(&job.uid) {
+            if !self.deletions.during_load(&job.uid) && !self.for_actors.jobs.knows(&job.uid) {
                 self.on_job(job, false, ctx);
             }
         }
         for cronjob in page.cronjobs {
             let uid = cronjob.metadata.uid.as_deref().unwrap_or_default();
-            if self.tombstones.contains(uid) {
+            if self.deletions.during_load(uid) {
                 continue;
             }
             let key = cronjob.key();
@@ -515,7 +502,7 @@ impl Handler<KeyReadDone> for Supervisor {
             epoch,
             result,
         } = done;
-        self.standby.narrow_in_flight = self.standby.narrow_in_flight.saturating_sub(1);
+        self.standby.due.ended();
         match result {
             Ok(Some(page)) => {
                 self.actor_services.metrics.keys_read_alone.inc();
@@ -561,8 +548,8 @@ impl Handler<StandbyPage> for Supervisor {
     fn handle(&mut self, StandbyPage(page): StandbyPage, _: &mut Self::Context) {
         for cronjob in page {
             if !self
-                .tombstones
-                .contains(cronjob.metadata.uid.as_deref().unwrap_or_default())
+                .deletions
+                .during_load(cronjob.metadata.uid.as_deref().unwrap_or_default())
             {
                 let key = cronjob.key();
                 self.keep_on_standby(&key, &cronjob);

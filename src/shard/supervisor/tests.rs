@@ -191,19 +191,21 @@ impl Shell {
             Arc::new(fence.clone()),
         );
         let supervisor = Supervisor::start_with(SupervisorParts {
-            feed: Default::default(),
             client,
             lease: settings,
             fence,
-            gateway,
-            metrics,
-            default_zone: jiff::tz::TimeZone::UTC,
-            slot_history: true,
+            actors: ActorParts {
+                gateway,
+                metrics,
+                default_zone: jiff::tz::TimeZone::UTC,
+                slot_history: true,
+                feed: Default::default(),
+                clock: clear_of_whole_minutes(),
+            },
             arbiters: vec![Arbiter::current()],
             scopes: vec![None],
             readiness: readiness.clone(),
             watches: None,
-            clock: clear_of_whole_minutes(),
             standby: true,
         });
         supervisor.do_send(LeaseWatch(Event::Init));

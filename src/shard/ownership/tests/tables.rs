@@ -2,9 +2,9 @@
 //! time passed in. The many-replica interleavings are the simulation's
 //! ([`super::simulation`]).
 
-use crate::shard::ownership::*;
 use crate::shard::lease::Publication;
 use crate::shard::membership::LeaseObservation;
+use crate::shard::ownership::*;
 use crate::shard::protocol::{Protocol, Protocols};
 use crate::shard::ring::Ring;
 use std::sync::Arc;
