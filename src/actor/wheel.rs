@@ -2,15 +2,14 @@
 //! earliest first, and one task that sleeps until the earliest and tells
 //! each due actor ([`Woken`]).
 //!
-//! Each actor used to hold an actix timer of its own (`run_later`: a boxed
-//! future with a tokio `Sleep` inside it; an idle actor's heap is 81 bytes
-//! smaller without it, docs/performance.md), and each of those timers woke every
-//! [`MAX_SLEEP`] to read the wall clock again, so a replica with 250,000
-//! idle actors woke about 4,000 times a second doing nothing. Here an idle
-//! actor costs one map entry (its wake-up and a weak address), and one task
-//! reads the wall clock for all of them: at the earliest wake-up, and at
-//! least every [`MAX_SLEEP`], so a wall-clock step is noticed within it (as
-//! each actor's own timer did).
+//! Why not a timer per actor: each would be a boxed future with a tokio
+//! `Sleep` inside it (81 bytes of an idle actor's heap, docs/performance.md)
+//! waking every [`MAX_SLEEP`] to read the wall clock again, so a replica
+//! with 250,000 idle actors would wake about 4,000 times a second doing
+//! nothing. Here an idle actor costs one map entry (its wake-up and a weak
+//! address), and one task reads the wall clock for all of them: at the
+//! earliest wake-up, and at least every [`MAX_SLEEP`], so a wall-clock step
+//! is noticed within it.
 //!
 //! The actor keeps its identity: each actor still owns its one wake-up
 //! ([`WakeKey`]); arming again replaces it, and a [`Woken`] for a key the

@@ -9,8 +9,8 @@
 //! still shows the slot unrun. With no Job history
 //! (`successfulJobsHistoryLimit: 0`, `ttlSecondsAfterFinished: 0`) the
 //! slot's Job may be gone by then, and its deterministic name no longer
-//! refuses a second create: the churn test ran a slot twice so (December
-//! 2026, created 5 s apart by the old and the new owner).
+//! refuses a second create: the churn test found a slot run twice so,
+//! created 5 s apart by the old and the new owner.
 //!
 //! One GET settles it. A slot's Job is removed only once the status
 //! records the slot (history deletes wait for the status write; the slot
