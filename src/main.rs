@@ -10,6 +10,7 @@ static ALLOCATOR: shardcron::memory::Allocator = shardcron::memory::ALLOCATOR;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> std::process::ExitCode {
+    shardcron::release::stamp(option_env!("SHARDCRON_COMMIT"));
     shardcron::memory::no_transparent_huge_pages();
     #[cfg(feature = "heap-profiling")]
     shardcron::memory::start_heap_dumps();

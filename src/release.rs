@@ -7,22 +7,34 @@
 
 /// This build's release.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-/// The commit it was built from, as the builds that ship or compare
-/// releases stamp it (`SHARDCRON_COMMIT`: deploy/image/build,
-/// deploy/local/build-release), else `unknown`. Not read from git by a
-/// build script: every commit would then rebuild the whole crate and its
-/// tests in a developer's loop.
-pub const COMMIT: &str = match option_env!("SHARDCRON_COMMIT") {
-    Some(commit) => commit,
-    None => "unknown",
-};
+/// The commit it was built from, once [`stamp`]ed.
+static COMMIT: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Names the commit this process was built from: the binary's `main`
+/// passes what the builds that ship or compare releases set
+/// (`SHARDCRON_COMMIT`: deploy/image/build, deploy/local/build-release).
+/// Read in `main`, not here nor from git by a build script: a commit that
+/// changes no code (its docs) then rebuilds only the binary's small crate,
+/// not this library (the image's release build: seconds, not minutes).
+/// The first stamp holds.
+pub fn stamp(commit: Option<&'static str>) {
+    if let Some(commit) = commit {
+        let _ = COMMIT.set(commit);
+    }
+}
+
+/// The commit this process was built from, `unknown` if it was not
+/// stamped (a developer's build; the library's own tests).
+pub fn commit() -> &'static str {
+    COMMIT.get().copied().unwrap_or("unknown")
+}
 
 /// The longest build description read from a peer's Lease.
 const MAX_BUILD_BYTES: usize = 64;
 
 /// `<version> <commit>`, as written on the Lease.
 pub fn build() -> String {
-    format!("{VERSION} {COMMIT}")
+    format!("{VERSION} {}", commit())
 }
 
 /// A peer's build description cut to [`MAX_BUILD_BYTES`] (a Lease is
@@ -41,7 +53,7 @@ mod tests {
 
     #[test]
     fn the_build_names_the_version_and_commit_and_peers_builds_are_bounded() {
-        assert_eq!(build(), format!("{VERSION} {COMMIT}"));
+        assert_eq!(build(), format!("{VERSION} {}", commit()));
         assert_eq!(bounded("0.2.0 abc"), "0.2.0 abc");
         let long = "é".repeat(100);
         assert!(bounded(&long).len() <= MAX_BUILD_BYTES);

@@ -56,9 +56,12 @@ enum Command {
 
 /// `shardcron version`'s answer.
 fn version() -> String {
-    use crate::release::{COMMIT, VERSION};
+    use crate::release::{VERSION, commit};
     let protocols = crate::shard::protocol::Protocols::THIS_BUILD;
-    format!("shardcron {VERSION}\ncommit: {COMMIT}\nring protocols: {protocols}\n")
+    format!(
+        "shardcron {VERSION}\ncommit: {}\nring protocols: {protocols}\n",
+        commit()
+    )
 }
 
 /// Runs the command line; returns the process exit code.

@@ -235,7 +235,7 @@ impl Metrics {
         self.build_info
             .get_or_create(&BuildLabels {
                 version: crate::release::VERSION,
-                commit: crate::release::COMMIT,
+                commit: crate::release::commit(),
                 protocol: protocols,
             })
             .set(1);
