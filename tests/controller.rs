@@ -195,6 +195,31 @@ async fn a_watch_whose_owner_goes_silent_looks_for_it_again() {
     let (_, ns, controller, reader) = yearly_for_a_reader("admin-silence", &[]).await;
     let proxy = support::proxy::Proxy::start(controller.admin).await;
     let address = proxy.addr.to_string();
+    // The reader's RBAC and the replica's copy of the CronJob (created
+    // after it started) may take a moment, and `--watch`, like a one-shot
+    // status, ends on a first refusal: a one-shot status answers first.
+    let cronjob_name = format!("{}/yearly", ns.name);
+    let kubeconfig = reader.to_string_lossy().into_owned();
+    eventually(
+        "the reader's first answer",
+        Duration::from_secs(30),
+        || async {
+            support::shardcron(&[
+                "status",
+                &cronjob_name,
+                "--address",
+                &address,
+                "--ring",
+                &controller.ring,
+                "--kubeconfig",
+                &kubeconfig,
+            ])
+            .status
+            .success()
+            .then_some(())
+        },
+    )
+    .await;
     let mut watch = std::process::Command::new(env!("CARGO_BIN_EXE_shardcron"))
         .args(["status", &format!("{}/yearly", ns.name), "--watch"])
         .args(["--address", &address, "--ring", &controller.ring])
@@ -215,7 +240,6 @@ async fn a_watch_whose_owner_goes_silent_looks_for_it_again() {
     };
     let stdout = lines(Box::new(watch.stdout.take().expect("stdout")));
     let stderr = lines(Box::new(watch.stderr.take().expect("stderr")));
-    // The reader's RBAC may take a moment: the first answer within 30 s.
     let first = stdout
         .recv_timeout(Duration::from_secs(30))
         .expect("the status before the watch");
