@@ -158,7 +158,8 @@ pub struct Supervisor {
     actors: HashMap<Arc<str>, Running>,
     /// Jobs and unrecorded slots kept for CronJobs' next actors.
     for_actors: for_actors::ForActors,
-    /// The CronJobs this replica would gain if a peer died ([`standby`]).
+    /// The CronJobs this replica would gain if a peer died
+    /// ([`crate::shard::standby`], kept by [`standby_reads`]).
     standby: standby_reads::StandbyState,
     /// What the watches saw deleted.
     deletions: deletions::Deletions,
