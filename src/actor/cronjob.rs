@@ -240,7 +240,7 @@ impl CronJobActor {
             AfterUpdate::Unparseable(event) => self
                 .services
                 .gateway
-                .record(apply::object_reference(&self.cronjob), &event),
+                .record(crate::reconcile::regarding(&self.cronjob), &event),
         }
     }
 
@@ -315,6 +315,7 @@ impl CronJobActor {
             first,
         };
         let snapshot = Snapshot {
+            due,
             cronjob: self.cronjob.clone(),
             resource_version: self.resource_version.clone(),
             children: self.children.clone(),
@@ -326,18 +327,10 @@ impl CronJobActor {
             job_ended,
             status_unwritten: self.status_unwritten,
         };
-        // A firing is traced from the start; any other decision only once it
-        // turns out to do something (see `decide_and_apply`).
-        let span = match due {
-            Some(slot) => {
-                apply::DecisionSpan::new(&self.cronjob, &self.services.replica, Some(slot))
-            }
-            None => apply::DecisionSpan::none(),
-        };
-        let decision = span.around(async move {
-            let applied = apply::decide_and_apply(&services, &snapshot, services.clock.now()).await;
+        let decision = async move {
+            let applied = apply::decide_and_apply(&services, &snapshot).await;
             Mail::Decided(Box::new((applied, snapshot.resource_version)))
-        });
+        };
         ctx.spawn(decision);
     }
 

@@ -30,6 +30,14 @@ pub fn next_step(wake_at: Timestamp, now: Timestamp, cap: Duration) -> Wake {
     Wake::Sleep(left.min(cap))
 }
 
+/// The instant a decision runs at: the clock's `now`, and for a firing
+/// not before the slot it fired for (`due`): a clock stepped back between
+/// the wake-up and the decision must not find that slot not yet due (the
+/// decision would arm the same slot again and fire it a second time).
+pub fn decision_time(now: Timestamp, due: Option<Timestamp>) -> Timestamp {
+    due.map_or(now, |due| now.max(due))
+}
+
 /// The wait before retrying a failed decision: upstream's per-item
 /// exponential backoff (5 ms doubling to at most 1000 s), after `failures`
 /// consecutive failures (1 = the first).
@@ -60,6 +68,22 @@ mod tests {
             next_step(slot, ts("2024-01-01T10:00:00.001Z"), MAX_SLEEP),
             Wake::Due
         );
+    }
+
+    #[test]
+    fn a_firing_decides_at_its_slot_at_the_earliest() {
+        let slot = ts("2024-01-01T10:00:00Z");
+        let later = ts("2024-01-01T10:00:00.2Z");
+        let stepped_back = ts("2024-01-01T09:59:58Z");
+        let table = [
+            (later, Some(slot), later),
+            (slot, Some(slot), slot),
+            (stepped_back, Some(slot), slot),
+            (stepped_back, None, stepped_back),
+        ];
+        for (now, due, expected) in table {
+            assert_eq!(decision_time(now, due), expected, "{now} {due:?}");
+        }
     }
 
     #[test]

@@ -2,9 +2,24 @@
 //! reasons, types and message texts, word for word, so that
 //! `kubectl describe cronjob` reads the same as with kube-controller-manager.
 
+use super::kind::CronJobKind;
 use super::schedule_setup::go_quote;
+use super::view::CronJobView;
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ObjectReference;
 use std::fmt;
+
+/// The CronJob as the regarding object of its events.
+pub fn regarding(cronjob: &CronJobView) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(cronjob.kind.api_version().to_owned()),
+        kind: Some(CronJobKind::KIND.to_owned()),
+        namespace: Some(cronjob.namespace().to_owned()),
+        name: Some(cronjob.name().to_owned()),
+        uid: Some(cronjob.uid.to_string()),
+        ..ObjectReference::default()
+    }
+}
 
 /// `Normal` or `Warning`, as in `corev1.EventType*`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

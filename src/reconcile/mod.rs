@@ -102,7 +102,7 @@ mod tests;
 
 pub use compact_time::CompactTime;
 pub use decision::{Decision, SkipReason, skipped_slot, slot_outcome};
-pub use events::{Event, EventType, MAX_NOTE_BYTES, Reason, cut_text, rfc1123z_utc};
+pub use events::{Event, EventType, MAX_NOTE_BYTES, Reason, cut_text, regarding, rfc1123z_utc};
 pub use history::{OverHistoryLimit, by_start_time, over_limit};
 pub use job::{
     NewJob, SLOT_FINALIZER, active_reference, build_job, controller_reference, is_held, job_name,

@@ -2,9 +2,10 @@
 //! CronJob it read again, the Job it created or deleted, and when to decide
 //! next.
 
-use super::annotations::AnnotationsWrite;
+use super::annotations::AnnotationsStage;
 use super::setbacks::Setbacks;
-use super::status::StatusWrite;
+use super::start::Started;
+use super::status::{StatusStage, StatusWrite};
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::reconcile::{self, JobSummary, Requeue};
 use jiff::Timestamp;
@@ -38,42 +39,50 @@ pub struct DecisionAftermath {
     pub confirmed: bool,
 }
 
-impl DecisionAftermath {
-    /// Records how the status write went (`view`: what it wrote).
-    pub(super) fn note_status(&mut self, written: StatusWrite, view: reconcile::StatusView) {
-        match written {
-            StatusWrite::Written(version) => self.written_status = Some((view, version)),
-            StatusWrite::Reread { fresh, conflict } => {
-                self.reread = Some(*fresh);
-                self.setbacks.failed(conflict);
-            }
-            StatusWrite::Gone => self.setbacks.gone = true,
-            StatusWrite::GaveWay => self.unwritten_status = Some(view),
-            StatusWrite::Failed(error) => self.setbacks.failed(error),
-        }
-    }
+/// What each stage of a plan carried out returned, for the aftermath to
+/// fold.
+pub(super) struct Stages {
+    pub started: Started,
+    pub status: StatusStage,
+    pub annotations: AnnotationsStage,
+    /// The setbacks of every stage, gone included.
+    pub setbacks: Setbacks,
+    /// The plan's requeue as the effects left it (the follow-up's).
+    pub planned: Requeue,
+    pub confirmed: bool,
+}
 
-    /// Records how the annotations' write went; whether it is still to be
-    /// written (the failed Jobs it counts must then stay). The slot history
-    /// alone is best effort: a write refused (an admission policy from
-    /// before it) or failed never holds a slot, nor the history deletes,
-    /// back; what it would have told of the failed Jobs still there is
-    /// told by the next write.
-    pub(super) fn note_annotations(
-        &mut self,
-        written: AnnotationsWrite,
-        plan: &reconcile::Plan,
-    ) -> bool {
-        let best_effort = plan.streak.is_none() && written.cronjob.is_none();
-        if written.cronjob.is_some() {
-            self.reread = written.cronjob;
+impl DecisionAftermath {
+    /// The aftermath of a plan carried out to its end.
+    pub(super) fn fold(stages: Stages, plan: &reconcile::Plan) -> Self {
+        let Stages {
+            started,
+            status,
+            annotations,
+            setbacks,
+            planned,
+            confirmed,
+        } = stages;
+        let (mut written_status, mut unwritten_status, mut reread) = (None, None, None);
+        if let StatusStage::Sent { write, view, .. } = status {
+            match write {
+                StatusWrite::Written(version) => written_status = Some((view, version)),
+                StatusWrite::Reread { fresh, .. } => reread = Some(*fresh),
+                StatusWrite::GaveWay => unwritten_status = Some(view),
+                StatusWrite::Gone | StatusWrite::Failed(_) => {}
+            }
         }
-        match written.backoff {
-            Some(_) if best_effort => return false,
-            Some(error) => self.setbacks.failed(error),
-            None => {}
+        DecisionAftermath {
+            written_status,
+            unwritten_status,
+            reread: annotations.into_cronjob().or(reread),
+            created: started.created,
+            deleted: started.effects.deleted,
+            requeue: setbacks.requeue(&planned),
+            skipped: reconcile::skipped_slot(&plan.decisions),
+            setbacks,
+            confirmed,
         }
-        !written.done
     }
 
     /// The actor stopped before the decision wrote anything but `deleted`:

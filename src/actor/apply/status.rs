@@ -1,10 +1,158 @@
-//! A decision's status write: how urgently it goes out, and how it went.
+//! A decision's status write, the stage after the start: whether it goes
+//! out, how urgently, and how it went.
 
+use super::snapshot::Snapshot;
 use crate::apiserver::failure::ApiFailure;
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::requests::{JobRequests, StatusFor};
-use crate::reconcile::{self, ApiError, CronJobView, JobSummary, StatusView};
+use crate::reconcile::{self, ApiError, CronJobView, JobSummary, Outcome, StatusView};
+use crate::telemetry::Metrics;
 use k8s_openapi::api::batch::v1::CronJobStatus;
+
+/// The status stage's result, for the stages after it and the aftermath.
+#[derive(Debug)]
+pub enum StatusStage {
+    /// Nothing to write, or a write that records no slot while the actor
+    /// stops (the next owner decides it again).
+    NotSent,
+    Sent {
+        write: StatusWrite,
+        /// What was (or was meant to be) written.
+        view: StatusView,
+        /// It records a slot: the Jobs that show the slot stay until it
+        /// lands.
+        records_a_slot: bool,
+    },
+}
+
+impl StatusStage {
+    /// On the server now.
+    pub fn landed(&self) -> bool {
+        matches!(
+            self,
+            Self::Sent {
+                write: StatusWrite::Written(_),
+                ..
+            }
+        )
+    }
+
+    /// A slot's record did not land: the Jobs that show the slot stay for
+    /// the next try.
+    pub fn keeps_evidence(&self) -> bool {
+        matches!(
+            self,
+            Self::Sent {
+                records_a_slot: true,
+                ..
+            }
+        ) && !self.landed()
+    }
+
+    /// The write met a newer CronJob or gave way: the next decision,
+    /// from the re-read CronJob or with the unwritten status, decides
+    /// everything after it again.
+    pub fn decided_again(&self) -> bool {
+        matches!(
+            self,
+            Self::Sent {
+                write: StatusWrite::Reread { .. } | StatusWrite::GaveWay,
+                ..
+            }
+        )
+    }
+
+    pub fn gone(&self) -> bool {
+        matches!(
+            self,
+            Self::Sent {
+                write: StatusWrite::Gone,
+                ..
+            }
+        )
+    }
+
+    /// The resourceVersion the write produced, when it landed.
+    pub fn written_version(&self) -> Option<Option<&str>> {
+        match self {
+            Self::Sent {
+                write: StatusWrite::Written(version),
+                ..
+            } => Some(version.as_deref()),
+            _ => None,
+        }
+    }
+
+    /// The failure to retry with backoff (a conflict's, or its re-read's).
+    pub fn failure(&self) -> Option<&ApiError> {
+        match self {
+            Self::Sent {
+                write:
+                    StatusWrite::Reread {
+                        conflict: error, ..
+                    }
+                    | StatusWrite::Failed(error),
+                ..
+            } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// Writes the status `recorded` asks for (or the one an earlier decision
+/// left unwritten, `snapshot.status_unwritten`). `created`: this decision
+/// created a Job. A write that records a slot (that Job, a
+/// `lastScheduleTime` moved forward, an unwritten status) goes out even if
+/// the actor is stopping: the next owner must see the slot taken, even
+/// after the Job itself is gone (history limit 0, ttlSecondsAfterFinished).
+pub async fn record_status<R: JobRequests + Clone>(
+    requests: &R,
+    metrics: &Metrics,
+    snapshot: &Snapshot,
+    plan: &reconcile::Plan,
+    recorded: &Outcome,
+    created: bool,
+) -> StatusStage {
+    let unwritten = snapshot.status_unwritten;
+    let Some(status) = recorded
+        .status_update()
+        .or_else(|| unwritten.then(|| recorded.status.to_api()))
+    else {
+        return StatusStage::NotSent;
+    };
+    let moves_last_schedule =
+        recorded.status.last_schedule_time > snapshot.cronjob.status.last_schedule_time;
+    let records_a_slot = created || moves_last_schedule || unwritten;
+    let stopping = snapshot.stop.is_cancelled();
+    if stopping && !records_a_slot {
+        return StatusStage::NotSent;
+    }
+    // A Job this decision created shows its slot only if it lasts; an
+    // unwritten status's slot, if its Job is still listed.
+    let slot_shown_by_lasting_job =
+        created_job_lasts(plan) || (unwritten && shows_slot(&snapshot.children, &recorded.status));
+    let why = status_class(records_a_slot, stopping, slot_shown_by_lasting_job);
+    let writer = if records_a_slot {
+        requests.unabandoned()
+    } else {
+        requests.clone()
+    };
+    let writer = if why == StatusFor::Routine && records_a_slot && !unwritten {
+        writer.giving_way_to(snapshot.job_ended.clone())
+    } else {
+        writer
+    };
+    let version = snapshot.resource_version.as_deref();
+    let write = write_status(&writer, &snapshot.cronjob, version, &status, why).await;
+    if matches!(write, StatusWrite::GaveWay) {
+        metrics.status_writes_given_way.inc();
+    }
+    StatusStage::Sent {
+        write,
+        view: recorded.status.clone(),
+        records_a_slot,
+    }
+}
 
 /// How a status write went.
 #[derive(Debug)]

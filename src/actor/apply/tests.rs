@@ -11,11 +11,13 @@ use crate::apiserver::lean_cronjob::RawJson;
 use crate::apiserver::lean_cronjob::TemplateSpec;
 use crate::apiserver::lean_job::LeanJob;
 use crate::apiserver::requests::{DeleteFor, StatusFor};
-use crate::reconcile::{NewJob, Requeue};
+use crate::reconcile::{CronJobKind, CronJobView, JobSummary, NewJob, Requeue};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::ObjectReference;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
+use tokio_util::sync::CancellationToken;
 
 /// The answers the test scripts, and what was asked.
 #[derive(Default)]
@@ -33,6 +35,8 @@ struct Script {
     keep_created: bool,
     /// Deletes wait for their turn forever (a herd's backlog).
     stall_deletes: bool,
+    /// Deletes answered with a server error.
+    fail_deletes: bool,
     /// A Job of the CronJob ends while the status write waits for its
     /// turn: a write that gives way then is never sent.
     job_ends_before_status_turn: bool,
@@ -119,6 +123,11 @@ impl JobRequests for Scripted {
         if self.script.borrow().stall_deletes {
             self.ask(&format!("delete {name} (never answered)"));
             return futures::future::Either::Left(futures::future::pending());
+        }
+        if self.script.borrow().fail_deletes {
+            self.ask(&format!("delete {name} (failed)"));
+            let error = failure(500, "InternalError");
+            return futures::future::Either::Right(futures::future::ready(Err(error)));
         }
         futures::future::Either::Right(self.write(&format!("delete {name}")))
     }
@@ -271,6 +280,7 @@ fn cronjob(version: &str) -> CronJob {
 fn snapshot() -> Snapshot {
     let cronjob = cronjob("7");
     Snapshot {
+        due: None,
         cronjob: CronJobView::from_api(&cronjob).expect("a usable CronJob"),
         resource_version: Some("7".into()),
         children: Vec::new(),
@@ -628,6 +638,33 @@ fn history_deletes_go_after_the_create_so_they_never_hold_a_slot_back() {
     assert_eq!(applied.deleted, ["j-old"]);
     // Events in upstream's order, whatever the order of the requests.
     assert_eq!(script.events, ["SuccessfulDelete", "SuccessfulCreate"]);
+}
+
+#[test]
+fn a_failed_history_delete_is_told_in_upstreams_order_and_holds_nothing_back() {
+    let script = Script {
+        fail_deletes: true,
+        ..Script::default()
+    };
+    let (applied, script, _) = run(script, &with_a_finished_child());
+    assert_eq!(
+        script.asked,
+        [
+            "create",
+            "write status (unabandoned)",
+            "delete report-old (failed)"
+        ]
+    );
+    assert!(applied.deleted.is_empty());
+    assert!(applied.written_status.is_some());
+    // The events of the delete as it went (the decision's core run again
+    // with its failure), not as the plan assumed it would.
+    assert_eq!(script.events, ["FailedDelete", "SuccessfulCreate"]);
+    // The next slot as planned: the next decision deletes the Job again.
+    assert_eq!(
+        applied.requeue,
+        Requeue::At("2024-03-01T09:31:00Z".parse().expect("a time"))
+    );
 }
 
 #[test]
