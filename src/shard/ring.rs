@@ -22,7 +22,7 @@
 //! it ([`super::protocol`]).
 
 use super::protocol::Protocol;
-use crate::apiserver::bucket::Bucket;
+use crate::bucket::Bucket;
 use std::sync::Arc;
 use twox_hash::XxHash64;
 
@@ -34,7 +34,7 @@ pub const SLACK: f64 = 1.08;
 /// `MAX_MEMBERS` by name, the same on every replica, so that no annotation
 /// can make a replica score millions of pairs or overflow a member's
 /// index.
-pub const MAX_MEMBERS: usize = crate::apiserver::bucket::BUCKETS as usize;
+pub const MAX_MEMBERS: usize = crate::bucket::BUCKETS as usize;
 
 /// How a protocol version assigns buckets.
 #[derive(Debug, Clone, Copy)]
@@ -62,12 +62,23 @@ fn assignment(protocol: Protocol) -> Option<Assignment> {
 }
 
 /// A member's score for a bucket: xxHash64 of `<member>#<bucket, u16 LE>`.
+/// A ring scores every (member, bucket) pair, so the bytes are put
+/// together on the stack: a member is a Lease's holder identity, at most
+/// 253 bytes (a DNS subdomain); a longer one is scored alike, from the heap.
 fn score(seed: u64, member: &str, bucket: Bucket) -> u64 {
-    let mut bytes = Vec::with_capacity(member.len() + 3);
-    bytes.extend_from_slice(member.as_bytes());
-    bytes.push(b'#');
-    bytes.extend_from_slice(&(bucket.index() as u16).to_le_bytes());
-    XxHash64::oneshot(seed, &bytes)
+    const ON_STACK: usize = 256;
+    let member = member.as_bytes();
+    let bucket = (bucket.index() as u16).to_le_bytes();
+    let len = member.len() + 3;
+    if len > ON_STACK {
+        let bytes = [member, b"#", &bucket].concat();
+        return XxHash64::oneshot(seed, &bytes);
+    }
+    let mut bytes = [0u8; ON_STACK];
+    bytes[..member.len()].copy_from_slice(member);
+    bytes[member.len()] = b'#';
+    bytes[member.len() + 1..len].copy_from_slice(&bucket);
+    XxHash64::oneshot(seed, &bytes[..len])
 }
 
 /// Whether this build knows `protocol`'s assignment (can read a view
@@ -173,7 +184,7 @@ fn assign(members: &[Arc<str>], Assignment { seed, slack }: Assignment) -> Vec<u
     if members.is_empty() {
         return Vec::new();
     }
-    let buckets = usize::from(crate::apiserver::bucket::BUCKETS);
+    let buckets = usize::from(crate::bucket::BUCKETS);
     let capacity = (buckets as f64 * slack / members.len() as f64).ceil() as usize;
     let mut pairs: Vec<(u64, u16, Bucket)> = members
         .iter()
@@ -208,9 +219,7 @@ mod tests {
     const KEYS: usize = 100_000;
 
     fn uids() -> Vec<String> {
-        (0..KEYS as u64)
-            .map(crate::apiserver::bucket::test_uid)
-            .collect()
+        (0..KEYS as u64).map(crate::bucket::test_uid).collect()
     }
 
     fn members(n: usize) -> Vec<String> {
@@ -224,17 +233,32 @@ mod tests {
     }
 
     #[test]
+    fn a_score_hashes_the_member_the_hash_and_the_bucket_whatever_the_members_length() {
+        for len in [0, 1, 63, 253, 254, 300, 4096] {
+            let member = "m".repeat(len);
+            for bucket in [Bucket::all().next(), Bucket::all().last()]
+                .into_iter()
+                .flatten()
+            {
+                let index = (bucket.index() as u16).to_le_bytes();
+                let bytes = [member.as_bytes(), b"#", &index].concat();
+                assert_eq!(
+                    score(7, &member, bucket),
+                    XxHash64::oneshot(7, &bytes),
+                    "{len}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn owners_are_fixed_across_builds() {
         // Changing the hash, the bucket count, the scores or SLACK moves
         // CronJobs between replicas of different versions: these must
         // never change silently.
         let ring = Ring::new(["shardcron-0", "shardcron-1", "shardcron-2"]);
         let got: Vec<_> = (0..6)
-            .map(|i| {
-                ring.owner(&crate::apiserver::bucket::test_uid(i))
-                    .unwrap()
-                    .to_owned()
-            })
+            .map(|i| ring.owner(&crate::bucket::test_uid(i)).unwrap().to_owned())
             .collect();
         assert_eq!(got, GOLDEN);
         assert_eq!(Ring::new(["x", "y", "x"]).members().len(), 2);
@@ -306,7 +330,7 @@ mod tests {
     #[test]
     fn every_bucket_has_one_owner_and_buckets_of_says_which() {
         let ring = Ring::new(["r0", "r1", "r2"]);
-        let mut seen = vec![0; usize::from(crate::apiserver::bucket::BUCKETS)];
+        let mut seen = vec![0; usize::from(crate::bucket::BUCKETS)];
         for member in ["r0", "r1", "r2"] {
             for bucket in ring.buckets_of(member) {
                 assert_eq!(ring.owner_of(bucket), Some(member));
@@ -365,8 +389,8 @@ mod tests {
         // half the buckets each.
         let ring = Ring::new(["shardcron-0", "shardcron-1"]);
         let mine = ring.buckets_of("shardcron-0");
-        let labels = crate::apiserver::bucket::label_selector(&mine);
-        let shards = crate::apiserver::bucket::shard_selector(&mine).unwrap();
+        let labels = crate::bucket::label_selector(&mine);
+        let shards = crate::bucket::shard_selector(&mine).unwrap();
         eprintln!(
             "2 members: {} buckets, label selector {} B, shard selector {} B ({} ranges)",
             mine.len(),
