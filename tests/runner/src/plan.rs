@@ -138,7 +138,9 @@ const KNOWN: &[Known] = &[
     // Six minutes of faults: starts first, on its own control plane (it
     // kills replicas and cuts them from the API server at a high Job rate).
     known("churn", Placement::Own, 460, 5),
-    known("shardcron-loadtest ci_s1", Placement::Own, 300, 6),
+    // The load test's smoke check: zero missed and zero duplicate slots,
+    // no timing check; measured at 1-2 tenths of a core.
+    known("shardcron-loadtest ci_s1", Placement::Own, 300, 3),
     // Six replacements one at a time, from the previous release (built
     // before the lanes start by .ci/run) to this build and back, under 24
     // CronJobs; and a peer of an unknown protocol version.
