@@ -19,7 +19,7 @@ use kube::runtime::events::Reporter;
 use kube::{Client, Config};
 use serde_json::json;
 use shardcron::actor::cronjob::{CronJobActor, Update};
-use shardcron::actor::runtime::Dispatcher;
+use shardcron::actor::runtime::CellThread;
 use shardcron::actor::services::ActorReport;
 use shardcron::actor::services::ActorServices;
 use shardcron::actor::wheel::TimerWheel;
@@ -188,8 +188,8 @@ fn main() {
         });
         let wheel = TimerWheel::start(shardcron::clock::Clock::System);
         let arbiters: Vec<Arbiter> = (0..2).map(|_| Arbiter::new()).collect();
-        let dispatchers: Vec<Dispatcher<CronJobActor>> =
-            arbiters.iter().map(|a| Dispatcher::start(&a.handle(), Default::default())).collect();
+        let threads: Vec<CellThread<CronJobActor>> =
+            arbiters.iter().map(|a| CellThread::start(&a.handle(), Default::default())).collect();
         tokio::time::sleep(Duration::from_millis(200)).await;
         let heap_before = LIVE_HEAP.load(Ordering::Relaxed);
         let bare: Vec<Addr<Bare>> = (0..count)
@@ -204,7 +204,7 @@ fn main() {
         let started = Instant::now();
         // Created now: nothing is due, so no actor needs the API server.
         let created = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-        let mut addrs = Vec::with_capacity(count);
+        let mut cells = Vec::with_capacity(count);
         let mut building = Duration::ZERO;
         for i in 0..count {
             let build_started = Instant::now();
@@ -213,9 +213,9 @@ fn main() {
             let actor =
                 CronJobActor::new(&cronjob, Vec::new(), None, shared.clone(), wheel.clone())
                 .expect("actor");
-            let addr = dispatchers[i % 2].start_actor(actor);
-            addr.do_send(Update::Start { ran_elsewhere: false });
-            addrs.push(addr);
+            let cell = threads[i % 2].start_actor(actor);
+            cell.post(Update::Start { ran_elsewhere: false });
+            cells.push(cell);
         }
         let spawned = started.elapsed().saturating_sub(building);
         while armed.load(Ordering::Relaxed) < count {
@@ -284,7 +284,7 @@ fn main() {
             LIVE_HEAP.load(Ordering::Relaxed).saturating_sub(heap_before) as f64 / count as f64
         );
         drop(series);
-        drop(addrs);
+        drop(cells);
         System::current().stop();
     });
     system.run().expect("actor system");

@@ -489,7 +489,7 @@ impl CronJobActor {
         match timer::next_step(at, self.now(), MAX_SLEEP) {
             Wake::Due => self.decide(ctx, Some(at)),
             Wake::Sleep(_) => {
-                let key = self.wheel.arm(at, ctx.weak_address());
+                let key = self.wheel.arm(at, ctx.weak_cell_ref());
                 if let Life::Idle { timer } = &mut self.life {
                     *timer = Some(key);
                 }
@@ -510,7 +510,7 @@ impl CronJobActor {
 impl CellActor for CronJobActor {
     type Message = Mail;
 
-    fn handle(&mut self, mail: Mail, ctx: &mut CellContext<'_, Self>) {
+    fn receive(&mut self, mail: Mail, ctx: &mut CellContext<'_, Self>) {
         match mail {
             Mail::Update(update) => self.on_update(update, ctx),
             Mail::Woken(Woken(key)) => self.on_woken(key, ctx),
@@ -525,7 +525,7 @@ impl CellActor for CronJobActor {
         }
     }
 
-    fn stopped(&mut self) {
+    fn ended(&mut self) {
         let next_look = self.next_look();
         // Stopped otherwise than by `Update::Stop` (its thread ending), too.
         self.disarm();

@@ -1,34 +1,33 @@
 //! The CronJob actors' own runtime: each actor is its state and its mailbox
 //! in one allocation (a cell: hence [`CellActor`] and [`CellContext`],
 //! apart from actix's `Actor` and `Context`), and each thread's one
-//! dispatcher task runs the actors that have mail, in turn.
+//! task ([`CellThread`]) runs the actors that have mail, a batch each.
 //!
 //! Why not actix's actors, which the supervisor still is:
 //! an actix actor is a task of its own with a context, a channel and an
-//! address's sender state beside its struct, about 700 bytes of heap before
+//! cell's sender state beside its struct, about 700 bytes of heap before
 //! the actor holds anything (`cargo bench --bench actors`, the bare actor),
 //! and at 10^6 CronJobs the idle actor's size is the replica's size. Here an
 //! idle actor is one allocation (its state, an empty mailbox, a handle on
-//! its thread's dispatcher) and no task: a task exists only while the actor
+//! its thread's queue) and no task: a task exists only while the actor
 //! has a request in flight ([`CellContext::spawn`]).
 //!
 //! What an actor is stays the same: its own state, touched only by its own
 //! handler, one message at a time, in the order they were sent; its own
 //! wake-up (on the replica's wheel); its own life (stopped by itself).
 //!
-//! Bounds: an actor handles at most [`TURN`] messages before the other
+//! Bounds: an actor handles at most [`BATCH`] messages before the other
 //! actors with mail on its thread get theirs, so a flooded actor delays
-//! its thread's others by one turn at most; the dispatcher's queue holds
+//! its thread's others by one batch at most; the thread's queue holds
 //! each actor at most once (an actor with mail is queued once until its
-//! mail is done). A mailbox is not bounded in count, as actix's `do_send`
-//! was not: what is sent to an actor is the watch events of its own
+//! mail is done). A mailbox is not bounded in count: what is sent to an actor is the watch events of its own
 //! CronJob and Jobs, its wake-ups (one at a time) and its own decisions'
 //! outcomes (one at a time), docs/architecture.md "Bounds".
 //!
 //! A handler that panics (a bug) ends its own actor alone, as if it had
 //! stopped itself, and is counted (`shardcron_actor_panics_total`): the
 //! other actors of its thread go on. Without that the panic ended the
-//! thread's dispatcher, and every actor of the thread (with `--threads 1`,
+//! thread's task, and every actor of the thread (with `--threads 1`,
 //! every one of the replica's) fell silent while the replica kept its
 //! Lease.
 
@@ -43,7 +42,7 @@ use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
 
 /// Messages one actor handles before its thread's other actors with mail.
-pub const TURN: usize = 32;
+pub const BATCH: usize = 32;
 
 /// An actor: its handler and its last words.
 pub trait CellActor: Send + Sized + 'static {
@@ -51,11 +50,11 @@ pub trait CellActor: Send + Sized + 'static {
 
     /// Handles one message. Only this actor's thread calls it, one message
     /// at a time.
-    fn handle(&mut self, message: Self::Message, ctx: &mut CellContext<'_, Self>);
+    fn receive(&mut self, message: Self::Message, ctx: &mut CellContext<'_, Self>);
 
     /// Called once when the actor ends: it stopped itself, or the last
-    /// address to it went (its thread ending, or its owner dropping it).
-    fn stopped(&mut self);
+    /// [`CellRef`] to it went (its thread ending, or its owner dropping it).
+    fn ended(&mut self);
 }
 
 /// An actor's mailbox: its messages waiting, and whether it is queued to run.
@@ -67,7 +66,7 @@ struct Mailbox<M> {
     /// CronJob).
     #[allow(clippy::box_collection)] // the point: a thin pointer inline
     queue: Option<Box<VecDeque<M>>>,
-    /// In its dispatcher's queue (or being run): a send need not queue it.
+    /// In its thread's queue (or being run): a send need not queue it.
     scheduled: bool,
     /// Stopped: what is sent is dropped.
     closed: bool,
@@ -91,7 +90,7 @@ impl<M> Mailbox<M> {
 struct Cell<A: CellActor> {
     mail: Mutex<Mailbox<A::Message>>,
     actor: Mutex<Option<A>>,
-    dispatcher: mpsc::UnboundedSender<Arc<Cell<A>>>,
+    thread: mpsc::UnboundedSender<Arc<Cell<A>>>,
 }
 
 /// The bytes of one actor's allocation, the `Arc`'s counts included (a test
@@ -123,7 +122,7 @@ impl<A: CellActor> Cell<A> {
             .push_back(message);
         if !mail.scheduled {
             mail.scheduled = true;
-            if self.dispatcher.send(self.clone()).is_err() {
+            if self.thread.send(self.clone()).is_err() {
                 // Its thread has ended: nothing will run it again.
                 mail.close();
                 return false;
@@ -138,15 +137,15 @@ impl<A: CellActor> Cell<A> {
         lock(&self.mail).close();
         let actor = lock(&self.actor).take();
         if let Some(mut actor) = actor {
-            let _ = catch_unwind(AssertUnwindSafe(|| actor.stopped()));
+            let _ = catch_unwind(AssertUnwindSafe(|| actor.ended()));
         }
     }
 
-    /// One turn: up to [`TURN`] messages, then back to the end of the
-    /// dispatcher's queue if mail is left.
-    fn turn(self: &Arc<Self>) {
+    /// One batch: up to [`BATCH`] messages, then back to the end of the
+    /// thread's queue if mail is left.
+    fn run_batch(self: &Arc<Self>) {
         let mut slot = lock(&self.actor);
-        for _ in 0..TURN {
+        for _ in 0..BATCH {
             let message = {
                 let mut mail = lock(&self.mail);
                 match mail.queue.as_mut().and_then(|queue| queue.pop_front()) {
@@ -164,12 +163,12 @@ impl<A: CellActor> Cell<A> {
                 cell: self,
                 stop: false,
             };
-            actor.handle(message, &mut ctx);
+            actor.receive(message, &mut ctx);
             if ctx.stop {
                 lock(&self.mail).close();
                 if let Some(mut actor) = slot.take() {
                     drop(slot);
-                    actor.stopped();
+                    actor.ended();
                 }
                 return;
             }
@@ -178,7 +177,7 @@ impl<A: CellActor> Cell<A> {
         let mut mail = lock(&self.mail);
         if mail.queue.as_ref().is_none_or(|queue| queue.is_empty()) {
             mail.settle();
-        } else if self.dispatcher.send(self.clone()).is_err() {
+        } else if self.thread.send(self.clone()).is_err() {
             mail.close();
         }
     }
@@ -192,7 +191,7 @@ impl<A: CellActor> Drop for Cell<A> {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(mut actor) = actor {
-            actor.stopped();
+            actor.ended();
         }
     }
 }
@@ -204,12 +203,12 @@ pub struct CellContext<'a, A: CellActor> {
 }
 
 impl<A: CellActor> CellContext<'_, A> {
-    pub fn address(&self) -> Address<A> {
-        Address(self.cell.clone())
+    pub fn cell_ref(&self) -> CellRef<A> {
+        CellRef(self.cell.clone())
     }
 
-    pub fn weak_address(&self) -> WeakAddress<A> {
-        WeakAddress(Arc::downgrade(self.cell))
+    pub fn weak_cell_ref(&self) -> WeakCellRef<A> {
+        WeakCellRef(Arc::downgrade(self.cell))
     }
 
     /// Ends the actor once this message is handled; its mail is dropped.
@@ -231,9 +230,9 @@ impl<A: CellActor> CellContext<'_, A> {
     where
         F: Future<Output = A::Message> + 'static,
     {
-        let to = self.address();
+        let to = self.cell_ref();
         tokio::task::spawn_local(Box::pin(work).map(move |message| {
-            to.do_send(message);
+            to.post(message);
         }));
     }
 }
@@ -243,25 +242,25 @@ impl<A: CellActor> CellContext<'_, A> {
 #[error("the actor has stopped")]
 pub struct Stopped;
 
-/// A strong address: the actor lives while one exists (or while it has
+/// A strong reference to an actor: the actor lives while one exists (or while it has
 /// mail or work in flight).
-pub struct Address<A: CellActor>(Arc<Cell<A>>);
+pub struct CellRef<A: CellActor>(Arc<Cell<A>>);
 
-impl<A: CellActor> Clone for Address<A> {
+impl<A: CellActor> Clone for CellRef<A> {
     fn clone(&self) -> Self {
         Self(self.0.clone())
     }
 }
 
-impl<A: CellActor> std::fmt::Debug for Address<A> {
+impl<A: CellActor> std::fmt::Debug for CellRef<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Address")
+        f.write_str("CellRef")
     }
 }
 
-impl<A: CellActor> Address<A> {
+impl<A: CellActor> CellRef<A> {
     /// Sends without waiting; false if the actor has stopped.
-    pub fn do_send(&self, message: impl Into<A::Message>) -> bool {
+    pub fn post(&self, message: impl Into<A::Message>) -> bool {
         self.0.deliver(message.into())
     }
 
@@ -278,32 +277,32 @@ impl<A: CellActor> Address<A> {
         answer.await.map_err(|_| Stopped)
     }
 
-    pub fn downgrade(&self) -> WeakAddress<A> {
-        WeakAddress(Arc::downgrade(&self.0))
+    pub fn downgrade(&self) -> WeakCellRef<A> {
+        WeakCellRef(Arc::downgrade(&self.0))
     }
 }
 
-/// An address that does not keep the actor alive (the timer wheel's).
-pub struct WeakAddress<A: CellActor>(Weak<Cell<A>>);
+/// A reference that does not keep the actor alive (the timer wheel's).
+pub struct WeakCellRef<A: CellActor>(Weak<Cell<A>>);
 
-impl<A: CellActor> Clone for WeakAddress<A> {
+impl<A: CellActor> Clone for WeakCellRef<A> {
     fn clone(&self) -> Self {
         Self(self.0.clone())
     }
 }
 
-impl<A: CellActor> WeakAddress<A> {
-    pub fn upgrade(&self) -> Option<Address<A>> {
-        self.0.upgrade().map(Address)
+impl<A: CellActor> WeakCellRef<A> {
+    pub fn upgrade(&self) -> Option<CellRef<A>> {
+        self.0.upgrade().map(CellRef)
     }
 }
 
-/// One thread's dispatcher: starts actors there and runs them.
-pub struct Dispatcher<A: CellActor> {
+/// One thread of actors: starts actors there and runs them.
+pub struct CellThread<A: CellActor> {
     queue: mpsc::UnboundedSender<Arc<Cell<A>>>,
 }
 
-impl<A: CellActor> Clone for Dispatcher<A> {
+impl<A: CellActor> Clone for CellThread<A> {
     fn clone(&self) -> Self {
         Self {
             queue: self.queue.clone(),
@@ -311,14 +310,14 @@ impl<A: CellActor> Clone for Dispatcher<A> {
     }
 }
 
-impl<A: CellActor> Dispatcher<A> {
-    /// Starts the dispatcher's task on `arbiter`'s thread; it ends with
+impl<A: CellActor> CellThread<A> {
+    /// Starts the thread's task on `arbiter`'s thread; it ends with
     /// the thread. `panics` counts the actors a panic ended.
     pub fn start(arbiter: &ArbiterHandle, panics: Counter) -> Self {
         let (queue, mut with_mail) = mpsc::unbounded_channel::<Arc<Cell<A>>>();
         arbiter.spawn(async move {
             while let Some(cell) = with_mail.recv().await {
-                if catch_unwind(AssertUnwindSafe(|| cell.turn())).is_err() {
+                if catch_unwind(AssertUnwindSafe(|| cell.run_batch())).is_err() {
                     panics.inc();
                     tracing::error!("an actor's handler panicked (a bug, told above on stderr): that actor is ended, the others go on");
                     cell.end_after_panic();
@@ -328,17 +327,17 @@ impl<A: CellActor> Dispatcher<A> {
         Self { queue }
     }
 
-    /// Starts `actor` on this dispatcher's thread; it handles nothing until
+    /// Starts `actor` on this thread; it handles nothing until
     /// it is sent something.
-    pub fn start_actor(&self, actor: A) -> Address<A> {
-        Address(Arc::new(Cell {
+    pub fn start_actor(&self, actor: A) -> CellRef<A> {
+        CellRef(Arc::new(Cell {
             mail: Mutex::new(Mailbox {
                 queue: None,
                 scheduled: false,
                 closed: false,
             }),
             actor: Mutex::new(Some(actor)),
-            dispatcher: self.queue.clone(),
+            thread: self.queue.clone(),
         }))
     }
 }
@@ -367,7 +366,7 @@ mod tests {
     impl CellActor for Recorder {
         type Message = Message;
 
-        fn handle(&mut self, message: Message, ctx: &mut CellContext<'_, Self>) {
+        fn receive(&mut self, message: Message, ctx: &mut CellContext<'_, Self>) {
             match message {
                 Message::Number(0) => ctx.stop(),
                 Message::Number(n) => lock(&self.seen).push(n),
@@ -382,7 +381,7 @@ mod tests {
             }
         }
 
-        fn stopped(&mut self) {
+        fn ended(&mut self) {
             self.stopped.fetch_add(1, Ordering::SeqCst);
         }
     }
@@ -399,86 +398,86 @@ mod tests {
 
     #[actix::test]
     async fn an_actor_handles_its_mail_in_order_across_turns_and_answers_questions() {
-        let dispatcher = Dispatcher::start(&actix::Arbiter::current(), Counter::default());
+        let thread = CellThread::start(&actix::Arbiter::current(), Counter::default());
         let (actor, seen, _) = recorder();
-        let address = dispatcher.start_actor(actor);
-        // More than a turn's worth, sent before the dispatcher runs.
-        let sent: Vec<u32> = (1..=3 * TURN as u32 + 5).collect();
+        let cell = thread.start_actor(actor);
+        // More than a batch's worth, sent before the thread runs.
+        let sent: Vec<u32> = (1..=3 * BATCH as u32 + 5).collect();
         for n in &sent {
-            assert!(address.do_send(Message::Number(*n)));
+            assert!(cell.post(Message::Number(*n)));
         }
-        assert_eq!(address.ask(Message::Count).await.unwrap(), sent.len());
+        assert_eq!(cell.ask(Message::Count).await.unwrap(), sent.len());
         assert_eq!(*lock(&seen), sent);
     }
 
     #[actix::test]
     async fn a_flooded_actor_lets_the_others_on_its_thread_have_a_turn() {
-        let dispatcher = Dispatcher::start(&actix::Arbiter::current(), Counter::default());
+        let thread = CellThread::start(&actix::Arbiter::current(), Counter::default());
         let (flooded, _, _) = recorder();
         let (quiet, quiet_seen, _) = recorder();
-        let flooded = dispatcher.start_actor(flooded);
-        let quiet = dispatcher.start_actor(quiet);
-        for n in 1..=10 * TURN as u32 {
-            flooded.do_send(Message::Number(n));
+        let flooded = thread.start_actor(flooded);
+        let quiet = thread.start_actor(quiet);
+        for n in 1..=10 * BATCH as u32 {
+            flooded.post(Message::Number(n));
         }
-        quiet.do_send(Message::Number(7));
+        quiet.post(Message::Number(7));
         // The quiet actor's answer comes after the flooded one's first
         // turn, long before its tenth.
         let (reply, answer) = oneshot::channel();
-        flooded.do_send(Message::Count(reply));
+        flooded.post(Message::Count(reply));
         assert_eq!(quiet.ask(Message::Count).await.unwrap(), 1);
         assert_eq!(*lock(&quiet_seen), vec![7]);
-        assert_eq!(answer.await.unwrap(), 10 * TURN);
+        assert_eq!(answer.await.unwrap(), 10 * BATCH);
     }
 
     #[actix::test]
     async fn a_stopped_actor_takes_no_more_mail_and_says_its_last_words_once() {
-        let dispatcher = Dispatcher::start(&actix::Arbiter::current(), Counter::default());
+        let thread = CellThread::start(&actix::Arbiter::current(), Counter::default());
         let (actor, seen, stopped) = recorder();
-        let address = dispatcher.start_actor(actor);
-        address.do_send(Message::Number(1));
-        address.do_send(Message::Number(0));
+        let cell = thread.start_actor(actor);
+        cell.post(Message::Number(1));
+        cell.post(Message::Number(0));
         // Queued behind the stop: dropped with the mailbox.
-        address.do_send(Message::Number(2));
-        assert!(address.ask(Message::Count).await.is_err());
-        assert!(!address.do_send(Message::Number(3)));
+        cell.post(Message::Number(2));
+        assert!(cell.ask(Message::Count).await.is_err());
+        assert!(!cell.post(Message::Number(3)));
         assert_eq!(*lock(&seen), vec![1]);
-        drop(address);
+        drop(cell);
         assert_eq!(stopped.load(Ordering::SeqCst), 1);
     }
 
     #[actix::test]
     async fn a_panicking_actor_ends_alone_and_is_counted() {
         let panics = Counter::default();
-        let dispatcher = Dispatcher::start(&actix::Arbiter::current(), panics.clone());
+        let thread = CellThread::start(&actix::Arbiter::current(), panics.clone());
         let (faulty, _, faulty_stopped) = recorder();
-        let faulty = dispatcher.start_actor(faulty);
+        let faulty = thread.start_actor(faulty);
         let (sound, sound_seen, _) = recorder();
-        let sound = dispatcher.start_actor(sound);
-        faulty.do_send(Message::Panic);
-        sound.do_send(Message::Number(2));
+        let sound = thread.start_actor(sound);
+        faulty.post(Message::Panic);
+        sound.post(Message::Number(2));
         assert_eq!(sound.ask(Message::Count).await.unwrap(), 1);
         assert!(faulty.ask(Message::Count).await.is_err());
-        assert!(!faulty.do_send(Message::Number(3)));
+        assert!(!faulty.post(Message::Number(3)));
         assert_eq!(panics.get(), 1);
         assert_eq!(faulty_stopped.load(Ordering::SeqCst), 1);
-        sound.do_send(Message::Number(4));
+        sound.post(Message::Number(4));
         assert_eq!(sound.ask(Message::Count).await.unwrap(), 2);
         assert_eq!(*lock(&sound_seen), vec![2, 4]);
     }
 
     #[actix::test]
     async fn spawned_work_comes_back_as_a_message_and_keeps_the_actor_alive() {
-        let dispatcher = Dispatcher::start(&actix::Arbiter::current(), Counter::default());
+        let thread = CellThread::start(&actix::Arbiter::current(), Counter::default());
         let (actor, seen, stopped) = recorder();
-        let address = dispatcher.start_actor(actor);
-        let weak = address.downgrade();
-        address.do_send(Message::Later(5));
-        assert_eq!(address.ask(Message::Count).await.unwrap(), 0);
-        drop(address);
+        let cell = thread.start_actor(actor);
+        let weak = cell.downgrade();
+        cell.post(Message::Later(5));
+        assert_eq!(cell.ask(Message::Count).await.unwrap(), 0);
+        drop(cell);
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(*lock(&seen), vec![5]);
-        // The last address went with the task: the actor ended.
+        // The last cell went with the task: the actor ended.
         assert!(weak.upgrade().is_none());
         assert_eq!(stopped.load(Ordering::SeqCst), 1);
     }

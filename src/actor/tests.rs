@@ -4,7 +4,7 @@
 //! tables; this checks that the actor carries a decision out and reports.
 
 use super::cronjob::{CronJobActor, Update};
-use super::runtime::{Address, Dispatcher};
+use super::runtime::{CellRef, CellThread};
 use super::services::{ActorReport, ActorServices};
 use super::wheel::TimerWheel;
 use crate::apiserver::gateway::{Gateway, Limits};
@@ -78,7 +78,7 @@ fn echo(request: &scripted::Request, code: u16) -> Answer {
 
 /// A started actor, what its server was asked, and its reports.
 type Started = (
-    Address<CronJobActor>,
+    CellRef<CronJobActor>,
     scripted::Asked,
     mpsc::UnboundedReceiver<ActorReport>,
 );
@@ -156,7 +156,7 @@ fn start_paced(
     });
     let actor = CronJobActor::new(cronjob, Vec::new(), known_slot, actor_services, wheel)
         .expect("a usable CronJob");
-    let dispatcher = Dispatcher::start(&Arbiter::current(), Default::default());
+    let dispatcher = CellThread::start(&Arbiter::current(), Default::default());
     (dispatcher.start_actor(actor), asked, reports)
 }
 
@@ -196,7 +196,7 @@ async fn started_it_creates_the_due_slots_job_records_it_in_status_and_reports_a
             _ => scripted::status(404, "NotFound"),
         }
     });
-    actor.do_send(Update::Start {
+    actor.post(Update::Start {
         ran_elsewhere: false,
     });
     let report = tokio::time::timeout(Duration::from_secs(20), reports.recv()).await;
@@ -229,7 +229,7 @@ async fn started_it_creates_the_due_slots_job_records_it_in_status_and_reports_a
         "{status}"
     );
     assert_eq!(status["active"][0]["name"], json!(job_name), "{status}");
-    actor.do_send(Update::Stop);
+    actor.post(Update::Stop);
     let stopped = tokio::time::timeout(Duration::from_secs(5), reports.recv()).await;
     assert!(
         matches!(stopped, Ok(Some(ActorReport::Stopped { ref uid, .. })) if &**uid == "uid-nightly")
@@ -265,7 +265,7 @@ async fn on_a_paused_clock_the_next_slot_starts_at_its_time_and_not_before() {
         Fence::default(),
         |request| echo(request, 201),
     );
-    actor.do_send(Update::Start {
+    actor.post(Update::Start {
         ran_elsewhere: false,
     });
     expect_armed(&mut reports, Duration::from_secs(5)).await;
@@ -275,7 +275,7 @@ async fn on_a_paused_clock_the_next_slot_starts_at_its_time_and_not_before() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(creates(&asked), 1, "at 09:30: {:?}", asked.paths());
     assert!(clock.now().duration_since(begins) < jiff::SignedDuration::from_secs(32));
-    actor.do_send(Update::Stop);
+    actor.post(Update::Stop);
 }
 
 #[actix::test]
@@ -293,12 +293,12 @@ async fn an_idle_actor_holds_one_wake_up_on_the_wheel_and_takes_it_away_when_tol
         Fence::default(),
         |request| echo(request, 201),
     );
-    actor.do_send(Update::Start {
+    actor.post(Update::Start {
         ran_elsewhere: false,
     });
     expect_armed(&mut reports, Duration::from_secs(5)).await;
     assert_eq!(wheel.len(), 1, "armed for 09:30");
-    actor.do_send(Update::Stop);
+    actor.post(Update::Stop);
     let report = tokio::time::timeout(Duration::from_secs(5), reports.recv()).await;
     // Its next look goes with its stop report: the supervisor keeps it as
     // a standby entry when the key went to a peer.
@@ -336,12 +336,12 @@ async fn stopped_while_its_create_gets_no_answer_it_stops_within_the_writes_dead
     tokio::time::pause();
     let (actor, asked, mut reports) =
         start(&cronjob(Timestamp::now() - 90.seconds()), silent_creates);
-    actor.do_send(Update::Start {
+    actor.post(Update::Start {
         ran_elsewhere: false,
     });
     create_sent(&asked).await;
     let stopping = tokio::time::Instant::now();
-    actor.do_send(Update::Stop);
+    actor.post(Update::Stop);
     loop {
         match tokio::time::timeout(Duration::from_secs(120), reports.recv()).await {
             Ok(Some(ActorReport::Stopped { .. })) => break,
@@ -373,7 +373,7 @@ async fn a_create_unanswered_when_the_fence_lapses_is_dropped_at_the_lapse() {
     let lapse = fence.clone();
     let cronjob = cronjob(Timestamp::now() - 90.seconds());
     let (actor, asked, mut reports) = start_with(&cronjob, None, fence, silent_creates);
-    actor.do_send(Update::Start {
+    actor.post(Update::Start {
         ran_elsewhere: false,
     });
     create_sent(&asked).await;
@@ -393,7 +393,7 @@ async fn a_create_unanswered_when_the_fence_lapses_is_dropped_at_the_lapse() {
         .filter(|a| a.ends_with("/jobs"))
         .count();
     assert_eq!(creates, 1, "nothing is sent behind a lapsed fence");
-    actor.do_send(Update::Stop);
+    actor.post(Update::Stop);
 }
 
 /// The slot named by a Job's name (`<cronjob>-<Unix minutes>`).
@@ -429,11 +429,11 @@ async fn a_slot_whose_status_write_was_fenced_is_recorded_by_the_next_actor_not_
             echo(request, 200)
         }
     });
-    first.do_send(Update::Start {
+    first.post(Update::Start {
         ran_elsewhere: false,
     });
     expect_armed(&mut reports, Duration::from_secs(20)).await;
-    first.do_send(Update::Stop);
+    first.post(Update::Stop);
     let stopped = match tokio::time::timeout(Duration::from_secs(20), reports.recv()).await {
         Ok(Some(ActorReport::Stopped { unrecorded, .. })) => unrecorded,
         other => panic!("no Stopped report: {other:?}"),
@@ -462,7 +462,7 @@ async fn a_slot_whose_status_write_was_fenced_is_recorded_by_the_next_actor_not_
             }
             echo(request, 201)
         });
-    next.do_send(Update::Start {
+    next.post(Update::Start {
         ran_elsewhere: false,
     });
     expect_armed(&mut reports, Duration::from_secs(20)).await;
@@ -482,7 +482,7 @@ async fn a_slot_whose_status_write_was_fenced_is_recorded_by_the_next_actor_not_
         json!(slot.to_string()),
         "{written:?}"
     );
-    next.do_send(Update::Stop);
+    next.post(Update::Stop);
 }
 
 /// A slot's status write waits for its turn (one write a second here, the
@@ -525,7 +525,7 @@ async fn a_job_that_ends_before_its_slots_status_write_is_sent_is_written_with_i
             .map(|(_, body)| body.clone())
             .collect()
     };
-    actor.do_send(Update::Start {
+    actor.post(Update::Start {
         ran_elsewhere: false,
     });
     create_sent(&asked).await;
@@ -547,7 +547,7 @@ async fn a_job_that_ends_before_its_slots_status_write_is_sent_is_written_with_i
         deleting: false,
         held: false,
     };
-    actor.do_send(Update::Job {
+    actor.post(Update::Job {
         job: ended,
         relisted: false,
     });
@@ -581,7 +581,7 @@ async fn a_job_that_ends_before_its_slots_status_write_is_sent_is_written_with_i
         reasons,
         [json!("SuccessfulCreate"), json!("SawCompletedJob")]
     );
-    actor.do_send(Update::Stop);
+    actor.post(Update::Stop);
 }
 
 /// An actor's cell (its state, mailbox and dispatcher handle, with the

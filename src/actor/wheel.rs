@@ -20,7 +20,7 @@
 //! replica's idle actors; at most one [`Woken`] in an actor's mailbox from
 //! here at a time (the entry is removed when it is sent).
 
-use super::runtime::{CellActor, WeakAddress};
+use super::runtime::{CellActor, WeakCellRef};
 use super::timer::{self, MAX_SLEEP, Wake};
 use crate::clock::Clock;
 use jiff::Timestamp;
@@ -48,7 +48,7 @@ impl WakeKey {
 pub struct Woken(pub WakeKey);
 
 struct Entries<A: CellActor> {
-    by_time: BTreeMap<WakeKey, WeakAddress<A>>,
+    by_time: BTreeMap<WakeKey, WeakCellRef<A>>,
     next_seq: u64,
 }
 
@@ -105,7 +105,7 @@ where
     }
 
     /// Arms a wake-up of `actor` at `at`; the key disarms it.
-    pub fn arm(&self, at: Timestamp, actor: WeakAddress<A>) -> WakeKey {
+    pub fn arm(&self, at: Timestamp, actor: WeakCellRef<A>) -> WakeKey {
         let (key, earliest) = {
             let mut entries = self.wheel.lock();
             let key = WakeKey {
@@ -153,7 +153,7 @@ where
         let (due, next) = take_due(&mut wheel.lock().by_time, now);
         for (key, actor) in due {
             if let Some(actor) = actor.upgrade() {
-                actor.do_send(Woken(key));
+                actor.post(Woken(key));
             }
         }
         let sleep = match next.map(|at| timer::next_step(at, now, MAX_SLEEP)) {

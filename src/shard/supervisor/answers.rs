@@ -4,7 +4,7 @@
 
 use super::{Supervisor, now};
 use crate::actor::cronjob::CronJobActor;
-use crate::actor::runtime::Address;
+use crate::actor::runtime::CellRef;
 use crate::clock::BootInstant;
 use crate::reconcile::CronJobKind;
 use crate::shard::debug::{DebugShards, ShardReport};
@@ -22,7 +22,7 @@ pub struct Locate {
 
 #[derive(Debug)]
 pub enum Located {
-    Running(Address<CronJobActor>),
+    Running(CellRef<CronJobActor>),
     Waiting,
     /// Not here; its owner under this replica's ring, if known.
     Elsewhere {
@@ -39,7 +39,7 @@ impl Handler<Locate> for Supervisor {
             .uid_of(&message.key)
             .and_then(|uid| self.actors.get(uid))
         {
-            return MessageResult(Located::Running(running.addr.clone()));
+            return MessageResult(Located::Running(running.cell.clone()));
         }
         if self.ownership.is_waiting(&message.key) {
             return MessageResult(Located::Waiting);
@@ -87,7 +87,7 @@ impl Handler<ListOwned> for Supervisor {
             .map(|(key, uid)| {
                 let located = match self.actors.get(uid) {
                     Some(running) if !self.ownership.is_waiting(key) => {
-                        Located::Running(running.addr.clone())
+                        Located::Running(running.cell.clone())
                     }
                     _ => Located::Waiting,
                 };

@@ -5,8 +5,8 @@
 
 use super::Supervisor;
 use super::intake::Source;
-use crate::apiserver::bucket::{self, Bucket};
 use crate::apiserver::bulk::{self, CronJobList, LoadCounts, LoadSelectors, Loaded};
+use crate::bucket::{self, Bucket};
 use crate::shard::ownership::{Epoch, Input};
 use crate::shard::ring::Ring;
 use crate::telemetry::metrics::{MoveDirection, MovedLabels};

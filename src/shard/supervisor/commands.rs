@@ -40,7 +40,7 @@ impl Supervisor {
                     ..
                 } => {
                     if let Some(running) = self.actors.get(&uid) {
-                        running.addr.do_send(Update::Start { ran_elsewhere });
+                        running.cell.post(Update::Start { ran_elsewhere });
                     }
                     self.actor_services
                         .metrics
@@ -49,7 +49,7 @@ impl Supervisor {
                 }
                 Command::Stop { uid, .. } => {
                     if let Some(running) = self.actors.remove(&uid) {
-                        running.addr.do_send(Update::Stop);
+                        running.cell.post(Update::Stop);
                     }
                 }
                 Command::RingChanged { target, lost } => {
@@ -158,12 +158,12 @@ impl Supervisor {
                 return false;
             }
         };
-        let addr = self.threads.start_actor(actor);
+        let cell = self.threads.start_actor(actor);
         self.actors.insert(
             uid.clone(),
             Running {
                 key: key.clone(),
-                addr,
+                cell,
             },
         );
         true

@@ -116,7 +116,7 @@ impl Supervisor {
         if self.ownership.has(&key, uid) {
             let seen = (source != Source::Watch).then(|| source.input(key.into(), uid.into()));
             if let Some(running) = self.actors.get(uid) {
-                running.addr.do_send(Update::CronJob(Box::new(cronjob)));
+                running.cell.post(Update::CronJob(Box::new(cronjob)));
             }
             if let Some(seen) = seen {
                 // After the update: the actor's mail is taken in order, so
@@ -184,7 +184,7 @@ impl Supervisor {
             JobRoute::MadeElsewhere(found) => return self.report_made_elsewhere(found),
         };
         if let Some(running) = self.actors.get(owner_uid.as_str()) {
-            running.addr.do_send(update);
+            running.cell.post(update);
         }
     }
 

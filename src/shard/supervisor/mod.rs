@@ -46,7 +46,7 @@ use super::jobs::JobIndex;
 use super::lease::{self, Keeper, KeeperReport, LeaseSettings};
 use super::ownership::{self, Input, Ownership};
 use crate::actor::cronjob::{CronJobActor, Update};
-use crate::actor::runtime::Address;
+use crate::actor::runtime::CellRef;
 use crate::actor::services::{ActorReport, ActorServices};
 use crate::apiserver::gateway::Gateway;
 use crate::clock::{BootInstant, Clock};
@@ -139,7 +139,7 @@ struct ShardSetup {
 /// strings cost about 50 bytes a CronJob).
 struct Running {
     key: Arc<str>,
-    addr: Address<CronJobActor>,
+    cell: CellRef<CronJobActor>,
 }
 
 pub struct Supervisor {
@@ -389,7 +389,7 @@ impl Handler<KeeperReport> for Supervisor {
             "another process took this replica's Lease (two replicas with one id?); stopping"
         );
         for running in self.actors.values() {
-            running.addr.do_send(Update::Stop);
+            running.cell.post(Update::Stop);
         }
         System::current().stop_with_code(1);
     }

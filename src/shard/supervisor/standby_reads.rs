@@ -11,9 +11,9 @@
 use super::Supervisor;
 use super::due_reads::DueReads;
 use super::intake::Source;
-use crate::apiserver::bucket::Bucket;
 use crate::apiserver::bulk::{self, LoadError, Loaded, narrow};
 use crate::apiserver::lean_cronjob::LeanCronJob;
+use crate::bucket::Bucket;
 use crate::reconcile::{LookInput, next_look};
 use crate::shard::ownership::Epoch;
 use crate::shard::ring::Ring;

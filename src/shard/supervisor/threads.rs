@@ -3,7 +3,7 @@
 //! wake-ups on one timer wheel.
 
 use crate::actor::cronjob::CronJobActor;
-use crate::actor::runtime::{Address, Dispatcher};
+use crate::actor::runtime::{CellRef, CellThread};
 use crate::actor::wheel::TimerWheel;
 use crate::clock::Clock;
 use actix::ArbiterHandle;
@@ -12,7 +12,7 @@ use prometheus_client::metrics::counter::Counter;
 pub(super) struct ActorThreads {
     wheel: TimerWheel<CronJobActor>,
     /// Never empty: one per arbiter given, and the current one if none was.
-    dispatchers: Vec<Dispatcher<CronJobActor>>,
+    dispatchers: Vec<CellThread<CronJobActor>>,
     next: usize,
 }
 
@@ -21,10 +21,10 @@ impl ActorThreads {
     pub(super) fn start(arbiters: &[ArbiterHandle], panics: &Counter, clock: Clock) -> Self {
         let mut dispatchers: Vec<_> = arbiters
             .iter()
-            .map(|arbiter| Dispatcher::start(arbiter, panics.clone()))
+            .map(|arbiter| CellThread::start(arbiter, panics.clone()))
             .collect();
         if dispatchers.is_empty() {
-            dispatchers.push(Dispatcher::start(
+            dispatchers.push(CellThread::start(
                 &actix::Arbiter::current(),
                 panics.clone(),
             ));
@@ -42,7 +42,7 @@ impl ActorThreads {
     }
 
     /// Runs `actor` on the next thread in turn.
-    pub(super) fn start_actor(&mut self, actor: CronJobActor) -> Address<CronJobActor> {
+    pub(super) fn start_actor(&mut self, actor: CronJobActor) -> CellRef<CronJobActor> {
         let dispatcher = &self.dispatchers[self.next % self.dispatchers.len()];
         self.next = self.next.wrapping_add(1);
         dispatcher.start_actor(actor)

@@ -31,11 +31,11 @@
 
 use super::Supervisor;
 use super::intake::{CronJobWatch, JobStream, JobWatch};
-use crate::apiserver::bucket::{self, Bucket};
 use crate::apiserver::bulk::ListReads;
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::resume::Position;
 use crate::apiserver::watch::{self, JobFacts, LatestVersions, ListStrategy};
+use crate::bucket::{self, Bucket};
 use crate::reconcile::{CronJobKind, CronJobKinds};
 use crate::telemetry::Metrics;
 use actix::dev::Request;
