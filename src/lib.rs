@@ -11,15 +11,17 @@
 //! - [`cli`]: the `shardcron` command line.
 //! - [`memory`]: handing the memory of list bursts back to the OS.
 //! - [`k8s_proto`]: the few Kubernetes protobuf messages read and written (their wire form, pure).
+//! - [`bucket`]: the unit of ownership: the bucket a CronJob's UID hashes to, the label and hash ranges that name a set of them to the API server (pure).
 //! - [`clock`]: the wall clock handed to the supervisor, wheel and actors, and the boot clock that counts a paused VM (the fence's).
 //!
 //! Layers import only downwards: schedule < reconcile < apiserver < actor <
-//! shard < admin < cli, with telemetry, memory, clock and k8s_proto beside them all
+//! shard < admin < cli, with telemetry, memory, clock, bucket and k8s_proto beside them all
 //! (`tests/layers.rs` checks it).
 
 pub mod actor;
 pub mod admin;
 pub mod apiserver;
+pub mod bucket;
 pub mod cli;
 pub mod clock;
 pub mod k8s_proto;

@@ -175,13 +175,13 @@ async fn attacks(client: &kube::Client, namespace: &str, until_ms: i64) -> (u64,
     };
     let uid = claimed.and_then(|c| c.metadata.uid).unwrap_or_default();
     let jobs: Api<Job> = Api::namespaced(client.clone(), &doomed);
-    let label = shardcron::apiserver::bucket::Bucket::of(&uid).label_value();
+    let label = shardcron::bucket::Bucket::of(&uid).label_value();
     let doomed_jobs = futures::stream::iter(0..DOOMED_JOBS)
         .map(|i| {
             let job: Option<Job> = serde_json::from_value(json!({
                 "metadata": {
                     "name": format!("claimed-by-hand-{i}"),
-                    "labels": {shardcron::apiserver::bucket::LABEL: label},
+                    "labels": {shardcron::bucket::LABEL: label},
                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob",
                                          "name": "claimed", "uid": uid, "controller": true}],
                 },

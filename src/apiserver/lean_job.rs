@@ -176,7 +176,7 @@ trait KeptKey {
 struct BucketLabel;
 
 impl KeptKey for BucketLabel {
-    const KEY: &'static str = super::bucket::LABEL;
+    const KEY: &'static str = crate::bucket::LABEL;
 }
 
 /// Of the annotations, only the scheduled timestamp.
@@ -362,7 +362,7 @@ mod tests {
         assert_eq!(
             meta.labels,
             Some(BTreeMap::from([(
-                crate::apiserver::bucket::LABEL.to_owned(),
+                crate::bucket::LABEL.to_owned(),
                 "17".to_owned()
             )]))
         );

@@ -7,11 +7,10 @@
 //! question every write asks first ([`write_fence`]) and the connections
 //! that ask it ([`fenced_socket`]); every request's deadline
 //! ([`deadline`], the answer's headers too), which of
-//! two resourceVersions is older ([`resource_version`]), the buckets a replica's share is named by to the
-//! server ([`bucket`]). The own Lease is written by the shard layer. The shell's unit tests run
+//! two resourceVersions is older ([`resource_version`]); the buckets a replica's share is named by to the
+//! server are [`crate::bucket`]'s. The own Lease is written by the shard layer. The shell's unit tests run
 //! against a scripted server (`scripted`, test builds only).
 
-pub mod bucket;
 pub mod bulk;
 pub mod client;
 pub mod counted;

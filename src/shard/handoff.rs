@@ -114,11 +114,11 @@ impl Claims {
     }
 
     /// The buckets whose keys `peer` may run, in order.
-    pub fn buckets(&self, peer: &str) -> Vec<crate::apiserver::bucket::Bucket> {
+    pub fn buckets(&self, peer: &str) -> Vec<crate::bucket::Bucket> {
         match self {
             Claims::Nothing => Vec::new(),
             Claims::Ring(ring) => ring.buckets_of(peer),
-            Claims::Everything => crate::apiserver::bucket::Bucket::all().collect(),
+            Claims::Everything => crate::bucket::Bucket::all().collect(),
         }
     }
 }
@@ -184,7 +184,7 @@ mod tests {
     /// A key that r0 owns with {r0} and r1 owns with {r0, r1}.
     fn moving_key(from: &Ring, to: &Ring) -> String {
         (0..1000)
-            .map(crate::apiserver::bucket::test_uid)
+            .map(crate::bucket::test_uid)
             .find(|k| from.owner(k) == Some("r0") && to.owner(k) == Some("r1"))
             .expect("some key moves")
     }
@@ -209,7 +209,7 @@ mod tests {
     #[test]
     fn nothing_starts_before_our_own_view_comes_back() {
         let ring = Ring::new(["r0"]);
-        let key = &crate::apiserver::bucket::test_uid(1);
+        let key = &crate::bucket::test_uid(1);
         assert_eq!(
             decide("r0", key, &ring, false, &[]),
             KeyDecision::WaitForOwnView
@@ -229,7 +229,7 @@ mod tests {
         let a = Ring::new(["r0", "r1"]);
         let b = Ring::new(["r0", "r2"]);
         for i in 0..2000 {
-            let key = crate::apiserver::bucket::test_uid(i);
+            let key = crate::bucket::test_uid(i);
             let r1 = decide("r1", &key, &a, true, &[peer("r2", Some(&b))]);
             let r2 = decide("r2", &key, &b, true, &[peer("r1", Some(&a))]);
             assert!(!(r1 == KeyDecision::Run && r2 == KeyDecision::Run), "{key}");
@@ -240,7 +240,7 @@ mod tests {
     fn peers_without_a_view_claim_nothing_and_digests_ignore_order() {
         let ring = Ring::new(["r0", "r1"]);
         let key = (0..100)
-            .map(crate::apiserver::bucket::test_uid)
+            .map(crate::bucket::test_uid)
             .find(|k| ring.owner(k) == Some("r0"))
             .unwrap();
         assert_eq!(
@@ -280,7 +280,7 @@ mod tests {
                 claims,
             };
             for i in 0..200 {
-                let key = crate::apiserver::bucket::test_uid(i);
+                let key = crate::bucket::test_uid(i);
                 let decision = decide("r0", &key, &ring, true, std::slice::from_ref(&r1));
                 assert_ne!(decision, KeyDecision::Run, "{key}");
             }

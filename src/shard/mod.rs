@@ -1,5 +1,5 @@
 //! Horizontal sharding. Pure parts: the ring that assigns the buckets
-//! CronJobs and Jobs fall in ([`crate::apiserver::bucket`]) to replicas ([`ring`]),
+//! CronJobs and Jobs fall in ([`crate::bucket`]) to replicas ([`ring`]),
 //! membership judged on this replica's monotonic clock ([`membership`]),
 //! self-fencing on the own Lease ([`fence`]) judged on the boot clock
 //! ([`crate::clock::BootInstant`], which counts a paused VM), the hand-off rule for owned

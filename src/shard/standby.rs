@@ -13,7 +13,7 @@
 //! order, not a slot: a key it puts late starts with the bulk load, as
 //! before. Pure: no I/O, time passed in.
 
-use crate::apiserver::bucket::{BUCKETS, Bucket};
+use crate::bucket::{BUCKETS, Bucket};
 use crate::shard::ring::Ring;
 use jiff::Timestamp;
 use std::collections::HashMap;

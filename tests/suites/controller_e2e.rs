@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use shardcron::apiserver::bucket;
+use shardcron::bucket;
 use shardcron::reconcile::CronJobKind;
 use std::time::Duration;
 

@@ -2,9 +2,9 @@
 //! replica and the firing's trace; counted, and its skew from the slot
 //! observed.
 
-use crate::apiserver::bucket::{self, Bucket};
 use crate::apiserver::failure::ApiFailure;
 use crate::apiserver::requests::JobRequests;
+use crate::bucket::{self, Bucket};
 use crate::clock::Clock;
 use crate::reconcile::{CreateResult, JobSummary, JobToCreate, LiveJob, NewJob};
 use crate::telemetry::Metrics;

@@ -4,7 +4,7 @@
 //! again (in halves, when it has several buckets), and one the server's
 //! watch cache is too far behind for is read by pages.
 
-use crate::apiserver::bucket::{BUCKETS, Bucket};
+use crate::bucket::{BUCKETS, Bucket};
 use crate::reconcile::CronJobKind;
 
 /// How a load's lists are read.

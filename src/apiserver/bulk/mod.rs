@@ -58,10 +58,10 @@
 //! win over a listed one and ignores listed objects the watch saw deleted
 //! meanwhile.
 
-use super::bucket;
 use super::lean_cronjob::LeanCronJob;
 use super::lean_job::LeanJob;
 use super::watch::{INITIAL_EVENTS_END, JobFacts};
+use crate::bucket;
 use crate::reconcile::{CronJobKind, CronJobKinds};
 use futures::TryStreamExt as _;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
@@ -100,7 +100,7 @@ pub struct LoadSelectors {
     /// [`buckets_per_list`] buckets a list; else one list of every CronJob
     /// of the kind.
     pub cronjobs: Vec<CronJobList>,
-    /// One list of Jobs per label selector ([`super::bucket`]: the gained
+    /// One list of Jobs per label selector ([`crate::bucket`]: the gained
     /// buckets, and the unlabelled); empty: one list of every Job.
     pub jobs: Vec<String>,
     pub reads: ListReads,

@@ -10,11 +10,11 @@
 //! through the Job watch, which selects the gained buckets by then).
 
 use super::{LoadError, Loaded, list_all};
-use crate::apiserver::bucket::{self, Bucket};
 use crate::apiserver::deadline;
 use crate::apiserver::lean_cronjob::LeanCronJob;
 use crate::apiserver::lean_job::LeanJob;
 use crate::apiserver::watch::{JobFacts, cronjob_api};
+use crate::bucket::{self, Bucket};
 use crate::reconcile::{CronJobKind, CronJobKinds};
 use kube::Client;
 use kube::api::Api;

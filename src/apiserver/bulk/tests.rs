@@ -2,8 +2,8 @@
 //! errors and deadlines; and the lists' size.
 
 use super::*;
-use crate::apiserver::bucket::{BUCKETS, Bucket};
 use crate::apiserver::scripted::{self, Answer};
+use crate::bucket::{BUCKETS, Bucket};
 use crate::reconcile::CronJobKind;
 use serde_json::{Value, json};
 

@@ -102,7 +102,7 @@ impl JobFacts {
                 .metadata
                 .labels
                 .as_ref()
-                .is_some_and(|labels| labels.contains_key(super::bucket::LABEL)),
+                .is_some_and(|labels| labels.contains_key(crate::bucket::LABEL)),
             job: Box::new(job),
         }
     }
@@ -380,7 +380,7 @@ fn cronjob_resource(kind: CronJobKind) -> &'static str {
 }
 
 /// Watches the Jobs in one namespace (or all) that `selector` selects
-/// ([`super::bucket`]: the owned buckets, or no bucket), as [`JobFacts`]
+/// ([`crate::bucket`]: the owned buckets, or no bucket), as [`JobFacts`]
 /// for CronJobs of `kinds`; `resource` names the watch in the metrics.
 #[allow(clippy::too_many_arguments)]
 pub fn jobs<Delivered: Future<Output = ()> + Send>(

@@ -24,7 +24,7 @@
 //!   replica's own view does, so before the key can start here.
 
 use super::{Flaw, Ownership};
-use crate::apiserver::bucket::{BUCKETS, Bucket};
+use crate::bucket::{BUCKETS, Bucket};
 use crate::shard::handoff;
 use crate::shard::ring::Ring;
 use std::time::Instant;

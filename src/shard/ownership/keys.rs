@@ -9,7 +9,7 @@
 //! Invariants, kept by every method: the unarmed and the waiting keys are
 //! owned; a stopping key's entry is the UID of the actor told to stop.
 
-use crate::apiserver::bucket::Bucket;
+use crate::bucket::Bucket;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;

@@ -2,7 +2,7 @@
 //! runs while lost keys stop and while the view is published, and a ring
 //! change in the middle starts another.
 
-use crate::apiserver::bucket::{BUCKETS, Bucket};
+use crate::bucket::{BUCKETS, Bucket};
 use crate::shard::ring::Ring;
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! what runs and waits, what `/debug/shards` shows.
 
 use super::{JOIN_GRACE, Ownership, Phase};
-use crate::apiserver::bucket::Bucket;
+use crate::bucket::Bucket;
 use crate::shard::debug::{MemberReport, ShardReport};
 use crate::shard::handoff::{self, KeyDecision};
 use crate::shard::ring::Ring;

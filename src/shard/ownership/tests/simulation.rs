@@ -366,7 +366,7 @@ impl World {
             leases: BTreeMap::new(),
             log: Vec::new(),
             keys: (0..KEYS as u64)
-                .map(|i| format!("ns/{}-{i}", crate::apiserver::bucket::test_uid(i)))
+                .map(|i| format!("ns/{}-{i}", crate::bucket::test_uid(i)))
                 .collect(),
             writes: 0,
             pending_writes: HashMap::new(),

@@ -412,7 +412,7 @@ fn a_key_a_live_peer_still_claims_waits_until_the_peer_lets_go() {
     // Publishing waits for the stop to be reported.
     assert_eq!(published(&commands).is_some(), ours_in_both("a"));
     let key = (0..100)
-        .map(crate::apiserver::bucket::test_uid)
+        .map(crate::bucket::test_uid)
         .find(|k| ours_in_both(k))
         .unwrap();
     let key = format!("ns/{key}");
@@ -608,7 +608,7 @@ fn serving_beside_r1_with(
     also: impl Fn(&str) -> bool,
 ) -> (Ownership, String, Publication) {
     let key = (0..1000)
-        .map(|i| format!("ns/{}", crate::apiserver::bucket::test_uid(i)))
+        .map(|i| format!("ns/{}", crate::bucket::test_uid(i)))
         .find(|k| {
             let uid = format!("uid-{k}");
             Ring::new(["r0", "r1"]).owner(&uid) == Some("r0") && also(&uid)
@@ -743,7 +743,7 @@ fn a_leaving_peer_is_out_of_the_ring_and_its_keys_start_once_it_lets_go() {
         "{commands:?}"
     );
     let gained = (0..100)
-        .map(|i| format!("ns/{}", crate::apiserver::bucket::test_uid(i)))
+        .map(|i| format!("ns/{}", crate::bucket::test_uid(i)))
         .find(|k| Ring::new(["r0", "r1"]).owner(&format!("uid-{k}")) == Some("r1"))
         .expect("some key is r1's");
     o.on(seen_cronjob(&gained), t0);
@@ -845,7 +845,7 @@ fn r1_leaves(o: &mut Ownership, r1: Publication, t0: Instant) -> Vec<Command> {
 /// Three keys the ring of r0 and r1 gives r1 (r0 gains them when r1 goes).
 fn three_keys_of_r1() -> Vec<String> {
     (0..300)
-        .map(|i| format!("ns/{}", crate::apiserver::bucket::test_uid(i)))
+        .map(|i| format!("ns/{}", crate::bucket::test_uid(i)))
         .filter(|k| Ring::new(["r0", "r1"]).owner(&format!("uid-{k}")) == Some("r1"))
         .take(3)
         .collect()
@@ -963,7 +963,7 @@ fn a_read_asked_for_before_the_key_was_lost_and_gained_again_is_not_fresh() {
     let mut loads = crate::shard::ownership::loads::Loads::default();
     let (alone, pair) = (Ring::new(["r0"]), Ring::new(["r0", "r1"]));
     let uid = (0..100)
-        .map(crate::apiserver::bucket::test_uid)
+        .map(crate::bucket::test_uid)
         .find(|uid| pair.owner(uid) == Some("r1"))
         .expect("a key r1 takes");
     loads.ring_changed(Some(&alone), None, "r0");
@@ -977,7 +977,7 @@ fn a_read_asked_for_before_the_key_was_lost_and_gained_again_is_not_fresh() {
     assert!(loads.fresh(&uid, Some(loads.epoch())));
     // A key kept through the changes: the first read still counts.
     let kept = (0..100)
-        .map(crate::apiserver::bucket::test_uid)
+        .map(crate::bucket::test_uid)
         .find(|uid| pair.owner(uid) == Some("r0"))
         .expect("a key r0 keeps");
     assert!(loads.fresh(&kept, Some(first)));
