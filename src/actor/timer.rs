@@ -33,7 +33,8 @@ pub fn next_step(wake_at: Timestamp, now: Timestamp, cap: Duration) -> Wake {
 /// The instant a decision runs at: the clock's `now`, and for a firing
 /// not before the slot it fired for (`due`): a clock stepped back between
 /// the wake-up and the decision must not find that slot not yet due (the
-/// decision would arm the same slot again and fire it a second time).
+/// decision would arm the same slot again: a second wake-up for it, and
+/// the slot as late as the clock stepped).
 pub fn decision_time(now: Timestamp, due: Option<Timestamp>) -> Timestamp {
     due.map_or(now, |due| now.max(due))
 }
